@@ -1,0 +1,513 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Frame codec of the stub: docs/protocol.md in Cython.
+
+Decoding never reads outside the message: every length, count and offset is
+checked against the end of the frame before it is used. Arena offsets are
+checked by the caller, who knows the arena sizes.
+"""
+
+import json
+import sys
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy, memset
+
+if sys.byteorder != "little":  # pragma: no cover
+    raise ImportError("tritonpy's frame codec assumes a little-endian host")
+
+MAGIC = 0x31595054
+VERSION = 1
+HEADER_SIZE = 24
+MAX_FRAME = 131072
+MAX_NDIM = 64
+INLINE_LIMIT = 65536
+
+FLAG_BODY_IN_ARENA = 1
+FLAG_BATCH_DONE = 2
+
+HELLO = 1
+INIT = 2
+INIT_DONE = 3
+ARENA = 4
+EXECUTE = 5
+RESPONSES = 6
+EXECUTE_DONE = 7
+LOG = 8
+FINALIZE = 9
+FINALIZE_DONE = 10
+ERROR = 11
+RELEASE = 12
+
+LOC_INLINE = 0
+LOC_ARENA = 1
+
+cdef uint32_t _MAGIC = 0x31595054
+cdef Py_ssize_t _HDR = 24
+cdef Py_ssize_t _MAX_FRAME = 131072
+cdef int _LAST_TYPE = 12
+cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
+
+
+class ProtocolError(ValueError):
+    """A frame that does not follow docs/protocol.md."""
+
+
+# ------------------------------------------------------------------ reading
+
+
+cdef class _Reader:
+    cdef const uint8_t* p
+    cdef Py_ssize_t pos
+    cdef Py_ssize_t end
+
+    cdef int need(self, Py_ssize_t n) except -1:
+        if n < 0 or n > self.end - self.pos:
+            raise ProtocolError(
+                f"truncated frame: {n} bytes needed at offset {self.pos}, "
+                f"the frame ends at {self.end}")
+        return 0
+
+    cdef uint8_t u8(self) except? 0xFF:
+        self.need(1)
+        cdef uint8_t v = self.p[self.pos]
+        self.pos += 1
+        return v
+
+    cdef uint32_t u32(self) except? 0xFFFFFFFF:
+        cdef uint32_t v
+        self.need(4)
+        memcpy(&v, self.p + self.pos, 4)
+        self.pos += 4
+        return v
+
+    cdef uint64_t u64(self) except? 0xFFFFFFFFFFFFFFFF:
+        cdef uint64_t v
+        self.need(8)
+        memcpy(&v, self.p + self.pos, 8)
+        self.pos += 8
+        return v
+
+    cdef int64_t i64(self) except? -1:
+        cdef int64_t v
+        self.need(8)
+        memcpy(&v, self.p + self.pos, 8)
+        self.pos += 8
+        return v
+
+    cdef str string(self):
+        cdef uint32_t n = self.u32()
+        self.need(n)
+        cdef str s = PyUnicode_DecodeUTF8(<const char*>(self.p + self.pos), n, "strict")
+        self.pos += n
+        return s
+
+    cdef int zero32(self) except -1:
+        if self.u32() != 0:
+            raise ProtocolError("a reserved field is not zero")
+        return 0
+
+    cdef int pad8(self) except -1:
+        cdef Py_ssize_t n = (8 - self.pos % 8) % 8
+        self.need(n)
+        cdef Py_ssize_t i
+        for i in range(n):
+            if self.p[self.pos + i] != 0:
+                raise ProtocolError("padding is not zero")
+        self.pos += n
+        return 0
+
+    cdef tuple tensor(self):
+        """(name, dtype, dims, byte_size, location, a, b): for inline data
+        a is the offset of the data in the frame and b is 0; for arena data
+        a is the arena id and b the offset in that arena."""
+        cdef str name = self.string()
+        cdef uint32_t dtype = self.u32()
+        if dtype < 1 or dtype > 14:
+            raise ProtocolError(f"tensor '{name}': unknown data type {dtype}")
+        cdef uint32_t ndim = self.u32()
+        if ndim > MAX_NDIM:
+            raise ProtocolError(f"tensor '{name}': {ndim} dimensions, at most {MAX_NDIM}")
+        cdef list dims = []
+        cdef int64_t d
+        cdef uint32_t i
+        for i in range(ndim):
+            d = self.i64()
+            if d < 0:
+                raise ProtocolError(f"tensor '{name}': negative dimension {d}")
+            dims.append(d)
+        cdef uint64_t byte_size = self.u64()
+        cdef uint8_t loc = self.u8()
+        cdef uint64_t a, b
+        if loc == LOC_INLINE:
+            self.pad8()
+            if byte_size > <uint64_t>(self.end - self.pos):
+                raise ProtocolError(f"tensor '{name}': {byte_size} inline bytes past the frame end")
+            a = self.pos
+            b = 0
+            self.pos += <Py_ssize_t>byte_size
+        elif loc == LOC_ARENA:
+            a = self.u32()
+            self.zero32()
+            b = self.u64()
+        else:
+            raise ProtocolError(f"tensor '{name}': unknown location {loc}")
+        return (name, dtype, tuple(dims), byte_size, loc, a, b)
+
+    cdef int done(self) except -1:
+        if self.pos != self.end:
+            raise ProtocolError(f"{self.end - self.pos} trailing bytes after the body")
+        return 0
+
+
+def decode_header(const uint8_t[::1] buf not None):
+    """Check the header of a whole message; return (type, flags, id, body_len)."""
+    cdef Py_ssize_t n = buf.shape[0]
+    if n < _HDR:
+        raise ProtocolError(f"a {n}-byte message is shorter than the frame header")
+    if n > _MAX_FRAME:
+        raise ProtocolError(f"a {n}-byte message is longer than MAX_FRAME")
+    cdef const uint8_t* p = &buf[0]
+    cdef uint32_t magic, body_len, reserved
+    cdef uint16_t flags
+    cdef uint64_t fid
+    memcpy(&magic, p, 4)
+    memcpy(&flags, p + 6, 2)
+    memcpy(&fid, p + 8, 8)
+    memcpy(&body_len, p + 16, 4)
+    memcpy(&reserved, p + 20, 4)
+    if magic != _MAGIC:
+        raise ProtocolError(f"bad magic {magic:#x}")
+    if p[4] != VERSION:
+        raise ProtocolError(f"protocol version {p[4]}, this stub speaks {VERSION}")
+    cdef int ftype = p[5]
+    if ftype < 1 or ftype > _LAST_TYPE:
+        raise ProtocolError(f"unknown frame type {ftype}")
+    cdef uint16_t allowed = FLAG_BODY_IN_ARENA
+    if ftype == RESPONSES:
+        allowed |= FLAG_BATCH_DONE
+    if flags & ~allowed:
+        raise ProtocolError(f"unknown flags {flags:#x} on frame type {ftype}")
+    if reserved != 0:
+        raise ProtocolError("the header's reserved field is not zero")
+    if flags & FLAG_BODY_IN_ARENA:
+        if n != _HDR + 16:
+            raise ProtocolError("a BODY_IN_ARENA frame must carry exactly an arena reference")
+    elif body_len != n - _HDR:
+        raise ProtocolError(f"body_len {body_len} does not match the {n - _HDR} bytes received")
+    return ftype, flags, fid, body_len
+
+
+def decode_arena_ref(const uint8_t[::1] buf not None):
+    """The (arena_id, offset) of a BODY_IN_ARENA frame whose header is valid."""
+    cdef _Reader r = _Reader()
+    r.p = &buf[0]
+    r.pos = _HDR
+    r.end = buf.shape[0]
+    cdef uint32_t aid = r.u32()
+    r.zero32()
+    cdef uint64_t off = r.u64()
+    r.done()
+    return aid, off
+
+
+def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24):
+    """Decode the body of a frame of type ``ftype`` that occupies
+    ``buf[start:]``. Offsets of inline tensor data in the result are
+    offsets into ``buf``.
+
+    EXECUTE -> list of requests
+        (request_id, correlation, flags, timeout_us, parameters,
+         requested_output_names, inputs)
+        where correlation is None, an int or a str, and inputs are tensor
+        tuples (see _Reader.tensor).
+    RESPONSES -> list of
+        (request_index, response_flags, error, parameters, outputs)
+        where error is None or (code, message).
+    JSON frames -> the dict; ARENA -> (arena_id, size);
+    EXECUTE_DONE -> (ok, error); LOG -> (level, file, line, message);
+    ERROR -> message; RELEASE -> list of (arena_id, offset); FINALIZE -> None.
+    """
+    cdef Py_ssize_t n = buf.shape[0]
+    if start < 0 or start > n:
+        raise ProtocolError("body start outside the buffer")
+    cdef _Reader r = _Reader()
+    r.p = &buf[0] if n > 0 else NULL
+    r.pos = start
+    r.end = n
+    cdef object out
+    cdef uint32_t count, i, j, k
+    cdef list items, names, tensors
+    cdef uint8_t kind, has_error
+    cdef uint32_t aid
+    if ftype in _JSON_TYPES:
+        try:
+            out = json.loads(PyUnicode_DecodeUTF8(<const char*>(r.p + r.pos), r.end - r.pos, "strict"))
+        except ValueError as e:
+            raise ProtocolError(f"frame type {ftype}: body is not JSON: {e}") from None
+        if not isinstance(out, dict):
+            raise ProtocolError(f"frame type {ftype}: JSON body is not an object")
+        return out
+    if ftype == FINALIZE:
+        out = None
+    elif ftype == ARENA:
+        aid = r.u32()
+        r.zero32()
+        out = (aid, r.u64())
+    elif ftype == EXECUTE:
+        count = r.u32()
+        items = []
+        for i in range(count):
+            rid = r.string()
+            kind = r.u8()
+            cu = r.u64()
+            cs = r.string()
+            if kind == 0:
+                corr = None
+            elif kind == 1:
+                corr = cu
+            elif kind == 2:
+                corr = cs
+            else:
+                raise ProtocolError(f"request {i}: unknown correlation kind {kind}")
+            flags = r.u32()
+            timeout = r.u64()
+            params = r.string()
+            k = r.u32()
+            names = []
+            for j in range(k):
+                names.append(r.string())
+            k = r.u32()
+            tensors = []
+            for j in range(k):
+                tensors.append(r.tensor())
+            items.append((rid, corr, flags, timeout, params, names, tensors))
+        out = items
+    elif ftype == RESPONSES:
+        count = r.u32()
+        items = []
+        for i in range(count):
+            idx = r.u32()
+            rflags = r.u32()
+            has_error = r.u8()
+            code = r.u32()
+            msg = r.string()
+            params = r.string()
+            k = r.u32()
+            tensors = []
+            for j in range(k):
+                tensors.append(r.tensor())
+            items.append((idx, rflags, (code, msg) if has_error else None, params, tensors))
+        out = items
+    elif ftype == EXECUTE_DONE:
+        ok = r.u8()
+        out = (ok, r.string())
+    elif ftype == LOG:
+        level = r.u32()
+        f = r.string()
+        line = r.u32()
+        out = (level, f, line, r.string())
+    elif ftype == ERROR:
+        out = r.string()
+    elif ftype == RELEASE:
+        count = r.u32()
+        items = []
+        for i in range(count):
+            aid = r.u32()
+            r.zero32()
+            items.append((aid, r.u64()))
+        out = items
+    else:
+        raise ProtocolError(f"unknown frame type {ftype}")
+    r.done()
+    return out
+
+
+# ------------------------------------------------------------------ writing
+
+
+cdef class FrameWriter:
+    """Builds one frame at a time in a reusable buffer.
+
+    Usage: ``begin(type, id, flags)``, body writes, then ``finish()`` which
+    fills in the header and returns the frame as bytes."""
+
+    cdef uint8_t* buf
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t pos
+    cdef bint open
+
+    def __cinit__(self):
+        self.cap = 4096
+        self.buf = <uint8_t*>realloc(NULL, self.cap)
+        if self.buf == NULL:
+            raise MemoryError()
+        self.pos = 0
+        self.open = False
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    cdef int reserve(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t want = self.pos + n
+        cdef Py_ssize_t cap = self.cap
+        cdef uint8_t* nb
+        if want <= cap:
+            return 0
+        while cap < want:
+            cap *= 2
+        nb = <uint8_t*>realloc(self.buf, cap)
+        if nb == NULL:
+            raise MemoryError()
+        self.buf = nb
+        self.cap = cap
+        return 0
+
+    cdef inline int put(self, const void* src, Py_ssize_t n) except -1:
+        self.reserve(n)
+        memcpy(self.buf + self.pos, src, n)
+        self.pos += n
+        return 0
+
+    cpdef begin(self, int ftype, uint64_t fid=0, uint16_t flags=0):
+        self.pos = 0
+        self.reserve(_HDR)
+        memset(self.buf, 0, _HDR)
+        memcpy(self.buf, &_MAGIC, 4)
+        self.buf[4] = VERSION
+        self.buf[5] = <uint8_t>ftype
+        memcpy(self.buf + 6, &flags, 2)
+        memcpy(self.buf + 8, &fid, 8)
+        self.pos = _HDR
+        self.open = True
+
+    cpdef set_flags(self, uint16_t flags):
+        memcpy(self.buf + 6, &flags, 2)
+
+    cpdef Py_ssize_t size(self):
+        return self.pos
+
+    cpdef u8(self, uint8_t v):
+        self.put(&v, 1)
+
+    cpdef u32(self, uint32_t v):
+        self.put(&v, 4)
+
+    cpdef u64(self, uint64_t v):
+        self.put(&v, 8)
+
+    cpdef i64(self, int64_t v):
+        self.put(&v, 8)
+
+    cpdef string(self, s):
+        cdef bytes raw = s.encode() if isinstance(s, str) else bytes(s)
+        cdef uint32_t n = len(raw)
+        self.put(&n, 4)
+        self.put(<const char*>raw, n)
+
+    cpdef raw(self, const uint8_t[::1] data):
+        if data.shape[0]:
+            self.put(&data[0], data.shape[0])
+
+    cpdef pad8(self):
+        cdef Py_ssize_t n = (8 - self.pos % 8) % 8
+        self.reserve(n)
+        memset(self.buf + self.pos, 0, n)
+        self.pos += n
+
+    cpdef tensor_head(self, str name, uint32_t dtype, tuple dims, uint64_t byte_size):
+        self.string(name)
+        self.u32(dtype)
+        self.u32(len(dims))
+        for d in dims:
+            self.i64(d)
+        self.u64(byte_size)
+
+    cpdef tensor_inline(self, str name, uint32_t dtype, tuple dims, const uint8_t[::1] data):
+        self.tensor_head(name, dtype, dims, data.shape[0])
+        self.u8(LOC_INLINE)
+        self.pad8()
+        self.raw(data)
+
+    cpdef tensor_arena(self, str name, uint32_t dtype, tuple dims, uint64_t byte_size,
+                       uint32_t arena_id, uint64_t offset):
+        self.tensor_head(name, dtype, dims, byte_size)
+        self.u8(LOC_ARENA)
+        self.u32(arena_id)
+        self.u32(0)
+        self.u64(offset)
+
+    cpdef json_body(self, dict obj):
+        cdef bytes raw = json.dumps(obj, separators=(",", ":"), sort_keys=True).encode()
+        self.put(<const char*>raw, len(raw))
+
+    cpdef bytes body_bytes(self):
+        """The body written so far (to move it into an arena)."""
+        return PyBytes_FromStringAndSize(<const char*>(self.buf + _HDR), self.pos - _HDR)
+
+    cpdef bytes finish(self):
+        cdef uint32_t body_len = <uint32_t>(self.pos - _HDR)
+        memcpy(self.buf + 16, &body_len, 4)
+        self.open = False
+        return PyBytes_FromStringAndSize(<const char*>self.buf, self.pos)
+
+    cpdef bytes finish_in_arena(self, uint32_t arena_id, uint64_t offset):
+        """Replace the body by a reference to the copy the caller placed
+        in its arena, and return the short frame."""
+        cdef uint32_t body_len = <uint32_t>(self.pos - _HDR)
+        cdef uint16_t flags
+        memcpy(&flags, self.buf + 6, 2)
+        flags |= FLAG_BODY_IN_ARENA
+        memcpy(self.buf + 6, &flags, 2)
+        memcpy(self.buf + 16, &body_len, 4)
+        self.pos = _HDR
+        self.u32(arena_id)
+        self.u32(0)
+        self.u64(offset)
+        self.open = False
+        return PyBytes_FromStringAndSize(<const char*>self.buf, self.pos)
+
+
+def encode_json(int ftype, dict obj):
+    cdef FrameWriter w = FrameWriter()
+    w.begin(ftype)
+    w.json_body(obj)
+    return w.finish()
+
+
+def encode_simple(int ftype, body, uint64_t fid=0):
+    """Encode the small non-tensor frames from their decoded form
+    (see decode_body)."""
+    cdef FrameWriter w = FrameWriter()
+    w.begin(ftype, fid)
+    if ftype == ARENA:
+        w.u32(body[0])
+        w.u32(0)
+        w.u64(body[1])
+    elif ftype == EXECUTE_DONE:
+        w.u8(1 if body[0] else 0)
+        w.string(body[1])
+    elif ftype == LOG:
+        w.u32(body[0])
+        w.string(body[1])
+        w.u32(body[2])
+        w.string(body[3])
+    elif ftype == ERROR:
+        w.string(body)
+    elif ftype == RELEASE:
+        w.u32(len(body))
+        for aid, off in body:
+            w.u32(aid)
+            w.u32(0)
+            w.u64(off)
+    elif ftype == FINALIZE:
+        pass
+    elif ftype in _JSON_TYPES:
+        w.json_body(body)
+    else:
+        raise ValueError(f"encode_simple does not encode frame type {ftype}")
+    return w.finish()

@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Writes tests/golden/*.bin and frames.json from the reference codec.
+
+Run ``python tests/golden/make_golden.py`` after changing docs/protocol.md;
+tests/unit/test_golden.py fails if the committed files are stale.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+import protocol_ref as P  # noqa: E402
+
+FP32, INT32, BYTES, BOOL, FP16, BF16, UINT64 = 11, 8, 13, 1, 10, 14, 5
+
+
+def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
+    """(file, type, body, id, flags) of every valid golden frame."""
+    a = struct.pack("<4f", 0.5, 1.5, -2.0, 3.25)
+    b = struct.pack("<4i", 1, -2, 3, 2**31 - 1)
+    words = b"".join(struct.pack("<I", len(w)) + w for w in (b"hello", b"", "h\u00e9".encode()))
+    return [
+        ("hello.bin", P.HELLO, {"json": {"protocol": 1, "pid": 4242, "python": "3.11.7",
+                                         "executable": "/usr/bin/python3"}}, 0, 0),
+        ("init.bin", P.INIT, {"json": {
+            "args": {"model_config": "{\"name\":\"add_sub\"}", "model_instance_kind": "CPU",
+                     "model_instance_name": "add_sub_0_0", "model_instance_device_id": "0",
+                     "model_repository": "/models/add_sub", "model_version": "1",
+                     "model_name": "add_sub"},
+            "model_file": "/models/add_sub/1/model.py", "model_dir": "/models/add_sub/1",
+            "settings": {"log_verbose": 0}}}, 0, 0),
+        ("init_done_ok.bin", P.INIT_DONE, {"json": {"ok": True}}, 0, 0),
+        ("init_done_error.bin", P.INIT_DONE, {"json": {"ok": False, "error": "boom\nTraceback"}}, 0, 0),
+        ("arena.bin", P.ARENA, {"arena_id": 3, "size": 64 << 20}, 0, 0),
+        ("execute_add_sub.bin", P.EXECUTE, {"requests": [P.request(
+            "req-1", [P.inline("INPUT0", FP32, [4], a), P.inline("INPUT1", FP32, [4], a)],
+            requested_outputs=["OUTPUT0", "OUTPUT1"])]}, 7, 0),
+        ("execute_batch.bin", P.EXECUTE, {"requests": [
+            P.request("", [P.inline("IN", INT32, [1, 4], b)]),
+            P.request("second", [P.inline("IN", INT32, [2, 2], b)], correlation_kind=1,
+                      correlation_u64=2**63 + 5, flags=3, timeout_us=1500000,
+                      parameters="{\"k\":\"v\",\"n\":3,\"b\":true}"),
+            P.request("third", [P.inline("IN", INT32, [0, 4], b"")], correlation_kind=2,
+                      correlation_str="seq-\u00e9"),
+        ]}, 2**40 + 1, 0),
+        ("execute_types.bin", P.EXECUTE, {"requests": [P.request("t", [
+            P.inline("S", BYTES, [3], words),
+            P.inline("B", BOOL, [3], b"\x01\x00\x01"),
+            P.inline("H", FP16, [1], b"\x00\x3c"),
+            P.inline("Z", BF16, [2], b"\x80\x3f\x00\x40"),
+            P.inline("SCALAR", UINT64, [], struct.pack("<Q", 9)),
+            P.Tensor("BIG", FP32, [1024, 1024], 4 << 20, 1, b"", 3, 4096).to_json(),
+        ])]}, 9, 0),
+        ("execute_in_arena.bin", P.EXECUTE, {"arena_id": 1, "offset": 128, "body_len": 200000},
+         11, P.FLAG_BODY_IN_ARENA),
+        ("responses_add_sub.bin", P.RESPONSES, {"responses": [{
+            "request_index": 0, "response_flags": 1, "has_error": 0, "error_code": 0,
+            "error_message": "", "parameters": "",
+            "outputs": [P.inline("OUTPUT0", FP32, [4], a), P.inline("OUTPUT1", FP32, [4], a)]}]},
+         7, P.FLAG_BATCH_DONE),
+        ("responses_mixed.bin", P.RESPONSES, {"responses": [
+            {"request_index": 1, "response_flags": 1, "has_error": 1, "error_code": 3,
+             "error_message": "model 'm': bad input", "parameters": "", "outputs": []},
+            {"request_index": 0, "response_flags": 1, "has_error": 0, "error_code": 0,
+             "error_message": "", "parameters": "{\"p\":1}",
+             "outputs": [P.Tensor("OUT", FP32, [256, 1024], 1 << 20, 1, b"", 1, 64).to_json()]},
+        ]}, 2**40 + 1, P.FLAG_BATCH_DONE),
+        ("responses_partial.bin", P.RESPONSES, {"responses": [
+            {"request_index": 2, "response_flags": 1, "has_error": 0, "error_code": 0,
+             "error_message": "", "parameters": "", "outputs": []}]}, 5, 0),
+        ("execute_done_ok.bin", P.EXECUTE_DONE, {"ok": 1, "error": ""}, 5, 0),
+        ("execute_done_error.bin", P.EXECUTE_DONE, {"ok": 0, "error": "Traceback: boom"}, 5, 0),
+        ("log.bin", P.LOG, {"level": 1, "file": "model.py", "line": 42, "message": "warned"}, 0, 0),
+        ("finalize.bin", P.FINALIZE, {}, 0, 0),
+        ("finalize_done.bin", P.FINALIZE_DONE, {"json": {"ok": True}}, 0, 0),
+        ("error.bin", P.ERROR, {"message": "bad frame"}, 0, 0),
+        ("release.bin", P.RELEASE, {"allocations": [{"arena_id": 1, "offset": 64},
+                                                    {"arena_id": 2, "offset": 1 << 33}]}, 0, 0),
+    ]
+
+
+def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
+    ex = frames["execute_add_sub.bin"]
+    rs = frames["responses_add_sub.bin"]
+
+    def body_len(buf: bytes, n: int) -> bytes:
+        return buf[:16] + struct.pack("<I", n) + buf[20:]
+
+    huge_str = bytearray(ex)
+    struct.pack_into("<I", huge_str, 28, 0xFFFFFFF0)  # first request id length
+    huge_count = bytearray(rs)
+    struct.pack_into("<I", huge_count, 24, 0x7FFFFFFF)  # response_count
+    big_ndim = bytearray(frames["execute_add_sub.bin"])
+    # INPUT0's ndim sits after: count(4) id(4+5) kind(1) u64(8) str(4) flags(4) timeout(8)
+    # params(4) nreq(4) "OUTPUT0"(4+7) "OUTPUT1"(4+7) ninputs(4) name(4+6) dtype(4)
+    off = 24 + 4 + 9 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 11 + 11 + 4 + 10 + 4
+    assert struct.unpack_from("<I", big_ndim, off)[0] == 1
+    struct.pack_into("<I", big_ndim, off, 1000)
+    bad_pad = bytearray(rs)
+    pad_at = bad_pad.index(struct.pack("<f", 0.5)) - 1
+    bad_pad[pad_at] = 0xFF
+    return [
+        ("bad_short.bin", ex[:20], "shorter than the header"),
+        ("bad_magic.bin", b"XXXX" + ex[4:], "bad magic"),
+        ("bad_version.bin", ex[:4] + b"\x02" + ex[5:], "unknown version"),
+        ("bad_type.bin", ex[:5] + b"\x63" + ex[6:], "unknown frame type 99"),
+        ("bad_flags.bin", ex[:6] + b"\x80\x00" + ex[8:], "unknown flag bit"),
+        ("bad_body_len.bin", body_len(ex, len(ex) - 24 + 1), "body_len longer than the message"),
+        ("bad_truncated.bin", body_len(ex[:-3], len(ex) - 27), "body ends inside a tensor"),
+        ("bad_trailing.bin", body_len(ex + b"\0\0\0\0", len(ex) - 20), "trailing bytes"),
+        ("bad_huge_string.bin", bytes(huge_str), "string length past the end"),
+        ("bad_huge_count.bin", bytes(huge_count), "count past the end"),
+        ("bad_ndim.bin", bytes(big_ndim), "ndim over 64"),
+        ("bad_padding.bin", bytes(bad_pad), "non-zero padding"),
+    ]
+
+
+def main(out: Path = HERE) -> None:
+    entries: list[dict[str, Any]] = []
+    frames: dict[str, bytes] = {}
+    for name, ftype, body, fid, flags in valid():
+        buf = P.encode(ftype, body, id=fid, flags=flags)
+        assert len(buf) <= P.MAX_FRAME
+        assert P.decode(buf)["body"] == json.loads(json.dumps(body)), name
+        frames[name] = buf
+        entries.append({"file": name, "type": P.TYPE_NAMES[ftype], "id": fid, "flags": flags,
+                        "body": body})
+    for name, buf, why in invalid(frames):
+        try:
+            P.decode(buf)
+        except (P.ProtocolError, UnicodeDecodeError, ValueError):
+            pass
+        else:
+            raise AssertionError(f"{name} decodes but must not: {why}")
+        frames[name] = buf
+        entries.append({"file": name, "invalid": True, "why": why})
+    for name, buf in frames.items():
+        (out / name).write_bytes(buf)
+    (out / "frames.json").write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(entries)} golden frames to {out}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)

@@ -1,0 +1,374 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Reference codec of the tritonpy IPC protocol (docs/protocol.md), in plain
+Python with ``struct``.
+
+It shares no code with either real codec (C++ in backend/, Cython in stub/):
+it writes the golden frames both are tested against, and the stub tests use it
+to play the backend's side of the socket.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+MAGIC = 0x31595054
+VERSION = 1
+HEADER = struct.Struct("<IBBHQII")
+HEADER_SIZE = HEADER.size  # 24
+MAX_FRAME = 131072
+MAX_NDIM = 64
+
+FLAG_BODY_IN_ARENA = 1
+FLAG_BATCH_DONE = 2
+
+HELLO, INIT, INIT_DONE, ARENA, EXECUTE, RESPONSES, EXECUTE_DONE = 1, 2, 3, 4, 5, 6, 7
+LOG, FINALIZE, FINALIZE_DONE, ERROR, RELEASE = 8, 9, 10, 11, 12
+TYPE_NAMES = {
+    HELLO: "HELLO", INIT: "INIT", INIT_DONE: "INIT_DONE", ARENA: "ARENA",
+    EXECUTE: "EXECUTE", RESPONSES: "RESPONSES", EXECUTE_DONE: "EXECUTE_DONE",
+    LOG: "LOG", FINALIZE: "FINALIZE", FINALIZE_DONE: "FINALIZE_DONE",
+    ERROR: "ERROR", RELEASE: "RELEASE",
+}
+TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
+JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
+
+
+class ProtocolError(ValueError):
+    pass
+
+
+@dataclass
+class Tensor:
+    name: str
+    dtype: int
+    dims: list[int]
+    byte_size: int
+    location: int = 0
+    data: bytes = b""
+    arena_id: int = 0
+    offset: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name, "dtype": self.dtype, "dims": list(self.dims),
+            "byte_size": self.byte_size, "location": self.location,
+        }
+        if self.location == 0:
+            out["data_hex"] = self.data.hex()
+        else:
+            out["arena_id"] = self.arena_id
+            out["offset"] = self.offset
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Tensor:
+        return cls(d["name"], d["dtype"], list(d["dims"]), d["byte_size"], d["location"],
+                   bytes.fromhex(d.get("data_hex", "")), d.get("arena_id", 0), d.get("offset", 0))
+
+
+# ---------------------------------------------------------------- writer
+
+
+class _W:
+    def __init__(self) -> None:
+        self.b = bytearray(HEADER_SIZE)  # body offsets count from frame start
+
+    def u8(self, v: int) -> None:
+        self.b += struct.pack("<B", v)
+
+    def u32(self, v: int) -> None:
+        self.b += struct.pack("<I", v)
+
+    def u64(self, v: int) -> None:
+        self.b += struct.pack("<Q", v)
+
+    def i64(self, v: int) -> None:
+        self.b += struct.pack("<q", v)
+
+    def str(self, s: str | bytes) -> None:
+        raw = s.encode() if isinstance(s, str) else s
+        self.u32(len(raw))
+        self.b += raw
+
+    def pad8(self) -> None:
+        self.b += b"\0" * (-len(self.b) % 8)
+
+    def tensor(self, t: Tensor) -> None:
+        self.str(t.name)
+        self.u32(t.dtype)
+        self.u32(len(t.dims))
+        for d in t.dims:
+            self.i64(d)
+        self.u64(t.byte_size)
+        self.u8(t.location)
+        if t.location == 0:
+            assert len(t.data) == t.byte_size
+            self.pad8()
+            self.b += t.data
+        else:
+            self.u32(t.arena_id)
+            self.u32(0)
+            self.u64(t.offset)
+
+
+def encode(ftype: int, body: dict[str, Any], *, id: int = 0, flags: int = 0) -> bytes:
+    """Encode one frame from the decoded form that :func:`decode` returns."""
+    w = _W()
+    if flags & FLAG_BODY_IN_ARENA:
+        w.u32(body["arena_id"])
+        w.u32(0)
+        w.u64(body["offset"])
+        body_len = body["body_len"]
+    else:
+        _encode_body(w, ftype, body)
+        body_len = len(w.b) - HEADER_SIZE
+    w.b[:HEADER_SIZE] = HEADER.pack(MAGIC, VERSION, ftype, flags, id, body_len, 0)
+    return bytes(w.b)
+
+
+def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
+    if ftype in JSON_TYPES:
+        w.b += json.dumps(body["json"], separators=(",", ":"), sort_keys=True).encode()
+    elif ftype == FINALIZE:
+        pass
+    elif ftype == ARENA:
+        w.u32(body["arena_id"])
+        w.u32(0)
+        w.u64(body["size"])
+    elif ftype == EXECUTE:
+        w.u32(len(body["requests"]))
+        for r in body["requests"]:
+            w.str(r["request_id"])
+            w.u8(r["correlation_kind"])
+            w.u64(r["correlation_u64"])
+            w.str(r["correlation_str"])
+            w.u32(r["flags"])
+            w.u64(r["timeout_us"])
+            w.str(r["parameters"])
+            w.u32(len(r["requested_outputs"]))
+            for n in r["requested_outputs"]:
+                w.str(n)
+            w.u32(len(r["inputs"]))
+            for t in r["inputs"]:
+                w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+    elif ftype == RESPONSES:
+        w.u32(len(body["responses"]))
+        for r in body["responses"]:
+            w.u32(r["request_index"])
+            w.u32(r["response_flags"])
+            w.u8(r["has_error"])
+            w.u32(r["error_code"])
+            w.str(r["error_message"])
+            w.str(r["parameters"])
+            w.u32(len(r["outputs"]))
+            for t in r["outputs"]:
+                w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+    elif ftype == EXECUTE_DONE:
+        w.u8(body["ok"])
+        w.str(body["error"])
+    elif ftype == LOG:
+        w.u32(body["level"])
+        w.str(body["file"])
+        w.u32(body["line"])
+        w.str(body["message"])
+    elif ftype == ERROR:
+        w.str(body["message"])
+    elif ftype == RELEASE:
+        w.u32(len(body["allocations"]))
+        for a in body["allocations"]:
+            w.u32(a["arena_id"])
+            w.u32(0)
+            w.u64(a["offset"])
+    else:
+        raise ProtocolError(f"unknown frame type {ftype}")
+
+
+# ---------------------------------------------------------------- reader
+
+
+class _R:
+    def __init__(self, buf: bytes, pos: int, end: int) -> None:
+        self.buf, self.pos, self.end = buf, pos, end
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or n > self.end - self.pos:
+            raise ProtocolError(f"truncated: need {n} bytes at {self.pos}, frame ends at {self.end}")
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def u8(self) -> int:
+        return self.take(1)[0]
+
+    def u32(self) -> int:
+        return int(struct.unpack("<I", self.take(4))[0])
+
+    def u64(self) -> int:
+        return int(struct.unpack("<Q", self.take(8))[0])
+
+    def i64(self) -> int:
+        return int(struct.unpack("<q", self.take(8))[0])
+
+    def str(self) -> str:
+        return self.take(self.u32()).decode()
+
+    def zero32(self) -> None:
+        if self.u32() != 0:
+            raise ProtocolError("reserved field is not zero")
+
+    def pad8(self) -> None:
+        n = -self.pos % 8
+        if any(self.take(n)):
+            raise ProtocolError("padding is not zero")
+
+    def tensor(self) -> dict[str, Any]:
+        name = self.str()
+        dtype = self.u32()
+        if not 1 <= dtype <= 14:
+            raise ProtocolError(f"tensor '{name}': bad dtype {dtype}")
+        ndim = self.u32()
+        if ndim > MAX_NDIM:
+            raise ProtocolError(f"tensor '{name}': ndim {ndim} > {MAX_NDIM}")
+        dims = [self.i64() for _ in range(ndim)]
+        if any(d < 0 for d in dims):
+            raise ProtocolError(f"tensor '{name}': negative dimension")
+        byte_size = self.u64()
+        location = self.u8()
+        t = Tensor(name, dtype, dims, byte_size, location)
+        if location == 0:
+            self.pad8()
+            t.data = self.take(byte_size)
+        elif location == 1:
+            t.arena_id = self.u32()
+            self.zero32()
+            t.offset = self.u64()
+        else:
+            raise ProtocolError(f"tensor '{name}': bad location {location}")
+        return t.to_json()
+
+    def done(self) -> None:
+        if self.pos != self.end:
+            raise ProtocolError(f"{self.end - self.pos} trailing bytes")
+
+
+def decode_header(buf: bytes) -> tuple[int, int, int, int]:
+    if len(buf) < HEADER_SIZE:
+        raise ProtocolError("shorter than the header")
+    if len(buf) > MAX_FRAME:
+        raise ProtocolError("longer than MAX_FRAME")
+    magic, version, ftype, flags, fid, body_len, reserved = HEADER.unpack_from(buf)
+    if magic != MAGIC or version != VERSION or reserved != 0:
+        raise ProtocolError("bad magic, version or reserved header field")
+    if ftype not in TYPE_NAMES:
+        raise ProtocolError(f"unknown frame type {ftype}")
+    allowed = FLAG_BODY_IN_ARENA | (FLAG_BATCH_DONE if ftype == RESPONSES else 0)
+    if flags & ~allowed:
+        raise ProtocolError(f"unknown flags {flags:#x}")
+    if flags & FLAG_BODY_IN_ARENA:
+        if len(buf) != HEADER_SIZE + 16:
+            raise ProtocolError("BODY_IN_ARENA frame must carry exactly an arena reference")
+    elif body_len != len(buf) - HEADER_SIZE:
+        raise ProtocolError("body_len does not match the message length")
+    return ftype, flags, fid, body_len
+
+
+def decode(buf: bytes) -> dict[str, Any]:
+    """Decode one whole frame to ``{"type", "id", "flags", "body"}``.
+
+    A BODY_IN_ARENA frame decodes to its reference
+    (``{"arena_id", "offset", "body_len"}``); decode the body itself with
+    :func:`decode_body` once read from the arena."""
+    ftype, flags, fid, body_len = decode_header(buf)
+    if flags & FLAG_BODY_IN_ARENA:
+        r = _R(buf, HEADER_SIZE, len(buf))
+        aid = r.u32()
+        r.zero32()
+        body = {"arena_id": aid, "offset": r.u64(), "body_len": body_len}
+    else:
+        body = decode_body(ftype, buf, HEADER_SIZE)
+    return {"type": TYPE_NAMES[ftype], "id": fid, "flags": flags, "body": body}
+
+
+def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
+    r = _R(buf, start, len(buf))
+    body: dict[str, Any]
+    if ftype in JSON_TYPES:
+        obj = json.loads(r.take(r.end - r.pos))
+        if not isinstance(obj, dict):
+            raise ProtocolError("JSON body is not an object")
+        body = {"json": obj}
+    elif ftype == FINALIZE:
+        body = {}
+    elif ftype == ARENA:
+        aid = r.u32()
+        r.zero32()
+        body = {"arena_id": aid, "size": r.u64()}
+    elif ftype == EXECUTE:
+        reqs = []
+        for _ in range(r.u32()):
+            req: dict[str, Any] = {"request_id": r.str(), "correlation_kind": r.u8()}
+            if req["correlation_kind"] > 2:
+                raise ProtocolError("bad correlation kind")
+            req["correlation_u64"] = r.u64()
+            req["correlation_str"] = r.str()
+            req["flags"] = r.u32()
+            req["timeout_us"] = r.u64()
+            req["parameters"] = r.str()
+            req["requested_outputs"] = [r.str() for _ in range(r.u32())]
+            req["inputs"] = [r.tensor() for _ in range(r.u32())]
+            reqs.append(req)
+        body = {"requests": reqs}
+    elif ftype == RESPONSES:
+        resps = []
+        for _ in range(r.u32()):
+            resp: dict[str, Any] = {
+                "request_index": r.u32(), "response_flags": r.u32(), "has_error": r.u8(),
+                "error_code": r.u32(), "error_message": r.str(), "parameters": r.str(),
+            }
+            resp["outputs"] = [r.tensor() for _ in range(r.u32())]
+            resps.append(resp)
+        body = {"responses": resps}
+    elif ftype == EXECUTE_DONE:
+        body = {"ok": r.u8(), "error": r.str()}
+    elif ftype == LOG:
+        body = {"level": r.u32(), "file": r.str(), "line": r.u32(), "message": r.str()}
+    elif ftype == ERROR:
+        body = {"message": r.str()}
+    elif ftype == RELEASE:
+        allocs = []
+        for _ in range(r.u32()):
+            aid = r.u32()
+            r.zero32()
+            allocs.append({"arena_id": aid, "offset": r.u64()})
+        body = {"allocations": allocs}
+    else:
+        raise ProtocolError(f"unknown frame type {ftype}")
+    r.done()
+    return body
+
+
+def inline(name: str, dtype: int, dims: list[int], data: bytes) -> dict[str, Any]:
+    return Tensor(name, dtype, dims, len(data), 0, data).to_json()
+
+
+def request(request_id: str = "", inputs: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "request_id": request_id, "correlation_kind": 0, "correlation_u64": 0,
+        "correlation_str": "", "flags": 0, "timeout_us": 0, "parameters": "",
+        "requested_outputs": [], "inputs": inputs or [],
+    }
+    r.update(kw)
+    return r
+
+
+@dataclass
+class Golden:
+    file: str
+    frame: bytes
+    expect: dict[str, Any] | None = None  # None: the frame is invalid
+    why: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Both real codecs against the golden frames of docs/protocol.md.
+
+The golden files come from tests/protocol_ref.py (plain struct code). The
+Cython codec of the stub is checked here; the C++ codec of the backend by
+the program tritonpy_golden_test, run here too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import protocol_ref as P
+from tritonpy.stub import _codec as C
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+ROOT = GOLDEN.parents[1]
+ENTRIES = json.loads((GOLDEN / "frames.json").read_text())
+VALID = [e for e in ENTRIES if not e.get("invalid")]
+INVALID = [e for e in ENTRIES if e.get("invalid")]
+
+
+def test_golden_files_are_current(tmp_path: Path) -> None:
+    """make_golden.py regenerates exactly the committed files."""
+    out = subprocess.run([sys.executable, str(GOLDEN / "make_golden.py"), str(tmp_path)],
+                         check=True, capture_output=True, text=True)
+    assert "wrote" in out.stdout
+    fresh = sorted(p.name for p in tmp_path.iterdir())
+    assert fresh == sorted(p.name for p in GOLDEN.iterdir() if p.suffix in (".bin", ".json"))
+    for name in fresh:
+        assert (tmp_path / name).read_bytes() == (GOLDEN / name).read_bytes(), name
+
+
+def _tensor(buf: bytes, t: tuple) -> dict[str, Any]:
+    name, dtype, dims, nbytes, loc, a, b = t
+    d: dict[str, Any] = {"name": name, "dtype": dtype, "dims": list(dims),
+                         "byte_size": nbytes, "location": loc}
+    if loc == 0:
+        d["data_hex"] = bytes(buf[a:a + nbytes]).hex()
+    else:
+        d["arena_id"], d["offset"] = a, b
+    return d
+
+
+def _cython_decode(buf: bytes) -> dict[str, Any]:
+    ftype, flags, fid, body_len = C.decode_header(buf)
+    name = P.TYPE_NAMES[ftype]
+    if flags & C.FLAG_BODY_IN_ARENA:
+        aid, off = C.decode_arena_ref(buf)
+        return {"type": name, "id": fid, "flags": flags,
+                "body": {"arena_id": aid, "offset": off, "body_len": body_len}}
+    body = C.decode_body(ftype, buf)
+    out: dict[str, Any]
+    if ftype in P.JSON_TYPES:
+        out = {"json": body}
+    elif ftype == C.FINALIZE:
+        out = {}
+    elif ftype == C.ARENA:
+        out = {"arena_id": body[0], "size": body[1]}
+    elif ftype == C.EXECUTE:
+        reqs = []
+        for rid, corr, rflags, timeout, params, names, inputs in body:
+            kind = 0 if corr is None else (1 if isinstance(corr, int) else 2)
+            reqs.append({"request_id": rid, "correlation_kind": kind,
+                         "correlation_u64": corr if kind == 1 else 0,
+                         "correlation_str": corr if kind == 2 else "",
+                         "flags": rflags, "timeout_us": timeout, "parameters": params,
+                         "requested_outputs": names,
+                         "inputs": [_tensor(buf, t) for t in inputs]})
+        out = {"requests": reqs}
+    elif ftype == C.RESPONSES:
+        out = {"responses": [
+            {"request_index": idx, "response_flags": rf, "has_error": int(err is not None),
+             "error_code": err[0] if err else 0, "error_message": err[1] if err else "",
+             "parameters": params, "outputs": [_tensor(buf, t) for t in outs]}
+            for idx, rf, err, params, outs in body]}
+    elif ftype == C.EXECUTE_DONE:
+        out = {"ok": body[0], "error": body[1]}
+    elif ftype == C.LOG:
+        out = dict(zip(("level", "file", "line", "message"), body))
+    elif ftype == C.ERROR:
+        out = {"message": body}
+    elif ftype == C.RELEASE:
+        out = {"allocations": [{"arena_id": a, "offset": o} for a, o in body]}
+    return {"type": name, "id": fid, "flags": flags, "body": out}
+
+
+@pytest.mark.parametrize("entry", VALID, ids=lambda e: e["file"])
+def test_cython_decodes_golden(entry: dict[str, Any]) -> None:
+    buf = (GOLDEN / entry["file"]).read_bytes()
+    got = _cython_decode(buf)
+    assert got == {k: entry[k] for k in ("type", "id", "flags", "body")}
+
+
+@pytest.mark.parametrize("entry", INVALID, ids=lambda e: e["file"])
+def test_cython_rejects_invalid(entry: dict[str, Any]) -> None:
+    buf = (GOLDEN / entry["file"]).read_bytes()
+    with pytest.raises((C.ProtocolError, UnicodeDecodeError)):
+        ftype, flags, fid, body_len = C.decode_header(buf)
+        C.decode_body(ftype, buf)
+
+
+@pytest.mark.parametrize("entry", VALID, ids=lambda e: e["file"])
+def test_cython_rejects_every_truncation(entry: dict[str, Any]) -> None:
+    buf = (GOLDEN / entry["file"]).read_bytes()
+    for n in range(len(buf)):
+        cut = bytearray(buf[:n])
+        if n >= P.HEADER_SIZE:  # keep body_len honest so the body parser is what fails
+            cut[16:20] = (n - P.HEADER_SIZE).to_bytes(4, "little")
+        try:
+            ftype, flags, fid, body_len = C.decode_header(bytes(cut))
+            if flags & C.FLAG_BODY_IN_ARENA:
+                C.decode_arena_ref(bytes(cut))
+            else:
+                C.decode_body(ftype, bytes(cut))
+        except (C.ProtocolError, UnicodeDecodeError):
+            continue
+        # A frame whose body is empty by design (FINALIZE) or a JSON frame cut
+        # at a point where it is still valid JSON may decode.
+        assert entry["type"] in ("FINALIZE",) and n == len(buf), (entry["file"], n)
+
+
+def _encode_with_writer(entry: dict[str, Any]) -> bytes:
+    ftype = P.TYPE_VALUES[entry["type"]]
+    body = entry["body"]
+    if ftype == C.RESPONSES:
+        w = C.FrameWriter()
+        w.begin(ftype, entry["id"], entry["flags"])
+        w.u32(len(body["responses"]))
+        for r in body["responses"]:
+            w.u32(r["request_index"])
+            w.u32(r["response_flags"])
+            w.u8(r["has_error"])
+            w.u32(r["error_code"])
+            w.string(r["error_message"])
+            w.string(r["parameters"])
+            w.u32(len(r["outputs"]))
+            for t in r["outputs"]:
+                if t["location"] == 0:
+                    w.tensor_inline(t["name"], t["dtype"], tuple(t["dims"]),
+                                    bytes.fromhex(t["data_hex"]))
+                else:
+                    w.tensor_arena(t["name"], t["dtype"], tuple(t["dims"]), t["byte_size"],
+                                   t["arena_id"], t["offset"])
+        return w.finish()
+    if ftype == C.ARENA:
+        return C.encode_simple(ftype, (body["arena_id"], body["size"]), entry["id"])
+    if ftype == C.EXECUTE_DONE:
+        return C.encode_simple(ftype, (body["ok"], body["error"]), entry["id"])
+    if ftype == C.LOG:
+        return C.encode_simple(ftype, (body["level"], body["file"], body["line"], body["message"]))
+    if ftype == C.ERROR:
+        return C.encode_simple(ftype, body["message"])
+    if ftype == C.RELEASE:
+        return C.encode_simple(ftype, [(a["arena_id"], a["offset"]) for a in body["allocations"]])
+    return C.encode_json(ftype, body["json"])
+
+
+STUB_SENDS = [e for e in VALID if e["type"] in
+              ("HELLO", "INIT_DONE", "ARENA", "RESPONSES", "EXECUTE_DONE", "LOG",
+               "FINALIZE_DONE", "ERROR", "RELEASE") and not e["flags"] & 1]
+
+
+@pytest.mark.parametrize("entry", STUB_SENDS, ids=lambda e: e["file"])
+def test_cython_encodes_golden(entry: dict[str, Any]) -> None:
+    want = (GOLDEN / entry["file"]).read_bytes()
+    assert _encode_with_writer(entry) == want
+
+
+def test_writer_body_in_arena() -> None:
+    w = C.FrameWriter()
+    w.begin(C.RESPONSES, 11, 0)
+    w.u32(0)
+    body = w.body_bytes()
+    frame = w.finish_in_arena(1, 128)
+    assert P.decode(frame) == {"type": "RESPONSES", "id": 11, "flags": 1,
+                               "body": {"arena_id": 1, "offset": 128, "body_len": len(body)}}
+
+
+def _golden_test_binary() -> Path | None:
+    for candidate in (os.environ.get("TRITONPY_GOLDEN_TEST"),
+                      ROOT / "build" / "cmake" / "tritonpy_golden_test"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def test_cpp_codec_against_golden() -> None:
+    binary = _golden_test_binary()
+    assert binary is not None, "build/cmake/tritonpy_golden_test was not built (pip install .)"
+    out = subprocess.run([str(binary), str(GOLDEN)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    passed, failed = (int(x.split()[0]) for x in last.split(", "))
+    assert failed == 0 and passed >= len(ENTRIES), out.stdout
