@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "arena.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace tritonpy {
+
+namespace {
+
+std::string
+Errno(const char* what)
+{
+  return std::string(what) + ": " + strerror(errno);
+}
+
+uint64_t
+RoundUp(uint64_t v, uint64_t to)
+{
+  return (v + to - 1) / to * to;
+}
+
+}  // namespace
+
+Status
+MappedArena::Create(uint32_t id, uint64_t size,
+                    std::unique_ptr<MappedArena>* out)
+{
+  int fd = memfd_create("tritonpy-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return Status::Internal(Errno("tritonpy: memfd_create"));
+  // memfds are created 0777 & ~umask; the protocol wants 0600.
+  if (fchmod(fd, 0600) != 0 ||
+      ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    Status s = Status::Internal(Errno("tritonpy: sizing arena memfd"));
+    close(fd);
+    return s;
+  }
+  // The peer maps this memfd: it must never shrink under its mapping.
+  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK);
+  return Map(id, fd, size, /*writable=*/true, /*keep_fd=*/true, out);
+}
+
+Status
+MappedArena::Map(uint32_t id, int fd, uint64_t size, bool writable,
+                 bool keep_fd, std::unique_ptr<MappedArena>* out)
+{
+  if (size == 0) {
+    close(fd);
+    return Status::InvalidArg("tritonpy: arena of size 0");
+  }
+  int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  void* base = mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    Status s = Status::Internal(Errno("tritonpy: mmap arena"));
+    close(fd);
+    return s;
+  }
+  if (!keep_fd) {
+    close(fd);
+    fd = -1;
+  }
+  out->reset(new MappedArena(id, fd, static_cast<uint8_t*>(base), size));
+  return Status();
+}
+
+MappedArena::~MappedArena()
+{
+  munmap(base_, size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+ArenaAllocator::ArenaAllocator(uint64_t default_arena_size)
+    : default_size_(RoundUp(
+          default_arena_size < kArenaAlignment ? kArenaAlignment
+                                               : default_arena_size,
+          4096))
+{
+}
+
+bool
+ArenaAllocator::TryAllocateIn(Slot* slot, uint64_t size, Allocation* out)
+{
+  for (auto it = slot->free_runs.begin(); it != slot->free_runs.end(); ++it) {
+    if (it->second < size) continue;
+    uint64_t offset = it->first;
+    uint64_t run = it->second;
+    slot->free_runs.erase(it);
+    if (run > size) slot->free_runs[offset + size] = run - size;
+    slot->used[offset] = size;
+    out->arena_id = slot->arena->id();
+    out->offset = offset;
+    out->size = size;
+    out->ptr = slot->arena->base() + offset;
+    allocated_bytes_ += size;
+    return true;
+  }
+  return false;
+}
+
+Status
+ArenaAllocator::Allocate(uint64_t size, Allocation* out)
+{
+  if (size > (UINT64_C(1) << 48)) {
+    return Status::InvalidArg(
+        "tritonpy: arena allocation of " + std::to_string(size) +
+        " bytes is too large");
+  }
+  uint64_t need = RoundUp(size == 0 ? 1 : size, kArenaAlignment);
+  for (Slot& slot : arenas_) {
+    if (TryAllocateIn(&slot, need, out)) return Status();
+  }
+  uint64_t arena_size = need * 2 > default_size_ ? need * 2 : default_size_;
+  arena_size = RoundUp(arena_size, 4096);
+  std::unique_ptr<MappedArena> arena;
+  TRITONPY_RETURN_IF_ERROR(MappedArena::Create(next_id_, arena_size, &arena));
+  ++next_id_;
+  Slot slot;
+  slot.arena = std::move(arena);
+  slot.free_runs[0] = arena_size;
+  arenas_.push_back(std::move(slot));
+  if (!TryAllocateIn(&arenas_.back(), need, out)) {
+    return Status::Internal("tritonpy: fresh arena cannot hold allocation");
+  }
+  return Status();
+}
+
+void
+ArenaAllocator::PunchHole(Slot* slot, uint64_t offset, uint64_t size)
+{
+  // Only whole pages inside the run can be punched.
+  uint64_t start = RoundUp(offset, 4096);
+  uint64_t end = (offset + size) / 4096 * 4096;
+  if (end <= start || end - start < kPunchHoleMinBytes) return;
+  // Best effort: on failure the pages simply stay resident.
+  (void)fallocate(
+      slot->arena->fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+      static_cast<off_t>(start), static_cast<off_t>(end - start));
+}
+
+void
+ArenaAllocator::Free(uint32_t arena_id, uint64_t offset)
+{
+  for (Slot& slot : arenas_) {
+    if (slot.arena->id() != arena_id) continue;
+    auto it = slot.used.find(offset);
+    if (it == slot.used.end()) return;
+    uint64_t size = it->second;
+    slot.used.erase(it);
+    allocated_bytes_ -= size;
+    // Coalesce with the neighbouring free runs.
+    auto next = slot.free_runs.lower_bound(offset);
+    if (next != slot.free_runs.end() && next->first == offset + size) {
+      size += next->second;
+      next = slot.free_runs.erase(next);
+    }
+    if (next != slot.free_runs.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        size += prev->second;
+        slot.free_runs.erase(prev);
+      }
+    }
+    slot.free_runs[offset] = size;
+    if (size >= kPunchHoleMinBytes) PunchHole(&slot, offset, size);
+    return;
+  }
+}
+
+std::vector<const MappedArena*>
+ArenaAllocator::Unannounced() const
+{
+  std::vector<const MappedArena*> out;
+  for (const Slot& slot : arenas_) {
+    if (!slot.announced) out.push_back(slot.arena.get());
+  }
+  return out;
+}
+
+void
+ArenaAllocator::MarkAnnounced(uint32_t arena_id)
+{
+  for (Slot& slot : arenas_) {
+    if (slot.arena->id() == arena_id) slot.announced = true;
+  }
+}
+
+void
+ArenaAllocator::MarkAllUnannounced()
+{
+  for (Slot& slot : arenas_) slot.announced = false;
+}
+
+Status
+PeerArenas::Add(uint32_t id, int fd, uint64_t size)
+{
+  // A memfd shorter than announced would turn reads past its end into
+  // SIGBUS inside tritonserver: check before mapping.
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 0 ||
+      static_cast<uint64_t>(st.st_size) < size) {
+    close(fd);
+    return Status::InvalidArg(
+        "tritonpy protocol violation: stub arena " + std::to_string(id) +
+        " is smaller than its announced " + std::to_string(size) + " bytes");
+  }
+  std::unique_ptr<MappedArena> arena;
+  TRITONPY_RETURN_IF_ERROR(MappedArena::Map(
+      id, fd, size, /*writable=*/false, /*keep_fd=*/false, &arena));
+  arenas_[id] = std::move(arena);
+  return Status();
+}
+
+Status
+PeerArenas::Resolve(uint32_t id, uint64_t offset, uint64_t size,
+                    const uint8_t** out) const
+{
+  auto it = arenas_.find(id);
+  if (it == arenas_.end()) {
+    return Status::InvalidArg(
+        "tritonpy protocol violation: unknown stub arena " +
+        std::to_string(id));
+  }
+  uint64_t arena_size = it->second->size();
+  // Written so that nothing can overflow: offset <= arena_size first.
+  if (offset > arena_size || size > arena_size - offset) {
+    return Status::InvalidArg(
+        "tritonpy protocol violation: range [" + std::to_string(offset) +
+        ", +" + std::to_string(size) + ") is outside stub arena " +
+        std::to_string(id) + " of " + std::to_string(arena_size) + " bytes");
+  }
+  *out = it->second->base() + offset;
+  return Status();
+}
+
+}  // namespace tritonpy

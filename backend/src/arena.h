@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Shared-memory arenas (docs/protocol.md, "Arenas and who frees what").
+//
+// ArenaAllocator owns the backend's arenas: anonymous memfds (mode 0600,
+// close-on-exec, never named in /dev/shm) mapped read-write, carved by a
+// first-fit allocator with coalescing and 64-byte alignment. When nothing
+// fits it adds an arena of max(default_size, 2 * request). Large freed runs
+// are punched out of the memfd so their pages go back to the OS.
+//
+// PeerArenas holds read-only mappings of the stub's arenas and resolves
+// (arena_id, offset, size) references with overflow-safe bounds checks.
+//
+// Neither class locks: each is used by one thread at a time (the owner
+// documents which).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "error.h"
+
+namespace tritonpy {
+
+constexpr uint64_t kArenaAlignment = 64;
+constexpr uint64_t kPunchHoleMinBytes = 1 << 20;
+
+// One memfd mapping. Owns the descriptor and the mapping.
+class MappedArena {
+ public:
+  // Creates a new memfd of `size` bytes, mapped read-write.
+  static Status Create(uint32_t id, uint64_t size,
+                       std::unique_ptr<MappedArena>* out);
+  // Maps `fd` (size bytes). Takes ownership of fd; closes it after mapping
+  // unless keep_fd.
+  static Status Map(uint32_t id, int fd, uint64_t size, bool writable,
+                    bool keep_fd, std::unique_ptr<MappedArena>* out);
+  ~MappedArena();
+  MappedArena(const MappedArena&) = delete;
+  MappedArena& operator=(const MappedArena&) = delete;
+
+  uint32_t id() const { return id_; }
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+  uint8_t* base() const { return base_; }
+
+ private:
+  MappedArena(uint32_t id, int fd, uint8_t* base, uint64_t size)
+      : id_(id), fd_(fd), base_(base), size_(size) {}
+  uint32_t id_;
+  int fd_;
+  uint8_t* base_;
+  uint64_t size_;
+};
+
+struct Allocation {
+  uint32_t arena_id = 0;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint8_t* ptr = nullptr;
+};
+
+class ArenaAllocator {
+ public:
+  explicit ArenaAllocator(uint64_t default_arena_size);
+
+  // Allocates `size` bytes (rounded up to 64). Creates an arena when
+  // nothing fits; new arenas are remembered as unannounced.
+  Status Allocate(uint64_t size, Allocation* out);
+  // Frees an allocation made by Allocate. Unknown references are ignored.
+  void Free(uint32_t arena_id, uint64_t offset);
+
+  // Arenas the peer has not been told about yet (ARENA frames to send).
+  // MarkAnnounced is called once the frame went out.
+  std::vector<const MappedArena*> Unannounced() const;
+  void MarkAnnounced(uint32_t arena_id);
+  // A new stub knows nothing: every arena must be announced again.
+  void MarkAllUnannounced();
+
+  uint64_t allocated_bytes() const { return allocated_bytes_; }
+  size_t arena_count() const { return arenas_.size(); }
+
+ private:
+  struct Slot {
+    std::unique_ptr<MappedArena> arena;
+    std::map<uint64_t, uint64_t> free_runs;  // offset -> size
+    std::map<uint64_t, uint64_t> used;       // offset -> size
+    bool announced = false;
+  };
+
+  bool TryAllocateIn(Slot* slot, uint64_t size, Allocation* out);
+  void PunchHole(Slot* slot, uint64_t offset, uint64_t size);
+
+  uint64_t default_size_;
+  uint32_t next_id_ = 1;
+  std::vector<Slot> arenas_;
+  uint64_t allocated_bytes_ = 0;
+};
+
+class PeerArenas {
+ public:
+  // Maps the peer's arena `id` from `fd` (which this call always closes).
+  // A duplicate id replaces the old mapping.
+  Status Add(uint32_t id, int fd, uint64_t size);
+  // Returns the address of [offset, offset + size) in arena `id`, or fails
+  // when the arena is unknown or the range is outside it.
+  Status Resolve(uint32_t id, uint64_t offset, uint64_t size,
+                 const uint8_t** out) const;
+  void Clear() { arenas_.clear(); }
+  size_t count() const { return arenas_.size(); }
+
+ private:
+  std::map<uint32_t, std::unique_ptr<MappedArena>> arenas_;
+};
+
+}  // namespace tritonpy

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "backend_state.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "json.h"
+#include "triton_util.h"
+
+namespace tritonpy {
+
+namespace {
+
+// Keys of the official Python backend that mean nothing with memfd arenas.
+const std::set<std::string> kIgnoredCompatKeys = {
+    "shm-default-byte-size", "shm-growth-byte-size", "shm-region-prefix-name",
+    "shm-message-queue-size"};
+
+// Keys tritonserver passes to every backend.
+const std::set<std::string> kServerKeys = {
+    "default-max-batch-size", "backend-directory", "auto-complete-config",
+    "min-compute-capability", "execution-policy"};
+
+std::string
+Trim(const std::string& s)
+{
+  size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+Status
+ParseUnsigned(const std::string& key, const std::string& value,
+              uint64_t max, uint64_t* out)
+{
+  if (value.empty() || value.find_first_not_of("0123456789") !=
+                           std::string::npos) {
+    return Status::InvalidArg(
+        "tritonpy: backend setting '" + key + "' must be a non-negative " +
+        "integer, got '" + value + "'");
+  }
+  errno = 0;
+  unsigned long long v = strtoull(value.c_str(), nullptr, 10);
+  if (errno != 0 || v > max) {
+    return Status::InvalidArg(
+        "tritonpy: backend setting '" + key + "' is out of range: " + value);
+  }
+  *out = v;
+  return Status();
+}
+
+}  // namespace
+
+Status
+BackendState::ParseConfFile(const std::string& text,
+                            std::map<std::string, std::string>* out)
+{
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    line = Trim(line);
+    if (line.empty()) continue;
+    size_t eq = line.find('=');
+    if (eq == std::string::npos || Trim(line.substr(0, eq)).empty()) {
+      return Status::InvalidArg(
+          "tritonpy: tritonpy.conf line " + std::to_string(lineno) +
+          ": expected key=value");
+    }
+    (*out)[Trim(line.substr(0, eq))] = Trim(line.substr(eq + 1));
+  }
+  return Status();
+}
+
+Status
+BackendState::ApplySettings(const std::map<std::string, std::string>& kv,
+                            const std::string& origin,
+                            BackendSettings* settings, bool log)
+{
+  for (const auto& [key, value] : kv) {
+    if (key == "python-executable") {
+      if (value.empty()) {
+        return Status::InvalidArg(
+            "tritonpy: python-executable must not be empty");
+      }
+      settings->python_executable = value;
+    } else if (key == "stub-timeout-seconds") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 86400, &v));
+      if (v == 0) {
+        return Status::InvalidArg(
+            "tritonpy: stub-timeout-seconds must be at least 1");
+      }
+      settings->stub_timeout_seconds = static_cast<int>(v);
+    } else if (key == "arena-byte-size") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1ull << 40, &v));
+      if (v < 4096) {
+        return Status::InvalidArg(
+            "tritonpy: arena-byte-size must be at least 4096");
+      }
+      settings->arena_byte_size = v;
+    } else if (kIgnoredCompatKeys.count(key) != 0) {
+      if (log) {
+        TRITONPY_LOG_INFO(
+            "tritonpy: " + key + " (" + origin + ") is accepted for " +
+            "compatibility and ignored: tritonpy uses memfd arenas that " +
+            "grow on demand");
+      }
+    } else if (kServerKeys.count(key) != 0) {
+      // Always present; nothing to do.
+    } else if (log) {
+      TRITONPY_LOG_WARN(
+          "tritonpy: unknown backend setting '" + key + "' (" + origin +
+          ") is ignored");
+    }
+  }
+  return Status();
+}
+
+Status
+BackendState::Create(TRITONBACKEND_Backend* backend,
+                     std::unique_ptr<BackendState>* out)
+{
+  std::unique_ptr<BackendState> state(new BackendState());
+  const char* name = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_BackendName(backend, &name));
+  state->name_ = name != nullptr ? name : "tritonpy";
+
+  // tritonpy.conf next to the shared library.
+  std::map<std::string, std::string> file_kv;
+  TRITONBACKEND_ArtifactType artifact_type;
+  const char* location = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_BackendArtifacts(backend, &artifact_type, &location));
+  if (artifact_type == TRITONBACKEND_ARTIFACT_FILESYSTEM &&
+      location != nullptr) {
+    std::string path = std::string(location) + "/tritonpy.conf";
+    std::ifstream f(path);
+    if (f) {
+      std::stringstream ss;
+      ss << f.rdbuf();
+      TRITONPY_RETURN_IF_ERROR(
+          ParseConfFile(ss.str(), &file_kv).WithPrefix(path + ": "));
+    }
+  }
+
+  // --backend-config: {"cmdline": {"key": "value", ...}}.
+  std::map<std::string, std::string> cmd_kv;
+  TRITONSERVER_Message* message = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_BackendConfig(backend, &message));
+  const char* buffer = nullptr;
+  size_t byte_size = 0;
+  // The message is owned by Triton.
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size));
+  if (byte_size > 0) {
+    json::Value doc;
+    TRITONPY_RETURN_IF_ERROR(json::Parse(buffer, byte_size, &doc)
+                                 .WithPrefix("tritonpy: backend config: "));
+    const json::Value* cmdline = doc.Find("cmdline");
+    if (cmdline != nullptr && cmdline->is_object()) {
+      for (const auto& [key, value] : cmdline->members()) {
+        cmd_kv[key] = value.is_string() ? value.as_string() : value.Serialize();
+      }
+    }
+  }
+
+  TRITONPY_RETURN_IF_ERROR(
+      ApplySettings(file_kv, "tritonpy.conf", &state->settings_, true));
+  TRITONPY_RETURN_IF_ERROR(
+      ApplySettings(cmd_kv, "--backend-config", &state->settings_, true));
+
+  const BackendSettings& s = state->settings_;
+  TRITONPY_LOG_INFO(
+      "tritonpy: backend '" + state->name_ + "': python-executable=" +
+      s.python_executable +
+      " stub-timeout-seconds=" + std::to_string(s.stub_timeout_seconds) +
+      " arena-byte-size=" + std::to_string(s.arena_byte_size));
+  *out = std::move(state);
+  return Status();
+}
+
+}  // namespace tritonpy

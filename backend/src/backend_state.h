@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// BackendState: the backend-wide settings, read once in
+// TRITONBACKEND_Initialize from `tritonpy.conf` in the backend directory
+// and from `--backend-config=<name>,key=value` (which wins). Immutable
+// after creation, so it is read from any thread without locking.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "error.h"
+#include "tritonpy/triton_api.h"
+
+namespace tritonpy {
+
+struct BackendSettings {
+  std::string python_executable = "python3";
+  int stub_timeout_seconds = 30;
+  uint64_t arena_byte_size = 64ull << 20;
+};
+
+class BackendState {
+ public:
+  static Status Create(TRITONBACKEND_Backend* backend,
+                       std::unique_ptr<BackendState>* out);
+
+  const BackendSettings& settings() const { return settings_; }
+  const std::string& name() const { return name_; }
+
+  // Applies key/value pairs (file first, then command line) to `settings`,
+  // logging ignored or unknown keys. Exposed for unit tests.
+  static Status ApplySettings(const std::map<std::string, std::string>& kv,
+                              const std::string& origin,
+                              BackendSettings* settings, bool log);
+  // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
+  static Status ParseConfFile(const std::string& text,
+                              std::map<std::string, std::string>* out);
+
+ private:
+  std::string name_;
+  BackendSettings settings_;
+};
+
+}  // namespace tritonpy

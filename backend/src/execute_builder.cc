@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "execute_builder.h"
+
+#include <cstring>
+#include <utility>
+
+#include "json.h"
+#include "protocol.h"
+#include "response_writer.h"
+#include "triton_util.h"
+
+namespace tritonpy {
+
+namespace {
+
+// One input before placement: its buffers as Triton gave them.
+struct PendingInput {
+  proto::Tensor* tensor;
+  std::vector<std::pair<const uint8_t*, uint64_t>> parts;
+};
+
+Status
+ReadParameters(TRITONBACKEND_Request* request, std::string* out)
+{
+  uint32_t count = 0;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_RequestParameterCount(request, &count));
+  if (count == 0) {
+    out->clear();
+    return Status();
+  }
+  json::Value params = json::Value::Object();
+  for (uint32_t i = 0; i < count; ++i) {
+    const char* key = nullptr;
+    TRITONSERVER_ParameterType type;
+    const void* value = nullptr;
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONBACKEND_RequestParameter(request, i, &key, &type, &value));
+    if (key == nullptr || value == nullptr) continue;
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING:
+        params.Set(key, json::Value::String(static_cast<const char*>(value)));
+        break;
+      case TRITONSERVER_PARAMETER_INT:
+        params.Set(key, json::Value::Int(*static_cast<const int64_t*>(value)));
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        params.Set(key, json::Value::Bool(*static_cast<const bool*>(value)));
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        params.Set(
+            key, json::Value::Double(*static_cast<const double*>(value)));
+        break;
+      default:
+        break;  // BYTES parameters have no JSON form; skipped.
+    }
+  }
+  *out = params.Serialize();
+  return Status();
+}
+
+// Reads one request's metadata and input buffers.
+Status
+ReadRequest(const ModelState& model, TRITONBACKEND_Request* request,
+            BatchRequest* breq, proto::Request* wire,
+            std::vector<PendingInput>* inputs)
+{
+  const char* id = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_RequestId(request, &id));
+  wire->request_id = id != nullptr ? id : "";
+  breq->id = wire->request_id;
+
+  uint64_t corr = 0;
+  TRITONSERVER_Error* err = TRITONBACKEND_RequestCorrelationId(request, &corr);
+  if (err == nullptr) {
+    wire->correlation_kind = corr != 0 ? 1 : 0;
+    wire->correlation_u64 = corr;
+  } else {
+    // The id is a string.
+    TRITONSERVER_ErrorDelete(err);
+    const char* scorr = nullptr;
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONBACKEND_RequestCorrelationIdString(request, &scorr));
+    wire->correlation_str = scorr != nullptr ? scorr : "";
+    wire->correlation_kind = wire->correlation_str.empty() ? 0 : 2;
+  }
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_RequestFlags(request, &wire->flags));
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_InferenceRequestTimeoutMicroseconds(
+          request, &wire->timeout_us));
+  TRITONPY_RETURN_IF_ERROR(ReadParameters(request, &wire->parameters));
+
+  uint32_t nout = 0;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_RequestOutputCount(request, &nout));
+  for (uint32_t i = 0; i < nout; ++i) {
+    const char* name = nullptr;
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONBACKEND_RequestOutputName(request, i, &name));
+    wire->requested_outputs.emplace_back(name);
+    breq->requested_outputs.insert(name);
+  }
+
+  uint32_t nin = 0;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_RequestInputCount(request, &nin));
+  wire->inputs.resize(nin);
+  for (uint32_t i = 0; i < nin; ++i) {
+    TRITONBACKEND_Input* input = nullptr;
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONBACKEND_RequestInputByIndex(request, i, &input));
+    const char* name = nullptr;
+    TRITONSERVER_DataType dtype;
+    const int64_t* shape = nullptr;
+    uint32_t ndim = 0;
+    uint64_t byte_size = 0;
+    uint32_t nbuf = 0;
+    TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_InputProperties(
+        input, &name, &dtype, &shape, &ndim, &byte_size, &nbuf));
+    proto::Tensor& t = wire->inputs[i];
+    t.name = name;
+    t.dtype = static_cast<uint32_t>(dtype);
+    t.dims.assign(shape, shape + ndim);
+    t.byte_size = byte_size;
+    if (i == 0 && model.max_batch_size() > 0 && ndim > 0 && shape[0] > 0) {
+      breq->batch_size = static_cast<uint64_t>(shape[0]);
+    }
+    PendingInput pending{&t, {}};
+    uint64_t total = 0;
+    for (uint32_t b = 0; b < nbuf; ++b) {
+      const void* buf = nullptr;
+      uint64_t size = 0;
+      TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
+      int64_t mem_id = 0;
+      TRITONPY_RETURN_IF_TRITON_ERROR(
+          TRITONBACKEND_InputBuffer(input, b, &buf, &size, &mem, &mem_id));
+      if (mem == TRITONSERVER_MEMORY_GPU) {
+        return Status::Unsupported(
+            "tritonpy: model '" + model.name() + "' request '" + breq->id +
+            "': input '" + t.name + "' is in GPU memory; tritonpy supports "
+            "CPU inputs only for now");
+      }
+      if (size > 0) pending.parts.emplace_back(
+          static_cast<const uint8_t*>(buf), size);
+      total += size;
+    }
+    if (total != byte_size) {
+      return Status::InvalidArg(
+          "tritonpy: model '" + model.name() + "' request '" + breq->id +
+          "': input '" + t.name + "' buffers hold " + std::to_string(total) +
+          " bytes, expected " + std::to_string(byte_size));
+    }
+    inputs->push_back(std::move(pending));
+  }
+  return Status();
+}
+
+// Encoded size of the body if every tensor went to an arena.
+size_t
+MetadataSize(const proto::ExecuteBody& body)
+{
+  size_t n = 4;
+  for (const proto::Request& q : body.requests) {
+    n += 4 + q.request_id.size() + 1 + 8 + 4 + q.correlation_str.size() + 4 +
+         8 + 4 + q.parameters.size() + 4 + 4;
+    for (const std::string& s : q.requested_outputs) n += 4 + s.size();
+    for (const proto::Tensor& t : q.inputs) {
+      n += 4 + t.name.size() + 4 + 4 + 8 * t.dims.size() + 8 + 1 +
+           proto::kArenaRefSize;
+    }
+  }
+  return n;
+}
+
+void
+CopyParts(const PendingInput& in, uint8_t* dst)
+{
+  for (const auto& part : in.parts) {
+    memcpy(dst, part.first, part.second);
+    dst += part.second;
+  }
+}
+
+}  // namespace
+
+Status
+BuildExecute(const ModelState& model, TRITONBACKEND_Request** requests,
+             uint32_t count, ArenaAllocator* allocator, Batch* batch,
+             std::vector<uint8_t>* frame)
+{
+  proto::ExecuteBody body;
+  body.requests.reserve(count);
+  batch->requests.resize(count);
+  std::vector<PendingInput> inputs;
+  for (uint32_t i = 0; i < count; ++i) {
+    BatchRequest* breq = &batch->requests[i];
+    breq->request = requests[i];
+    proto::Request wire;
+    std::vector<PendingInput> mine;
+    Status s = ReadRequest(model, requests[i], breq, &wire, &mine);
+    if (!s.ok()) {
+      RespondWithError(breq, s);
+      continue;
+    }
+    // Moving `wire` moves its inputs vector's buffer, not the tensors:
+    // the PendingInput pointers stay valid.
+    body.requests.push_back(std::move(wire));
+    batch->wire_index.push_back(i);
+    for (PendingInput& in : mine) inputs.push_back(std::move(in));
+  }
+  // Placement: inline while the frame fits, the rest in the arena.
+  int64_t budget = static_cast<int64_t>(proto::kMaxFrame - proto::kHeaderSize) -
+                   static_cast<int64_t>(MetadataSize(body));
+  for (PendingInput& in : inputs) {
+    proto::Tensor* t = in.tensor;
+    int64_t extra = static_cast<int64_t>(t->byte_size) + 7 -
+                    static_cast<int64_t>(proto::kArenaRefSize);
+    if (t->byte_size <= proto::kMaxInlineTensor && extra <= budget) {
+      budget -= extra;
+      t->location = proto::kLocationInline;
+      if (in.parts.size() == 1) {
+        t->data = in.parts[0].first;  // Triton's buffer, alive until release
+      } else {
+        batch->scratch.emplace_back(t->byte_size);
+        CopyParts(in, batch->scratch.back().data());
+        t->data = batch->scratch.back().data();
+      }
+      continue;
+    }
+    Allocation a;
+    TRITONPY_RETURN_IF_ERROR(allocator->Allocate(t->byte_size, &a));
+    batch->allocations.push_back(a);
+    CopyParts(in, a.ptr);
+    t->location = proto::kLocationArena;
+    t->data = nullptr;
+    t->ref.arena_id = a.arena_id;
+    t->ref.offset = a.offset;
+  }
+
+  proto::BeginFrame(frame);
+  proto::EncodeExecute(body, frame);
+  proto::FinishFrame(proto::FrameType::kExecute, 0, batch->id, frame);
+  if (frame->size() > proto::kMaxFrame) {
+    // Still too large (huge metadata): the body moves to the arena.
+    size_t body_len = frame->size() - proto::kHeaderSize;
+    if (body_len > UINT32_MAX) {
+      return Status::InvalidArg("tritonpy: EXECUTE body over 4 GiB");
+    }
+    Allocation a;
+    TRITONPY_RETURN_IF_ERROR(allocator->Allocate(body_len, &a));
+    batch->allocations.push_back(a);
+    memcpy(a.ptr, frame->data() + proto::kHeaderSize, body_len);
+    *frame = proto::EncodeBodyRefFrame(
+        proto::FrameType::kExecute, 0, batch->id,
+        static_cast<uint32_t>(body_len), {a.arena_id, a.offset});
+  }
+  return Status();
+}
+
+}  // namespace tritonpy

@@ -1,0 +1,605 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "instance_state.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "execute_builder.h"
+#include "json.h"
+#include "response_writer.h"
+#include "triton_util.h"
+
+namespace tritonpy {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status
+Violation(const std::string& what)
+{
+  return Status::InvalidArg("tritonpy protocol violation: " + what);
+}
+
+void
+CloseAll(std::vector<int>* fds)
+{
+  for (int fd : *fds) close(fd);
+  fds->clear();
+}
+
+// Poll slice while waiting for the stub, so that finalize is noticed.
+constexpr int kSliceMs = 100;
+constexpr int kMaxBackoffMs = 5000;
+// A stub that dies sooner than this after starting counts as a crash loop.
+constexpr auto kHealthyUptime = std::chrono::seconds(5);
+
+}  // namespace
+
+InstanceState::InstanceState(
+    ModelState* model, TRITONBACKEND_ModelInstance* instance)
+    : model_(model), instance_(instance),
+      allocator_(model->backend().settings().arena_byte_size)
+{
+}
+
+std::string
+InstanceState::Describe() const
+{
+  return "model '" + model_->name() + "' instance '" + name_ + "'";
+}
+
+Status
+InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
+                      std::unique_ptr<InstanceState>* out)
+{
+  std::unique_ptr<InstanceState> state(new InstanceState(model, instance));
+  const char* name = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelInstanceName(instance, &name));
+  state->name_ = name;
+  TRITONSERVER_InstanceGroupKind kind;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelInstanceKind(instance, &kind));
+  state->kind_ = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU     ? "GPU"
+                 : kind == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "MODEL"
+                                                                : "CPU";
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelInstanceDeviceId(instance, &state->device_id_));
+
+  std::shared_ptr<Channel> channel;
+  TRITONPY_RETURN_IF_ERROR(state->StartStub(&state->process_, &channel));
+  state->channel_ = channel;
+  state->pid_ = state->process_->pid();
+  state->generation_ = 1;
+  state->state_ = StubState::kReady;
+  state->stub_started_ = Clock::now();
+  TRITONPY_LOG_INFO(
+      "tritonpy: started stub for " + state->Describe() + " (pid " +
+      std::to_string(state->pid_) + ")");
+  state->reader_ = std::thread(&InstanceState::ReaderLoop, state.get());
+  *out = std::move(state);
+  return Status();
+}
+
+InstanceState::~InstanceState()
+{
+  const int timeout_s = model_->backend().settings().stub_timeout_seconds;
+  TRITONPY_LOG_INFO("tritonpy: stopping stub for " + Describe());
+  std::shared_ptr<Channel> channel;
+  bool ready;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    channel = channel_;
+    ready = state_ == StubState::kReady;
+    cv_.notify_all();
+  }
+  if (ready && channel != nullptr) {
+    auto frame = proto::MakeFrame(
+        proto::FrameType::kFinalize, 0, 0, [](std::vector<uint8_t>*) {});
+    if (channel->Send(frame).ok()) {
+      std::unique_lock<std::mutex> lock(mu_);
+      bool done = cv_.wait_for(lock, std::chrono::seconds(timeout_s), [&] {
+        return finalize_done_ || state_ == StubState::kStopped;
+      });
+      if (!done) {
+        TRITONPY_LOG_WARN(
+            "tritonpy: stub for " + Describe() + " did not answer FINALIZE " +
+            "within " + std::to_string(timeout_s) + " s; killing it");
+      } else if (!finalize_error_.empty()) {
+        TRITONPY_LOG_ERROR(finalize_error_);
+      }
+    }
+  }
+  {
+    // After FINALIZE_DONE the stub exits by itself; the reader reaps it.
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(5),
+                 [&] { return state_ == StubState::kStopped; });
+    channel = channel_;
+  }
+  // Whatever is left: EOF wakes the reader, which kills and reaps.
+  if (channel != nullptr) channel->Shutdown();
+  if (reader_.joinable()) reader_.join();
+  process_.reset();
+}
+
+// ---------------------------------------------------------------- startup
+
+std::string
+InstanceState::StartFailure(StubProcess* process, const std::string& why)
+{
+  const BackendSettings& s = model_->backend().settings();
+  std::string msg = "tritonpy: " + Describe() + ": `" + s.python_executable +
+                    " -m tritonpy.stub` could not start (interpreter '" +
+                    s.python_executable + "'";
+  if (process->executable() != s.python_executable) {
+    msg += " found at '" + process->executable() + "'";
+  }
+  msg += "): " + why;
+  int status = 0;
+  if (process->running()) {
+    if (!process->WaitFor(1000, &status)) status = process->KillAndReap();
+    msg += "; the stub " + StubProcess::DescribeStatus(status);
+  }
+  return msg;
+}
+
+Status
+InstanceState::AwaitJson(Channel* channel, proto::FrameType want,
+                         int timeout_ms, std::string* json)
+{
+  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const char* want_name = proto::FrameTypeName(want);
+  while (true) {
+    size_t len = 0;
+    std::vector<int> fds;
+    Status err;
+    auto r = channel->Receive(&recv_buf_, &len, &fds, kSliceMs, &err);
+    if (r == Channel::RecvResult::kTimeout) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (shutting_down_) {
+          return Status::Unavailable("the instance is being finalized");
+        }
+      }
+      if (timeout_ms >= 0 && Clock::now() >= deadline) {
+        return Status::Unavailable(
+            "no " + std::string(want_name) + " within " +
+            std::to_string(timeout_ms / 1000) + " s (stub-timeout-seconds)");
+      }
+      continue;
+    }
+    if (r == Channel::RecvResult::kEof) {
+      return Status::Unavailable(
+          "the stub closed its socket before sending " +
+          std::string(want_name));
+    }
+    if (r == Channel::RecvResult::kError) {
+      CloseAll(&fds);
+      SendError(channel, err.message());
+      return err;
+    }
+    proto::FrameView f;
+    Status s = proto::DecodeHeader(recv_buf_.data(), len, &f);
+    const uint8_t* body = nullptr;
+    if (s.ok() && f.type != proto::FrameType::kArena && !fds.empty()) {
+      s = Violation(std::string("a ") + proto::FrameTypeName(f.type) +
+                    " frame carried file descriptors");
+    }
+    if (s.ok()) s = ResolveBody(f, &body);
+    bool handled = false;
+    if (s.ok() && f.type == want) {
+      proto::DecodeJson(body, f.body_len, json);
+      return Status();
+    }
+    if (s.ok()) s = HandleCommon(f, body, &fds, &handled);
+    CloseAll(&fds);
+    if (s.ok() && !handled) {
+      s = Violation(std::string("unexpected ") + proto::FrameTypeName(f.type) +
+                    " frame while waiting for " + want_name);
+    }
+    if (!s.ok()) {
+      SendError(channel, s.message());
+      return s;
+    }
+  }
+}
+
+Status
+InstanceState::Handshake(StubProcess* process, Channel* channel)
+{
+  const BackendSettings& settings = model_->backend().settings();
+  std::string text;
+  Status s = AwaitJson(
+      channel, proto::FrameType::kHello, settings.stub_timeout_seconds * 1000,
+      &text);
+  if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
+  json::Value hello;
+  s = json::Parse(text, &hello);
+  if (s.ok() && (!hello.is_object() || hello.GetInt("protocol", -1) != 1)) {
+    s = Status::Unsupported(
+        "the stub speaks protocol " +
+        (hello.Find("protocol") ? hello.Find("protocol")->Serialize()
+                                : std::string("?")) +
+        ", this backend speaks protocol 1");
+  }
+  if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
+
+  json::Value args = json::Value::Object();
+  args.Set("model_config", json::Value::String(model_->config_json()));
+  args.Set("model_instance_kind", json::Value::String(kind_));
+  args.Set("model_instance_name", json::Value::String(name_));
+  args.Set("model_instance_device_id",
+           json::Value::String(std::to_string(device_id_)));
+  args.Set("model_repository", json::Value::String(model_->repository()));
+  args.Set("model_version",
+           json::Value::String(std::to_string(model_->version())));
+  args.Set("model_name", json::Value::String(model_->name()));
+  json::Value stub_settings = json::Value::Object();
+  stub_settings.Set(
+      "log_verbose",
+      json::Value::Int(TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)
+                           ? 1
+                           : 0));
+  json::Value init = json::Value::Object();
+  init.Set("args", std::move(args));
+  init.Set("model_file", json::Value::String(model_->model_file()));
+  init.Set("model_dir", json::Value::String(model_->version_dir()));
+  init.Set("settings", std::move(stub_settings));
+  std::string init_text = init.Serialize();
+  if (init_text.size() > proto::kMaxFrame - proto::kHeaderSize) {
+    return Status::InvalidArg(
+        "tritonpy: " + Describe() + ": the model config is too large for " +
+        "an INIT frame");
+  }
+  auto frame = proto::MakeFrame(
+      proto::FrameType::kInit, 0, 0,
+      [&](std::vector<uint8_t>* out) { proto::EncodeJson(init_text, out); });
+  TRITONPY_RETURN_IF_ERROR(channel->Send(frame));
+
+  // The model's initialize() may take long: no deadline, EOF ends the wait.
+  s = AwaitJson(channel, proto::FrameType::kInitDone, -1, &text);
+  if (!s.ok()) {
+    return Status::Unavailable(
+        "tritonpy: " + Describe() + ": stub failed during initialize: " +
+        s.message());
+  }
+  json::Value done;
+  s = json::Parse(text, &done);
+  if (!s.ok()) return s.WithPrefix("tritonpy: INIT_DONE: ");
+  if (!done.GetBool("ok", false)) {
+    std::string error = done.GetString("error", "");
+    if (error.empty()) {
+      error = "tritonpy: " + Describe() + ": initialize failed";
+    }
+    return Status::Internal(error);
+  }
+  return Status();
+}
+
+Status
+InstanceState::StartStub(std::unique_ptr<StubProcess>* process,
+                         std::shared_ptr<Channel>* channel)
+{
+  auto proc = std::make_unique<StubProcess>();
+  int fd = -1;
+  TRITONPY_RETURN_IF_ERROR(
+      proc->Spawn(model_->backend().settings().python_executable, name_, &fd));
+  auto ch = std::make_shared<Channel>(fd);
+  Status s = Handshake(proc.get(), ch.get());
+  if (!s.ok()) {
+    // EOF lets a healthy stub exit by itself; then it is killed.
+    ch->Shutdown();
+    int status = 0;
+    if (proc->running() && !proc->WaitFor(2000, &status)) proc->KillAndReap();
+    peers_.Clear();
+    return s;
+  }
+  *process = std::move(proc);
+  *channel = std::move(ch);
+  return Status();
+}
+
+// ---------------------------------------------------------------- reader
+
+void
+InstanceState::SendError(Channel* channel, const std::string& message)
+{
+  auto frame = proto::MakeFrame(
+      proto::FrameType::kError, 0, 0, [&](std::vector<uint8_t>* out) {
+        proto::EncodeError({message.substr(0, 60000)}, out);
+      });
+  (void)channel->Send(frame);  // best effort: the peer may be gone
+}
+
+Status
+InstanceState::ResolveBody(const proto::FrameView& f, const uint8_t** body)
+{
+  if (!f.body_in_arena) {
+    *body = f.body;
+    return Status();
+  }
+  return peers_.Resolve(f.body_ref.arena_id, f.body_ref.offset, f.body_len,
+                        body);
+}
+
+Status
+InstanceState::HandleCommon(const proto::FrameView& f, const uint8_t* body,
+                            std::vector<int>* fds, bool* handled)
+{
+  *handled = true;
+  switch (f.type) {
+    case proto::FrameType::kArena: {
+      if (fds->size() != 1) {
+        return Violation(
+            "an ARENA frame must carry exactly one descriptor, got " +
+            std::to_string(fds->size()));
+      }
+      proto::ArenaBody a;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeArena(body, f.body_len, &a));
+      int fd = (*fds)[0];
+      fds->clear();
+      return peers_.Add(a.arena_id, fd, a.size);  // closes fd
+    }
+    case proto::FrameType::kLog: {
+      proto::LogBody log;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeLog(body, f.body_len, &log));
+      TRITONSERVER_LogLevel level =
+          log.level <= 3 ? static_cast<TRITONSERVER_LogLevel>(log.level)
+                         : TRITONSERVER_LOG_INFO;
+      LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
+      return Status();
+    }
+    case proto::FrameType::kError: {
+      proto::ErrorBody e;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeError(body, f.body_len, &e));
+      TRITONPY_LOG_ERROR(
+          "tritonpy: stub for " + Describe() + " reported: " + e.message);
+      return Status();
+    }
+    default:
+      *handled = false;
+      return Status();
+  }
+}
+
+Batch*
+InstanceState::CurrentBatch(uint64_t id)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  Batch* b = current_batch_;
+  if (b == nullptr || b->id != id || b->ended) return nullptr;
+  return b;
+}
+
+void
+InstanceState::EndBatch(Batch* batch, const Status& status)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!batch->ended) {
+    batch->ended = true;
+    batch->end_status = status;
+  }
+  cv_.notify_all();
+}
+
+Status
+InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
+{
+  proto::FrameView f;
+  TRITONPY_RETURN_IF_ERROR(proto::DecodeHeader(msg, len, &f));
+  if (f.type != proto::FrameType::kArena && !fds->empty()) {
+    return Violation(std::string("a ") + proto::FrameTypeName(f.type) +
+                     " frame carried file descriptors");
+  }
+  const uint8_t* body = nullptr;
+  TRITONPY_RETURN_IF_ERROR(ResolveBody(f, &body));
+  bool handled = false;
+  TRITONPY_RETURN_IF_ERROR(HandleCommon(f, body, fds, &handled));
+  if (handled) return Status();
+
+  std::vector<proto::ArenaRef> release;
+  if (f.body_in_arena) release.push_back(f.body_ref);
+  switch (f.type) {
+    case proto::FrameType::kResponses: {
+      proto::ResponsesBody rb;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeResponses(body, f.body_len, &rb));
+      Batch* batch = CurrentBatch(f.id);
+      if (batch == nullptr) {
+        return Violation(
+            "RESPONSES for batch " + std::to_string(f.id) +
+            ", which is not running");
+      }
+      TRITONPY_RETURN_IF_ERROR(
+          WriteResponses(model_->name(), batch, rb, peers_, &release));
+      if ((f.flags & proto::kFlagBatchDone) != 0) EndBatch(batch, Status());
+      break;
+    }
+    case proto::FrameType::kExecuteDone: {
+      proto::ExecuteDoneBody done;
+      TRITONPY_RETURN_IF_ERROR(
+          proto::DecodeExecuteDone(body, f.body_len, &done));
+      Batch* batch = CurrentBatch(f.id);
+      if (batch == nullptr) {
+        return Violation(
+            "EXECUTE_DONE for batch " + std::to_string(f.id) +
+            ", which is not running");
+      }
+      EndBatch(batch, done.ok != 0 ? Status() : Status::Internal(done.error));
+      break;
+    }
+    case proto::FrameType::kFinalizeDone: {
+      std::string text;
+      proto::DecodeJson(body, f.body_len, &text);
+      json::Value doc;
+      Status s = json::Parse(text, &doc);
+      std::lock_guard<std::mutex> lock(mu_);
+      finalize_done_ = true;
+      if (!s.ok() || !doc.GetBool("ok", false)) {
+        finalize_error_ = "tritonpy: " + Describe() + ": finalize failed: " +
+                          (s.ok() ? doc.GetString("error", "") : s.message());
+      }
+      cv_.notify_all();
+      break;
+    }
+    case proto::FrameType::kRelease: {
+      // Backend allocations are freed when their batch ends; nothing to do.
+      proto::ReleaseBody rb;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeRelease(body, f.body_len, &rb));
+      break;
+    }
+    default:
+      return Violation(
+          std::string("unexpected ") + proto::FrameTypeName(f.type) +
+          " frame from the stub");
+  }
+  if (!release.empty()) {
+    std::shared_ptr<Channel> channel;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      channel = channel_;
+    }
+    auto frame = proto::MakeFrame(
+        proto::FrameType::kRelease, 0, 0, [&](std::vector<uint8_t>* out) {
+          proto::EncodeRelease({release}, out);
+        });
+    // A release list too long for one frame is dropped: the stub keeps
+    // that space, which is a leak but not an error.
+    if (frame.size() <= proto::kMaxFrame && channel != nullptr) {
+      (void)channel->Send(frame);
+    }
+  }
+  return Status();
+}
+
+void
+InstanceState::ReaderLoop()
+{
+  while (true) {
+    std::shared_ptr<Channel> channel;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      channel = channel_;
+    }
+    size_t len = 0;
+    std::vector<int> fds;
+    Status err;
+    auto r = channel->Receive(&recv_buf_, &len, &fds, -1, &err);
+    if (r == Channel::RecvResult::kFrame) {
+      err = Dispatch(recv_buf_.data(), len, &fds);
+      CloseAll(&fds);
+      if (err.ok()) continue;
+    }
+    CloseAll(&fds);
+    bool violation = !err.ok();
+    if (violation) {
+      TRITONPY_LOG_ERROR(
+          "tritonpy: stub for " + Describe() + ": " + err.message());
+      SendError(channel.get(), err.message());
+    }
+    if (!OnStubGone(err.message(), violation)) return;
+  }
+}
+
+bool
+InstanceState::OnStubGone(const std::string& why, bool violation)
+{
+  std::shared_ptr<Channel> old;
+  bool stopping;
+  pid_t pid;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    old = channel_;
+    stopping = shutting_down_;
+    pid = pid_;
+  }
+  old->Shutdown();
+  int status = 0;
+  if (violation || !process_->WaitFor(stopping ? 3000 : 1000, &status)) {
+    status = process_->KillAndReap();
+  }
+  peers_.Clear();
+  std::string msg = "tritonpy: stub for " + Describe() + " (pid " +
+                    std::to_string(pid) + ") ";
+  if (violation) {
+    msg += "was killed after a protocol violation (" + why + "): ";
+  } else {
+    msg += "died: ";
+  }
+  msg += StubProcess::DescribeStatus(status);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (current_batch_ != nullptr && !current_batch_->ended) {
+      current_batch_->ended = true;
+      current_batch_->end_status = Status::Unavailable(msg);
+    }
+    pid_ = -1;
+    if (shutting_down_) {
+      state_ = StubState::kStopped;
+      cv_.notify_all();
+      return false;
+    }
+    state_ = StubState::kRestarting;
+    cv_.notify_all();
+  }
+  TRITONPY_LOG_WARN(msg + "; restarting it");
+
+  int backoff_ms = restart_backoff_ms_;
+  bool crash_loop = Clock::now() - stub_started_ < kHealthyUptime;
+  restart_backoff_ms_ =
+      crash_loop ? std::min(restart_backoff_ms_ * 2, kMaxBackoffMs) : 100;
+  bool wait_first = crash_loop;
+  while (true) {
+    if (wait_first) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
+                   [&] { return shutting_down_; });
+      if (shutting_down_) {
+        state_ = StubState::kStopped;
+        cv_.notify_all();
+        return false;
+      }
+      state_ = StubState::kRestarting;
+      cv_.notify_all();
+    }
+    wait_first = true;
+    std::unique_ptr<StubProcess> proc;
+    std::shared_ptr<Channel> channel;
+    Status s = StartStub(&proc, &channel);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.ok() && !shutting_down_) {
+      process_ = std::move(proc);
+      channel_ = channel;
+      pid_ = process_->pid();
+      ++generation_;
+      state_ = StubState::kReady;
+      down_reason_.clear();
+      stub_started_ = Clock::now();
+      cv_.notify_all();
+      TRITONPY_LOG_INFO(
+          "tritonpy: restarted stub for " + Describe() + " (pid " +
+          std::to_string(pid_) + ")");
+      return true;
+    }
+    if (shutting_down_) {
+      state_ = StubState::kStopped;
+      cv_.notify_all();
+      return false;  // proc (if any) is killed by its destructor
+    }
+    state_ = StubState::kDown;
+    down_reason_ = s.message();
+    cv_.notify_all();
+    TRITONPY_LOG_WARN(
+        "tritonpy: could not restart the stub for " + Describe() + ": " +
+        s.message() + "; retrying in " + std::to_string(backoff_ms) + " ms");
+    backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+  }
+}
+
+}  // namespace tritonpy

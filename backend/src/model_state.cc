@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "model_state.h"
+
+#include <sys/stat.h>
+
+#include "json.h"
+#include "triton_util.h"
+
+namespace tritonpy {
+
+Status
+ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
+{
+  std::unique_ptr<ModelState> state(new ModelState());
+  state->model_ = model;
+
+  TRITONBACKEND_Backend* backend = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelBackend(model, &backend));
+  void* vbackend = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_BackendState(backend, &vbackend));
+  if (vbackend == nullptr) {
+    return Status::Internal("tritonpy: backend state is missing");
+  }
+  state->backend_ = static_cast<BackendState*>(vbackend);
+
+  const char* name = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelName(model, &name));
+  state->name_ = name;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelVersion(model, &state->version_));
+
+  TRITONBACKEND_ArtifactType artifact_type;
+  const char* location = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelRepository(model, &artifact_type, &location));
+  if (artifact_type != TRITONBACKEND_ARTIFACT_FILESYSTEM ||
+      location == nullptr) {
+    return Status::Unsupported(
+        "tritonpy: model '" + state->name_ +
+        "': the model repository must be a filesystem path");
+  }
+  state->repository_ = location;
+  state->version_dir_ =
+      state->repository_ + "/" + std::to_string(state->version_);
+
+  TRITONSERVER_Message* message = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelConfig(model, 1 /* config_version */, &message));
+  const char* buffer = nullptr;
+  size_t byte_size = 0;
+  TRITONSERVER_Error* err =
+      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size);
+  if (err == nullptr) state->config_json_.assign(buffer, byte_size);
+  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
+  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
+  TRITONPY_RETURN_IF_ERROR(FromTriton(err));
+
+  json::Value config;
+  TRITONPY_RETURN_IF_ERROR(json::Parse(state->config_json_, &config)
+                               .WithPrefix("tritonpy: model '" +
+                                           state->name_ + "' config: "));
+  state->max_batch_size_ = config.GetInt("max_batch_size", 0);
+  const json::Value* policy = config.Find("model_transaction_policy");
+  if (policy != nullptr && policy->GetBool("decoupled", false)) {
+    return Status::Unsupported(
+        "tritonpy: model '" + state->name_ +
+        "': decoupled models (model_transaction_policy { decoupled: true }) "
+        "are not supported yet by tritonpy");
+  }
+
+  std::string file = config.GetString("default_model_filename", "");
+  if (file.empty()) file = "model.py";
+  state->model_file_ = state->version_dir_ + "/" + file;
+  struct stat st;
+  if (stat(state->model_file_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Status::NotFound(
+        "tritonpy: model '" + state->name_ + "' version " +
+        std::to_string(state->version_) + ": model file " +
+        state->model_file_ + " not found");
+  }
+  *out = std::move(state);
+  return Status();
+}
+
+}  // namespace tritonpy

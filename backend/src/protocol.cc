@@ -1,0 +1,605 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "protocol.h"
+
+#include <cstring>
+
+namespace tritonpy {
+namespace proto {
+
+namespace {
+
+// Little-endian fixed-width helpers (no struct memcpy: byte order is
+// explicit whatever the host).
+inline void
+PutU32(uint8_t* p, uint32_t v)
+{
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline void
+PutU64(uint8_t* p, uint64_t v)
+{
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline uint32_t
+GetU32(const uint8_t* p)
+{
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+inline uint64_t
+GetU64(const uint8_t* p)
+{
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+Status
+Violation(const std::string& what)
+{
+  return Status::InvalidArg("tritonpy protocol violation: " + what);
+}
+
+// Bounds-checked cursor over one body. Every getter fails instead of
+// reading past `end`.
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : base_(p), pos_(0), end_(n) {}
+
+  size_t remaining() const { return end_ - pos_; }
+
+  Status Take(size_t n, const uint8_t** out)
+  {
+    if (n > remaining()) {
+      return Violation(
+          "truncated: need " + std::to_string(n) + " bytes at offset " +
+          std::to_string(pos_) + " of a " + std::to_string(end_) +
+          "-byte body");
+    }
+    *out = base_ + pos_;
+    pos_ += n;
+    return Status();
+  }
+  Status U8(uint8_t* v)
+  {
+    const uint8_t* p;
+    TRITONPY_RETURN_IF_ERROR(Take(1, &p));
+    *v = p[0];
+    return Status();
+  }
+  Status U32(uint32_t* v)
+  {
+    const uint8_t* p;
+    TRITONPY_RETURN_IF_ERROR(Take(4, &p));
+    *v = GetU32(p);
+    return Status();
+  }
+  Status U64(uint64_t* v)
+  {
+    const uint8_t* p;
+    TRITONPY_RETURN_IF_ERROR(Take(8, &p));
+    *v = GetU64(p);
+    return Status();
+  }
+  Status I64(int64_t* v)
+  {
+    uint64_t u;
+    TRITONPY_RETURN_IF_ERROR(U64(&u));
+    *v = static_cast<int64_t>(u);
+    return Status();
+  }
+  Status Str(std::string* s)
+  {
+    uint32_t n;
+    TRITONPY_RETURN_IF_ERROR(U32(&n));
+    const uint8_t* p;
+    TRITONPY_RETURN_IF_ERROR(Take(n, &p));
+    s->assign(reinterpret_cast<const char*>(p), n);
+    return Status();
+  }
+  Status Zero32()
+  {
+    uint32_t v;
+    TRITONPY_RETURN_IF_ERROR(U32(&v));
+    if (v != 0) return Violation("reserved field is not zero");
+    return Status();
+  }
+  Status Pad8()
+  {
+    size_t n = (8 - (pos_ % 8)) % 8;
+    const uint8_t* p;
+    TRITONPY_RETURN_IF_ERROR(Take(n, &p));
+    for (size_t i = 0; i < n; ++i) {
+      if (p[i] != 0) return Violation("padding is not zero");
+    }
+    return Status();
+  }
+  Status Ref(ArenaRef* r)
+  {
+    TRITONPY_RETURN_IF_ERROR(U32(&r->arena_id));
+    TRITONPY_RETURN_IF_ERROR(Zero32());
+    return U64(&r->offset);
+  }
+  // A count of items that each take at least `min_item` bytes: rejected at
+  // once when the rest of the body cannot hold them, so a forged count
+  // never drives a huge allocation.
+  Status Count(size_t min_item, uint32_t* n)
+  {
+    TRITONPY_RETURN_IF_ERROR(U32(n));
+    if (min_item > 0 && *n > remaining() / min_item) {
+      return Violation(
+          "count " + std::to_string(*n) + " does not fit in the remaining " +
+          std::to_string(remaining()) + " bytes");
+    }
+    return Status();
+  }
+  Status Done()
+  {
+    if (pos_ != end_) {
+      return Violation(std::to_string(remaining()) + " trailing bytes");
+    }
+    return Status();
+  }
+
+  Status Tensor(proto::Tensor* t)
+  {
+    TRITONPY_RETURN_IF_ERROR(Str(&t->name));
+    TRITONPY_RETURN_IF_ERROR(U32(&t->dtype));
+    if (t->dtype < 1 || t->dtype > 14) {
+      return Violation(
+          "tensor '" + t->name + "': bad dtype " + std::to_string(t->dtype));
+    }
+    uint32_t ndim;
+    TRITONPY_RETURN_IF_ERROR(U32(&ndim));
+    if (ndim > kMaxNdim) {
+      return Violation(
+          "tensor '" + t->name + "': ndim " + std::to_string(ndim) + " > 64");
+    }
+    t->dims.resize(ndim);
+    for (uint32_t i = 0; i < ndim; ++i) {
+      TRITONPY_RETURN_IF_ERROR(I64(&t->dims[i]));
+      if (t->dims[i] < 0) {
+        return Violation("tensor '" + t->name + "': negative dimension");
+      }
+    }
+    TRITONPY_RETURN_IF_ERROR(U64(&t->byte_size));
+    TRITONPY_RETURN_IF_ERROR(U8(&t->location));
+    if (t->location == kLocationInline) {
+      TRITONPY_RETURN_IF_ERROR(Pad8());
+      if (t->byte_size > remaining()) {
+        return Violation(
+            "tensor '" + t->name + "': inline data past the end of the body");
+      }
+      TRITONPY_RETURN_IF_ERROR(Take(t->byte_size, &t->data));
+    } else if (t->location == kLocationArena) {
+      t->data = nullptr;
+      TRITONPY_RETURN_IF_ERROR(Ref(&t->ref));
+    } else {
+      return Violation(
+          "tensor '" + t->name + "': bad location " +
+          std::to_string(t->location));
+    }
+    return Status();
+  }
+
+ private:
+  const uint8_t* base_;
+  size_t pos_;
+  size_t end_;
+};
+
+// Appending writer. Padding is counted from the start of `out`, which is
+// the start of the frame (BeginFrame reserved the header).
+class Writer {
+ public:
+  explicit Writer(std::vector<uint8_t>* out) : out_(out) {}
+
+  void U8(uint8_t v) { out_->push_back(v); }
+  void U32(uint32_t v)
+  {
+    size_t at = out_->size();
+    out_->resize(at + 4);
+    PutU32(out_->data() + at, v);
+  }
+  void U64(uint64_t v)
+  {
+    size_t at = out_->size();
+    out_->resize(at + 8);
+    PutU64(out_->data() + at, v);
+  }
+  void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
+  void Bytes(const void* p, size_t n)
+  {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    out_->insert(out_->end(), b, b + n);
+  }
+  void Str(const std::string& s)
+  {
+    U32(static_cast<uint32_t>(s.size()));
+    Bytes(s.data(), s.size());
+  }
+  void Pad8() { out_->resize(out_->size() + (8 - out_->size() % 8) % 8, 0); }
+  void Ref(const ArenaRef& r)
+  {
+    U32(r.arena_id);
+    U32(0);
+    U64(r.offset);
+  }
+  void Tensor(const proto::Tensor& t)
+  {
+    Str(t.name);
+    U32(t.dtype);
+    U32(static_cast<uint32_t>(t.dims.size()));
+    for (int64_t d : t.dims) I64(d);
+    U64(t.byte_size);
+    U8(t.location);
+    if (t.location == kLocationInline) {
+      Pad8();
+      if (t.byte_size > 0) Bytes(t.data, t.byte_size);
+    } else {
+      Ref(t.ref);
+    }
+  }
+
+ private:
+  std::vector<uint8_t>* out_;
+};
+
+// Minimum encoded sizes, used to bound counts before allocating.
+constexpr size_t kMinTensor = 4 + 4 + 4 + 8 + 1;
+constexpr size_t kMinRequest = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 4;
+constexpr size_t kMinResponse = 4 + 4 + 1 + 4 + 4 + 4 + 4;
+
+}  // namespace
+
+const char*
+FrameTypeName(FrameType t)
+{
+  switch (t) {
+    case FrameType::kHello:
+      return "HELLO";
+    case FrameType::kInit:
+      return "INIT";
+    case FrameType::kInitDone:
+      return "INIT_DONE";
+    case FrameType::kArena:
+      return "ARENA";
+    case FrameType::kExecute:
+      return "EXECUTE";
+    case FrameType::kResponses:
+      return "RESPONSES";
+    case FrameType::kExecuteDone:
+      return "EXECUTE_DONE";
+    case FrameType::kLog:
+      return "LOG";
+    case FrameType::kFinalize:
+      return "FINALIZE";
+    case FrameType::kFinalizeDone:
+      return "FINALIZE_DONE";
+    case FrameType::kError:
+      return "ERROR";
+    case FrameType::kRelease:
+      return "RELEASE";
+  }
+  return "UNKNOWN";
+}
+
+bool
+IsJsonFrame(FrameType t)
+{
+  return t == FrameType::kHello || t == FrameType::kInit ||
+         t == FrameType::kInitDone || t == FrameType::kFinalizeDone;
+}
+
+uint32_t
+DataTypeByteSize(uint32_t dtype)
+{
+  switch (dtype) {
+    case 1:  // BOOL
+    case 2:  // UINT8
+    case 6:  // INT8
+      return 1;
+    case 3:   // UINT16
+    case 7:   // INT16
+    case 10:  // FP16
+    case 14:  // BF16
+      return 2;
+    case 4:   // UINT32
+    case 8:   // INT32
+    case 11:  // FP32
+      return 4;
+    case 5:   // UINT64
+    case 9:   // INT64
+    case 12:  // FP64
+      return 8;
+    default:  // BYTES (13) and unknown
+      return 0;
+  }
+}
+
+Status
+DecodeHeader(const uint8_t* msg, size_t len, FrameView* out)
+{
+  if (len < kHeaderSize) {
+    return Violation(
+        "message of " + std::to_string(len) + " bytes is shorter than the " +
+        "header");
+  }
+  if (len > kMaxFrame) return Violation("message longer than MAX_FRAME");
+  if (GetU32(msg) != kMagic) return Violation("bad magic");
+  if (msg[4] != kVersion) {
+    return Violation("unsupported version " + std::to_string(msg[4]));
+  }
+  uint8_t type = msg[5];
+  if (type < 1 || type > 12) {
+    return Violation("unknown frame type " + std::to_string(type));
+  }
+  uint16_t flags = static_cast<uint16_t>(msg[6] | (msg[7] << 8));
+  uint16_t allowed =
+      kFlagBodyInArena |
+      (type == static_cast<uint8_t>(FrameType::kResponses) ? kFlagBatchDone
+                                                           : 0);
+  if ((flags & ~allowed) != 0) {
+    return Violation("unknown flags " + std::to_string(flags));
+  }
+  if (GetU32(msg + 20) != 0) return Violation("reserved header field not 0");
+  out->type = static_cast<FrameType>(type);
+  out->flags = flags;
+  out->id = GetU64(msg + 8);
+  out->body_len = GetU32(msg + 16);
+  out->body_in_arena = (flags & kFlagBodyInArena) != 0;
+  if (out->body_in_arena) {
+    if (len != kHeaderSize + kArenaRefSize) {
+      return Violation("BODY_IN_ARENA frame must carry only a reference");
+    }
+    Reader r(msg + kHeaderSize, kArenaRefSize);
+    TRITONPY_RETURN_IF_ERROR(r.Ref(&out->body_ref));
+    out->body = nullptr;
+  } else {
+    if (out->body_len != len - kHeaderSize) {
+      return Violation("body_len does not match the message length");
+    }
+    out->body = msg + kHeaderSize;
+  }
+  return Status();
+}
+
+Status
+DecodeJson(const uint8_t* body, size_t len, std::string* out)
+{
+  out->assign(reinterpret_cast<const char*>(body), len);
+  return Status();
+}
+
+Status
+DecodeFinalize(const uint8_t* body, size_t len)
+{
+  Reader r(body, len);
+  return r.Done();
+}
+
+Status
+DecodeArena(const uint8_t* body, size_t len, ArenaBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->arena_id));
+  TRITONPY_RETURN_IF_ERROR(r.Zero32());
+  TRITONPY_RETURN_IF_ERROR(r.U64(&out->size));
+  return r.Done();
+}
+
+Status
+DecodeExecute(const uint8_t* body, size_t len, ExecuteBody* out)
+{
+  Reader r(body, len);
+  uint32_t n;
+  TRITONPY_RETURN_IF_ERROR(r.Count(kMinRequest, &n));
+  out->requests.assign(n, Request());
+  for (Request& q : out->requests) {
+    TRITONPY_RETURN_IF_ERROR(r.Str(&q.request_id));
+    TRITONPY_RETURN_IF_ERROR(r.U8(&q.correlation_kind));
+    if (q.correlation_kind > 2) return Violation("bad correlation kind");
+    TRITONPY_RETURN_IF_ERROR(r.U64(&q.correlation_u64));
+    TRITONPY_RETURN_IF_ERROR(r.Str(&q.correlation_str));
+    TRITONPY_RETURN_IF_ERROR(r.U32(&q.flags));
+    TRITONPY_RETURN_IF_ERROR(r.U64(&q.timeout_us));
+    TRITONPY_RETURN_IF_ERROR(r.Str(&q.parameters));
+    uint32_t nout;
+    TRITONPY_RETURN_IF_ERROR(r.Count(4, &nout));
+    q.requested_outputs.assign(nout, std::string());
+    for (std::string& name : q.requested_outputs) {
+      TRITONPY_RETURN_IF_ERROR(r.Str(&name));
+    }
+    uint32_t nin;
+    TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nin));
+    q.inputs.assign(nin, Tensor());
+    for (Tensor& t : q.inputs) TRITONPY_RETURN_IF_ERROR(r.Tensor(&t));
+  }
+  return r.Done();
+}
+
+Status
+DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out)
+{
+  Reader r(body, len);
+  uint32_t n;
+  TRITONPY_RETURN_IF_ERROR(r.Count(kMinResponse, &n));
+  out->responses.assign(n, Response());
+  for (Response& p : out->responses) {
+    TRITONPY_RETURN_IF_ERROR(r.U32(&p.request_index));
+    TRITONPY_RETURN_IF_ERROR(r.U32(&p.response_flags));
+    TRITONPY_RETURN_IF_ERROR(r.U8(&p.has_error));
+    TRITONPY_RETURN_IF_ERROR(r.U32(&p.error_code));
+    TRITONPY_RETURN_IF_ERROR(r.Str(&p.error_message));
+    TRITONPY_RETURN_IF_ERROR(r.Str(&p.parameters));
+    uint32_t nout;
+    TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nout));
+    p.outputs.assign(nout, Tensor());
+    for (Tensor& t : p.outputs) TRITONPY_RETURN_IF_ERROR(r.Tensor(&t));
+  }
+  return r.Done();
+}
+
+Status
+DecodeExecuteDone(const uint8_t* body, size_t len, ExecuteDoneBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U8(&out->ok));
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->error));
+  return r.Done();
+}
+
+Status
+DecodeLog(const uint8_t* body, size_t len, LogBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->level));
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->file));
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->line));
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->message));
+  return r.Done();
+}
+
+Status
+DecodeError(const uint8_t* body, size_t len, ErrorBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->message));
+  return r.Done();
+}
+
+Status
+DecodeRelease(const uint8_t* body, size_t len, ReleaseBody* out)
+{
+  Reader r(body, len);
+  uint32_t n;
+  TRITONPY_RETURN_IF_ERROR(r.Count(kArenaRefSize, &n));
+  out->allocations.assign(n, ArenaRef());
+  for (ArenaRef& a : out->allocations) TRITONPY_RETURN_IF_ERROR(r.Ref(&a));
+  return r.Done();
+}
+
+void
+BeginFrame(std::vector<uint8_t>* out)
+{
+  out->assign(kHeaderSize, 0);
+}
+
+void
+FinishFrame(
+    FrameType type, uint16_t flags, uint64_t id, std::vector<uint8_t>* out)
+{
+  uint8_t* h = out->data();
+  PutU32(h, kMagic);
+  h[4] = kVersion;
+  h[5] = static_cast<uint8_t>(type);
+  h[6] = static_cast<uint8_t>(flags & 0xFF);
+  h[7] = static_cast<uint8_t>(flags >> 8);
+  PutU64(h + 8, id);
+  PutU32(h + 16, static_cast<uint32_t>(out->size() - kHeaderSize));
+  PutU32(h + 20, 0);
+}
+
+std::vector<uint8_t>
+EncodeBodyRefFrame(
+    FrameType type, uint16_t flags, uint64_t id, uint32_t body_len,
+    const ArenaRef& ref)
+{
+  std::vector<uint8_t> out;
+  BeginFrame(&out);
+  Writer w(&out);
+  w.Ref(ref);
+  FinishFrame(type, flags | kFlagBodyInArena, id, &out);
+  PutU32(out.data() + 16, body_len);
+  return out;
+}
+
+void
+EncodeJson(const std::string& json, std::vector<uint8_t>* out)
+{
+  Writer(out).Bytes(json.data(), json.size());
+}
+
+void
+EncodeArena(const ArenaBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(b.arena_id);
+  w.U32(0);
+  w.U64(b.size);
+}
+
+void
+EncodeExecute(const ExecuteBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(static_cast<uint32_t>(b.requests.size()));
+  for (const Request& q : b.requests) {
+    w.Str(q.request_id);
+    w.U8(q.correlation_kind);
+    w.U64(q.correlation_u64);
+    w.Str(q.correlation_str);
+    w.U32(q.flags);
+    w.U64(q.timeout_us);
+    w.Str(q.parameters);
+    w.U32(static_cast<uint32_t>(q.requested_outputs.size()));
+    for (const std::string& name : q.requested_outputs) w.Str(name);
+    w.U32(static_cast<uint32_t>(q.inputs.size()));
+    for (const Tensor& t : q.inputs) w.Tensor(t);
+  }
+}
+
+void
+EncodeResponses(const ResponsesBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(static_cast<uint32_t>(b.responses.size()));
+  for (const Response& p : b.responses) {
+    w.U32(p.request_index);
+    w.U32(p.response_flags);
+    w.U8(p.has_error);
+    w.U32(p.error_code);
+    w.Str(p.error_message);
+    w.Str(p.parameters);
+    w.U32(static_cast<uint32_t>(p.outputs.size()));
+    for (const Tensor& t : p.outputs) w.Tensor(t);
+  }
+}
+
+void
+EncodeExecuteDone(const ExecuteDoneBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U8(b.ok);
+  w.Str(b.error);
+}
+
+void
+EncodeLog(const LogBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(b.level);
+  w.Str(b.file);
+  w.U32(b.line);
+  w.Str(b.message);
+}
+
+void
+EncodeError(const ErrorBody& b, std::vector<uint8_t>* out)
+{
+  Writer(out).Str(b.message);
+}
+
+void
+EncodeRelease(const ReleaseBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(static_cast<uint32_t>(b.allocations.size()));
+  for (const ArenaRef& a : b.allocations) w.Ref(a);
+}
+
+}  // namespace proto
+}  // namespace tritonpy

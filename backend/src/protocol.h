@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Frame codec of the tritonpy IPC protocol. The layout is specified in
+// docs/protocol.md (the single source of truth); this file only mirrors its
+// constants and frame bodies. Decoding is bounds-checked and never reads
+// past the given bytes; encoders append to a byte vector.
+//
+// Inline tensor data and decoded string views are copied out, except
+// Tensor::data, which points into the decoded buffer: it stays valid only as
+// long as that buffer does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "error.h"
+
+namespace tritonpy {
+namespace proto {
+
+constexpr uint32_t kMagic = 0x31595054;  // "TPY1"
+constexpr uint8_t kVersion = 1;
+constexpr size_t kHeaderSize = 24;
+constexpr size_t kMaxFrame = 131072;
+constexpr size_t kArenaRefSize = 16;
+constexpr size_t kMaxInlineTensor = 65536;
+constexpr uint32_t kMaxNdim = 64;
+
+constexpr uint16_t kFlagBodyInArena = 1;
+constexpr uint16_t kFlagBatchDone = 2;  // RESPONSES only
+
+enum class FrameType : uint8_t {
+  kHello = 1,
+  kInit = 2,
+  kInitDone = 3,
+  kArena = 4,
+  kExecute = 5,
+  kResponses = 6,
+  kExecuteDone = 7,
+  kLog = 8,
+  kFinalize = 9,
+  kFinalizeDone = 10,
+  kError = 11,
+  kRelease = 12,
+};
+
+const char* FrameTypeName(FrameType t);
+bool IsJsonFrame(FrameType t);
+
+// Tensor data location.
+constexpr uint8_t kLocationInline = 0;
+constexpr uint8_t kLocationArena = 1;
+
+struct ArenaRef {
+  uint32_t arena_id = 0;
+  uint64_t offset = 0;
+};
+
+struct Tensor {
+  std::string name;
+  uint32_t dtype = 0;
+  std::vector<int64_t> dims;
+  uint64_t byte_size = 0;
+  uint8_t location = kLocationInline;
+  const uint8_t* data = nullptr;  // inline: byte_size bytes
+  ArenaRef ref;                   // arena: where the bytes are
+};
+
+struct Request {
+  std::string request_id;
+  uint8_t correlation_kind = 0;  // 0 none, 1 u64, 2 string
+  uint64_t correlation_u64 = 0;
+  std::string correlation_str;
+  uint32_t flags = 0;
+  uint64_t timeout_us = 0;
+  std::string parameters;
+  std::vector<std::string> requested_outputs;
+  std::vector<Tensor> inputs;
+};
+
+struct Response {
+  uint32_t request_index = 0;
+  uint32_t response_flags = 0;
+  uint8_t has_error = 0;
+  uint32_t error_code = 0;
+  std::string error_message;
+  std::string parameters;
+  std::vector<Tensor> outputs;
+};
+
+struct ArenaBody {
+  uint32_t arena_id = 0;
+  uint64_t size = 0;
+};
+struct ExecuteBody {
+  std::vector<Request> requests;
+};
+struct ResponsesBody {
+  std::vector<Response> responses;
+};
+struct ExecuteDoneBody {
+  uint8_t ok = 0;
+  std::string error;
+};
+struct LogBody {
+  uint32_t level = 0;
+  std::string file;
+  uint32_t line = 0;
+  std::string message;
+};
+struct ErrorBody {
+  std::string message;
+};
+struct ReleaseBody {
+  std::vector<ArenaRef> allocations;
+};
+
+// A received frame after header validation. When body_in_arena is set the
+// body lies in the sender's arena at body_ref (body_len bytes); otherwise
+// body/body_len view the message bytes after the header.
+struct FrameView {
+  FrameType type = FrameType::kHello;
+  uint16_t flags = 0;
+  uint64_t id = 0;
+  uint32_t body_len = 0;
+  bool body_in_arena = false;
+  ArenaRef body_ref;
+  const uint8_t* body = nullptr;
+};
+
+// Validates the header of a whole message of `len` bytes (magic, version,
+// type, flags, reserved, body_len, MAX_FRAME).
+Status DecodeHeader(const uint8_t* msg, size_t len, FrameView* out);
+
+// Body decoders. `body` is the body's first byte; padding is counted from
+// it, which equals the frame-relative rule because the header is 24 bytes
+// and arena bodies start 8-aligned. Every byte must be consumed.
+Status DecodeJson(const uint8_t* body, size_t len, std::string* out);
+Status DecodeArena(const uint8_t* body, size_t len, ArenaBody* out);
+Status DecodeExecute(const uint8_t* body, size_t len, ExecuteBody* out);
+Status DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out);
+Status DecodeExecuteDone(const uint8_t* body, size_t len, ExecuteDoneBody* out);
+Status DecodeLog(const uint8_t* body, size_t len, LogBody* out);
+Status DecodeError(const uint8_t* body, size_t len, ErrorBody* out);
+Status DecodeRelease(const uint8_t* body, size_t len, ReleaseBody* out);
+Status DecodeFinalize(const uint8_t* body, size_t len);
+
+// Encoding: BeginFrame reserves the header, a body encoder appends the body,
+// FinishFrame writes the header (body_len = bytes after the header).
+void BeginFrame(std::vector<uint8_t>* out);
+void FinishFrame(
+    FrameType type, uint16_t flags, uint64_t id, std::vector<uint8_t>* out);
+
+void EncodeJson(const std::string& json, std::vector<uint8_t>* out);
+void EncodeArena(const ArenaBody& b, std::vector<uint8_t>* out);
+void EncodeExecute(const ExecuteBody& b, std::vector<uint8_t>* out);
+void EncodeResponses(const ResponsesBody& b, std::vector<uint8_t>* out);
+void EncodeExecuteDone(const ExecuteDoneBody& b, std::vector<uint8_t>* out);
+void EncodeLog(const LogBody& b, std::vector<uint8_t>* out);
+void EncodeError(const ErrorBody& b, std::vector<uint8_t>* out);
+void EncodeRelease(const ReleaseBody& b, std::vector<uint8_t>* out);
+
+// A whole BODY_IN_ARENA frame (40 bytes): header with `flags` |
+// kFlagBodyInArena and body_len, then the arena reference.
+std::vector<uint8_t> EncodeBodyRefFrame(
+    FrameType type, uint16_t flags, uint64_t id, uint32_t body_len,
+    const ArenaRef& ref);
+
+// Convenience: a complete frame whose body is produced by `encode_body`.
+template <typename Fn>
+std::vector<uint8_t>
+MakeFrame(FrameType type, uint16_t flags, uint64_t id, Fn encode_body)
+{
+  std::vector<uint8_t> out;
+  BeginFrame(&out);
+  encode_body(&out);
+  FinishFrame(type, flags, id, &out);
+  return out;
+}
+
+// Size of a fixed-size element of `dtype` (BOOL 1 ... FP64 8, BF16 2);
+// 0 for BYTES and unknown types.
+uint32_t DataTypeByteSize(uint32_t dtype);
+
+}  // namespace proto
+}  // namespace tritonpy

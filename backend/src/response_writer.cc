@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "response_writer.h"
+
+#include <cstring>
+
+#include "json.h"
+#include "triton_util.h"
+
+namespace tritonpy {
+
+namespace {
+
+std::string
+ShapeString(const std::vector<int64_t>& dims)
+{
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+// Checks byte_size against the shape for fixed-size types.
+Status
+CheckByteSize(const std::string& model_name, const BatchRequest& req,
+              const proto::Tensor& t)
+{
+  uint32_t elem = proto::DataTypeByteSize(t.dtype);
+  if (elem == 0) return Status();  // BYTES: any size
+  uint64_t count = 1;
+  bool overflow = false;
+  for (int64_t d : t.dims) {
+    uint64_t ud = static_cast<uint64_t>(d);
+    if (ud != 0 && count > UINT64_MAX / ud) overflow = true;
+    count *= ud;
+  }
+  if (!overflow && count > UINT64_MAX / elem) overflow = true;
+  if (overflow || count * elem != t.byte_size) {
+    return Status::Internal(
+        "tritonpy: model '" + model_name + "' request '" + req.id +
+        "': output '" + t.name + "' has byte_size " +
+        std::to_string(t.byte_size) + " but shape " + ShapeString(t.dims) +
+        (overflow ? " overflows"
+                  : " needs " + std::to_string(count * elem)));
+  }
+  return Status();
+}
+
+Status
+SetParameters(const std::string& params, TRITONBACKEND_Response* response)
+{
+  if (params.empty()) return Status();
+  json::Value doc;
+  TRITONPY_RETURN_IF_ERROR(
+      json::Parse(params, &doc).WithPrefix("response parameters: "));
+  if (!doc.is_object()) {
+    return Status::InvalidArg("response parameters must be a JSON object");
+  }
+  for (const auto& [key, v] : doc.members()) {
+    TRITONSERVER_Error* err = nullptr;
+    if (v.is_string()) {
+      err = TRITONBACKEND_ResponseSetStringParameter(
+          response, key.c_str(), v.as_string().c_str());
+    } else if (v.is_bool()) {
+      err = TRITONBACKEND_ResponseSetBoolParameter(
+          response, key.c_str(), v.as_bool());
+    } else if (v.is_int()) {
+      err = TRITONBACKEND_ResponseSetIntParameter(
+          response, key.c_str(), v.as_int());
+    } else if (v.is_number()) {
+      err = TRITONBACKEND_ResponseSetDoubleParameter(
+          response, key.c_str(), v.as_double());
+    } else {
+      return Status::InvalidArg(
+          "response parameter '" + key +
+          "' must be a string, integer, float or bool");
+    }
+    TRITONPY_RETURN_IF_ERROR(FromTriton(err));
+  }
+  return Status();
+}
+
+// Fills `response` with the outputs the request asked for.
+Status
+FillResponse(const std::string& model_name, const BatchRequest& req,
+             const proto::Response& r,
+             const std::vector<const uint8_t*>& data,
+             TRITONBACKEND_Response* response)
+{
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    const proto::Tensor& t = r.outputs[i];
+    if (req.requested_outputs.count(t.name) == 0) continue;
+    TRITONPY_RETURN_IF_ERROR(CheckByteSize(model_name, req, t));
+    TRITONBACKEND_Output* output = nullptr;
+    TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_ResponseOutput(
+        response, &output, t.name.c_str(),
+        static_cast<TRITONSERVER_DataType>(t.dtype), t.dims.data(),
+        static_cast<uint32_t>(t.dims.size())));
+    void* buffer = nullptr;
+    TRITONSERVER_MemoryType mem_type = TRITONSERVER_MEMORY_CPU;
+    int64_t mem_id = 0;
+    TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_OutputBuffer(
+        output, &buffer, t.byte_size, &mem_type, &mem_id));
+    if (t.byte_size == 0) continue;
+    if (mem_type == TRITONSERVER_MEMORY_GPU || buffer == nullptr) {
+      return Status::Unsupported(
+          "tritonpy: model '" + model_name + "' request '" + req.id +
+          "': output '" + t.name + "' got a GPU buffer; only CPU " +
+          "outputs are supported yet");
+    }
+    memcpy(buffer, data[i], t.byte_size);
+  }
+  return SetParameters(r.parameters, response)
+      .WithPrefix("tritonpy: model '" + model_name + "' request '" + req.id +
+                  "': ");
+}
+
+TRITONSERVER_Error_Code
+ClampErrorCode(uint32_t code)
+{
+  if (code > TRITONSERVER_ERROR_CANCELLED) return TRITONSERVER_ERROR_UNKNOWN;
+  return static_cast<TRITONSERVER_Error_Code>(code);
+}
+
+}  // namespace
+
+void
+RespondWithError(BatchRequest* req, const Status& status)
+{
+  if (req->responded) return;
+  req->responded = true;
+  req->success = false;
+  TRITONBACKEND_Response* response = nullptr;
+  TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&response, req->request);
+  if (err != nullptr) {
+    TRITONPY_LOG_ERROR(
+        std::string("tritonpy: cannot create an error response: ") +
+        TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return;
+  }
+  TRITONSERVER_Error* payload = ToTriton(status);
+  err = TRITONBACKEND_ResponseSend(
+      response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, payload);
+  if (payload != nullptr) TRITONSERVER_ErrorDelete(payload);
+  if (err != nullptr) {
+    TRITONPY_LOG_ERROR(
+        std::string("tritonpy: cannot send an error response: ") +
+        TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+  }
+}
+
+Status
+WriteResponses(const std::string& model_name, Batch* batch,
+               const proto::ResponsesBody& body, const PeerArenas& peers,
+               std::vector<proto::ArenaRef>* to_release)
+{
+  // Validate everything first, so that a bad frame sends nothing.
+  std::vector<std::vector<const uint8_t*>> data(body.responses.size());
+  for (size_t i = 0; i < body.responses.size(); ++i) {
+    const proto::Response& r = body.responses[i];
+    if (r.request_index >= batch->wire_index.size()) {
+      return Status::InvalidArg(
+          "tritonpy protocol violation: response for request index " +
+          std::to_string(r.request_index) + " of a batch of " +
+          std::to_string(batch->wire_index.size()));
+    }
+    for (const proto::Tensor& t : r.outputs) {
+      const uint8_t* p = t.data;
+      if (t.location == proto::kLocationArena) {
+        TRITONPY_RETURN_IF_ERROR(
+            peers.Resolve(t.ref.arena_id, t.ref.offset, t.byte_size, &p));
+        to_release->push_back(t.ref);
+      }
+      data[i].push_back(p);
+    }
+  }
+
+  for (size_t i = 0; i < body.responses.size(); ++i) {
+    const proto::Response& r = body.responses[i];
+    BatchRequest* req = &batch->requests[batch->wire_index[r.request_index]];
+    if (req->responded) {
+      TRITONPY_LOG_ERROR(
+          "tritonpy: model '" + model_name + "' sent a second response " +
+          "for request '" + req->id + "'; it is dropped");
+      continue;
+    }
+    if (r.has_error != 0) {
+      RespondWithError(
+          req, Status::Error(ClampErrorCode(r.error_code), r.error_message));
+      continue;
+    }
+    TRITONBACKEND_Response* response = nullptr;
+    Status s = FromTriton(TRITONBACKEND_ResponseNew(&response, req->request));
+    if (s.ok()) s = FillResponse(model_name, *req, r, data[i], response);
+    if (!s.ok()) {
+      if (response != nullptr) {
+        TRITONSERVER_Error* e = TRITONBACKEND_ResponseDelete(response);
+        if (e != nullptr) TRITONSERVER_ErrorDelete(e);
+      }
+      RespondWithError(req, s);
+      continue;
+    }
+    req->responded = true;
+    req->success = true;
+    TRITONSERVER_Error* err = TRITONBACKEND_ResponseSend(
+        response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr);
+    if (err != nullptr) {
+      req->success = false;
+      TRITONPY_LOG_ERROR(
+          "tritonpy: model '" + model_name + "' request '" + req->id +
+          "': sending the response failed: " + TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_ErrorDelete(err);
+    }
+  }
+  return Status();
+}
+
+}  // namespace tritonpy

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// StubProcess: spawning, waiting for and killing one
+// `python -m tritonpy.stub` child. Not thread-safe: the instance serialises
+// calls under its own mutex.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "error.h"
+
+namespace tritonpy {
+
+class StubProcess {
+ public:
+  StubProcess() = default;
+  ~StubProcess();  // SIGKILLs and reaps a child still running
+  StubProcess(const StubProcess&) = delete;
+  StubProcess& operator=(const StubProcess&) = delete;
+
+  // Creates a socketpair, forks and execs
+  //   <python> -m tritonpy.stub --fd 3 --instance <instance_name>
+  // with the child's end of the socket as fd 3 and every other descriptor
+  // above 2 closed. Returns the backend's end (close-on-exec) in
+  // *backend_fd.
+  Status Spawn(const std::string& python, const std::string& instance_name,
+               int* backend_fd);
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+  const std::string& executable() const { return executable_; }
+
+  // Waits up to timeout_ms for the child to exit; returns true and sets
+  // *status (waitpid status) when it has been reaped.
+  bool WaitFor(int timeout_ms, int* status);
+  // SIGKILLs the child (if not yet reaped) and reaps it.
+  int KillAndReap();
+
+  // "exited with status 3", "killed by signal 9 (SIGKILL)".
+  static std::string DescribeStatus(int status);
+
+ private:
+  pid_t pid_ = -1;
+  std::string executable_;
+};
+
+}  // namespace tritonpy

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Unit tests of the pieces that need no Triton: JSON, arena allocator,
+// peer arena bounds, codec round trips with arena references.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "arena.h"
+#include "json.h"
+#include "protocol.h"
+
+using tritonpy::Allocation;
+using tritonpy::ArenaAllocator;
+using tritonpy::PeerArenas;
+using tritonpy::Status;
+using tritonpy::json::Value;
+namespace tp = tritonpy::proto;
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond)                                               \
+  do {                                                            \
+    if (!(cond)) {                                                \
+      ++failures;                                                 \
+      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);     \
+    }                                                             \
+  } while (false)
+
+void
+TestJson()
+{
+  Value v;
+  CHECK(tritonpy::json::Parse(
+            R"({"a":1,"b":[true,false,null],"c":"x\"\u00e9\n","d":-2.5,)"
+            R"("e":18446744073709551615,"f":{}})",
+            &v)
+            .ok());
+  CHECK(v.GetInt("a") == 1);
+  CHECK(v.Find("b")->items().size() == 3);
+  CHECK(v.GetString("c") == "x\"\xc3\xa9\n");
+  CHECK(v.Find("d")->as_double() == -2.5);
+  CHECK(v.Find("e")->is_big_uint() &&
+        v.Find("e")->as_uint() == 18446744073709551615ull);
+  Value again;
+  CHECK(tritonpy::json::Parse(v.Serialize(), &again).ok());
+  CHECK(again == v);
+  const char* bad[] = {"",      "{",     "[1,]",  "{\"a\" 1}", "tru",
+                       "\"\\x\"", "01x", "{} {}", "\"\\ud800\"", "-"};
+  for (const char* b : bad) {
+    Value x;
+    CHECK(!tritonpy::json::Parse(b, &x).ok());
+  }
+  std::string deep(1000, '[');
+  Value x;
+  CHECK(!tritonpy::json::Parse(deep, &x).ok());
+}
+
+void
+TestAllocator()
+{
+  ArenaAllocator alloc(1 << 20);
+  Allocation a, b, c;
+  CHECK(alloc.Allocate(100, &a).ok());
+  CHECK(alloc.Allocate(100, &b).ok());
+  CHECK(a.offset % 64 == 0 && b.offset % 64 == 0 && a.offset != b.offset);
+  CHECK(alloc.arena_count() == 1);
+  memset(a.ptr, 1, 100);
+  // Too big for the first arena: a second one of 2x the request.
+  CHECK(alloc.Allocate(3 << 20, &c).ok());
+  CHECK(alloc.arena_count() == 2 && c.arena_id != a.arena_id);
+  CHECK(alloc.Unannounced().size() == 2);
+  alloc.MarkAnnounced(a.arena_id);
+  CHECK(alloc.Unannounced().size() == 1);
+  alloc.Free(a.arena_id, a.offset);
+  alloc.Free(b.arena_id, b.offset);
+  alloc.Free(c.arena_id, c.offset);
+  CHECK(alloc.allocated_bytes() == 0);
+  // Coalesced: the whole first arena is one run again.
+  Allocation whole;
+  CHECK(alloc.Allocate(1 << 20, &whole).ok());
+  CHECK(whole.arena_id == a.arena_id && whole.offset == 0);
+  alloc.MarkAllUnannounced();
+  CHECK(alloc.Unannounced().size() == 2);
+}
+
+void
+TestPeerArenas()
+{
+  std::unique_ptr<tritonpy::MappedArena> arena;
+  CHECK(tritonpy::MappedArena::Create(7, 8192, &arena).ok());
+  PeerArenas peers;
+  CHECK(peers.Add(7, dup(arena->fd()), 8192).ok());
+  const uint8_t* p = nullptr;
+  CHECK(peers.Resolve(7, 0, 8192, &p).ok());
+  CHECK(peers.Resolve(7, 8192, 0, &p).ok());
+  CHECK(!peers.Resolve(7, 8192, 1, &p).ok());
+  CHECK(!peers.Resolve(7, 1, UINT64_MAX, &p).ok());
+  CHECK(!peers.Resolve(7, UINT64_MAX, 2, &p).ok());
+  CHECK(!peers.Resolve(8, 0, 1, &p).ok());
+  // Announced bigger than the memfd: refused, not a later SIGBUS.
+  CHECK(!peers.Add(9, dup(arena->fd()), 1 << 20).ok());
+}
+
+void
+TestCodec()
+{
+  tp::ResponsesBody rb;
+  tp::Response r;
+  r.request_index = 3;
+  r.response_flags = 1;
+  tp::Tensor t;
+  t.name = "OUT";
+  t.dtype = 11;
+  t.dims = {2, 2};
+  t.byte_size = 16;
+  t.location = tp::kLocationArena;
+  t.ref = {5, 1ull << 40};
+  r.outputs.push_back(t);
+  rb.responses.push_back(r);
+  auto frame = tp::MakeFrame(
+      tp::FrameType::kResponses, tp::kFlagBatchDone, 99,
+      [&](std::vector<uint8_t>* out) { tp::EncodeResponses(rb, out); });
+  tp::FrameView f;
+  CHECK(tp::DecodeHeader(frame.data(), frame.size(), &f).ok());
+  CHECK(f.id == 99 && f.flags == tp::kFlagBatchDone);
+  tp::ResponsesBody back;
+  CHECK(tp::DecodeResponses(f.body, f.body_len, &back).ok());
+  CHECK(back.responses.size() == 1 &&
+        back.responses[0].outputs[0].ref.offset == (1ull << 40));
+  // BATCH_DONE is not allowed on EXECUTE_DONE.
+  auto done = tp::MakeFrame(
+      tp::FrameType::kExecuteDone, tp::kFlagBatchDone, 1,
+      [&](std::vector<uint8_t>* out) { tp::EncodeExecuteDone({1, ""}, out); });
+  CHECK(!tp::DecodeHeader(done.data(), done.size(), &f).ok());
+  CHECK(tp::DataTypeByteSize(14) == 2 && tp::DataTypeByteSize(13) == 0);
+}
+
+}  // namespace
+
+int
+main()
+{
+  TestJson();
+  TestAllocator();
+  TestPeerArenas();
+  TestCodec();
+  printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
+  return failures == 0 ? 0 : 1;
+}
