@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The model-facing API, imported by models as ``triton_python_backend_utils``.
+
+Same names and semantics as the official Triton Python backend's module.
+"""
+
+from ._codec import deserialize_bytes_tensor, serialize_byte_tensor
+from ._config import (
+    get_input_config_by_name,
+    get_input_tensor_by_name,
+    get_output_config_by_name,
+    get_output_tensor_by_name,
+    using_decoupled_model_transaction_policy,
+)
+from ._dtypes import numpy_to_triton_type, triton_string_to_numpy, triton_to_numpy_type
+from ._errors import TritonError, TritonModelException
+from ._request import (
+    TRITONSERVER_MEMORY_CPU,
+    TRITONSERVER_MEMORY_GPU,
+    InferenceRequest,
+    InferenceTrace,
+    PreferredMemory,
+)
+from ._response import InferenceResponse
+from ._tensor import Tensor
+
+# Values as in tritonserver.h.
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+__all__ = [
+    "Tensor",
+    "InferenceRequest",
+    "InferenceResponse",
+    "InferenceTrace",
+    "PreferredMemory",
+    "TritonError",
+    "TritonModelException",
+    "get_input_tensor_by_name",
+    "get_output_tensor_by_name",
+    "get_input_config_by_name",
+    "get_output_config_by_name",
+    "using_decoupled_model_transaction_policy",
+    "triton_string_to_numpy",
+    "numpy_to_triton_type",
+    "triton_to_numpy_type",
+    "serialize_byte_tensor",
+    "deserialize_bytes_tensor",
+    "TRITONSERVER_MEMORY_CPU",
+    "TRITONSERVER_MEMORY_GPU",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_START",
+    "TRITONSERVER_REQUEST_FLAG_SEQUENCE_END",
+    "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+    "TRITONSERVER_REQUEST_RELEASE_ALL",
+    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
+]

@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+from typing import Any
+
+import numpy as np
+
+DEVICE_CPU: int
+DEVICE_CUDA: int
+DEVICE_CUDA_HOST: int
+
+class DLPackOwner:
+    """Owns a consumed DLPack tensor; supports the buffer protocol."""
+
+    @property
+    def code(self) -> int: ...
+    @property
+    def bits(self) -> int: ...
+    @property
+    def device_type(self) -> int: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def strides(self) -> tuple[int, ...] | None: ...
+    @property
+    def extent(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+def export(arr: np.ndarray, code: int, bits: int) -> Any: ...
+def consume(capsule: Any) -> DLPackOwner: ...

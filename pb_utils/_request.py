@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""InferenceRequest: what execute() receives, and what a BLS call sends."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ._errors import TritonModelException
+from ._params import parameters_to_json
+from ._tensor import Tensor
+
+__all__ = [
+    "InferenceRequest", "InferenceTrace", "PreferredMemory",
+    "TRITONSERVER_MEMORY_GPU", "TRITONSERVER_MEMORY_CPU",
+]
+
+# PreferredMemory kinds, values as the official enum (GPU, CPU, then an
+# internal "default" meaning no preference). Not TRITONSERVER_MemoryType.
+TRITONSERVER_MEMORY_GPU = 0
+TRITONSERVER_MEMORY_CPU = 1
+_MEMORY_DEFAULT = 2
+
+_REQUIRED: Any = object()
+
+
+class PreferredMemory:
+    """Where a BLS call would like its outputs (a hint)."""
+
+    __slots__ = ("_memory_type", "_device_id")
+
+    def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
+        if preferred_memory_type not in (TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU,
+                                         _MEMORY_DEFAULT):
+            raise TypeError(f"invalid preferred_memory_type {preferred_memory_type!r}")
+        self._memory_type = int(preferred_memory_type)
+        self._device_id = int(preferred_device_id)
+
+    def __repr__(self) -> str:
+        return f"PreferredMemory({self._memory_type}, {self._device_id})"
+
+
+_DEFAULT_MEMORY = PreferredMemory(_MEMORY_DEFAULT, 0)  # immutable, shared
+
+
+class InferenceTrace:
+    """The trace a request belongs to; a BLS request may pass it on."""
+
+    __slots__ = ("_context",)
+
+    def __init__(self) -> None:
+        self._context = ""
+
+    def get_context(self) -> str | None:
+        """The trace context (OpenTelemetry headers as JSON), or None."""
+        return self._context or None
+
+
+class InferenceRequest:
+    """An inference request.
+
+    The constructor has the official BLS signature (keyword use is the norm;
+    the positional order is the official one, request_id first).
+    """
+
+    __slots__ = (
+        "_model_name", "_model_version", "_request_id", "_correlation_id",
+        "_flags", "_timeout", "_parameters", "_requested_output_names",
+        "_inputs", "_preferred_memory", "_trace", "_release_flags",
+    )
+
+    def __init__(
+        self,
+        request_id: str = "",
+        correlation_id: int | str = 0,
+        inputs: list[Tensor] = _REQUIRED,
+        requested_output_names: Iterable[str] = _REQUIRED,
+        model_name: str = _REQUIRED,
+        model_version: int = -1,
+        flags: int = 0,
+        timeout: int = 0,
+        preferred_memory: PreferredMemory | None = None,
+        trace: InferenceTrace | None = None,
+        parameters: dict[str, bool | int | str] | None = None,
+    ) -> None:
+        missing = [n for n, v in (("inputs", inputs),
+                                  ("requested_output_names", requested_output_names),
+                                  ("model_name", model_name)) if v is _REQUIRED]
+        if missing:
+            raise TypeError(
+                "InferenceRequest() missing required argument(s): " + ", ".join(missing))
+        if not isinstance(correlation_id, (int, str)):
+            raise TritonModelException("Correlation ID must be integer or string")
+        if not isinstance(model_name, str):
+            raise TypeError("model_name must be a str")
+        inputs = list(inputs)
+        for t in inputs:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"inputs must be Tensor objects, got {type(t).__name__}")
+        self._model_name = model_name
+        self._model_version = int(model_version)
+        self._request_id = str(request_id)
+        self._correlation_id = correlation_id
+        self._flags = int(flags)
+        self._timeout = int(timeout)
+        self._parameters = parameters_to_json(parameters)
+        self._requested_output_names = list(requested_output_names)
+        self._inputs = inputs
+        self._preferred_memory = (preferred_memory if preferred_memory is not None
+                                  else _DEFAULT_MEMORY)
+        self._trace = trace if trace is not None else InferenceTrace()
+        self._release_flags = 0
+
+    @classmethod
+    def _from_stub(cls, model_name: str, request_id: str, correlation_id: int | str,
+                   flags: int, timeout: int, parameters: str,
+                   requested_output_names: list[str], inputs: list[Tensor]) -> InferenceRequest:
+        """A request as execute() sees it, built by the stub (no validation)."""
+        self = cls.__new__(cls)
+        self._model_name = model_name
+        self._model_version = -1
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._flags = flags
+        self._timeout = timeout
+        self._parameters = parameters or "{}"
+        self._requested_output_names = requested_output_names
+        self._inputs = inputs
+        self._preferred_memory = _DEFAULT_MEMORY
+        self._trace = InferenceTrace()
+        self._release_flags = 0
+        return self
+
+    def inputs(self) -> list[Tensor]:
+        return self._inputs
+
+    def request_id(self) -> str:
+        return self._request_id
+
+    def correlation_id(self) -> int | str:
+        return self._correlation_id
+
+    def flags(self) -> int:
+        return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        self._flags = int(flags)
+
+    def timeout(self) -> int:
+        return self._timeout
+
+    def parameters(self) -> str:
+        """The request parameters as a JSON object text ("{}" when none)."""
+        return self._parameters
+
+    def trace(self) -> InferenceTrace:
+        return self._trace
+
+    def requested_output_names(self) -> set[str]:
+        # A set, as in the official backend (it stores a std::set).
+        return set(self._requested_output_names)
+
+    def get_response_sender(self) -> Any:
+        raise TritonModelException("decoupled mode is not supported yet")
+
+    def is_cancelled(self) -> bool:
+        return False
+
+    def set_release_flags(self, flags: int) -> None:
+        self._release_flags = int(flags)
+
+    def exec(self, decoupled: bool = False) -> Any:
+        raise TritonModelException("BLS is not supported yet")
+
+    def async_exec(self, decoupled: bool = False) -> Any:
+        raise TritonModelException("BLS is not supported yet")
+
+    def __repr__(self) -> str:
+        return (f"InferenceRequest(model_name={self._model_name!r}, "
+                f"request_id={self._request_id!r}, "
+                f"inputs={[t.name() for t in self._inputs]})")

@@ -1,0 +1,293 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Tensor: the model's view of an input or output.
+
+A tensor is born either from the model (``Tensor(name, array)``,
+``Tensor.from_dlpack``) or from the wire (``Tensor._from_wire``, used by the
+stub). Wire tensors keep the wire buffer and build their numpy view lazily:
+a zero-copy view for fixed-size types, a decoded object array for BYTES.
+``_to_wire`` hands the stub the bytes to send, avoiding copies when the
+buffer already has the wire layout.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import _bytes, _dlpack
+from ._dtypes import (
+    FROM_DLPACK, ITEMSIZE, TO_DLPACK, TYPE_BF16, TYPE_BYTES, TYPE_INVALID,
+    WIRE_NAMES, WIRE_NUMPY, code_of_dtype,
+)
+from ._errors import TritonModelException
+
+__all__ = ["Tensor"]
+
+_DL_CPU = 1
+_DL_CUDA_HOST = 3
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TritonModelException(
+            f"Tensor name must be a str, got {type(name).__name__}")
+    if not name:
+        raise TritonModelException("Tensor name cannot be an empty string.")
+    return name
+
+
+def _native(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as C-contiguous little-endian bytes (copy only if needed)."""
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    return np.ascontiguousarray(arr)
+
+
+class Tensor:
+    """A named tensor. ``Tensor(name, numpy_array)`` keeps the array as is.
+
+    object, bytes (S) and str (U) arrays are BYTES tensors; other supported
+    dtypes are bool, (u)int8-64 and float16/32/64.
+    """
+
+    __slots__ = ("_name", "_dtype", "_dims", "_array", "_buf", "__weakref__")
+
+    _name: str
+    _dtype: int
+    _dims: tuple[int, ...]
+    _array: np.ndarray | None
+    _buf: Any
+
+    def __init__(self, name: str, numpy_array: np.ndarray) -> None:
+        self._name = _check_name(name)
+        if not isinstance(numpy_array, np.ndarray):
+            if numpy_array is None:
+                raise TritonModelException(
+                    f"Tensor '{name}': expected a numpy.ndarray, got None")
+            # The official constructor converts array-likes (pybind11
+            # py::array); so do we.
+            try:
+                numpy_array = np.asarray(numpy_array)
+            except Exception as exc:
+                raise TritonModelException(
+                    f"Tensor '{name}': cannot convert "
+                    f"{type(numpy_array).__name__} to a numpy array: {exc}") from exc
+        code = code_of_dtype(numpy_array.dtype)
+        if code == TYPE_INVALID:
+            raise TritonModelException(
+                f"Tensor '{name}': numpy dtype {numpy_array.dtype} is not "
+                f"supported (use bool, (u)int8-64, float16/32/64, or "
+                f"np.object_ / bytes / str for BYTES)")
+        self._dtype = code
+        self._dims = numpy_array.shape
+        self._array = numpy_array
+        self._buf = None
+
+    # ------------------------------------------------------------ public API
+
+    def name(self) -> str:
+        return self._name
+
+    def triton_dtype(self) -> int:
+        """The TRITONSERVER_DataType code (e.g. 11 for FP32)."""
+        return self._dtype
+
+    def shape(self) -> list[int]:
+        return list(self._dims)
+
+    def is_cpu(self) -> bool:
+        return True
+
+    def as_numpy(self) -> np.ndarray:
+        arr = self._array
+        if arr is None:
+            arr = self._materialize()
+        elif self._dtype == TYPE_BF16:
+            raise self._bf16_error()
+        return arr
+
+    def to_dlpack(self) -> Any:
+        """A "dltensor" PyCapsule sharing this tensor's memory (CPU)."""
+        if self._dtype == TYPE_BYTES:
+            raise TritonModelException(
+                f"Tensor '{self._name}': DLPack does not have support for "
+                f"string tensors.")
+        arr = self._fixed_array()
+        if not arr.flags.c_contiguous or arr.dtype.byteorder == ">":
+            arr = _native(arr)  # DLPack needs native order; we export dense
+        code, bits = TO_DLPACK[self._dtype]
+        return _dlpack.export(arr, code, bits)
+
+    def __dlpack__(self, stream: Any = None, *, max_version: Any = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        if stream is not None and stream != -1:
+            raise BufferError("CPU tensors take no stream (stream must be None)")
+        if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
+            raise BufferError(f"cannot export a CPU tensor to device {dl_device}")
+        if copy:
+            clone = Tensor.__new__(Tensor)
+            clone._name, clone._dtype, clone._dims = self._name, self._dtype, self._dims
+            clone._array, clone._buf = self._fixed_array().copy(), None
+            return clone.to_dlpack()
+        return self.to_dlpack()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (_DL_CPU, 0)
+
+    @staticmethod
+    def from_dlpack(name: str, tensor: Any) -> Tensor:
+        """A Tensor over a DLPack capsule or any object with ``__dlpack__``
+        (torch, jax, numpy ...). Zero-copy: the producer stays alive as long
+        as the tensor or a view of it does."""
+        _check_name(name)
+        if hasattr(tensor, "__dlpack__"):
+            if not hasattr(tensor, "__dlpack_device__"):
+                raise TritonModelException(
+                    f"Tensor '{name}': object has __dlpack__ but no "
+                    f"__dlpack_device__")
+            device = tensor.__dlpack_device__()
+            if int(device[0]) not in (_DL_CPU, _DL_CUDA_HOST):
+                raise TritonModelException(
+                    f"Tensor '{name}': DLPack device type {int(device[0])} is "
+                    f"not supported yet (CPU tensors only)")
+            try:
+                capsule = tensor.__dlpack__(stream=None)
+            except Exception as exc:  # e.g. numpy refuses read-only arrays
+                raise TritonModelException(
+                    f"Tensor '{name}': __dlpack__() failed: {exc}") from exc
+        else:
+            capsule = tensor
+        try:
+            owner = _dlpack.consume(capsule)
+        except (ValueError, TypeError) as exc:
+            raise TritonModelException(
+                f"Tensor '{name}': {exc}. Provided tensor is not supported: "
+                f"it must be a DLPack capsule or have `__dlpack__` and "
+                f"`__dlpack_device__` attributes") from exc
+        code = FROM_DLPACK.get((owner.code, owner.bits))
+        if code is None:
+            raise TritonModelException(
+                f"Tensor '{name}': DLPack data type (code {owner.code}, "
+                f"{owner.bits} bits) is not supported")
+        np_dtype = WIRE_NUMPY[code]
+        flat = np.frombuffer(memoryview(owner), dtype=np_dtype, count=owner.extent)
+        shape = owner.shape
+        strides = owner.strides
+        if strides is None or _is_c_contiguous(shape, strides):
+            arr = flat.reshape(shape)
+        else:
+            arr = np.lib.stride_tricks.as_strided(
+                flat, shape=shape,
+                strides=tuple(s * np_dtype.itemsize for s in strides))
+        result = Tensor.__new__(Tensor)
+        result._name = name
+        result._dtype = code
+        result._dims = tuple(shape)
+        result._array = arr
+        result._buf = None
+        return result
+
+    def __repr__(self) -> str:
+        return (f"Tensor(name={self._name!r}, dtype={WIRE_NAMES[self._dtype]}, "
+                f"shape={list(self._dims)})")
+
+    # ------------------------------------------------------------ stub side
+
+    @classmethod
+    def _from_wire(cls, name: str, dtype: int, dims: tuple[int, ...],
+                   buf: Any) -> Tensor:
+        """A tensor over wire bytes ``buf`` (C-contiguous, writable).
+
+        Fixed-size types get a zero-copy view; BYTES is decoded on first
+        ``as_numpy()``. Raises TritonModelException on a size mismatch.
+        """
+        self = cls.__new__(cls)
+        self._name = _check_name(name)
+        if dtype not in ITEMSIZE:
+            raise TritonModelException(
+                f"Tensor '{name}': unknown Triton data type code {dtype}")
+        dims = tuple(dims)
+        for d in dims:
+            if d < 0:
+                raise TritonModelException(
+                    f"Tensor '{name}': negative dimension in shape {list(dims)}")
+        view = memoryview(buf)
+        if view.ndim != 1 or view.format not in ("B", "b", "c"):
+            if view.nbytes == 0:
+                view = memoryview(bytearray())
+            else:
+                view = view.cast("B")  # TypeError if not C-contiguous
+        if dtype != TYPE_BYTES:
+            expected = math.prod(dims) * ITEMSIZE[dtype]
+            if view.nbytes != expected:
+                raise TritonModelException(
+                    f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} "
+                    f"needs {expected} bytes, got {view.nbytes}")
+        self._dtype = dtype
+        self._dims = dims
+        self._buf = view
+        self._array = None
+        return self
+
+    def _to_wire(self) -> tuple[str, int, tuple[int, ...], Any]:
+        """(name, dtype code, dims, buffer of exactly the wire bytes)."""
+        dtype = self._dtype
+        if self._buf is not None and (dtype != TYPE_BYTES or self._array is None):
+            # Untouched wire bytes (or a view onto them) go back as they came.
+            return self._name, dtype, self._dims, self._buf
+        arr = self._array
+        assert arr is not None
+        if dtype == TYPE_BYTES:
+            try:
+                data = _bytes.encode(arr, True)
+            except (TypeError, ValueError) as exc:
+                raise TritonModelException(
+                    f"Tensor '{self._name}': cannot serialize as BYTES: {exc}") from exc
+            return self._name, dtype, tuple(arr.shape), data
+        # A flat uint8 view: the stub can take memoryview(buf) as plain bytes
+        # (memoryview.cast refuses multi-dimensional zero-size views).
+        return self._name, dtype, tuple(arr.shape), _native(arr).reshape(-1).view(np.uint8)
+
+    # ------------------------------------------------------------ internals
+
+    def _materialize(self) -> np.ndarray:
+        # Only wire tensors get here (others always hold an array).
+        buf = self._buf
+        if self._dtype == TYPE_BF16:
+            raise self._bf16_error()
+        if self._dtype == TYPE_BYTES:
+            try:
+                flat = _bytes.decode(buf, math.prod(self._dims))
+            except ValueError as exc:
+                raise TritonModelException(
+                    f"Tensor '{self._name}': malformed BYTES data: {exc}") from exc
+            arr = flat.reshape(self._dims)
+        else:
+            arr = np.frombuffer(buf, dtype=WIRE_NUMPY[self._dtype]).reshape(self._dims)
+        self._array = arr
+        return arr
+
+    def _fixed_array(self) -> np.ndarray:
+        """The array of a fixed-size tensor, BF16 included (as uint16)."""
+        arr = self._array
+        if arr is None:
+            arr = np.frombuffer(self._buf, dtype=WIRE_NUMPY[self._dtype]).reshape(self._dims)
+            self._array = arr
+        return arr
+
+    def _bf16_error(self) -> TritonModelException:
+        return TritonModelException(
+            f"Tensor '{self._name}': Tensor dtype is BF16 and cannot be "
+            f"converted to NumPy. Use to_dlpack() and from_dlpack() instead.")
+
+
+def _is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    expected = 1
+    for dim, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if dim != 1 and stride != expected:
+            return False
+        expected *= dim
+    return True
