@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Shared-memory arenas of the stub (docs/protocol.md, *Arenas*).
+
+``OwnArenas`` are memfds this process creates and allocates from (output
+tensors, frame bodies); ``PeerArenas`` are the backend's memfds, mapped to
+read input tensors in place. Nothing is ever named in /dev/shm: the kernel
+frees a memfd when the last process holding it goes away.
+"""
+
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+from collections.abc import Callable
+
+ALIGN = 64
+DEFAULT_ARENA_SIZE = 64 << 20
+_PUNCH_THRESHOLD = 1 << 20
+
+try:  # Linux fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE), best effort
+    import ctypes
+
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _fallocate = _libc.fallocate
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+except (OSError, AttributeError):  # pragma: no cover
+    _fallocate = None
+
+
+def _round_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+class _Arena:
+    """One memfd with a first-fit free list (sorted by offset, coalesced)."""
+
+    __slots__ = ("id", "size", "fd", "map", "view", "_free_offs", "_free_sizes", "used")
+
+    def __init__(self, arena_id: int, size: int) -> None:
+        self.id = arena_id
+        self.size = size
+        self.fd = os.memfd_create(f"tritonpy-stub-{arena_id}", os.MFD_CLOEXEC)
+        os.fchmod(self.fd, 0o600)
+        os.ftruncate(self.fd, size)
+        self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.view = memoryview(self.map)
+        self._free_offs = [0]
+        self._free_sizes = [size]
+        self.used = 0
+
+    def alloc(self, n: int) -> int | None:
+        n = _round_up(max(n, 1), ALIGN)
+        for i, sz in enumerate(self._free_sizes):
+            if sz >= n:
+                off = self._free_offs[i]
+                if sz == n:
+                    del self._free_offs[i]
+                    del self._free_sizes[i]
+                else:
+                    self._free_offs[i] = off + n
+                    self._free_sizes[i] = sz - n
+                self.used += n
+                return off
+        return None
+
+    def free(self, off: int, n: int) -> None:
+        n = _round_up(max(n, 1), ALIGN)
+        self.used -= n
+        i = bisect.bisect_left(self._free_offs, off)
+        start, size = off, n
+        # Merge with the next block, then with the previous one.
+        if i < len(self._free_offs) and self._free_offs[i] == off + n:
+            size += self._free_sizes[i]
+            del self._free_offs[i]
+            del self._free_sizes[i]
+        if i > 0 and self._free_offs[i - 1] + self._free_sizes[i - 1] == off:
+            i -= 1
+            start = self._free_offs[i]
+            size += self._free_sizes[i]
+            del self._free_offs[i]
+            del self._free_sizes[i]
+        self._free_offs.insert(i, start)
+        self._free_sizes.insert(i, size)
+        if n >= _PUNCH_THRESHOLD and _fallocate is not None:
+            page = mmap.PAGESIZE
+            lo, hi = _round_up(off, page), (off + n) // page * page
+            if hi > lo:
+                _fallocate(self.fd, 3, lo, hi - lo)  # PUNCH_HOLE | KEEP_SIZE
+
+
+class OwnArenas:
+    """Arenas this process allocates from. ``announce(arena_id, size, fd)``
+    is called once per new arena, before any frame refers to it."""
+
+    def __init__(self, announce: Callable[[int, int, int], None],
+                 default_size: int = DEFAULT_ARENA_SIZE) -> None:
+        self._announce = announce
+        self._default = default_size
+        self._arenas: dict[int, _Arena] = {}
+        self._live: dict[tuple[int, int], int] = {}
+        self._next_id = 1
+
+    def alloc(self, n: int) -> tuple[int, int, memoryview]:
+        """Reserve ``n`` bytes; return (arena_id, offset, writable view)."""
+        for a in self._arenas.values():
+            off = a.alloc(n)
+            if off is not None:
+                break
+        else:
+            size = max(self._default, _round_up(2 * n, mmap.PAGESIZE))
+            a = _Arena(self._next_id, size)
+            self._next_id += 1
+            self._arenas[a.id] = a
+            self._announce(a.id, a.size, a.fd)
+            off = a.alloc(n)
+            assert off is not None
+        self._live[(a.id, off)] = n
+        return a.id, off, a.view[off:off + n]
+
+    def free(self, arena_id: int, offset: int) -> None:
+        n = self._live.pop((arena_id, offset), None)
+        if n is None:
+            raise KeyError(f"no live allocation at arena {arena_id} offset {offset}")
+        self._arenas[arena_id].free(offset, n)
+
+    @property
+    def live_bytes(self) -> int:
+        return sum(self._live.values())
+
+    @property
+    def live_count(self) -> int:
+        return len(self._live)
+
+
+class PeerArenas:
+    """The backend's arenas, mapped read-write so input views are writable."""
+
+    def __init__(self) -> None:
+        self._views: dict[int, memoryview] = {}
+        self._maps: dict[int, mmap.mmap] = {}
+
+    def add(self, arena_id: int, size: int, fd: int) -> None:
+        try:
+            actual = os.fstat(fd).st_size
+            if size > actual:
+                raise ValueError(f"arena {arena_id}: announced {size} bytes, the memfd has {actual}")
+            if arena_id in self._maps:
+                raise ValueError(f"arena {arena_id} announced twice")
+            m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self._maps[arena_id] = m
+        self._views[arena_id] = memoryview(m)
+
+    def view(self, arena_id: int, offset: int, n: int) -> memoryview:
+        v = self._views.get(arena_id)
+        if v is None:
+            raise ValueError(f"unknown backend arena {arena_id}")
+        if offset > len(v) or n > len(v) - offset:
+            raise ValueError(f"{n} bytes at offset {offset} lie outside backend arena {arena_id}"
+                             f" of {len(v)} bytes")
+        return v[offset:offset + n]

@@ -1,0 +1,64 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Entry point of the stub process: ``python -m tritonpy.stub --fd N``.
+
+The backend starts one per model instance and hands it one end of a
+SOCK_SEQPACKET socket pair as descriptor N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    if os.environ.get("TRITONPY_LOOP", "uvloop") == "asyncio":
+        return asyncio.new_event_loop()
+    import uvloop
+
+    return uvloop.new_event_loop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tritonpy.stub",
+        description="tritonpy stub process: runs one model instance for the tritonpy "
+                    "Triton backend. Started by the backend, not by hand.")
+    parser.add_argument("--fd", type=int, required=True,
+                        help="descriptor of this instance's SOCK_SEQPACKET socket")
+    parser.add_argument("--instance", default="",
+                        help="model instance name, used in messages")
+    args = parser.parse_args(argv)
+
+    # Ctrl-C on a foreground tritonserver reaches the whole process group:
+    # the server shuts down and finalizes us; dying first would fail requests.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # print() reaches the log at once
+
+    # Models import the official module name; give them ours.
+    from tritonpy import pb_utils
+
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+
+    from tritonpy.stub.runtime import Stub
+
+    loop = _new_loop()
+    asyncio.set_event_loop(loop)
+    stub = Stub(args.fd, args.instance or f"fd{args.fd}", loop)
+    stub.start()
+    try:
+        loop.run_forever()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # Leave at once: user threads must not keep a dead instance alive.
+    os._exit(stub.exit_code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
