@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The ``tritonpy`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from tritonpy import __version__
+from tritonpy import install as inst
+
+
+def _serve(args: argparse.Namespace) -> int:
+    server = inst.tritonserver()
+    backends = inst.backend_dir(args.backend_dir)
+    extra = list(args.server_args)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    cmd = [str(server), f"--model-repository={os.path.abspath(args.repo)}",
+           f"--backend-directory={backends}", *extra]
+    print("tritonpy: " + " ".join(cmd), file=sys.stderr, flush=True)
+    os.execv(cmd[0], cmd)
+    return 0  # not reached
+
+
+def _backend_dir(args: argparse.Namespace) -> int:
+    print(inst.backend_dir(args.dir))
+    return 0
+
+
+def _install(args: argparse.Namespace) -> int:
+    dest = inst.install(args.dir, args.name, args.python)
+    print(dest)
+    if args.name == "python":
+        print("tritonpy now answers to backend: \"python\" in this directory; the official "
+              "Python backend was replaced", file=sys.stderr)
+    return 0
+
+
+def _server_path(args: argparse.Namespace) -> int:
+    print(inst.tritonserver())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tritonpy",
+        description="tritonpy: a fast Python backend for Triton Inference Server. "
+                    "Serves model.py + config.pbtxt repositories unchanged.")
+    p.add_argument("--version", action="version", version=f"tritonpy {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser(
+        "serve", help="run tritonserver on a model repository with tritonpy",
+        description="Run tritonserver on REPO with a backend directory that holds tritonpy "
+                    "as 'tritonpy' and as the drop-in 'python'. Arguments after -- go to "
+                    "tritonserver unchanged (e.g. -- --http-port 9000 --log-verbose 1).")
+    s.add_argument("repo", help="model repository directory")
+    s.add_argument("--backend-dir", default=None,
+                   help="where to assemble the backend directory (default: see backend-dir)")
+    s.add_argument("server_args", nargs=argparse.REMAINDER,
+                   help="-- followed by tritonserver arguments")
+    s.set_defaults(func=_serve)
+
+    b = sub.add_parser(
+        "backend-dir", help="print a ready --backend-directory",
+        description="Assemble (or refresh) a backend directory holding tritonpy as "
+                    "'tritonpy' and 'python', and print its path, for "
+                    "tritonserver --backend-directory=$(tritonpy backend-dir).")
+    b.add_argument("--dir", default=None,
+                   help="directory to use (default: $TRITONPY_BACKEND_DIR, else "
+                        "<prefix>/tritonpy-backends)")
+    b.set_defaults(func=_backend_dir)
+
+    i = sub.add_parser(
+        "install", help="install tritonpy into an existing Triton backends directory",
+        description="Install the backend into DIR/NAME (e.g. DIR=/opt/tritonserver/backends "
+                    "in the NGC container). NAME 'tritonpy' (default) serves models with "
+                    "backend: \"tritonpy\"; NAME 'python' replaces the official Python backend.")
+    i.add_argument("dir", help="Triton's backends directory")
+    i.add_argument("--as", dest="name", default="tritonpy", help="backend name (default tritonpy)")
+    i.add_argument("--python", default=None,
+                   help="interpreter that runs the stub (default: this one)")
+    i.set_defaults(func=_install)
+
+    w = sub.add_parser("server-path", help="print the tritonserver that serve would run",
+                       description="Print the tritonserver binary that 'tritonpy serve' runs.")
+    w.set_defaults(func=_server_path)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except inst.InstallError as e:
+        print(f"tritonpy: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

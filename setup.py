@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Builds the stub's Cython extensions and the C++ backend library.
+
+``pip install .`` runs CMake for backend/ and ships the resulting
+libtriton_tritonpy.so inside the package (tritonpy/_backend/), so one
+install holds everything ``tritonpy backend-dir`` needs.
+
+Environment switches: TRITONPY_DEBUG=1 builds both sides with debug
+checks; TRITONPY_CMAKE_ARGS adds arguments to the CMake configure step.
+"""
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+DEBUG = os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
+
+EXTENSIONS = [
+    ("tritonpy.stub._codec", "stub/_codec.pyx"),
+    ("tritonpy.pb_utils._bytes", "pb_utils/_bytes.pyx"),
+    ("tritonpy.pb_utils._dlpack", "pb_utils/_dlpack.pyx"),
+]
+
+
+class BuildExtAndBackend(build_ext):
+    def run(self) -> None:
+        super().run()
+        self._build_backend()
+
+    def _build_backend(self) -> None:
+        cmake = shutil.which("cmake")
+        if cmake is None:
+            sys.exit("tritonpy: cmake is needed to build the backend (pip install cmake)")
+        build_dir = os.path.join(ROOT, "build", "cmake")
+        config = "Debug" if DEBUG else "Release"
+        configure = [cmake, "-S", ROOT, "-B", build_dir, f"-DCMAKE_BUILD_TYPE={config}"]
+        configure += shlex.split(os.environ.get("TRITONPY_CMAKE_ARGS", ""))
+        if DEBUG:
+            configure.append("-DTRITONPY_DEBUG=ON")
+        subprocess.check_call(configure)
+        subprocess.check_call([cmake, "--build", build_dir, "-j", str(min(2, os.cpu_count() or 1))])
+        dest = os.path.join(self.build_lib, "tritonpy", "_backend")
+        os.makedirs(dest, exist_ok=True)
+        shutil.copy2(os.path.join(build_dir, "libtriton_tritonpy.so"), dest)
+
+
+directives = {"language_level": "3", "embedsignature": True}
+macros = [("TRITONPY_DEBUG", "1")] if DEBUG else []
+ext_modules = cythonize(
+    [Extension(name, [path], define_macros=macros,
+               extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"])
+     for name, path in EXTENSIONS if os.path.exists(os.path.join(ROOT, path))],
+    compiler_directives=directives,
+    compile_time_env={"TRITONPY_DEBUG": DEBUG},
+)
+
+setup(
+    packages=["tritonpy", "tritonpy.stub", "tritonpy.pb_utils"],
+    package_dir={"tritonpy": "cli", "tritonpy.stub": "stub",
+                 "tritonpy.pb_utils": "pb_utils", "": "compat"},
+    py_modules=["triton_python_backend_utils"],
+    package_data={"tritonpy.pb_utils": ["py.typed", "*.pyi"], "tritonpy.stub": ["*.pyi"]},
+    ext_modules=ext_modules,
+    cmdclass={"build_ext": BuildExtAndBackend},
+    zip_safe=False,
+)
