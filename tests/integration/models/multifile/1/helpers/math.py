@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+FACTOR = 3
+
+
+def scale(x):
+    return x * FACTOR

@@ -1,0 +1,123 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""A real tritonserver, with tritonpy installed, on free local ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from tritonpy import install as inst
+
+MODELS = Path(__file__).resolve().parent / "models"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def build_repository(dest: Path, names: list[str]) -> Path:
+    """Copy test models (tests/integration/models/<name>) and examples
+    (examples/model_repository/<name>) into a fresh repository."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        src = MODELS / name
+        if not src.is_dir():
+            src = EXAMPLES / "model_repository" / name
+        shutil.copytree(src, dest / name, symlinks=False)
+    return dest
+
+
+def children(pid: int) -> list[int]:
+    """Direct child processes of ``pid`` (the stubs of a tritonserver)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+class TritonServer:
+    def __init__(self, repo: Path, workdir: Path, *, args: list[str] | None = None,
+                 backend_dir: Path | None = None) -> None:
+        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+        self.repo = repo
+        self.backends = backend_dir or inst.backend_dir(workdir / "backends")
+        self.log_path = workdir / f"tritonserver-{self.http_port}.log"
+        cmd = [str(inst.tritonserver()), f"--model-repository={repo}",
+               f"--backend-directory={self.backends}",
+               f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
+               f"--metrics-port={self.metrics_port}", "--log-verbose=" + os.environ.get("TRITONPY_TEST_LOG_VERBOSE", "0"),
+               *(args or [])]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    @property
+    def http_url(self) -> str:
+        return f"localhost:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"localhost:{self.grpc_port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def _get(self, path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return 0
+
+    def wait_ready(self, timeout: float = 90.0, path: str = "/v2/health/ready") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tritonserver exited with {self.proc.returncode}:\n{self.log()[-4000:]}")
+            if self._get(path) == 200:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"tritonserver not ready after {timeout}s:\n{self.log()[-4000:]}")
+
+    def model_ready(self, name: str) -> bool:
+        return self._get(f"/v2/models/{name}/ready") == 200
+
+    def stubs(self) -> list[int]:
+        return children(self.proc.pid)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode

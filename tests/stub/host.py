@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""A test host that plays the backend's side of the protocol.
+
+It starts a real stub process (``python -m tritonpy.stub``) on a real
+SOCK_SEQPACKET socket pair and speaks to it with the reference codec
+(tests/protocol_ref.py), so the stub is tested without tritonserver.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import mmap
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import protocol_ref as P
+
+
+class StubHost:
+    def __init__(self, *, env: dict[str, str] | None = None) -> None:
+        self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        child_fd = child.fileno()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tritonpy.stub", "--fd", str(child_fd), "--instance", "t_0"],
+            pass_fds=(child_fd,), env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child.close()
+        self.stub_arenas: dict[int, mmap.mmap] = {}
+        self.my_arenas: dict[int, tuple[int, mmap.mmap]] = {}
+        self.logs: list[dict[str, Any]] = []
+
+    # -- raw frames
+
+    def send(self, frame: bytes, fds: tuple[int, ...] = ()) -> None:
+        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
+        self.sock.sendmsg([frame], anc)
+
+    def recv(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The next frame that is not a LOG (those are kept in .logs); ARENA
+        frames are mapped and returned too."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                raise TimeoutError("no frame from the stub")
+            data, anc, flags, _ = self.sock.recvmsg(P.MAX_FRAME + 1, socket.CMSG_SPACE(64))
+            if not data:
+                raise EOFError("the stub closed the socket")
+            fds = []
+            for level, kind, raw in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    a = array.array("i")
+                    a.frombytes(raw)
+                    fds.extend(a)
+            frame = P.decode(data)
+            if frame["flags"] & P.FLAG_BODY_IN_ARENA:
+                ref = frame["body"]
+                raw = bytes(self.stub_arenas[ref["arena_id"]][ref["offset"]:ref["offset"] + ref["body_len"]])
+                frame["body"] = P.decode_body(P.TYPE_VALUES[frame["type"]], b"\0" * 24 + raw, 24)
+                frame["arena_ref"] = ref
+            if frame["type"] == "ARENA":
+                assert len(fds) == 1
+                st = os.fstat(fds[0])
+                assert st.st_mode & 0o777 == 0o600, oct(st.st_mode)
+                self.stub_arenas[frame["body"]["arena_id"]] = mmap.mmap(fds[0], frame["body"]["size"])
+                os.close(fds[0])
+            else:
+                assert not fds, f"{frame['type']} frame carried descriptors"
+            if frame["type"] == "LOG":
+                self.logs.append(frame["body"])
+                continue
+            return frame
+
+    def recv_type(self, ftype: str, timeout: float = 10.0) -> dict[str, Any]:
+        while True:
+            f = self.recv(timeout)
+            if f["type"] == ftype:
+                return f
+            if f["type"] != "ARENA":
+                raise AssertionError(f"expected {ftype}, got {f}")
+
+    # -- conversation
+
+    def handshake(self, model_dir: Path, *, model_file: str = "model.py",
+                  config: dict[str, Any] | None = None) -> dict[str, Any]:
+        hello = self.recv_type("HELLO")
+        assert hello["body"]["json"]["protocol"] == 1
+        cfg = config or {"name": "m"}
+        args = {"model_config": json.dumps(cfg), "model_instance_kind": "CPU",
+                "model_instance_name": "t_0", "model_instance_device_id": "0",
+                "model_repository": str(model_dir.parent), "model_version": "1",
+                "model_name": cfg["name"]}
+        init = {"args": args, "model_file": str(model_dir / model_file),
+                "model_dir": str(model_dir), "settings": {"log_verbose": 0}}
+        self.send(P.encode(P.INIT, {"json": init}))
+        return self.recv_type("INIT_DONE")["body"]["json"]
+
+    def new_arena(self, arena_id: int, size: int) -> mmap.mmap:
+        fd = os.memfd_create(f"host-{arena_id}", os.MFD_CLOEXEC)
+        os.ftruncate(fd, size)
+        m = mmap.mmap(fd, size)
+        self.send(P.encode(P.ARENA, {"arena_id": arena_id, "size": size}), (fd,))
+        self.my_arenas[arena_id] = (fd, m)
+        return m
+
+    def execute(self, batch_id: int, requests: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
+        self.send(P.encode(P.EXECUTE, {"requests": requests}, id=batch_id, **kw))
+        frame = self.recv(kw.get("timeout", 10.0))
+        while frame["type"] == "ARENA":
+            frame = self.recv()
+        assert frame["id"] == batch_id, frame
+        return frame
+
+    def tensor_bytes(self, t: dict[str, Any]) -> bytes:
+        if t["location"] == 0:
+            return bytes.fromhex(t["data_hex"])
+        m = self.stub_arenas[t["arena_id"]]
+        return bytes(m[t["offset"]:t["offset"] + t["byte_size"]])
+
+    def wait(self, timeout: float = 10.0) -> int:
+        return self.proc.wait(timeout)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        finally:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            for s in (self.proc.stdout, self.proc.stderr):
+                if s:
+                    s.close()
+            for fd, m in self.my_arenas.values():
+                m.close()
+                os.close(fd)

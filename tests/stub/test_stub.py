@@ -1,0 +1,340 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The real stub process driven over the real protocol by tests/stub/host.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import protocol_ref as P
+from host import StubHost
+
+FP32, INT32, BYTES = 11, 8, 13
+
+ADD_SUB = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.name = args["model_name"]
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            a = pb_utils.get_input_tensor_by_name(r, "A").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(r, "B").as_numpy()
+            out.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("SUM", a + b), pb_utils.Tensor("DIFF", a - b)]))
+        return out
+'''
+
+
+def write_model(tmp_path: Path, source: str, name: str = "model.py") -> Path:
+    d = tmp_path / "m" / "1"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(textwrap.dedent(source))
+    return d
+
+
+@pytest.fixture
+def host() -> Iterator[StubHost]:
+    h = StubHost()
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def f32(name: str, values: list[float]) -> dict:
+    return P.inline(name, FP32, [len(values)], struct.pack(f"<{len(values)}f", *values))
+
+
+def test_add_sub_inline(host: StubHost, tmp_path: Path) -> None:
+    assert host.handshake(write_model(tmp_path, ADD_SUB)) == {"ok": True}
+    reply = host.execute(7, [P.request("r1", [f32("A", [1, 2]), f32("B", [0.5, 4])])])
+    assert reply["type"] == "RESPONSES" and reply["flags"] == P.FLAG_BATCH_DONE
+    (resp,) = reply["body"]["responses"]
+    assert resp["request_index"] == 0 and resp["response_flags"] == 1 and not resp["has_error"]
+    outs = {t["name"]: np.frombuffer(host.tensor_bytes(t), np.float32) for t in resp["outputs"]}
+    assert outs["SUM"].tolist() == [1.5, 6.0] and outs["DIFF"].tolist() == [0.5, -2.0]
+
+
+def test_requested_outputs_only(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    reply = host.execute(1, [P.request("r", [f32("A", [1]), f32("B", [2])],
+                                       requested_outputs=["DIFF"])])
+    assert [t["name"] for t in reply["body"]["responses"][0]["outputs"]] == ["DIFF"]
+
+
+def test_large_tensors_go_through_arenas(host: StubHost, tmp_path: Path) -> None:
+    """Inputs in the host's memfd arena are read in place; large outputs come
+    back in a stub arena (0600 memfd, announced first) and are freed on RELEASE."""
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    n = 1 << 20  # 4 MiB of float32 per tensor
+    arena = host.new_arena(5, 16 << 20)
+    a = np.arange(n, dtype=np.float32)
+    b = np.full(n, 2.0, dtype=np.float32)
+    arena[0:4 * n] = a.tobytes()
+    arena[4 * n:8 * n] = b.tobytes()
+    req = P.request("big", [P.Tensor("A", FP32, [n], 4 * n, 1, b"", 5, 0).to_json(),
+                            P.Tensor("B", FP32, [n], 4 * n, 1, b"", 5, 4 * n).to_json()])
+    reply = host.execute(2, [req])
+    outs = reply["body"]["responses"][0]["outputs"]
+    assert all(t["location"] == 1 for t in outs)
+    got = {t["name"]: np.frombuffer(host.tensor_bytes(t), np.float32) for t in outs}
+    np.testing.assert_array_equal(got["SUM"], a + b)
+    np.testing.assert_array_equal(got["DIFF"], a - b)
+    release = [{"arena_id": t["arena_id"], "offset": t["offset"]} for t in outs]
+    host.send(P.encode(P.RELEASE, {"allocations": release}))
+    # The freed space is reused by the next batch: no new arena is needed.
+    reply = host.execute(3, [req])
+    outs2 = reply["body"]["responses"][0]["outputs"]
+    assert {(t["arena_id"], t["offset"]) for t in outs2} == {(t["arena_id"], t["offset"]) for t in outs}
+
+
+def test_batch_of_many_requests_each_gets_its_own_answer(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    reqs = [P.request(f"r{i}", [f32("A", [i]), f32("B", [1])]) for i in range(64)]
+    reply = host.execute(9, reqs)
+    resps = reply["body"]["responses"]
+    assert [r["request_index"] for r in resps] == list(range(64))
+    for i, r in enumerate(resps):
+        sums = {t["name"]: np.frombuffer(host.tensor_bytes(t), np.float32)[0] for t in r["outputs"]}
+        assert sums["SUM"] == i + 1
+
+
+def test_huge_batch_metadata_travels_in_an_arena(host: StubHost, tmp_path: Path) -> None:
+    """A batch whose response frame exceeds MAX_FRAME is sent BODY_IN_ARENA."""
+    host.handshake(write_model(tmp_path, '''
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                return [pb_utils.InferenceResponse([pb_utils.Tensor(f"O{i}", np.zeros(200, np.float32))
+                        for i in range(8)]) for _ in requests]
+    '''))
+    reply = host.execute(4, [P.request(f"r{i}") for i in range(40)])
+    assert "arena_ref" in reply, "a 256 KiB response frame must travel in the arena"
+    assert len(reply["body"]["responses"]) == 40
+
+
+def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
+    res = host.handshake(write_model(tmp_path, '''
+        class TritonPythonModel:
+            def initialize(self, args):
+                raise RuntimeError("no weights here")
+    '''))
+    assert res["ok"] is False
+    assert "no weights here" in res["error"] and "Traceback" in res["error"]
+    assert "'m'" in res["error"]
+
+
+def test_execute_raising_fails_the_batch_and_serves_on(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                if requests[0].request_id() == "boom":
+                    raise ValueError("exploded")
+                return [pb_utils.InferenceResponse([]) for _ in requests]
+    '''))
+    reply = host.execute(1, [P.request("boom")])
+    assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
+    assert "exploded" in reply["body"]["error"] and "ValueError" in reply["body"]["error"]
+    reply = host.execute(2, [P.request("fine")])
+    assert reply["type"] == "RESPONSES"
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("return [pb_utils.InferenceResponse([])]", "returned 1 responses for a batch of 2"),
+    ("return [pb_utils.InferenceResponse([]), 'x']", "element 1"),
+    ("return None", "must return a list"),
+])
+def test_bad_execute_results_fail_the_whole_batch(host: StubHost, tmp_path: Path,
+                                                  body: str, needle: str) -> None:
+    host.handshake(write_model(tmp_path, f'''
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                {body}
+    '''))
+    reply = host.execute(1, [P.request("a"), P.request("b")])
+    assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
+    assert needle in reply["body"]["error"]
+
+
+def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                out = []
+                for r in requests:
+                    if r.request_id() == "bad":
+                        t = pb_utils.Tensor("OUT", np.array([1, "x", None], dtype=object))
+                    else:
+                        t = pb_utils.Tensor("OUT", np.array([1, 2], np.int32))
+                    out.append(pb_utils.InferenceResponse([t]))
+                return out
+    '''))
+    reply = host.execute(1, [P.request("good"), P.request("bad")])
+    good, bad = reply["body"]["responses"]
+    assert not good["has_error"] and good["outputs"][0]["name"] == "OUT"
+    assert bad["has_error"] and bad["error_code"] == 3
+    assert "request 'bad'" in bad["error_message"] and "'OUT'" in bad["error_message"]
+
+
+def test_error_response_keeps_code(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                err = pb_utils.TritonError("not here", pb_utils.TritonError.NOT_FOUND)
+                return [pb_utils.InferenceResponse(error=err) for _ in requests]
+    '''))
+    resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
+    assert resp["has_error"] and resp["error_code"] == 2 and resp["error_message"] == "not here"
+
+
+def test_async_execute_is_awaited(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import asyncio
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            async def execute(self, requests):
+                await asyncio.sleep(0.01)
+                return [pb_utils.InferenceResponse([pb_utils.Tensor("O", np.ones(2, np.int32))])
+                        for _ in requests]
+    '''))
+    resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
+    assert host.tensor_bytes(resp["outputs"][0]) == struct.pack("<2i", 1, 1)
+
+
+def test_multi_file_model_and_custom_filename(host: StubHost, tmp_path: Path) -> None:
+    d = write_model(tmp_path, '''
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        from helpers import VALUE
+        class TritonPythonModel:
+            def execute(self, requests):
+                return [pb_utils.InferenceResponse([pb_utils.Tensor("O", np.array([VALUE]))])
+                        for _ in requests]
+    ''', name="custom.py")
+    (d / "helpers.py").write_text("VALUE = 41 + 1\n")
+    assert host.handshake(d, model_file="custom.py") == {"ok": True}
+    resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
+    assert np.frombuffer(host.tensor_bytes(resp["outputs"][0]), np.int64)[0] == 42
+
+
+def test_finalize_then_exit_zero(host: StubHost, tmp_path: Path) -> None:
+    d = write_model(tmp_path, '''
+        import os
+        class TritonPythonModel:
+            def initialize(self, args):
+                self.flag = os.path.join(os.path.dirname(__file__), "finalized")
+            def finalize(self):
+                open(self.flag, "w").close()
+    ''')
+    host.handshake(d)
+    host.send(P.encode(P.FINALIZE, {}))
+    assert host.recv_type("FINALIZE_DONE")["body"]["json"] == {"ok": True}
+    assert host.wait() == 0
+    assert (d / "finalized").exists()
+
+
+def test_eof_makes_the_stub_leave_at_once(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    start = time.monotonic()
+    host.sock.close()
+    assert host.wait(5) == 0
+    assert time.monotonic() - start < 3
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x00" * 10,
+    b"XXXX" + bytes(40),
+    P.encode(P.EXECUTE, {"requests": []}, id=1)[:-1] + b"",
+], ids=["short", "magic", "badlen"])
+def test_garbage_gets_an_error_frame_and_exit(host: StubHost, tmp_path: Path, garbage: bytes) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    frame = bytearray(garbage)
+    host.send(bytes(frame))
+    reply = host.recv_type("ERROR")
+    assert "protocol error" in reply["body"]["message"]
+    assert host.wait(5) == 70
+
+
+def test_forged_arena_offsets_are_rejected(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.new_arena(1, 1 << 16)
+    req = P.request("x", [P.Tensor("A", FP32, [1 << 20], 4 << 20, 1, b"", 1, 0).to_json()])
+    host.send(P.encode(P.EXECUTE, {"requests": [req]}, id=1))
+    reply = host.recv_type("ERROR")
+    assert "outside backend arena 1" in reply["body"]["message"]
+    assert host.wait(5) == 70
+
+
+def test_descriptors_on_a_non_arena_frame_are_rejected(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    r, w = os.pipe()
+    try:
+        host.send(P.encode(P.EXECUTE, {"requests": []}, id=1), (r,))
+    finally:
+        os.close(r)
+        os.close(w)
+    assert "descriptors" in host.recv_type("ERROR")["body"]["message"]
+
+
+def test_sigint_is_ignored(host: StubHost, tmp_path: Path) -> None:
+    """Ctrl-C reaches the whole foreground process group; the server, not the
+    stub, decides when the stub goes."""
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.proc.send_signal(signal.SIGINT)
+    reply = host.execute(1, [P.request("r", [f32("A", [1]), f32("B", [1])])])
+    assert reply["type"] == "RESPONSES"
+
+
+def test_strings_round_trip(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                out = []
+                for r in requests:
+                    s = pb_utils.get_input_tensor_by_name(r, "S").as_numpy()
+                    out.append(pb_utils.InferenceResponse([pb_utils.Tensor(
+                        "S", np.array([x[::-1] for x in s], dtype=object))]))
+                return out
+    '''))
+    words = [b"hello", b"", "h\u00e9".encode()]
+    data = b"".join(struct.pack("<I", len(w)) + w for w in words)
+    resp = host.execute(1, [P.request("s", [P.inline("S", BYTES, [3], data)])])
+    out = resp["body"]["responses"][0]["outputs"][0]
+    want = b"".join(struct.pack("<I", len(w)) + w[::-1] for w in words)
+    assert out["dtype"] == BYTES and host.tensor_bytes(out) == want
+
+
+def test_protocol_json_is_compact(tmp_path: Path) -> None:
+    """HELLO is JSON with the documented keys."""
+    h = StubHost()
+    try:
+        hello = h.recv_type("HELLO")["body"]["json"]
+        assert set(hello) >= {"protocol", "pid", "python", "executable"}
+        assert hello["pid"] == h.proc.pid
+        json.dumps(hello)
+    finally:
+        h.close()
