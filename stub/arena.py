@@ -11,6 +11,7 @@ frees a memfd when the last process holding it goes away.
 from __future__ import annotations
 
 import bisect
+import fcntl
 import mmap
 import os
 from collections.abc import Callable
@@ -41,9 +42,12 @@ class _Arena:
     def __init__(self, arena_id: int, size: int) -> None:
         self.id = arena_id
         self.size = size
-        self.fd = os.memfd_create(f"tritonpy-stub-{arena_id}", os.MFD_CLOEXEC)
+        self.fd = os.memfd_create(f"tritonpy-stub-{arena_id}",
+                                  os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.fchmod(self.fd, 0o600)
         os.ftruncate(self.fd, size)
+        # The backend refuses arenas that could shrink under its mapping.
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
         self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.view = memoryview(self.map)
         self._free_offs = [0]
@@ -148,6 +152,8 @@ class PeerArenas:
                 raise ValueError(f"arena {arena_id}: announced {size} bytes, the memfd has {actual}")
             if arena_id in self._maps:
                 raise ValueError(f"arena {arena_id} announced twice")
+            if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+                raise ValueError(f"arena {arena_id} is not sealed against shrinking")
             m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)

@@ -212,6 +212,14 @@ PeerArenas::Add(uint32_t id, int fd, uint64_t size)
         "tritonpy protocol violation: stub arena " + std::to_string(id) +
         " is smaller than its announced " + std::to_string(size) + " bytes");
   }
+  // Without F_SEAL_SHRINK the stub could shrink the memfd after this check.
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    close(fd);
+    return Status::InvalidArg(
+        "tritonpy protocol violation: stub arena " + std::to_string(id) +
+        " is not sealed against shrinking (F_SEAL_SHRINK)");
+  }
   std::unique_ptr<MappedArena> arena;
   TRITONPY_RETURN_IF_ERROR(MappedArena::Map(
       id, fd, size, /*writable=*/false, /*keep_fd=*/false, &arena));

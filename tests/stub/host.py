@@ -10,6 +10,7 @@ SOCK_SEQPACKET socket pair and speaks to it with the reference codec
 from __future__ import annotations
 
 import array
+import fcntl
 import json
 import mmap
 import os
@@ -70,6 +71,7 @@ class StubHost:
                 assert len(fds) == 1
                 st = os.fstat(fds[0])
                 assert st.st_mode & 0o777 == 0o600, oct(st.st_mode)
+                assert fcntl.fcntl(fds[0], fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK
                 self.stub_arenas[frame["body"]["arena_id"]] = mmap.mmap(fds[0], frame["body"]["size"])
                 os.close(fds[0])
             else:
@@ -104,8 +106,9 @@ class StubHost:
         return self.recv_type("INIT_DONE")["body"]["json"]
 
     def new_arena(self, arena_id: int, size: int) -> mmap.mmap:
-        fd = os.memfd_create(f"host-{arena_id}", os.MFD_CLOEXEC)
+        fd = os.memfd_create(f"host-{arena_id}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(fd, size)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
         m = mmap.mmap(fd, size)
         self.send(P.encode(P.ARENA, {"arena_id": arena_id, "size": size}), (fd,))
         self.my_arenas[arena_id] = (fd, m)
