@@ -23,6 +23,7 @@ from ._request import (
     PreferredMemory,
 )
 from ._response import InferenceResponse
+from ._sender import InferenceResponseSender
 from ._tensor import Tensor
 
 # Values as in tritonserver.h.
@@ -36,6 +37,7 @@ __all__ = [
     "Tensor",
     "InferenceRequest",
     "InferenceResponse",
+    "InferenceResponseSender",
     "InferenceTrace",
     "PreferredMemory",
     "TritonError",

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any, Iterable
 
 from ._errors import TritonModelException
@@ -67,6 +69,7 @@ class InferenceRequest:
         "_model_name", "_model_version", "_request_id", "_correlation_id",
         "_flags", "_timeout", "_parameters", "_requested_output_names",
         "_inputs", "_preferred_memory", "_trace", "_release_flags",
+        "_sender", "_cancelled", "_cancel_callbacks", "_batch", "_index",
     )
 
     def __init__(
@@ -110,6 +113,11 @@ class InferenceRequest:
                                   else _DEFAULT_MEMORY)
         self._trace = trace if trace is not None else InferenceTrace()
         self._release_flags = 0
+        self._sender = None
+        self._cancelled = False
+        self._cancel_callbacks = None
+        self._batch = None
+        self._index = 0
 
     @classmethod
     def _from_stub(cls, model_name: str, request_id: str, correlation_id: int | str,
@@ -129,6 +137,11 @@ class InferenceRequest:
         self._preferred_memory = _DEFAULT_MEMORY
         self._trace = InferenceTrace()
         self._release_flags = 0
+        self._sender = None
+        self._cancelled = False
+        self._cancel_callbacks = None
+        self._batch = None
+        self._index = 0
         return self
 
     def inputs(self) -> list[Tensor]:
@@ -161,12 +174,56 @@ class InferenceRequest:
         return set(self._requested_output_names)
 
     def get_response_sender(self) -> Any:
-        raise TritonModelException("decoupled mode is not supported yet")
+        """The InferenceResponseSender of this request: the way to answer it
+        in decoupled mode (any number of responses, then the final flag), and
+        in default mode (exactly one response with the final flag)."""
+        if self._sender is None:
+            raise TritonModelException(
+                f"request '{self._request_id}' has no response sender: only requests "
+                "given to execute() have one")
+        return self._sender
 
     def is_cancelled(self) -> bool:
-        return False
+        """Whether Triton cancelled this request (client gone, stream
+        cancelled, timeout). A local flag pushed by the backend: no round trip."""
+        return self._cancelled
+
+    def add_cancel_callback(self, callback: Callable[[InferenceRequest], Any]) -> None:
+        """Call ``callback(request)`` on the stub's event loop when the
+        request is cancelled (at once, via the loop, if it already is)."""
+        if self._cancelled:
+            asyncio.get_event_loop().call_soon(callback, self)
+            return
+        if self._cancel_callbacks is None:
+            self._cancel_callbacks = []
+        self._cancel_callbacks.append(callback)
+
+    async def wait_cancelled(self) -> None:
+        """Return once the request is cancelled; meant for
+        ``asyncio.wait``/``TaskGroup`` alongside the model's own work."""
+        if self._cancelled:
+            return
+        fut = asyncio.get_running_loop().create_future()
+
+        def wake(_request: InferenceRequest) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self.add_cancel_callback(wake)
+        await fut
+
+    def _cancel(self) -> None:
+        """Mark cancelled and run the callbacks (the stub calls this on its loop)."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        callbacks, self._cancel_callbacks = self._cancel_callbacks, None
+        for cb in callbacks or ():
+            cb(self)
 
     def set_release_flags(self, flags: int) -> None:
+        """TRITONSERVER_REQUEST_RELEASE_RESCHEDULE asks Triton to execute
+        this request again (iterative sequence batching)."""
         self._release_flags = int(flags)
 
     def exec(self, decoupled: bool = False) -> Any:

@@ -42,6 +42,14 @@ FINALIZE = 9
 FINALIZE_DONE = 10
 ERROR = 11
 RELEASE = 12
+CANCEL = 13
+SEND_ERROR = 14
+IS_READY = 15
+READY = 16
+
+RESP_FINAL = 1
+RESP_RESCHEDULE = 0x40000000
+RESP_NO_RESPONSE = 0x80000000
 
 LOC_INLINE = 0
 LOC_ARENA = 1
@@ -49,7 +57,8 @@ LOC_ARENA = 1
 cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = 12
+cdef int _LAST_TYPE = 16
+cdef uint32_t _RESP_FLAGS = 0xC0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
 
 
@@ -226,11 +235,14 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
         where correlation is None, an int or a str, and inputs are tensor
         tuples (see _Reader.tensor).
     RESPONSES -> list of
-        (request_index, response_flags, error, parameters, outputs)
+        (batch_id, request_index, response_flags, error, parameters, outputs)
         where error is None or (code, message).
     JSON frames -> the dict; ARENA -> (arena_id, size);
     EXECUTE_DONE -> (ok, error); LOG -> (level, file, line, message);
-    ERROR -> message; RELEASE -> list of (arena_id, offset); FINALIZE -> None.
+    ERROR -> message; RELEASE -> list of (arena_id, offset);
+    CANCEL -> list of (batch_id, request_index);
+    SEND_ERROR -> (batch_id, request_index, code, message);
+    READY -> (ready, message); FINALIZE, IS_READY -> None.
     """
     cdef Py_ssize_t n = buf.shape[0]
     if start < 0 or start > n:
@@ -252,8 +264,26 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
         if not isinstance(out, dict):
             raise ProtocolError(f"frame type {ftype}: JSON body is not an object")
         return out
-    if ftype == FINALIZE:
+    cdef uint64_t bid
+    if ftype == FINALIZE or ftype == IS_READY:
         out = None
+    elif ftype == CANCEL:
+        count = r.u32()
+        items = []
+        for i in range(count):
+            bid = r.u64()
+            idx = r.u32()
+            r.zero32()
+            items.append((bid, idx))
+        out = items
+    elif ftype == SEND_ERROR:
+        bid = r.u64()
+        idx = r.u32()
+        code = r.u32()
+        out = (bid, idx, code, r.string())
+    elif ftype == READY:
+        ok = r.u8()
+        out = (ok, r.string())
     elif ftype == ARENA:
         aid = r.u32()
         r.zero32()
@@ -291,8 +321,11 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
         count = r.u32()
         items = []
         for i in range(count):
+            bid = r.u64()
             idx = r.u32()
             rflags = r.u32()
+            if rflags & ~_RESP_FLAGS:
+                raise ProtocolError(f"response {i}: unknown response flags {rflags:#x}")
             has_error = r.u8()
             code = r.u32()
             msg = r.string()
@@ -301,7 +334,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
             tensors = []
             for j in range(k):
                 tensors.append(r.tensor())
-            items.append((idx, rflags, (code, msg) if has_error else None, params, tensors))
+            items.append((bid, idx, rflags, (code, msg) if has_error else None, params, tensors))
         out = items
     elif ftype == EXECUTE_DONE:
         ok = r.u8()
@@ -390,6 +423,12 @@ cdef class FrameWriter:
 
     cpdef Py_ssize_t size(self):
         return self.pos
+
+    cpdef patch_u32(self, Py_ssize_t at, uint32_t v):
+        """Overwrite 4 bytes already written (e.g. a count known only later)."""
+        if at < _HDR or at + 4 > self.pos:
+            raise IndexError(f"patch_u32 at {at} outside the body written so far")
+        memcpy(self.buf + at, &v, 4)
 
     cpdef u8(self, uint8_t v):
         self.put(&v, 1)
@@ -504,7 +543,10 @@ def encode_simple(int ftype, body, uint64_t fid=0):
             w.u32(aid)
             w.u32(0)
             w.u64(off)
-    elif ftype == FINALIZE:
+    elif ftype == READY:
+        w.u8(1 if body[0] else 0)
+        w.string(body[1])
+    elif ftype == FINALIZE or ftype == IS_READY:
         pass
     elif ftype in _JSON_TYPES:
         w.json_body(body)

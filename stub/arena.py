@@ -14,6 +14,7 @@ import bisect
 import fcntl
 import mmap
 import os
+import threading
 from collections.abc import Callable
 
 ALIGN = 64
@@ -105,9 +106,14 @@ class OwnArenas:
         self._arenas: dict[int, _Arena] = {}
         self._live: dict[tuple[int, int], int] = {}
         self._next_id = 1
+        self._lock = threading.Lock()  # response senders allocate from any thread
 
     def alloc(self, n: int) -> tuple[int, int, memoryview]:
         """Reserve ``n`` bytes; return (arena_id, offset, writable view)."""
+        with self._lock:
+            return self._alloc(n)
+
+    def _alloc(self, n: int) -> tuple[int, int, memoryview]:
         for a in self._arenas.values():
             off = a.alloc(n)
             if off is not None:
@@ -124,10 +130,11 @@ class OwnArenas:
         return a.id, off, a.view[off:off + n]
 
     def free(self, arena_id: int, offset: int) -> None:
-        n = self._live.pop((arena_id, offset), None)
-        if n is None:
-            raise KeyError(f"no live allocation at arena {arena_id} offset {offset}")
-        self._arenas[arena_id].free(offset, n)
+        with self._lock:
+            n = self._live.pop((arena_id, offset), None)
+            if n is None:
+                raise KeyError(f"no live allocation at arena {arena_id} offset {offset}")
+            self._arenas[arena_id].free(offset, n)
 
     @property
     def live_bytes(self) -> int:

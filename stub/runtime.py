@@ -2,9 +2,10 @@
 # Copyright (c) The tritonpy authors.
 """The stub's runtime: one model instance served on one event loop.
 
-Frames from the backend arrive through ``Channel``; this module turns them
-into calls on the user's ``TritonPythonModel`` and turns the results back into
-frames. Everything runs on the loop thread.
+Frames from the backend arrive through ``Channel``; this module dispatches
+them: the model's life cycle (init, readiness, finalize) is handled here,
+batches, response senders and cancellation by ``Engine``. Everything runs on
+the loop thread.
 """
 
 from __future__ import annotations
@@ -17,17 +18,13 @@ import sys
 import traceback
 from typing import Any
 
-from tritonpy import pb_utils
 from tritonpy.stub import _codec as C
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.channel import Channel
+from tritonpy.stub.engine import Engine
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
-_InferenceResponse = pb_utils.InferenceResponse
-_TensorFromWire = pb_utils.Tensor._from_wire
-_RequestFromStub = pb_utils.InferenceRequest._from_stub
-# Bytes kept free in a frame for the per-tensor header of the next tensor.
-_TENSOR_HEAD_RESERVE = 1024
+DEFAULT_FINALIZE_GRACE = 5.0
 
 
 class Stub:
@@ -38,9 +35,11 @@ class Stub:
         self.channel = Channel(fd, loop, self._on_frame, self._on_eof)
         self.own = OwnArenas(self._announce_arena)
         self.peer = PeerArenas()
-        self.writer = C.FrameWriter()
+        self.engine = Engine(self)
         self.model: Any = None
+        self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
+        self._finalizing = False
 
     # ---------------------------------------------------------------- life
 
@@ -74,6 +73,9 @@ class Stub:
     def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
         self.channel.send(C.encode_simple(C.LOG, (level, file or "tritonpy/stub", line, message)))
 
+    def _announce_arena(self, arena_id: int, size: int, fd: int) -> None:
+        self.engine.announce(arena_id, size, fd)
+
     # ---------------------------------------------------------------- dispatch
 
     def _on_frame(self, mv: memoryview, fds: list[int]) -> None:
@@ -82,7 +84,10 @@ class Stub:
             if fds and ftype != C.ARENA:
                 raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
             if ftype == C.ARENA:
-                self._on_arena(mv, fds)
+                aid, size = C.decode_body(C.ARENA, mv, C.HEADER_SIZE)
+                if len(fds) != 1:
+                    raise C.ProtocolError(f"ARENA frame with {len(fds)} descriptors, expected 1")
+                self.peer.add(aid, size, fds[0])
                 return
             if flags & C.FLAG_BODY_IN_ARENA:
                 aid, off = C.decode_arena_ref(mv)
@@ -95,14 +100,24 @@ class Stub:
                 buf, start = mv, C.HEADER_SIZE
             body = C.decode_body(ftype, buf, start)
             if ftype == C.EXECUTE:
-                self._on_execute(fid, body, buf)
+                if self.model is None or self._finalizing:
+                    raise C.ProtocolError("EXECUTE before INIT or after FINALIZE")
+                self.engine.on_execute(fid, body, buf)
+            elif ftype == C.CANCEL:
+                self.engine.on_cancel(body)
             elif ftype == C.RELEASE:
                 for aid, off in body:
                     self.own.free(aid, off)
+            elif ftype == C.SEND_ERROR:
+                self.engine.on_send_error(*body)
+            elif ftype == C.IS_READY:
+                self._on_is_ready(fid)
             elif ftype == C.INIT:
                 self._on_init(body)
             elif ftype == C.FINALIZE:
-                self._on_finalize()
+                if not self._finalizing:
+                    self._finalizing = True
+                    self.loop.create_task(self._finalize())
             elif ftype == C.ERROR:
                 print(f"tritonpy stub {self.instance}: the backend reports: {body}",
                       file=sys.stderr, flush=True)
@@ -116,41 +131,48 @@ class Stub:
                     pass
             self._fatal(f"protocol error: {e}")
 
-    def _on_arena(self, mv: memoryview, fds: list[int]) -> None:
-        aid, size = C.decode_body(C.ARENA, mv, C.HEADER_SIZE)
-        if len(fds) != 1:
-            raise C.ProtocolError(f"ARENA frame with {len(fds)} descriptors, expected 1")
-        self.peer.add(aid, size, fds[0])
-
-    def _announce_arena(self, arena_id: int, size: int, fd: int) -> None:
-        self.channel.send(C.encode_simple(C.ARENA, (arena_id, size)), (fd,))
-
     # ---------------------------------------------------------------- init / finalize
 
     def _on_init(self, msg: dict[str, Any]) -> None:
         args = msg.get("args", {})
-        self.model_name = args.get("model_name", self.instance)
+        self.settings = msg.get("settings", {})
+        self.model_name = self.engine.model_name = args.get("model_name", self.instance)
+        self.engine.decoupled = bool(self.settings.get("decoupled", False))
         try:
             self.model = _load_model(msg["model_file"], msg["model_dir"])
             init = getattr(self.model, "initialize", None)
             if init is not None:
                 init(args)
-        except BaseException as e:  # noqa: BLE001 - every failure must reach Triton
-            if isinstance(e, (KeyboardInterrupt, SystemExit)) and not isinstance(e, SystemExit):
-                raise
+            execute = getattr(self.model, "execute", None)
+            if not callable(execute):
+                raise AttributeError("TritonPythonModel defines no execute(requests) method")
+        except Exception as e:  # noqa: BLE001 - every failure must reach Triton
             err = (f"tritonpy: model '{self.model_name}' failed to initialize: "
                    f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+            self.model = None
             self.channel.send(C.encode_json(C.INIT_DONE, {"ok": False, "error": err}))
             return
-        self._execute_is_async = inspect.iscoroutinefunction(getattr(self.model, "execute", None))
-        self.channel.send(C.encode_json(C.INIT_DONE, {"ok": True}))
+        self.engine.model = self.model
+        self.channel.send(C.encode_json(C.INIT_DONE, {
+            "ok": True,
+            "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",
+            "is_ready": callable(getattr(self.model, "is_ready", None)),
+        }))
 
-    def _on_finalize(self) -> None:
+    async def _finalize(self) -> None:
+        grace = float(self.settings.get("finalize_grace_seconds", DEFAULT_FINALIZE_GRACE))
+        try:
+            await self.engine.drain(grace)
+        except Exception:  # noqa: BLE001 - finalize must go on
+            self.log(LOG_ERROR, f"model '{self.model_name}': draining on unload failed:\n"
+                                f"{traceback.format_exc()}")
         reply: dict[str, Any] = {"ok": True}
         fin = getattr(self.model, "finalize", None)
         if fin is not None:
             try:
-                fin()
+                result = fin()
+                if inspect.isawaitable(result):
+                    await result
             except Exception as e:  # noqa: BLE001
                 reply = {"ok": False, "error": f"tritonpy: model '{self.model_name}': finalize() "
                                                f"raised {type(e).__name__}: {e}\n"
@@ -160,145 +182,37 @@ class Stub:
         self.channel.close()
         self._stop(0)
 
-    # ---------------------------------------------------------------- execute
+    # ---------------------------------------------------------------- readiness
 
-    def _on_execute(self, batch_id: int, wire: list[tuple], buf: Any) -> None:
-        requests = []
-        for rid, corr, flags, timeout, params, names, tensors in wire:
-            inputs = []
-            for name, dtype, dims, nbytes, loc, a, b in tensors:
-                view = (memoryview(buf)[a:a + nbytes] if loc == C.LOC_INLINE
-                        else self.peer.view(a, b, nbytes))
-                inputs.append(_TensorFromWire(name, dtype, dims, view))
-            requests.append(_RequestFromStub(self.model_name, rid, 0 if corr is None else corr,
-                                             flags, timeout, params, names, inputs))
+    def _on_is_ready(self, query: int) -> None:
+        check = getattr(self.model, "is_ready", None)
+        if check is None:
+            self._ready(query, True, "")
+            return
         try:
-            result = self.model.execute(requests)
+            result = check()
         except Exception as e:  # noqa: BLE001
-            self._batch_failed(batch_id, e)
+            self._ready(query, False, f"is_ready() raised {type(e).__name__}: {e}")
             return
         if inspect.isawaitable(result):
             task = self.loop.create_task(_await(result))
-            task.add_done_callback(lambda t: self._async_done(batch_id, requests, t))
+            task.add_done_callback(lambda t: self._ready_from_task(query, t))
             return
-        self._send_responses(batch_id, requests, result)
+        self._ready(query, bool(result), "")
 
-    def _async_done(self, batch_id: int, requests: list[Any], task: asyncio.Task) -> None:
+    def _ready_from_task(self, query: int, task: asyncio.Task) -> None:
         if task.cancelled():
-            self._batch_failed(batch_id, asyncio.CancelledError("execute() was cancelled"))
-            return
-        exc = task.exception()
-        if exc is not None:
-            self._batch_failed(batch_id, exc)
-            return
-        self._send_responses(batch_id, requests, task.result())
-
-    def _batch_failed(self, batch_id: int, e: BaseException) -> None:
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        msg = f"tritonpy: model '{self.model_name}': execute() raised {type(e).__name__}: {e}\n{tb}"
-        self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, msg), batch_id))
-
-    def _send_responses(self, batch_id: int, requests: list[Any], result: Any) -> None:
-        problem = _check_result(result, len(requests))
-        if problem:
-            msg = f"tritonpy: model '{self.model_name}': {problem}; every request of the batch fails"
-            self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, msg), batch_id))
-            return
-        w = self.writer
-        w.begin(C.RESPONSES, batch_id, C.FLAG_BATCH_DONE)
-        w.u32(len(requests))
-        for index, (req, resp) in enumerate(zip(requests, result)):
-            self._write_response(w, index, req, resp)
-        if w.size() > C.MAX_FRAME:
-            body = w.body_bytes()
-            aid, off, view = self.own.alloc(len(body))
-            view[:] = body
-            frame = w.finish_in_arena(aid, off)
+            self._ready(query, False, "is_ready() was cancelled")
+        elif task.exception() is not None:
+            e = task.exception()
+            self._ready(query, False, f"is_ready() raised {type(e).__name__}: {e}")
         else:
-            frame = w.finish()
-        self.channel.send(frame)
+            self._ready(query, bool(task.result()), "")
 
-    def _write_response(self, w: C.FrameWriter, index: int, req: Any, resp: Any) -> None:
-        """Append one final response; a bad output turns it into an error
-        response for this request alone."""
-        err = resp.error() if resp.has_error() else None
-        outputs: list[tuple] = []
-        params = ""
-        if err is None:
-            try:
-                params = resp._parameters_json()
-                outputs = self._prepare_outputs(req, resp, w.size())
-            except Exception as e:  # noqa: BLE001
-                err = pb_utils.TritonError(
-                    f"model '{self.model_name}', request '{req.request_id()}': {e}",
-                    pb_utils.TritonError.INVALID_ARG)
-                outputs = []
-        w.u32(index)
-        w.u32(1)  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
-        if err is not None:
-            w.u8(1)
-            w.u32(err.code())
-            w.string(err.message())
-            w.string("")
-            w.u32(0)
-            return
-        w.u8(0)
-        w.u32(0)
-        w.string("")
-        w.string(params)
-        w.u32(len(outputs))
-        for name, dtype, dims, data, aid, off, nbytes in outputs:
-            if data is not None:
-                w.tensor_inline(name, dtype, dims, data)
-            else:
-                w.tensor_arena(name, dtype, dims, nbytes, aid, off)
-
-    def _prepare_outputs(self, req: Any, resp: Any, frame_size: int) -> list[tuple]:
-        wanted = req.requested_output_names()
-        out = []
-        budget = C.MAX_FRAME - frame_size - _TENSOR_HEAD_RESERVE
-        allocated: list[tuple[int, int]] = []
-        try:
-            for t in resp.output_tensors():
-                if not isinstance(t, pb_utils.Tensor):
-                    raise TypeError(f"output_tensors holds a {type(t).__name__},"
-                                    " not a pb_utils.Tensor")
-                if wanted and t.name() not in wanted:
-                    continue
-                try:
-                    name, dtype, dims, data = t._to_wire()
-                    mv = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) \
-                        else memoryview(data)
-                except Exception as e:  # noqa: BLE001
-                    raise type(e)(f"output '{t.name()}': {e}") from e
-                n = mv.nbytes
-                if n <= C.INLINE_LIMIT and n + 128 <= budget:
-                    budget -= n + 128
-                    out.append((name, dtype, tuple(dims), mv, 0, 0, n))
-                else:
-                    aid, off, view = self.own.alloc(n)
-                    allocated.append((aid, off))
-                    view[:] = mv
-                    budget -= 128
-                    out.append((name, dtype, tuple(dims), None, aid, off, n))
-        except BaseException:
-            for aid, off in allocated:
-                self.own.free(aid, off)
-            raise
-        return out
-
-
-def _check_result(result: Any, n: int) -> str:
-    if not isinstance(result, (list, tuple)):
-        return (f"execute() must return a list of pb_utils.InferenceResponse, "
-                f"got {type(result).__name__}")
-    if len(result) != n:
-        return f"execute() returned {len(result)} responses for a batch of {n} requests"
-    for i, r in enumerate(result):
-        if not isinstance(r, _InferenceResponse):
-            return (f"element {i} of execute()'s result is a {type(r).__name__}, "
-                    "not a pb_utils.InferenceResponse")
-    return ""
+    def _ready(self, query: int, ready: bool, message: str) -> None:
+        if not ready and not message:
+            message = f"model '{self.model_name}': is_ready() returned False"
+        self.channel.send(C.encode_simple(C.READY, (1 if ready else 0, message), query))
 
 
 async def _await(aw: Any) -> Any:

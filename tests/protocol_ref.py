@@ -27,11 +27,16 @@ FLAG_BATCH_DONE = 2
 
 HELLO, INIT, INIT_DONE, ARENA, EXECUTE, RESPONSES, EXECUTE_DONE = 1, 2, 3, 4, 5, 6, 7
 LOG, FINALIZE, FINALIZE_DONE, ERROR, RELEASE = 8, 9, 10, 11, 12
+CANCEL, SEND_ERROR, IS_READY, READY = 13, 14, 15, 16
+RESP_FINAL = 1
+RESP_RESCHEDULE = 1 << 30
+RESP_NO_RESPONSE = 1 << 31
 TYPE_NAMES = {
     HELLO: "HELLO", INIT: "INIT", INIT_DONE: "INIT_DONE", ARENA: "ARENA",
     EXECUTE: "EXECUTE", RESPONSES: "RESPONSES", EXECUTE_DONE: "EXECUTE_DONE",
     LOG: "LOG", FINALIZE: "FINALIZE", FINALIZE_DONE: "FINALIZE_DONE",
-    ERROR: "ERROR", RELEASE: "RELEASE",
+    ERROR: "ERROR", RELEASE: "RELEASE", CANCEL: "CANCEL", SEND_ERROR: "SEND_ERROR",
+    IS_READY: "IS_READY", READY: "READY",
 }
 TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
 JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
@@ -133,8 +138,22 @@ def encode(ftype: int, body: dict[str, Any], *, id: int = 0, flags: int = 0) -> 
 def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     if ftype in JSON_TYPES:
         w.b += json.dumps(body["json"], separators=(",", ":"), sort_keys=True).encode()
-    elif ftype == FINALIZE:
+    elif ftype in (FINALIZE, IS_READY):
         pass
+    elif ftype == CANCEL:
+        w.u32(len(body["requests"]))
+        for c in body["requests"]:
+            w.u64(c["batch_id"])
+            w.u32(c["request_index"])
+            w.u32(0)
+    elif ftype == SEND_ERROR:
+        w.u64(body["batch_id"])
+        w.u32(body["request_index"])
+        w.u32(body["error_code"])
+        w.str(body["message"])
+    elif ftype == READY:
+        w.u8(body["ready"])
+        w.str(body["message"])
     elif ftype == ARENA:
         w.u32(body["arena_id"])
         w.u32(0)
@@ -158,6 +177,7 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     elif ftype == RESPONSES:
         w.u32(len(body["responses"]))
         for r in body["responses"]:
+            w.u64(r["batch_id"])
             w.u32(r["request_index"])
             w.u32(r["response_flags"])
             w.u8(r["has_error"])
@@ -301,8 +321,21 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise ProtocolError("JSON body is not an object")
         body = {"json": obj}
-    elif ftype == FINALIZE:
+    elif ftype in (FINALIZE, IS_READY):
         body = {}
+    elif ftype == CANCEL:
+        cancels = []
+        for _ in range(r.u32()):
+            bid = r.u64()
+            idx = r.u32()
+            r.zero32()
+            cancels.append({"batch_id": bid, "request_index": idx})
+        body = {"requests": cancels}
+    elif ftype == SEND_ERROR:
+        body = {"batch_id": r.u64(), "request_index": r.u32(), "error_code": r.u32(),
+                "message": r.str()}
+    elif ftype == READY:
+        body = {"ready": r.u8(), "message": r.str()}
     elif ftype == ARENA:
         aid = r.u32()
         r.zero32()
@@ -326,9 +359,12 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         resps = []
         for _ in range(r.u32()):
             resp: dict[str, Any] = {
-                "request_index": r.u32(), "response_flags": r.u32(), "has_error": r.u8(),
+                "batch_id": r.u64(), "request_index": r.u32(), "response_flags": r.u32(),
+                "has_error": r.u8(),
                 "error_code": r.u32(), "error_message": r.str(), "parameters": r.str(),
             }
+            if resp["response_flags"] & ~(RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE):
+                raise ProtocolError("unknown response flags")
             resp["outputs"] = [r.tensor() for _ in range(r.u32())]
             resps.append(resp)
         body = {"responses": resps}

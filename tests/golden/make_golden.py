@@ -62,26 +62,46 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
         ("execute_in_arena.bin", P.EXECUTE, {"arena_id": 1, "offset": 128, "body_len": 200000},
          11, P.FLAG_BODY_IN_ARENA),
         ("responses_add_sub.bin", P.RESPONSES, {"responses": [{
-            "request_index": 0, "response_flags": 1, "has_error": 0, "error_code": 0,
+            "batch_id": 7, "request_index": 0, "response_flags": 1, "has_error": 0, "error_code": 0,
             "error_message": "", "parameters": "",
             "outputs": [P.inline("OUTPUT0", FP32, [4], a), P.inline("OUTPUT1", FP32, [4], a)]}]},
          7, P.FLAG_BATCH_DONE),
         ("responses_mixed.bin", P.RESPONSES, {"responses": [
-            {"request_index": 1, "response_flags": 1, "has_error": 1, "error_code": 3,
+            {"batch_id": 2**40 + 1, "request_index": 1, "response_flags": 1, "has_error": 1,
+             "error_code": 3,
              "error_message": "model 'm': bad input", "parameters": "", "outputs": []},
-            {"request_index": 0, "response_flags": 1, "has_error": 0, "error_code": 0,
-             "error_message": "", "parameters": "{\"p\":1}",
+            {"batch_id": 2**40 + 1, "request_index": 0, "response_flags": 1, "has_error": 0,
+             "error_code": 0, "error_message": "", "parameters": "{\"p\":1}",
              "outputs": [P.Tensor("OUT", FP32, [256, 1024], 1 << 20, 1, b"", 1, 64).to_json()]},
         ]}, 2**40 + 1, P.FLAG_BATCH_DONE),
         ("responses_partial.bin", P.RESPONSES, {"responses": [
-            {"request_index": 2, "response_flags": 1, "has_error": 0, "error_code": 0,
-             "error_message": "", "parameters": "", "outputs": []}]}, 5, 0),
+            {"batch_id": 5, "request_index": 2, "response_flags": 1, "has_error": 0,
+             "error_code": 0, "error_message": "", "parameters": "", "outputs": []}]}, 0, 0),
+        ("responses_decoupled.bin", P.RESPONSES, {"responses": [
+            {"batch_id": 8, "request_index": 0, "response_flags": 0, "has_error": 0,
+             "error_code": 0, "error_message": "", "parameters": "{\"t\":\"x\"}",
+             "outputs": [P.inline("TOKEN", INT32, [1], struct.pack("<i", 17))]},
+            {"batch_id": 9, "request_index": 3, "response_flags": P.RESP_FINAL | P.RESP_NO_RESPONSE,
+             "has_error": 0, "error_code": 0, "error_message": "", "parameters": "",
+             "outputs": []},
+            {"batch_id": 9, "request_index": 1,
+             "response_flags": P.RESP_RESCHEDULE | P.RESP_NO_RESPONSE, "has_error": 0,
+             "error_code": 0, "error_message": "", "parameters": "", "outputs": []},
+            {"batch_id": 10, "request_index": 0, "response_flags": P.RESP_FINAL, "has_error": 1,
+             "error_code": 7, "error_message": "cancelled", "parameters": "", "outputs": []},
+        ]}, 0, 0),
         ("execute_done_ok.bin", P.EXECUTE_DONE, {"ok": 1, "error": ""}, 5, 0),
         ("execute_done_error.bin", P.EXECUTE_DONE, {"ok": 0, "error": "Traceback: boom"}, 5, 0),
         ("log.bin", P.LOG, {"level": 1, "file": "model.py", "line": 42, "message": "warned"}, 0, 0),
         ("finalize.bin", P.FINALIZE, {}, 0, 0),
         ("finalize_done.bin", P.FINALIZE_DONE, {"json": {"ok": True}}, 0, 0),
         ("error.bin", P.ERROR, {"message": "bad frame"}, 0, 0),
+        ("cancel.bin", P.CANCEL, {"requests": [{"batch_id": 9, "request_index": 3},
+                                                {"batch_id": 2**63, "request_index": 0}]}, 0, 0),
+        ("send_error.bin", P.SEND_ERROR, {"batch_id": 9, "request_index": 1, "error_code": 7,
+                                          "message": "request cancelled"}, 0, 0),
+        ("is_ready.bin", P.IS_READY, {}, 3, 0),
+        ("ready.bin", P.READY, {"ready": 0, "message": "warming up"}, 3, 0),
         ("release.bin", P.RELEASE, {"allocations": [{"arena_id": 1, "offset": 64},
                                                     {"arena_id": 2, "offset": 1 << 33}]}, 0, 0),
     ]
@@ -104,6 +124,8 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
     off = 24 + 4 + 9 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 11 + 11 + 4 + 10 + 4
     assert struct.unpack_from("<I", big_ndim, off)[0] == 1
     struct.pack_into("<I", big_ndim, off, 1000)
+    bad_rflags = bytearray(rs)
+    struct.pack_into("<I", bad_rflags, 24 + 4 + 8 + 4, 1 << 29)  # first entry's flags
     bad_pad = bytearray(rs)
     pad_at = bad_pad.index(struct.pack("<f", 0.5)) - 1
     bad_pad[pad_at] = 0xFF
@@ -120,6 +142,7 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_huge_count.bin", bytes(huge_count), "count past the end"),
         ("bad_ndim.bin", bytes(big_ndim), "ndim over 64"),
         ("bad_padding.bin", bytes(bad_pad), "non-zero padding"),
+        ("bad_response_flags.bin", bytes(bad_rflags), "unknown response flag bit 29"),
     ]
 
 

@@ -92,7 +92,8 @@ class StubHost:
     # -- conversation
 
     def handshake(self, model_dir: Path, *, model_file: str = "model.py",
-                  config: dict[str, Any] | None = None) -> dict[str, Any]:
+                  config: dict[str, Any] | None = None,
+                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
         hello = self.recv_type("HELLO")
         assert hello["body"]["json"]["protocol"] == 1
         cfg = config or {"name": "m"}
@@ -101,7 +102,7 @@ class StubHost:
                 "model_repository": str(model_dir.parent), "model_version": "1",
                 "model_name": cfg["name"]}
         init = {"args": args, "model_file": str(model_dir / model_file),
-                "model_dir": str(model_dir), "settings": {"log_verbose": 0}}
+                "model_dir": str(model_dir), "settings": {"log_verbose": 0, **(settings or {})}}
         self.send(P.encode(P.INIT, {"json": init}))
         return self.recv_type("INIT_DONE")["body"]["json"]
 
@@ -121,6 +122,23 @@ class StubHost:
             frame = self.recv()
         assert frame["id"] == batch_id, frame
         return frame
+
+    def entries(self, until: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Collect RESPONSES entries (and EXECUTE_DONE frames, as
+        {"execute_done": id, ...}) until ``until(collected)`` is true."""
+        got: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while not until(got):
+            f = self.recv(max(0.01, deadline - time.monotonic()))
+            if f["type"] == "RESPONSES":
+                got.extend(f["body"]["responses"])
+                if f["flags"] & P.FLAG_BATCH_DONE:
+                    got.append({"batch_done": f["id"]})
+            elif f["type"] == "EXECUTE_DONE":
+                got.append({"execute_done": f["id"], **f["body"]})
+            elif f["type"] != "ARENA":
+                raise AssertionError(f"unexpected frame {f}")
+        return got
 
     def tensor_bytes(self, t: dict[str, Any]) -> bytes:
         if t["location"] == 0:

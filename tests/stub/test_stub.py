@@ -61,7 +61,7 @@ def f32(name: str, values: list[float]) -> dict:
 
 
 def test_add_sub_inline(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, ADD_SUB)) == {"ok": True}
+    assert host.handshake(write_model(tmp_path, ADD_SUB))["ok"] is True
     reply = host.execute(7, [P.request("r1", [f32("A", [1, 2]), f32("B", [0.5, 4])])])
     assert reply["type"] == "RESPONSES" and reply["flags"] == P.FLAG_BATCH_DONE
     (resp,) = reply["body"]["responses"]
@@ -234,7 +234,7 @@ def test_multi_file_model_and_custom_filename(host: StubHost, tmp_path: Path) ->
                         for _ in requests]
     ''', name="custom.py")
     (d / "helpers.py").write_text("VALUE = 41 + 1\n")
-    assert host.handshake(d, model_file="custom.py") == {"ok": True}
+    assert host.handshake(d, model_file="custom.py")["ok"] is True
     resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
     assert np.frombuffer(host.tensor_bytes(resp["outputs"][0]), np.int64)[0] == 42
 
@@ -245,10 +245,12 @@ def test_finalize_then_exit_zero(host: StubHost, tmp_path: Path) -> None:
         class TritonPythonModel:
             def initialize(self, args):
                 self.flag = os.path.join(os.path.dirname(__file__), "finalized")
+            def execute(self, requests):
+                return []
             def finalize(self):
                 open(self.flag, "w").close()
     ''')
-    host.handshake(d)
+    assert host.handshake(d)["ok"] is True
     host.send(P.encode(P.FINALIZE, {}))
     assert host.recv_type("FINALIZE_DONE")["body"]["json"] == {"ok": True}
     assert host.wait() == 0

@@ -78,10 +78,19 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
         out = {"requests": reqs}
     elif ftype == C.RESPONSES:
         out = {"responses": [
-            {"request_index": idx, "response_flags": rf, "has_error": int(err is not None),
+            {"batch_id": bid, "request_index": idx, "response_flags": rf,
+             "has_error": int(err is not None),
              "error_code": err[0] if err else 0, "error_message": err[1] if err else "",
              "parameters": params, "outputs": [_tensor(buf, t) for t in outs]}
-            for idx, rf, err, params, outs in body]}
+            for bid, idx, rf, err, params, outs in body]}
+    elif ftype == C.IS_READY:
+        out = {}
+    elif ftype == C.CANCEL:
+        out = {"requests": [{"batch_id": b, "request_index": i} for b, i in body]}
+    elif ftype == C.SEND_ERROR:
+        out = dict(zip(("batch_id", "request_index", "error_code", "message"), body))
+    elif ftype == C.READY:
+        out = {"ready": body[0], "message": body[1]}
     elif ftype == C.EXECUTE_DONE:
         out = {"ok": body[0], "error": body[1]}
     elif ftype == C.LOG:
@@ -136,6 +145,7 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
         w.begin(ftype, entry["id"], entry["flags"])
         w.u32(len(body["responses"]))
         for r in body["responses"]:
+            w.u64(r["batch_id"])
             w.u32(r["request_index"])
             w.u32(r["response_flags"])
             w.u8(r["has_error"])
@@ -159,6 +169,8 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
         return C.encode_simple(ftype, (body["level"], body["file"], body["line"], body["message"]))
     if ftype == C.ERROR:
         return C.encode_simple(ftype, body["message"])
+    if ftype == C.READY:
+        return C.encode_simple(ftype, (body["ready"], body["message"]), entry["id"])
     if ftype == C.RELEASE:
         return C.encode_simple(ftype, [(a["arena_id"], a["offset"]) for a in body["allocations"]])
     return C.encode_json(ftype, body["json"])
@@ -166,7 +178,7 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
 
 STUB_SENDS = [e for e in VALID if e["type"] in
               ("HELLO", "INIT_DONE", "ARENA", "RESPONSES", "EXECUTE_DONE", "LOG",
-               "FINALIZE_DONE", "ERROR", "RELEASE") and not e["flags"] & 1]
+               "FINALIZE_DONE", "ERROR", "RELEASE", "READY") and not e["flags"] & 1]
 
 
 @pytest.mark.parametrize("entry", STUB_SENDS, ids=lambda e: e["file"])

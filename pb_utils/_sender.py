@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""InferenceResponseSender: how a model answers a request on its own time.
+
+``send()`` never waits for the backend: the response is encoded (its tensors
+copied) at once and queued; the stub coalesces everything sent during one
+loop iteration into one frame. It may be called from coroutines, from the
+loop and from any thread, during execute() or after it has returned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import TritonModelException
+from ._response import InferenceResponse
+
+__all__ = ["InferenceResponseSender"]
+
+_FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+class InferenceResponseSender:
+    """The response sender of one request (``request.get_response_sender()``)."""
+
+    __slots__ = ("_request", "_engine", "_closed", "_error", "_sent", "__weakref__")
+
+    def __init__(self) -> None:
+        raise TypeError("response senders come from request.get_response_sender()")
+
+    @classmethod
+    def _new(cls, request: Any, engine: Any) -> InferenceResponseSender:
+        self = cls.__new__(cls)
+        self._request = request
+        self._engine = engine
+        self._closed = False
+        self._error: str | None = None
+        self._sent = 0
+        return self
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        """Send ``response``, and/or end the request with
+        ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL``.
+
+        Raises TritonModelException after the final flag has been sent, or
+        when the backend reported that an earlier response of this request
+        could not be delivered."""
+        if self._closed:
+            raise TritonModelException(
+                f"the response sender of request '{self._request.request_id()}' is closed: "
+                "it already sent the final flag")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(
+                f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+        if flags & ~_FINAL:
+            raise TritonModelException(f"send(): unknown flags {flags:#x}")
+        if response is None and not flags & _FINAL:
+            raise TritonModelException(
+                "send() needs a response, the final flag "
+                "(TRITONSERVER_RESPONSE_COMPLETE_FINAL), or both")
+        error, self._error = self._error, None
+        if error is not None:
+            raise TritonModelException(error)
+        if flags & _FINAL:
+            self._closed = True
+        self._sent += response is not None
+        self._engine.send(self._request, response, flags)
+
+    def is_cancelled(self) -> bool:
+        """Whether Triton cancelled the request (a local flag, no round trip)."""
+        return bool(self._request._cancelled)
+
+    def _fail(self, message: str) -> None:
+        self._error = message
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<InferenceResponseSender of {self._request.request_id()!r}, {state}>"

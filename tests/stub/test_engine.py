@@ -1,0 +1,398 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The engine over the real protocol: async concurrency, decoupled senders,
+cancellation, rescheduling, readiness and unloading with work in flight."""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import protocol_ref as P
+from host import StubHost
+from test_stub import write_model
+
+INT32 = 8
+FINAL, RESCHEDULE, NO_RESPONSE = P.RESP_FINAL, P.RESP_RESCHEDULE, P.RESP_NO_RESPONSE
+
+
+@pytest.fixture
+def host() -> Iterator[StubHost]:
+    h = StubHost()
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def i32(name: str, v: int) -> dict:
+    return P.inline(name, INT32, [1], struct.pack("<i", v))
+
+
+def value(host: StubHost, entry: dict[str, Any]) -> int:
+    return struct.unpack("<i", host.tensor_bytes(entry["outputs"][0]))[0]
+
+
+def finals(n: int) -> Any:
+    return lambda got: sum(1 for e in got if e.get("response_flags", 0) & FINAL) >= n
+
+
+ASYNC_SLEEP = '''
+import asyncio
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    async def execute(self, requests):
+        await asyncio.sleep(0.2)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", r.inputs()[0].as_numpy())])
+                for r in requests]
+'''
+
+
+def test_async_batches_run_concurrently(host: StubHost, tmp_path: Path) -> None:
+    done = host.handshake(write_model(tmp_path, ASYNC_SLEEP))
+    assert done["execute"] == "async"
+    start = time.monotonic()
+    for b in range(20):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"r{b}", [i32("IN", b)])]}, id=b + 1))
+    got = host.entries(lambda g: sum("batch_done" in e for e in g) == 20)
+    elapsed = time.monotonic() - start
+    assert elapsed < 1.5, f"20 batches sleeping 0.2 s took {elapsed:.2f} s: not concurrent"
+    by_batch = {e["batch_id"]: value(host, e) for e in got if "batch_id" in e}
+    assert by_batch == {b + 1: b for b in range(20)}
+
+
+DECOUPLED_REPEAT = '''
+import threading, asyncio
+import numpy as np
+import triton_python_backend_utils as pb_utils
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+class TritonPythonModel:
+    def execute(self, requests):
+        for r in requests:
+            n = int(r.inputs()[0].as_numpy()[0])
+            sender = r.get_response_sender()
+            mode = r.request_id()
+            if mode == "thread":
+                def work(sender=sender, n=n):
+                    for i in range(n):
+                        sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]))
+                    sender.send(flags=FINAL)
+                threading.Thread(target=work).start()
+            elif mode == "zero":
+                sender.send(flags=FINAL)
+            else:
+                for i in range(n):
+                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]),
+                                flags=FINAL if i == n - 1 else 0)
+        return None
+'''
+
+
+def test_decoupled_inline_sends_are_coalesced(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, DECOUPLED_REPEAT), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("inline", [i32("N", 5)])]}, id=1))
+    frames = []
+    while len(frames) < 2:
+        frames.append(host.recv())
+    responses, done = frames
+    assert responses["type"] == "RESPONSES" and len(responses["body"]["responses"]) == 5, \
+        "five sends in one execute() must leave as one frame"
+    entries = responses["body"]["responses"]
+    assert [value(host, e) for e in entries] == [0, 1, 2, 3, 4]
+    assert [e["response_flags"] for e in entries] == [0, 0, 0, 0, FINAL]
+    assert done["type"] == "EXECUTE_DONE" and done["body"]["ok"] == 1
+
+
+def test_decoupled_thread_after_execute_returned(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, DECOUPLED_REPEAT), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("thread", [i32("N", 50)])]}, id=3))
+    got = host.entries(finals(1))
+    tokens = [value(host, e) for e in got if e.get("outputs")]
+    assert tokens == list(range(50))
+    assert any(e.get("execute_done") == 3 for e in got) or host.recv()["type"] == "EXECUTE_DONE"
+
+
+def test_decoupled_zero_responses(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, DECOUPLED_REPEAT), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("zero", [i32("N", 0)])]}, id=4))
+    got = host.entries(lambda g: any("execute_done" in e for e in g))
+    (entry,) = [e for e in got if "batch_id" in e]
+    assert entry["response_flags"] == FINAL | NO_RESPONSE
+
+
+def test_decoupled_execute_returning_a_list_is_an_error(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                return [pb_utils.InferenceResponse([]) for _ in requests]
+    '''), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("x")]}, id=1))
+    done = host.recv_type("EXECUTE_DONE")
+    assert done["body"]["ok"] == 0 and "must return None" in done["body"]["error"]
+
+
+def test_send_after_final_raises_and_harms_nothing(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        class TritonPythonModel:
+            def execute(self, requests):
+                s = requests[0].get_response_sender()
+                s.send(flags=FINAL)
+                try:
+                    s.send(pb_utils.InferenceResponse([]))
+                except pb_utils.TritonModelException as e:
+                    msg = str(e)
+                s2 = requests[1].get_response_sender()
+                s2.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([len(msg)], np.int32))]),
+                        flags=FINAL)
+    '''), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("a"), P.request("b")]}, id=1))
+    got = host.entries(lambda g: any("execute_done" in e for e in g))
+    flags = {e["request_index"]: e["response_flags"] for e in got if "batch_id" in e}
+    assert flags == {0: FINAL | NO_RESPONSE, 1: FINAL}
+    assert got[-1]["ok"] == 1
+
+
+def test_default_mode_answer_through_the_sender(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        class TritonPythonModel:
+            def execute(self, requests):
+                for r in requests:
+                    r.get_response_sender().send(
+                        pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([5], np.int32))]),
+                        flags=FINAL)
+                return None
+    '''))
+    reply = host.execute(1, [P.request("a"), P.request("b")])
+    assert reply["type"] == "RESPONSES" and reply["flags"] == P.FLAG_BATCH_DONE
+    assert [value(host, e) for e in reply["body"]["responses"]] == [5, 5]
+
+
+CANCELLABLE = '''
+import asyncio
+import numpy as np
+import triton_python_backend_utils as pb_utils
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+class TritonPythonModel:
+    async def execute(self, requests):
+        r = requests[0]
+        sender = r.get_response_sender()
+        try:
+            for i in range(1000):
+                if r.is_cancelled():
+                    break
+                sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]))
+                await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([-1], np.int32))]),
+                        flags=FINAL)
+            raise
+'''
+
+
+def test_cancel_wakes_the_task(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, CANCELLABLE), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("s", [])]}, id=9))
+    host.entries(lambda g: len(g) >= 3)
+    start = time.monotonic()
+    host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 9, "request_index": 0}]}))
+    got = host.entries(lambda g: any("execute_done" in e for e in g))
+    assert time.monotonic() - start < 0.5
+    last = [e for e in got if e.get("response_flags", 0) & FINAL]
+    assert len(last) == 1 and value(host, last[0]) == -1
+    # Nothing follows the final response.
+    with pytest.raises(TimeoutError):
+        host.recv(0.2)
+
+
+def test_cancel_without_handler_ends_with_cancelled(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import asyncio
+        class TritonPythonModel:
+            async def execute(self, requests):
+                await asyncio.sleep(60)
+    '''), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("s", [])]}, id=2))
+    host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 2, "request_index": 0}]}))
+    got = host.entries(lambda g: any("execute_done" in e for e in g), timeout=3)
+    (entry,) = [e for e in got if "batch_id" in e]
+    assert entry["has_error"] and entry["error_code"] == 7 and "cancelled" in entry["error_message"]
+
+
+def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import asyncio
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        class TritonPythonModel:
+            async def execute(self, requests):
+                r = requests[0]
+                seen = []
+                r.add_cancel_callback(lambda req: seen.append(req.request_id()))
+                await r.wait_cancelled()
+                await asyncio.sleep(0)
+                r.get_response_sender().send(
+                    pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([len(seen)], np.int32))]),
+                    flags=FINAL)
+    '''), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("w", []), P.request("v", [])]}, id=5))
+    time.sleep(0.1)
+    host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 5, "request_index": 0}]}))
+    got = host.entries(finals(1), timeout=3)
+    final = [e for e in got if e.get("response_flags", 0) & FINAL]
+    assert value(host, final[0]) == 1
+
+
+def test_reschedule_in_decoupled_mode(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                for r in requests:
+                    r.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+                return None
+    '''), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("a")]}, id=1))
+    got = host.entries(lambda g: any("execute_done" in e for e in g))
+    (entry,) = [e for e in got if "batch_id" in e]
+    assert entry["response_flags"] == RESCHEDULE | NO_RESPONSE
+
+
+def test_reschedule_in_default_mode(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                out = []
+                for r in requests:
+                    if r.request_id() == "again":
+                        r.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+                        out.append(None)
+                    else:
+                        out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([1], np.int32))]))
+                return out
+    '''))
+    reply = host.execute(1, [P.request("again"), P.request("done")])
+    flags = [e["response_flags"] for e in reply["body"]["responses"]]
+    assert flags == [RESCHEDULE | NO_RESPONSE, FINAL]
+
+
+@pytest.mark.parametrize("source,ready,needle", [
+    ("def is_ready(self):\n        return True", 1, ""),
+    ("def is_ready(self):\n        return False", 0, "returned False"),
+    ("async def is_ready(self):\n        return True", 1, ""),
+    ("def is_ready(self):\n        raise RuntimeError('disk gone')", 0, "disk gone"),
+])
+def test_is_ready(host: StubHost, tmp_path: Path, source: str, ready: int, needle: str) -> None:
+    done = host.handshake(write_model(tmp_path, f'''
+class TritonPythonModel:
+    def execute(self, requests):
+        return []
+    {source}
+'''))
+    assert done["is_ready"] is True
+    host.send(P.encode(P.IS_READY, {}, id=77))
+    reply = host.recv_type("READY")
+    assert reply["id"] == 77 and reply["body"]["ready"] == ready
+    assert needle in reply["body"]["message"]
+
+
+def test_unload_with_streams_in_flight(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import asyncio
+        class TritonPythonModel:
+            async def execute(self, requests):
+                await asyncio.sleep(60)
+    '''), settings={"decoupled": True, "finalize_grace_seconds": 0.3})
+    for b in range(3):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"s{b}")]}, id=b + 1))
+    time.sleep(0.1)
+    start = time.monotonic()
+    host.send(P.encode(P.FINALIZE, {}))
+    got = []
+    while True:
+        f = host.recv(5)
+        if f["type"] == "FINALIZE_DONE":
+            break
+        got.append(f)
+    assert 0.25 < time.monotonic() - start < 3
+    errors = [e for f in got if f["type"] == "RESPONSES" for e in f["body"]["responses"]]
+    assert len(errors) == 3 and all(e["error_code"] in (4, 7) for e in errors)
+    assert host.wait(5) == 0
+
+
+def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, '''
+        import asyncio
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        class TritonPythonModel:
+            async def execute(self, requests):
+                s = requests[0].get_response_sender()
+                s.send(pb_utils.InferenceResponse([]))
+                await asyncio.sleep(0.3)
+                try:
+                    s.send(pb_utils.InferenceResponse([]))
+                    code = 0
+                except pb_utils.TritonModelException as e:
+                    code = 1 if "gone away" in str(e) else 2
+                s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([code], np.int32))]),
+                       flags=FINAL)
+    '''), settings={"decoupled": True})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("e")]}, id=1))
+    host.entries(lambda g: len(g) >= 1)
+    host.send(P.encode(P.SEND_ERROR, {"batch_id": 1, "request_index": 0, "error_code": 4,
+                                      "message": "the client has gone away"}))
+    got = host.entries(finals(1))
+    final = [e for e in got if e.get("response_flags", 0) & FINAL][0]
+    assert value(host, final) == 1
+
+
+STRESS = '''
+import asyncio
+import numpy as np
+import triton_python_backend_utils as pb_utils
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+class TritonPythonModel:
+    async def execute(self, requests):
+        r = requests[0]
+        s = r.get_response_sender()
+        n = int(r.inputs()[0].as_numpy()[0])
+        for i in range(n):
+            await asyncio.sleep(0)
+            s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]),
+                   flags=FINAL if i == n - 1 else 0)
+'''
+
+
+def test_many_streams_every_token_in_order(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, STRESS), settings={"decoupled": True})
+    streams, tokens = 128, 50
+    for b in range(streams):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"s{b}", [i32("N", tokens)])]},
+                           id=b + 1))
+    got = host.entries(finals(streams), timeout=30)
+    per: dict[int, list[int]] = {}
+    final_count: dict[int, int] = {}
+    frames_entries = [e for e in got if "batch_id" in e]
+    for e in frames_entries:
+        per.setdefault(e["batch_id"], []).append(value(host, e))
+        final_count[e["batch_id"]] = final_count.get(e["batch_id"], 0) + (e["response_flags"] & FINAL)
+    assert len(per) == streams
+    assert all(v == list(range(tokens)) for v in per.values())
+    assert all(c == 1 for c in final_count.values())
