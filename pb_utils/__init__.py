@@ -22,6 +22,7 @@ from ._request import (
     InferenceTrace,
     PreferredMemory,
 )
+from ._logger import Logger, LogLevel
 from ._response import InferenceResponse
 from ._sender import InferenceResponseSender
 from ._tensor import Tensor
@@ -38,6 +39,8 @@ __all__ = [
     "InferenceRequest",
     "InferenceResponse",
     "InferenceResponseSender",
+    "Logger",
+    "LogLevel",
     "InferenceTrace",
     "PreferredMemory",
     "TritonError",

@@ -18,6 +18,7 @@ import sys
 import traceback
 from typing import Any
 
+from tritonpy.pb_utils import _logger
 from tritonpy.stub import _codec as C
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.channel import Channel
@@ -71,7 +72,8 @@ class Stub:
         self._stop(70)
 
     def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
-        self.channel.send(C.encode_simple(C.LOG, (level, file or "tritonpy/stub", line, message)))
+        frame = C.encode_simple(C.LOG, (level, file or "tritonpy/stub", line, message))
+        self.engine._call_on_loop(self.channel.send, frame)
 
     def _announce_arena(self, arena_id: int, size: int, fd: int) -> None:
         self.engine.announce(arena_id, size, fd)
@@ -138,6 +140,8 @@ class Stub:
         self.settings = msg.get("settings", {})
         self.model_name = self.engine.model_name = args.get("model_name", self.instance)
         self.engine.decoupled = bool(self.settings.get("decoupled", False))
+        _logger._verbose = bool(self.settings.get("log_verbose", 0))
+        _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
         try:
             self.model = _load_model(msg["model_file"], msg["model_dir"])
             init = getattr(self.model, "initialize", None)

@@ -396,3 +396,48 @@ def test_many_streams_every_token_in_order(host: StubHost, tmp_path: Path) -> No
     assert len(per) == streams
     assert all(v == list(range(tokens)) for v in per.values())
     assert all(c == 1 for c in final_count.values())
+
+
+def test_logger_reaches_the_backend_with_file_and_line(host: StubHost, tmp_path: Path) -> None:
+    d = write_model(tmp_path, '''
+        import threading
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def initialize(self, args):
+                pb_utils.Logger.log_info("hello from initialize")
+            def execute(self, requests):
+                pb_utils.Logger.log_warn("a warning")
+                pb_utils.Logger.log_error("an error")
+                pb_utils.Logger.log_verbose("only when verbose")
+                pb_utils.Logger.log("explicit level", pb_utils.LogLevel.ERROR)
+                t = threading.Thread(target=pb_utils.Logger.log_info, args=("from a thread",))
+                t.start(); t.join()
+                return [pb_utils.InferenceResponse([]) for _ in requests]
+    ''')
+    host.handshake(d)
+    host.execute(1, [P.request("x")])
+    host.send(P.encode(P.FINALIZE, {}))
+    host.recv_type("FINALIZE_DONE")
+    msgs = {m["message"]: m for m in host.logs}
+    assert msgs["hello from initialize"]["level"] == 0
+    assert msgs["hello from initialize"]["file"].endswith("model.py")
+    assert msgs["hello from initialize"]["line"] == 6
+    assert msgs["a warning"]["level"] == 1 and msgs["an error"]["level"] == 2
+    assert msgs["explicit level"]["level"] == 2
+    assert "from a thread" in msgs
+    assert "only when verbose" not in msgs
+
+
+def test_logger_verbose_when_the_server_is_verbose(host: StubHost, tmp_path: Path) -> None:
+    d = write_model(tmp_path, '''
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def initialize(self, args):
+                pb_utils.Logger.log_verbose("chatty")
+            def execute(self, requests):
+                return []
+    ''')
+    host.handshake(d, settings={"log_verbose": 1})
+    host.send(P.encode(P.FINALIZE, {}))
+    host.recv_type("FINALIZE_DONE")
+    assert [m["level"] for m in host.logs if m["message"] == "chatty"] == [3]

@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""pb_utils.Logger: messages that land in Triton's log, with the model's
+file and line, honouring the server's log settings."""
+
+from __future__ import annotations
+
+import enum
+import sys
+from collections.abc import Callable
+
+__all__ = ["LogLevel", "Logger"]
+
+
+class LogLevel(enum.IntEnum):
+    """Values of TRITONSERVER_LogLevel."""
+
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+    VERBOSE = 3
+
+
+# Set by the stub: sink(level, file, line, message). Outside a stub the
+# messages go to stderr, so models stay importable and testable anywhere.
+_sink: Callable[[int, str, int, str], None] | None = None
+_verbose = False
+
+
+def _emit(level: int, message: str, depth: int) -> None:
+    if level == LogLevel.VERBOSE and not _verbose:
+        return
+    frame = sys._getframe(depth)
+    file, line = frame.f_code.co_filename, frame.f_lineno
+    text = str(message)
+    if _sink is None:
+        print(f"{LogLevel(level).name[0]} {file}:{line}] {text}", file=sys.stderr, flush=True)
+    else:
+        _sink(int(level), file, line, text)
+
+
+class Logger:
+    """``pb_utils.Logger.log_info("...")`` and friends; safe from any thread."""
+
+    @staticmethod
+    def log(message: str, level: LogLevel = LogLevel.INFO) -> None:
+        _emit(int(level), message, 2)
+
+    @staticmethod
+    def log_info(message: str) -> None:
+        _emit(LogLevel.INFO, message, 2)
+
+    @staticmethod
+    def log_warn(message: str) -> None:
+        _emit(LogLevel.WARNING, message, 2)
+
+    @staticmethod
+    def log_error(message: str) -> None:
+        _emit(LogLevel.ERROR, message, 2)
+
+    @staticmethod
+    def log_verbose(message: str) -> None:
+        _emit(LogLevel.VERBOSE, message, 2)
