@@ -1,0 +1,33 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""async_sleep: an ``async def execute`` that awaits SLEEP_MS (default 10)
+per batch, standing for a call to another service. On tritonpy many batches
+wait at once in one instance; a cancelled request ends early with CANCELLED."""
+
+import asyncio
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        t = pb_utils.get_input_tensor_by_name(requests[0], "SLEEP_MS")
+        delay = (float(t.as_numpy().reshape(-1)[0]) if t is not None else 10.0) / 1000
+        work = asyncio.ensure_future(asyncio.sleep(delay))
+        watch = [asyncio.ensure_future(r.wait_cancelled()) for r in requests]
+        try:
+            await asyncio.wait([work, *watch], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in watch:
+                w.cancel()
+        responses = []
+        for r in requests:
+            if r.is_cancelled():
+                err = pb_utils.TritonError("cancelled while sleeping", pb_utils.TritonError.CANCELLED)
+                responses.append(pb_utils.InferenceResponse(error=err))
+            else:
+                x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]))
+        work.cancel()
+        return responses

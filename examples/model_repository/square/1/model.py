@@ -1,0 +1,1 @@
+../../../square/model.py

@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The engine through a real tritonserver and real clients: async execute
+concurrency, decoupled streaming over gRPC (sync and asyncio clients) and
+HTTP generate_stream, cancellation, parameters, rescheduling, readiness."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import queue
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
+import tritonclient.http as httpclient
+import tritonclient.http.aio as httpaio
+from tritonclient.utils import InferenceServerException
+
+from server import TritonServer, build_repository
+
+MODELS = ["square", "repeat", "mock_llm", "async_sleep", "params", "params_decoupled",
+          "iterate", "iterate_decoupled", "add_sub"]
+
+
+@pytest.fixture(scope="module")
+def engine_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("engine")
+    srv = TritonServer(build_repository(work / "repo", MODELS), work,
+                       args=["--model-control-mode=explicit",
+                             *(f"--load-model={m}" for m in MODELS)])
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+
+
+# ------------------------------------------------------------------ async default mode
+
+
+def test_async_execute_runs_batches_concurrently(engine_server: TritonServer) -> None:
+    """64 requests that each await 200 ms, on one instance: about 200 ms in
+    all, not 64 x 200 ms."""
+    async def run() -> float:
+        async with httpaio.InferenceServerClient(engine_server.http_url) as c:
+            async def one(i: int) -> int:
+                x = httpaio.InferInput("IN", [1], "INT32")
+                x.set_data_from_numpy(np.array([i], np.int32))
+                s = httpaio.InferInput("SLEEP_MS", [1], "FP32")
+                s.set_data_from_numpy(np.array([200], np.float32))
+                r = await c.infer("async_sleep", [x, s])
+                return int(r.as_numpy("OUT")[0])
+            await one(-1)  # warm
+            start = time.monotonic()
+            got = await asyncio.gather(*(one(i) for i in range(64)))
+            assert got == list(range(64))
+            return time.monotonic() - start
+    elapsed = asyncio.run(run())
+    assert elapsed < 3.0, f"64 x 200 ms took {elapsed:.2f} s: batches did not overlap"
+
+
+def test_async_request_cancelled_by_client_timeout(engine_server: TritonServer) -> None:
+    c = grpcclient.InferenceServerClient(engine_server.grpc_url)
+    try:
+        x = grpcclient.InferInput("IN", [1], "INT32")
+        x.set_data_from_numpy(np.array([1], np.int32))
+        s = grpcclient.InferInput("SLEEP_MS", [1], "FP32")
+        s.set_data_from_numpy(np.array([5000], np.float32))
+        start = time.monotonic()
+        with pytest.raises(InferenceServerException):
+            c.infer("async_sleep", [x, s], client_timeout=0.3)
+        assert time.monotonic() - start < 2
+        # The instance serves the next request promptly.
+        s.set_data_from_numpy(np.array([1], np.float32))
+        assert c.infer("async_sleep", [x, s], client_timeout=5).as_numpy("OUT").tolist() == [1]
+    finally:
+        c.close()
+
+
+# ------------------------------------------------------------------ decoupled
+
+
+def stream(server: TritonServer, model: str, requests: list[tuple[list[Any], str]],
+           timeout: float = 30) -> dict[str, list[Any]]:
+    """Send requests on one gRPC stream; collect responses per request id
+    until each got its final flag."""
+    results: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(server.grpc_url)
+    c.start_stream(callback=lambda r, e: results.put((r, e)))
+    try:
+        for inputs, rid in requests:
+            c.async_stream_infer(model, inputs, request_id=rid, enable_empty_final_response=True)
+        got: dict[str, list[Any]] = {rid: [] for _, rid in requests}
+        open_ids = set(got)
+        deadline = time.monotonic() + timeout
+        while open_ids:
+            r, e = results.get(timeout=max(0.1, deadline - time.monotonic()))
+            if e is not None:
+                raise e
+            resp = r.get_response()
+            if resp.outputs:
+                got[resp.id].append(r)
+            if resp.parameters["triton_final_response"].bool_param:
+                open_ids.discard(resp.id)
+        return got
+    finally:
+        c.stop_stream()
+        c.close()
+
+
+def i32(name: str, values: list[int]) -> Any:
+    t = grpcclient.InferInput(name, [len(values)], "INT32")
+    t.set_data_from_numpy(np.array(values, np.int32))
+    return t
+
+
+def test_square_counts_including_zero(engine_server: TritonServer) -> None:
+    got = stream(engine_server, "square", [([i32("IN", [n])], str(n)) for n in (0, 1, 4, 7)])
+    for n in (0, 1, 4, 7):
+        assert [int(r.as_numpy("OUT")[0]) for r in got[str(n)]] == [n] * n
+
+
+def test_repeat_from_a_thread_after_execute_returned(engine_server: TritonServer) -> None:
+    values = list(range(10, 30))
+    got = stream(engine_server, "repeat", [([i32("IN", values)], "a")])
+    assert [int(r.as_numpy("OUT")[0]) for r in got["a"]] == values
+    assert [int(r.as_numpy("IDX")[0]) for r in got["a"]] == list(range(20))
+
+
+def test_many_streams_on_one_async_instance(engine_server: TritonServer) -> None:
+    """128 concurrent streams x 50 tokens against one async decoupled instance:
+    every stream complete, every token in order, exactly one final each."""
+    streams, tokens = 128, 50
+
+    async def one(client: Any, i: int) -> tuple[list[int], int]:
+        inputs = [grpcaio.InferInput("PROMPT", [1], "BYTES"),
+                  grpcaio.InferInput("MAX_TOKENS", [1], "INT32")]
+        inputs[0].set_data_from_numpy(np.array([f"s{i} a b c".encode()], dtype=object))
+        inputs[1].set_data_from_numpy(np.array([tokens], np.int32))
+
+        async def reqs() -> Any:
+            yield {"model_name": "mock_llm", "inputs": inputs, "request_id": str(i),
+                   "enable_empty_final_response": True}
+
+        seen, finals = [], 0
+        async for result, error in client.stream_infer(reqs()):
+            assert error is None, error
+            resp = result.get_response()
+            if resp.outputs:
+                seen.append(int(result.as_numpy("INDEX")[0]))
+            if resp.parameters["triton_final_response"].bool_param:
+                finals += 1
+                break
+        return seen, finals
+
+    async def run() -> list[tuple[list[int], int]]:
+        async with grpcaio.InferenceServerClient(engine_server.grpc_url) as client:
+            return await asyncio.gather(*(one(client, i) for i in range(streams)))
+
+    results = asyncio.run(asyncio.wait_for(run(), 120))
+    assert len(results) == streams
+    for seen, finals in results:
+        assert seen == list(range(tokens)) and finals == 1
+
+
+def test_stream_cancelled_mid_way_frees_the_request(engine_server: TritonServer) -> None:
+    """Cancel a slow stream from the client: the model sees it, stops, and
+    the instance goes on serving other streams."""
+    async def run() -> int:
+        async with grpcaio.InferenceServerClient(engine_server.grpc_url) as client:
+            inputs = [grpcaio.InferInput("PROMPT", [1], "BYTES"),
+                      grpcaio.InferInput("MAX_TOKENS", [1], "INT32"),
+                      grpcaio.InferInput("TOKEN_DELAY_MS", [1], "FP32")]
+            inputs[0].set_data_from_numpy(np.array([b"slow stream"], dtype=object))
+            inputs[1].set_data_from_numpy(np.array([100000], np.int32))
+            inputs[2].set_data_from_numpy(np.array([5], np.float32))
+
+            async def reqs() -> Any:
+                yield {"model_name": "mock_llm", "inputs": inputs, "request_id": "c"}
+
+            it = client.stream_infer(reqs())
+            n = 0
+            async for result, error in it:
+                assert error is None
+                n += 1
+                if n == 5:
+                    it.cancel()
+                    break
+            return n
+    assert asyncio.run(run()) == 5
+    # Still serving.
+    got = stream(engine_server, "square", [([i32("IN", [3])], "after")])
+    assert len(got["after"]) == 3
+
+
+def test_generate_stream_sse(engine_server: TritonServer) -> None:
+    body = json.dumps({"PROMPT": "hello world", "MAX_TOKENS": 4}).encode()
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{engine_server.http_port}/v2/models/mock_llm/generate_stream",
+        data=body, headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    events = [json.loads(line[len("data: "):]) for line in text.splitlines()
+              if line.startswith("data: ")]
+    assert [e["TEXT"] for e in events] == ["hello", "world", "hello", "world"]
+    assert [e["INDEX"] for e in events] == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------------ parameters
+
+
+def test_parameters_http_default_mode(engine_server: TritonServer) -> None:
+    c = httpclient.InferenceServerClient(engine_server.http_url)
+    try:
+        x = httpclient.InferInput("X", [1], "INT32")
+        x.set_data_from_numpy(np.array([1], np.int32))
+        r = c.infer("params", [x], parameters={"temperature": "hot", "top_k": 5, "greedy": True})
+        seen = json.loads(r.as_numpy("PARAMS")[0])
+        assert seen == {"greedy": True, "temperature": "hot", "top_k": 5}
+        params = r.get_response()["parameters"]
+        assert params["answered_by"] == "tritonpy" and params["count"] == 3
+        assert params["echoed"] is True and params["top_k"] == 5
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("model", ["params", "params_decoupled"])
+def test_parameters_grpc(engine_server: TritonServer, model: str) -> None:
+    x = i32("X", [1])
+    if model == "params":
+        c = grpcclient.InferenceServerClient(engine_server.grpc_url)
+        try:
+            r = c.infer(model, [x], parameters={"mode": "fast", "n": 2})
+        finally:
+            c.close()
+        results = [r]
+    else:
+        results = []
+        q: queue.Queue = queue.Queue()
+        c = grpcclient.InferenceServerClient(engine_server.grpc_url)
+        c.start_stream(callback=lambda r, e: q.put((r, e)))
+        try:
+            c.async_stream_infer(model, [x], parameters={"mode": "fast", "n": 2})
+            r, e = q.get(timeout=10)
+            assert e is None
+            results.append(r)
+        finally:
+            c.stop_stream()
+            c.close()
+    r = results[0]
+    assert json.loads(r.as_numpy("PARAMS")[0]) == {"mode": "fast", "n": 2}
+    p = r.get_response().parameters
+    assert p["answered_by"].string_param == "tritonpy"
+    assert p["n"].int64_param == 2 and p["echoed"].bool_param is True
+
+
+# ------------------------------------------------------------------ rescheduling
+
+
+def test_reschedule_default_mode(engine_server: TritonServer) -> None:
+    c = grpcclient.InferenceServerClient(engine_server.grpc_url)
+    try:
+        n = grpcclient.InferInput("N", [1, 1], "INT32")
+        n.set_data_from_numpy(np.array([[4]], np.int32))
+        r = c.infer("iterate", [n], sequence_id=42, sequence_start=True, sequence_end=True)
+        assert int(r.as_numpy("COUNT").reshape(-1)[0]) == 4
+    finally:
+        c.close()
+
+
+def test_reschedule_decoupled(engine_server: TritonServer) -> None:
+    n = grpcclient.InferInput("N", [1, 1], "INT32")
+    n.set_data_from_numpy(np.array([[3]], np.int32))
+    q: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(engine_server.grpc_url)
+    c.start_stream(callback=lambda r, e: q.put((r, e)))
+    try:
+        c.async_stream_infer("iterate_decoupled", [n], sequence_id=7, sequence_start=True,
+                             sequence_end=True)
+        counts = []
+        while len(counts) < 3:
+            r, e = q.get(timeout=10)
+            assert e is None, e
+            counts.append(int(r.as_numpy("COUNT").reshape(-1)[0]))
+        assert counts == [1, 2, 3]
+    finally:
+        c.stop_stream()
+        c.close()
+
+
+# ------------------------------------------------------------------ unload
+
+
+def test_unload_with_streams_in_flight(tmp_path: Path) -> None:
+    srv = TritonServer(build_repository(tmp_path / "repo", ["mock_llm"]), tmp_path,
+                       args=["--model-control-mode=explicit", "--load-model=mock_llm",
+                             "--backend-config=tritonpy,finalize-grace-seconds=0.5"])
+    try:
+        srv.wait_ready()
+        stubs = srv.stubs()
+        errors: queue.Queue = queue.Queue()
+        c = grpcclient.InferenceServerClient(srv.grpc_url)
+        c.start_stream(callback=lambda r, e: errors.put(e) if e is not None else None)
+        for i in range(4):
+            p = grpcclient.InferInput("PROMPT", [1], "BYTES")
+            p.set_data_from_numpy(np.array([b"long"], dtype=object))
+            m = grpcclient.InferInput("MAX_TOKENS", [1], "INT32")
+            m.set_data_from_numpy(np.array([100000], np.int32))
+            d = grpcclient.InferInput("TOKEN_DELAY_MS", [1], "FP32")
+            d.set_data_from_numpy(np.array([10], np.float32))
+            c.async_stream_infer("mock_llm", [p, m, d], request_id=str(i))
+        time.sleep(0.5)
+        h = httpclient.InferenceServerClient(srv.http_url)
+        start = time.monotonic()
+        h.unload_model("mock_llm")
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(
+                Path(f"/proc/{p}").exists() for p in stubs):
+            time.sleep(0.05)
+        assert not any(Path(f"/proc/{p}").exists() for p in stubs), "stub outlived its model"
+        assert time.monotonic() - start < 10
+        msgs = []
+        while len(msgs) < 4:
+            msgs.append(str(errors.get(timeout=10)))
+        assert all("unload" in m or "cancel" in m.lower() for m in msgs), msgs
+        h.close()
+        c.stop_stream()
+        c.close()
+    finally:
+        srv.stop()
