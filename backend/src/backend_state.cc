@@ -55,6 +55,27 @@ ParseUnsigned(const std::string& key, const std::string& value,
   return Status();
 }
 
+// A duration in seconds: digits with an optional fraction ("5", "0.5").
+Status
+ParseSeconds(const std::string& key, const std::string& value, double* out)
+{
+  size_t dot = value.find('.');
+  std::string whole = value.substr(0, dot);
+  std::string frac = dot == std::string::npos ? "" : value.substr(dot + 1);
+  bool ok = !value.empty() && value != "." && whole.size() <= 5 &&
+            frac.size() <= 6 &&
+            whole.find_first_not_of("0123456789") == std::string::npos &&
+            frac.find_first_not_of("0123456789") == std::string::npos;
+  double v = ok ? strtod(value.c_str(), nullptr) : -1;
+  if (!ok || v > 86400) {
+    return Status::InvalidArg(
+        "tritonpy: backend setting '" + key + "' must be a number of " +
+        "seconds from 0 to 86400, got '" + value + "'");
+  }
+  *out = v;
+  return Status();
+}
+
 }  // namespace
 
 Status
@@ -109,6 +130,17 @@ BackendState::ApplySettings(const std::map<std::string, std::string>& kv,
             "tritonpy: arena-byte-size must be at least 4096");
       }
       settings->arena_byte_size = v;
+    } else if (key == "finalize-grace-seconds") {
+      TRITONPY_RETURN_IF_ERROR(
+          ParseSeconds(key, value, &settings->finalize_grace_seconds));
+    } else if (key == "ready-timeout-seconds") {
+      double v;
+      TRITONPY_RETURN_IF_ERROR(ParseSeconds(key, value, &v));
+      if (v <= 0) {
+        return Status::InvalidArg(
+            "tritonpy: ready-timeout-seconds must be more than 0");
+      }
+      settings->ready_timeout_seconds = v;
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -186,7 +218,11 @@ BackendState::Create(TRITONBACKEND_Backend* backend,
       "tritonpy: backend '" + state->name_ + "': python-executable=" +
       s.python_executable +
       " stub-timeout-seconds=" + std::to_string(s.stub_timeout_seconds) +
-      " arena-byte-size=" + std::to_string(s.arena_byte_size));
+      " arena-byte-size=" + std::to_string(s.arena_byte_size) +
+      " finalize-grace-seconds=" +
+      json::Value::Double(s.finalize_grace_seconds).Serialize() +
+      " ready-timeout-seconds=" +
+      json::Value::Double(s.ready_timeout_seconds).Serialize());
   *out = std::move(state);
   return Status();
 }

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "drain_watcher.h"
 #include "error.h"
 #include "tritonpy/triton_api.h"
 
@@ -21,6 +22,12 @@ struct BackendSettings {
   std::string python_executable = "python3";
   int stub_timeout_seconds = 30;
   uint64_t arena_byte_size = 64ull << 20;
+  // How long the stub lets in-flight work finish on FINALIZE before it
+  // cancels it (passed to the stub as settings.finalize_grace_seconds).
+  // Fractions are allowed ("0.5").
+  double finalize_grace_seconds = 5;
+  // How long a readiness query waits for the model's is_ready().
+  double ready_timeout_seconds = 5;
 };
 
 class BackendState {
@@ -29,6 +36,8 @@ class BackendState {
                        std::unique_ptr<BackendState>* out);
 
   const BackendSettings& settings() const { return settings_; }
+  // Internally synchronised: usable through a const BackendState.
+  DrainWatcher& drain_watcher() const { return *drain_watcher_; }
   const std::string& name() const { return name_; }
 
   // Applies key/value pairs (file first, then command line) to `settings`,
@@ -43,6 +52,7 @@ class BackendState {
  private:
   std::string name_;
   BackendSettings settings_;
+  std::unique_ptr<DrainWatcher> drain_watcher_ = std::make_unique<DrainWatcher>();
 };
 
 }  // namespace tritonpy

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) The tritonpy authors.
 //
-// Bookkeeping of one Execute call (one EXECUTE frame). The Execute thread
-// owns a Batch; while it waits, the instance's reader thread answers its
-// requests (BatchRequest::responded) and finally sets `ended` under the
-// instance mutex. After `ended` only the Execute thread touches it.
+// Bookkeeping of one batch (one Execute call, one EXECUTE frame).
+//
+// Ownership: the Execute thread builds a Batch and hands it to the
+// instance's reader thread before sending the EXECUTE frame. From then on
+// only the reader thread touches it (responses, cancellation polls, stub
+// death), except for the fields marked "guarded by the instance mutex",
+// which the Execute thread of a sync instance waits on. Once every
+// request is complete and the stub has said that execute returned, the
+// reader ends the batch: batch statistics, arena space freed.
 #pragma once
 
 #include <cstdint>
@@ -20,21 +25,33 @@ namespace tritonpy {
 
 struct BatchRequest {
   TRITONBACKEND_Request* request = nullptr;
+  TRITONBACKEND_ResponseFactory* factory = nullptr;  // decoupled mode only
   std::string id;  // request id, for messages
   std::set<std::string> requested_outputs;
   uint64_t batch_size = 1;
-  bool responded = false;  // a final response was sent
-  bool success = false;    // ... and it was not an error
+  uint32_t wire_pos = 0;   // request_index in the EXECUTE frame
+  bool responded = false;  // a response with FINAL was sent
+  bool failed = false;     // ... some response carried an error
+  bool complete = false;   // released (FINAL or RESCHEDULE); hands off
+  bool cancel_sent = false;  // a CANCEL entry went to the stub
 };
 
 struct Batch {
   uint64_t id = 0;
+  bool decoupled = false;
   std::vector<BatchRequest> requests;  // in Triton's order
   std::vector<size_t> wire_index;      // EXECUTE position -> requests index
   std::vector<Allocation> allocations;  // backend arena space of the frame
   std::vector<std::vector<uint8_t>> scratch;  // gathered inline inputs
+  size_t open = 0;            // requests not complete yet
+  bool execute_done = false;  // EXECUTE_DONE / BATCH_DONE arrived
+  uint64_t exec_start_ns = 0;
+  uint64_t compute_start_ns = 0;
+  uint64_t compute_end_ns = 0;  // when execute returned
+
+  // Guarded by the instance mutex.
+  bool execute_returned = false;  // a sync Execute may return
   bool ended = false;
-  Status end_status;  // why the batch ended early (stub death, error)
 };
 
 }  // namespace tritonpy

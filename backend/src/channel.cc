@@ -73,23 +73,33 @@ Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
 
 Channel::RecvResult
 Channel::Receive(std::vector<uint8_t>* buf, size_t* len,
-                 std::vector<int>* fds, int timeout_ms, Status* error)
+                 std::vector<int>* fds, int timeout_ms, Status* error,
+                 int wake_fd)
 {
   fds->clear();
   if (buf->size() < proto::kMaxFrame) buf->resize(proto::kMaxFrame);
-  if (timeout_ms >= 0) {
-    struct pollfd pfd;
-    pfd.fd = fd_;
-    pfd.events = POLLIN;
-    pfd.revents = 0;
+  if (timeout_ms >= 0 || wake_fd >= 0) {
+    struct pollfd pfd[2];
+    pfd[0].fd = fd_;
+    pfd[0].events = POLLIN;
+    pfd[0].revents = 0;
+    pfd[1].fd = wake_fd;
+    pfd[1].events = POLLIN;
+    pfd[1].revents = 0;
+    nfds_t n = wake_fd >= 0 ? 2 : 1;
     int r;
     do {
-      r = poll(&pfd, 1, timeout_ms);
+      r = poll(pfd, n, timeout_ms);
     } while (r < 0 && errno == EINTR);
     if (r == 0) return RecvResult::kTimeout;
     if (r < 0) {
       *error = Status::Internal(std::string("poll: ") + strerror(errno));
       return RecvResult::kError;
+    }
+    if (pfd[0].revents == 0) {
+      uint64_t drain;
+      (void)!read(wake_fd, &drain, sizeof(drain));
+      return RecvResult::kTimeout;
     }
   }
   struct iovec iov;

@@ -201,6 +201,10 @@ BuildExecute(const ModelState& model, TRITONBACKEND_Request** requests,
     proto::Request wire;
     std::vector<PendingInput> mine;
     Status s = ReadRequest(model, requests[i], breq, &wire, &mine);
+    if (s.ok() && model.decoupled()) {
+      s = FromTriton(
+          TRITONBACKEND_ResponseFactoryNew(&breq->factory, requests[i]));
+    }
     if (!s.ok()) {
       RespondWithError(breq, s);
       continue;
@@ -208,6 +212,7 @@ BuildExecute(const ModelState& model, TRITONBACKEND_Request** requests,
     // Moving `wire` moves its inputs vector's buffer, not the tensors:
     // the PendingInput pointers stay valid.
     body.requests.push_back(std::move(wire));
+    breq->wire_pos = static_cast<uint32_t>(batch->wire_index.size());
     batch->wire_index.push_back(i);
     for (PendingInput& in : mine) inputs.push_back(std::move(in));
   }

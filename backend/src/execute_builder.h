@@ -21,8 +21,9 @@ namespace tritonpy {
 // error response right away and is left out. Tensors of up to 64 KiB go
 // inline while the frame stays under MAX_FRAME; others, and the whole body
 // if it is still too large, go into `allocator` space recorded in
-// batch->allocations. Fails only when arena space cannot be had; then the
-// caller fails the remaining requests.
+// batch->allocations. In decoupled mode each request sent to the stub gets
+// a response factory (BatchRequest::factory). Fails only when arena space
+// cannot be had; then the caller fails the remaining requests.
 Status BuildExecute(const ModelState& model, TRITONBACKEND_Request** requests,
                     uint32_t count, ArenaAllocator* allocator, Batch* batch,
                     std::vector<uint8_t>* frame);

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) The tritonpy authors.
 //
-// InstanceState::Execute and its helpers: one batch from Triton's requests
-// to released requests. Once Execute is entered the backend owns every
-// request: each one gets exactly one final response (from the reader
-// thread, or here as an error), statistics, and a release, on every path.
+// InstanceState::Execute: from Triton's requests to a batch in flight.
+// Once Execute is entered the backend owns every request: each one gets
+// its final response (from the reader thread, or here as an error),
+// statistics and a release, on every path. Requests that never reach the
+// stub are finished here; the others belong to the reader thread from the
+// moment the batch is registered.
+
+#include <unistd.h>
 
 #include <chrono>
 
@@ -29,62 +33,10 @@ NowNs()
 }  // namespace
 
 void
-InstanceState::FailAll(Batch* batch, const Status& status)
+InstanceState::FreeAllocations(Batch* batch)
 {
-  for (BatchRequest& req : batch->requests) RespondWithError(&req, status);
-}
-
-void
-InstanceState::FinishBatch(Batch* batch, uint64_t exec_start,
-                           uint64_t compute_start, uint64_t compute_end)
-{
-  for (BatchRequest& req : batch->requests) {
-    if (req.responded) continue;
-    if (!batch->end_status.ok()) {
-      RespondWithError(&req, batch->end_status);
-    } else {
-      RespondWithError(
-          &req, Status::Internal(
-                    "tritonpy: model '" + model_->name() +
-                    "' ended the batch without a response for request '" +
-                    req.id + "'"));
-    }
-  }
-  uint64_t exec_end = NowNs();
-  uint64_t total_batch_size = 0;
-  for (BatchRequest& req : batch->requests) {
-    total_batch_size += req.batch_size;
-    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
-        instance_, req.request, req.success, exec_start, compute_start,
-        compute_end, exec_end);
-    if (err != nullptr) {
-      TRITONPY_LOG_ERROR(
-          std::string("tritonpy: reporting request statistics failed: ") +
-          TRITONSERVER_ErrorMessage(err));
-      TRITONSERVER_ErrorDelete(err);
-    }
-  }
-  if (!batch->requests.empty()) {
-    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportBatchStatistics(
-        instance_, total_batch_size, exec_start, compute_start, compute_end,
-        exec_end);
-    if (err != nullptr) {
-      TRITONPY_LOG_ERROR(
-          std::string("tritonpy: reporting batch statistics failed: ") +
-          TRITONSERVER_ErrorMessage(err));
-      TRITONSERVER_ErrorDelete(err);
-    }
-  }
-  for (BatchRequest& req : batch->requests) {
-    TRITONSERVER_Error* err =
-        TRITONBACKEND_RequestRelease(req.request, TRITONSERVER_REQUEST_RELEASE_ALL);
-    if (err != nullptr) {
-      TRITONPY_LOG_ERROR(
-          std::string("tritonpy: releasing a request failed: ") +
-          TRITONSERVER_ErrorMessage(err));
-      TRITONSERVER_ErrorDelete(err);
-    }
-  }
+  if (batch->allocations.empty()) return;
+  std::lock_guard<std::mutex> lock(alloc_mu_);
   for (const Allocation& a : batch->allocations) {
     allocator_.Free(a.arena_id, a.offset);
   }
@@ -92,26 +44,94 @@ InstanceState::FinishBatch(Batch* batch, uint64_t exec_start,
 }
 
 void
+InstanceState::ReportBatchStatistics(const Batch& batch, uint64_t exec_end_ns)
+{
+  if (batch.requests.empty()) return;
+  uint64_t total_batch_size = 0;
+  for (const BatchRequest& req : batch.requests) {
+    total_batch_size += req.batch_size;
+  }
+  uint64_t compute_end =
+      batch.compute_end_ns != 0 ? batch.compute_end_ns : exec_end_ns;
+  TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportBatchStatistics(
+      instance_, total_batch_size, batch.exec_start_ns, batch.compute_start_ns,
+      compute_end, exec_end_ns);
+  if (err != nullptr) {
+    TRITONPY_LOG_ERROR(
+        std::string("tritonpy: reporting batch statistics failed: ") +
+        TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+  }
+}
+
+void
+InstanceState::FinishLocally(Batch* batch)
+{
+  const uint64_t now = NowNs();
+  if (batch->compute_start_ns == 0) batch->compute_start_ns = now;
+  batch->compute_end_ns = now;
+  for (BatchRequest& req : batch->requests) {
+    if (req.complete) continue;
+    RespondWithError(
+        &req, Status::Internal(
+                  "tritonpy: model '" + model_->name() +
+                  "': request '" + req.id + "' was not executed"));
+    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
+        instance_, req.request, !req.failed, batch->exec_start_ns,
+        batch->compute_start_ns, now, now);
+    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    err = TRITONBACKEND_RequestRelease(
+        req.request, TRITONSERVER_REQUEST_RELEASE_ALL);
+    if (err != nullptr) {
+      TRITONPY_LOG_ERROR(
+          std::string("tritonpy: releasing a request failed: ") +
+          TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_ErrorDelete(err);
+    }
+    if (req.factory != nullptr) {
+      err = TRITONBACKEND_ResponseFactoryDelete(req.factory);
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+      req.factory = nullptr;
+    }
+    req.complete = true;
+  }
+  ReportBatchStatistics(*batch, now);
+  FreeAllocations(batch);
+}
+
+void
 InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
 {
-  const uint64_t exec_start = NowNs();
+  auto batch = std::make_shared<Batch>();
+  batch->exec_start_ns = NowNs();
+  batch->id = next_batch_id_++;
+  batch->decoupled = model_->decoupled();
   const int timeout_s = model_->backend().settings().stub_timeout_seconds;
-  Batch batch;
-  batch.id = next_batch_id_++;
+  const uint32_t max_inflight = model_->max_inflight_batches();
 
-  // Wait out a restart in progress (spawn + HELLO + INIT), bounded.
+  // Wait out a restart in progress (spawn + HELLO + INIT), bounded; an
+  // async instance then waits for room among its batches in flight.
   std::shared_ptr<Channel> channel;
   uint64_t generation = 0;
+  bool async_execute = false;
   Status status;
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(2 * timeout_s),
                  [&] { return state_ != StubState::kRestarting; });
-    if (state_ == StubState::kReady) {
+    if (state_ == StubState::kReady && traits_.async_execute) {
+      cv_.wait(lock, [&] {
+        return inflight_batches_ < max_inflight ||
+               state_ != StubState::kReady || shutting_down_;
+      });
+    }
+    if (state_ == StubState::kReady && !shutting_down_) {
       channel = channel_;
       generation = generation_;
+      async_execute = traits_.async_execute;
     } else {
-      std::string why = state_ == StubState::kRestarting
+      std::string why = shutting_down_ ? "the model is being unloaded"
+                        : state_ == StubState::kRestarting
                             ? "the stub is still restarting"
                         : down_reason_.empty() ? "the stub is not running"
                                                : down_reason_;
@@ -120,69 +140,114 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     }
   }
   if (!status.ok()) {
-    batch.requests.resize(count);
+    batch->requests.resize(count);
     for (uint32_t i = 0; i < count; ++i) {
-      batch.requests[i].request = requests[i];
+      batch->requests[i].request = requests[i];
       const char* id = nullptr;
       TRITONSERVER_Error* err = TRITONBACKEND_RequestId(requests[i], &id);
       if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-      batch.requests[i].id = id != nullptr ? id : "";
+      batch->requests[i].id = id != nullptr ? id : "";
+      RespondWithError(&batch->requests[i], status);
     }
-    FailAll(&batch, status);
-    FinishBatch(&batch, exec_start, exec_start, exec_start);
+    FinishLocally(batch.get());
     return;
   }
 
-  // A restarted stub knows none of our arenas.
-  if (generation != announced_generation_) {
-    allocator_.MarkAllUnannounced();
-    announced_generation_ = generation;
-  }
   std::vector<uint8_t> frame;
-  status = BuildExecute(*model_, requests, count, &allocator_, &batch, &frame);
-  if (!status.ok() || batch.wire_index.empty()) {
-    if (!status.ok()) FailAll(&batch, status);
-    uint64_t now = NowNs();
-    FinishBatch(&batch, exec_start, now, now);
+  struct Announce {
+    uint32_t id;
+    uint64_t size;
+    int fd;
+  };
+  std::vector<Announce> announce;
+  {
+    std::lock_guard<std::mutex> lock(alloc_mu_);
+    // A restarted stub knows none of our arenas.
+    if (generation != announced_generation_) {
+      allocator_.MarkAllUnannounced();
+      announced_generation_ = generation;
+    }
+    status = BuildExecute(
+        *model_, requests, count, &allocator_, batch.get(), &frame);
+    for (const MappedArena* arena : allocator_.Unannounced()) {
+      announce.push_back({arena->id(), arena->size(), arena->fd()});
+    }
+  }
+  // Sent without alloc_mu_ held: a send may block, and the reader frees
+  // batch space under that mutex. Arenas live as long as the allocator.
+  for (const Announce& a : announce) {
+    if (!status.ok()) break;
+    auto arena_frame = proto::MakeFrame(
+        proto::FrameType::kArena, 0, 0, [&](std::vector<uint8_t>* out) {
+          proto::EncodeArena({a.id, a.size}, out);
+        });
+    status = channel->Send(arena_frame, a.fd);
+    if (status.ok()) {
+      std::lock_guard<std::mutex> lock(alloc_mu_);
+      allocator_.MarkAnnounced(a.id);
+    }
+  }
+  // Requests that could not be read already have their error response.
+  const uint64_t now = NowNs();
+  for (BatchRequest& req : batch->requests) {
+    if (!req.responded) continue;
+    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
+        instance_, req.request, false, batch->exec_start_ns, now, now, now);
+    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    err = TRITONBACKEND_RequestRelease(
+        req.request, TRITONSERVER_REQUEST_RELEASE_ALL);
+    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    if (req.factory != nullptr) {
+      err = TRITONBACKEND_ResponseFactoryDelete(req.factory);
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+      req.factory = nullptr;
+    }
+    req.complete = true;
+  }
+  if (!status.ok() || batch->wire_index.empty()) {
+    for (BatchRequest& req : batch->requests) {
+      if (!req.complete) RespondWithError(&req, status);
+    }
+    FinishLocally(batch.get());
     return;
   }
 
-  for (const MappedArena* arena : allocator_.Unannounced()) {
-    auto announce = proto::MakeFrame(
-        proto::FrameType::kArena, 0, 0, [&](std::vector<uint8_t>* out) {
-          proto::EncodeArena({arena->id(), arena->size()}, out);
-        });
-    status = channel->Send(announce, arena->fd());
-    if (!status.ok()) break;
-    allocator_.MarkAnnounced(arena->id());
-  }
-
-  const uint64_t compute_start = NowNs();
+  batch->open = batch->wire_index.size();
+  batch->compute_start_ns = NowNs();
   bool registered = false;
-  if (status.ok()) {
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    if (state_ == StubState::kReady && channel_ == channel) {
-      current_batch_ = &batch;
+    if (state_ == StubState::kReady && channel_ == channel &&
+        !shutting_down_) {
+      pending_.push_back(batch);
+      ++inflight_batches_;
       registered = true;
-    } else {
-      status = Status::Unavailable(
-          "tritonpy: " + Describe() + " is unavailable: the stub died");
     }
   }
-  if (registered) {
-    if (!channel->Send(frame).ok()) {
-      // The stub is gone or the socket is broken: EOF makes the reader
-      // handle it as a death, which ends this batch with the reason.
-      channel->Shutdown();
+  if (!registered) {
+    for (BatchRequest& req : batch->requests) {
+      RespondWithError(
+          &req, Status::Unavailable(
+                    "tritonpy: " + Describe() + " is unavailable: the stub " +
+                    "died"));
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return batch.ended; });
-    current_batch_ = nullptr;
-  } else {
+    FinishLocally(batch.get());
+    return;
+  }
+  if (reader_blocking_.exchange(false)) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
+  if (!channel->Send(frame).ok()) {
+    // The stub is gone or the socket is broken: EOF makes the reader
+    // handle it as a death, which fails this batch with the reason.
     channel->Shutdown();
-    FailAll(&batch, status);
   }
-  FinishBatch(&batch, exec_start, compute_start, NowNs());
+  if (async_execute) return;
+  // Sync: wait until the model's execute returned (and, in default mode,
+  // the batch ended). The reader fails the batch if the stub dies.
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return batch->execute_returned; });
 }
 
 }  // namespace tritonpy

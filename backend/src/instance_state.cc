@@ -3,6 +3,7 @@
 
 #include "instance_state.h"
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +46,7 @@ InstanceState::InstanceState(
     : model_(model), instance_(instance),
       allocator_(model->backend().settings().arena_byte_size)
 {
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 std::string
@@ -71,8 +73,12 @@ InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelInstanceDeviceId(instance, &state->device_id_));
 
+  if (state->wake_fd_ < 0) {
+    return Status::Internal("tritonpy: eventfd failed");
+  }
   std::shared_ptr<Channel> channel;
-  TRITONPY_RETURN_IF_ERROR(state->StartStub(&state->process_, &channel));
+  TRITONPY_RETURN_IF_ERROR(
+      state->StartStub(&state->process_, &channel, &state->traits_));
   state->channel_ = channel;
   state->pid_ = state->process_->pid();
   state->generation_ = 1;
@@ -81,6 +87,13 @@ InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
   TRITONPY_LOG_INFO(
       "tritonpy: started stub for " + state->Describe() + " (pid " +
       std::to_string(state->pid_) + ")");
+  TRITONSERVER_Server* server = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelServer(model->triton_model(), &server));
+  state->drain_->server = server;
+  state->drain_->model_name = model->name();
+  state->drain_->model_version = static_cast<int64_t>(model->version());
+  model->backend().drain_watcher().Register(state->drain_);
   state->reader_ = std::thread(&InstanceState::ReaderLoop, state.get());
   *out = std::move(state);
   return Status();
@@ -88,7 +101,15 @@ InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
 
 InstanceState::~InstanceState()
 {
-  const int timeout_s = model_->backend().settings().stub_timeout_seconds;
+  model_->backend().drain_watcher().Unregister(drain_.get());
+  const BackendSettings& settings = model_->backend().settings();
+  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(
+      1000 * (settings.finalize_grace_seconds +
+              settings.stub_timeout_seconds)));
+  const std::string wait_text =
+      json::Value::Double(settings.finalize_grace_seconds +
+                          settings.stub_timeout_seconds)
+          .Serialize();
   TRITONPY_LOG_INFO("tritonpy: stopping stub for " + Describe());
   std::shared_ptr<Channel> channel;
   bool ready;
@@ -99,34 +120,44 @@ InstanceState::~InstanceState()
     ready = state_ == StubState::kReady;
     cv_.notify_all();
   }
+  bool clean = false;
   if (ready && channel != nullptr) {
+    // The stub gives in-flight work finalize_grace_seconds, then cancels
+    // it, completes every open request itself and answers FINALIZE_DONE.
     auto frame = proto::MakeFrame(
         proto::FrameType::kFinalize, 0, 0, [](std::vector<uint8_t>*) {});
     if (channel->Send(frame).ok()) {
       std::unique_lock<std::mutex> lock(mu_);
-      bool done = cv_.wait_for(lock, std::chrono::seconds(timeout_s), [&] {
+      bool done = cv_.wait_for(lock, wait, [&] {
         return finalize_done_ || state_ == StubState::kStopped;
       });
       if (!done) {
         TRITONPY_LOG_WARN(
             "tritonpy: stub for " + Describe() + " did not answer FINALIZE " +
-            "within " + std::to_string(timeout_s) + " s; killing it");
+            "within " + wait_text + " s " +
+            "(finalize-grace-seconds + stub-timeout-seconds); killing it");
       } else if (!finalize_error_.empty()) {
         TRITONPY_LOG_ERROR(finalize_error_);
+      }
+      clean = done;
+      if (done) {
+        // After FINALIZE_DONE the stub exits by itself; the reader reaps it.
+        cv_.wait_for(lock, std::chrono::seconds(settings.stub_timeout_seconds),
+                     [&] { return state_ == StubState::kStopped; });
       }
     }
   }
   {
-    // After FINALIZE_DONE the stub exits by itself; the reader reaps it.
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(5),
-                 [&] { return state_ == StubState::kStopped; });
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!clean || state_ != StubState::kStopped) kill_stub_ = true;
     channel = channel_;
   }
-  // Whatever is left: EOF wakes the reader, which kills and reaps.
+  // Whatever is left: EOF wakes the reader, which kills, reaps and fails
+  // every request still open.
   if (channel != nullptr) channel->Shutdown();
   if (reader_.joinable()) reader_.join();
   process_.reset();
+  if (wake_fd_ >= 0) close(wake_fd_);
 }
 
 // ---------------------------------------------------------------- startup
@@ -212,7 +243,8 @@ InstanceState::AwaitJson(Channel* channel, proto::FrameType want,
 }
 
 Status
-InstanceState::Handshake(StubProcess* process, Channel* channel)
+InstanceState::Handshake(StubProcess* process, Channel* channel,
+                         StubTraits* traits)
 {
   const BackendSettings& settings = model_->backend().settings();
   std::string text;
@@ -247,6 +279,10 @@ InstanceState::Handshake(StubProcess* process, Channel* channel)
       json::Value::Int(TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)
                            ? 1
                            : 0));
+  stub_settings.Set("decoupled", json::Value::Bool(model_->decoupled()));
+  stub_settings.Set(
+      "finalize_grace_seconds",
+      json::Value::Double(settings.finalize_grace_seconds));
   json::Value init = json::Value::Object();
   init.Set("args", std::move(args));
   init.Set("model_file", json::Value::String(model_->model_file()));
@@ -280,19 +316,27 @@ InstanceState::Handshake(StubProcess* process, Channel* channel)
     }
     return Status::Internal(error);
   }
+  std::string mode = done.GetString("execute", "sync");
+  if (mode != "sync" && mode != "async") {
+    return Status::InvalidArg(
+        "tritonpy: " + Describe() + ": INIT_DONE has an unknown execute " +
+        "mode '" + mode + "'");
+  }
+  traits->async_execute = mode == "async";
+  traits->has_is_ready = done.GetBool("is_ready", false);
   return Status();
 }
 
 Status
 InstanceState::StartStub(std::unique_ptr<StubProcess>* process,
-                         std::shared_ptr<Channel>* channel)
+                         std::shared_ptr<Channel>* channel, StubTraits* traits)
 {
   auto proc = std::make_unique<StubProcess>();
   int fd = -1;
   TRITONPY_RETURN_IF_ERROR(
       proc->Spawn(model_->backend().settings().python_executable, name_, &fd));
   auto ch = std::make_shared<Channel>(fd);
-  Status s = Handshake(proc.get(), ch.get());
+  Status s = Handshake(proc.get(), ch.get(), traits);
   if (!s.ok()) {
     // EOF lets a healthy stub exit by itself; then it is killed.
     ch->Shutdown();
@@ -369,24 +413,11 @@ InstanceState::HandleCommon(const proto::FrameView& f, const uint8_t* body,
   }
 }
 
-Batch*
-InstanceState::CurrentBatch(uint64_t id)
+std::shared_ptr<Channel>
+InstanceState::CurrentChannel()
 {
   std::lock_guard<std::mutex> lock(mu_);
-  Batch* b = current_batch_;
-  if (b == nullptr || b->id != id || b->ended) return nullptr;
-  return b;
-}
-
-void
-InstanceState::EndBatch(Batch* batch, const Status& status)
-{
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!batch->ended) {
-    batch->ended = true;
-    batch->end_status = status;
-  }
-  cv_.notify_all();
+  return channel_;
 }
 
 Status
@@ -407,31 +438,21 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   std::vector<proto::ArenaRef> release;
   if (f.body_in_arena) release.push_back(f.body_ref);
   switch (f.type) {
-    case proto::FrameType::kResponses: {
-      proto::ResponsesBody rb;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeResponses(body, f.body_len, &rb));
-      Batch* batch = CurrentBatch(f.id);
-      if (batch == nullptr) {
-        return Violation(
-            "RESPONSES for batch " + std::to_string(f.id) +
-            ", which is not running");
-      }
-      TRITONPY_RETURN_IF_ERROR(
-          WriteResponses(model_->name(), batch, rb, peers_, &release));
-      if ((f.flags & proto::kFlagBatchDone) != 0) EndBatch(batch, Status());
+    case proto::FrameType::kResponses:
+      TRITONPY_RETURN_IF_ERROR(OnResponses(f, body, &release));
       break;
-    }
     case proto::FrameType::kExecuteDone: {
       proto::ExecuteDoneBody done;
       TRITONPY_RETURN_IF_ERROR(
           proto::DecodeExecuteDone(body, f.body_len, &done));
-      Batch* batch = CurrentBatch(f.id);
-      if (batch == nullptr) {
-        return Violation(
-            "EXECUTE_DONE for batch " + std::to_string(f.id) +
-            ", which is not running");
-      }
-      EndBatch(batch, done.ok != 0 ? Status() : Status::Internal(done.error));
+      TRITONPY_RETURN_IF_ERROR(OnExecuteDone(
+          f.id, done.ok != 0 ? Status() : Status::Internal(done.error)));
+      break;
+    }
+    case proto::FrameType::kReady: {
+      proto::ReadyBody ready;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeReady(body, f.body_len, &ready));
+      OnReady(f.id, ready);
       break;
     }
     case proto::FrameType::kFinalizeDone: {
@@ -460,11 +481,7 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
           " frame from the stub");
   }
   if (!release.empty()) {
-    std::shared_ptr<Channel> channel;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      channel = channel_;
-    }
+    std::shared_ptr<Channel> channel = CurrentChannel();
     auto frame = proto::MakeFrame(
         proto::FrameType::kRelease, 0, 0, [&](std::vector<uint8_t>* out) {
           proto::EncodeRelease({release}, out);
@@ -482,19 +499,41 @@ void
 InstanceState::ReaderLoop()
 {
   while (true) {
-    std::shared_ptr<Channel> channel;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      channel = channel_;
+    std::shared_ptr<Channel> channel = CurrentChannel();
+    AdoptPendingBatches();
+    int timeout_ms = kPollMs;
+    if (open_requests_ == 0) {
+      // Idle: block, unless Execute registered a batch meanwhile (it
+      // wakes us through wake_fd_ once it sees reader_blocking_).
+      reader_blocking_.store(true);
+      AdoptPendingBatches();
+      if (open_requests_ == 0) {
+        timeout_ms = -1;
+      } else {
+        reader_blocking_.store(false);
+      }
     }
     size_t len = 0;
     std::vector<int> fds;
     Status err;
-    auto r = channel->Receive(&recv_buf_, &len, &fds, -1, &err);
+    auto r = channel->Receive(&recv_buf_, &len, &fds, timeout_ms, &err,
+                              wake_fd_);
+    reader_blocking_.store(false);
+    if (r == Channel::RecvResult::kTimeout) {
+      AdoptPendingBatches();
+      PollCancellation(true);
+      PollUnload();
+      continue;
+    }
     if (r == Channel::RecvResult::kFrame) {
+      AdoptPendingBatches();
       err = Dispatch(recv_buf_.data(), len, &fds);
       CloseAll(&fds);
-      if (err.ok()) continue;
+      if (err.ok()) {
+        PollCancellation(false);
+        PollUnload();
+        continue;
+      }
     }
     CloseAll(&fds);
     bool violation = !err.ok();
@@ -512,16 +551,23 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
 {
   std::shared_ptr<Channel> old;
   bool stopping;
+  bool kill;
   pid_t pid;
   {
+    // From here on Execute registers nothing with the old stub.
     std::lock_guard<std::mutex> lock(mu_);
     old = channel_;
     stopping = shutting_down_;
+    kill = kill_stub_ || violation;
     pid = pid_;
+    if (state_ == StubState::kReady) state_ = StubState::kRestarting;
+    cv_.notify_all();
   }
   old->Shutdown();
   int status = 0;
-  if (violation || !process_->WaitFor(stopping ? 3000 : 1000, &status)) {
+  // A stub that closed its socket is exiting: a short wait gets its status
+  // (the error message names the signal) without delaying its streams.
+  if (kill || !process_->WaitFor(stopping ? 3000 : 1000, &status)) {
     status = process_->KillAndReap();
   }
   peers_.Clear();
@@ -529,16 +575,22 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
                     std::to_string(pid) + ") ";
   if (violation) {
     msg += "was killed after a protocol violation (" + why + "): ";
+  } else if (stopping) {
+    msg += "stopped: ";
   } else {
     msg += "died: ";
   }
   msg += StubProcess::DescribeStatus(status);
+  AdoptPendingBatches();
+  if (stopping) {
+    FailAllBatches(Status::Unavailable(
+        "tritonpy: model '" + model_->name() +
+        "' was unloaded with this request in flight"));
+  } else {
+    FailAllBatches(Status::Unavailable(msg));
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (current_batch_ != nullptr && !current_batch_->ended) {
-      current_batch_->ended = true;
-      current_batch_->end_status = Status::Unavailable(msg);
-    }
     pid_ = -1;
     if (shutting_down_) {
       state_ = StubState::kStopped;
@@ -571,11 +623,13 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
     wait_first = true;
     std::unique_ptr<StubProcess> proc;
     std::shared_ptr<Channel> channel;
-    Status s = StartStub(&proc, &channel);
+    StubTraits traits;
+    Status s = StartStub(&proc, &channel, &traits);
     std::lock_guard<std::mutex> lock(mu_);
     if (s.ok() && !shutting_down_) {
       process_ = std::move(proc);
       channel_ = channel;
+      traits_ = traits;
       pid_ = process_->pid();
       ++generation_;
       state_ = StubState::kReady;

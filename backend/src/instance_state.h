@@ -2,23 +2,34 @@
 // Copyright (c) The tritonpy authors.
 //
 // InstanceState: one model instance = one stub process, one socket, one
-// reader thread.
+// reader thread, any number of batches in flight.
 //
 // Threads:
-//  - Triton's threads call Create, Execute and the destructor (never two
-//    at once for one instance).
-//  - The reader thread owns the socket's read side, the stub process and
-//    the peer (stub) arenas. It answers requests as RESPONSES arrive, ends
-//    batches, and restarts the stub when it dies.
-// mu_ guards the fields marked below; frames are written through
-// Channel::Send, which has its own lock.
+//  - Triton's threads call Create, Execute, CheckReady and the destructor
+//    (Execute never twice at once for one instance).
+//  - The reader thread owns the socket's read side, the stub process, the
+//    peer (stub) arenas and every batch once it is registered: it answers
+//    requests as RESPONSES arrive, polls cancellation, ends batches, fails
+//    them when the stub dies, and restarts the stub.
+// mu_ guards the fields marked below. Frames are written from any thread
+// through Channel::Send, which serialises writers with its own mutex.
+//
+// Execute modes (INIT_DONE "execute"):
+//  - sync: Execute returns when the batch ends (default mode) or when the
+//    stub says execute returned (decoupled mode);
+//  - async: Execute returns once the EXECUTE frame is sent, unless
+//    max_inflight_batches batches are in flight; then it waits for one to
+//    end (backpressure keeps requests in Triton's queue).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +37,7 @@
 #include "arena.h"
 #include "batch.h"
 #include "channel.h"
+#include "drain_watcher.h"
 #include "error.h"
 #include "model_state.h"
 #include "protocol.h"
@@ -39,29 +51,46 @@ class InstanceState {
   // Starts the stub (HELLO, INIT, INIT_DONE) and the reader thread.
   static Status Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
                        std::unique_ptr<InstanceState>* out);
-  // Sends FINALIZE, waits for the stub to exit (bounded), joins the reader.
+  // Sends FINALIZE and waits (finalize-grace-seconds + stub-timeout-seconds)
+  // for FINALIZE_DONE and the stub's exit, then kills it; fails every
+  // request still open; joins the reader.
   ~InstanceState();
 
-  // Runs one batch; returns when every request has its final response and
-  // has been released (Triton's execute contract, success path).
+  // Takes ownership of `requests` (Triton's execute contract: every
+  // request gets its responses, statistics and release on every path).
   void Execute(TRITONBACKEND_Request** requests, uint32_t count);
+
+  // Readiness of the instance: OK when the stub runs and, if the model
+  // defines is_ready(), that answered true within ready-timeout-seconds;
+  // else UNAVAILABLE with the reason. TRITONBACKEND API 1.19 has no entry
+  // point that would call this; it is kept for one that does.
+  Status CheckReady();
 
  private:
   enum class StubState { kReady, kRestarting, kDown, kStopped };
+  // Cancellation poll period while requests are in flight.
+  static constexpr int kPollMs = 10;
+
+  // What INIT_DONE told about the model.
+  struct StubTraits {
+    bool async_execute = false;
+    bool has_is_ready = false;
+  };
 
   InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance);
 
   // Spawns a stub and runs the handshake. On success the process and
   // channel are returned; on failure the process has been reaped.
   Status StartStub(std::unique_ptr<StubProcess>* process,
-                   std::shared_ptr<Channel>* channel);
-  Status Handshake(StubProcess* process, Channel* channel);
+                   std::shared_ptr<Channel>* channel, StubTraits* traits);
+  Status Handshake(StubProcess* process, Channel* channel, StubTraits* traits);
   // Waits for a frame of type `want` (a JSON frame), handling LOG/ERROR/
   // ARENA meanwhile. timeout_ms < 0: no deadline.
   Status AwaitJson(Channel* channel, proto::FrameType want, int timeout_ms,
                    std::string* json);
   std::string StartFailure(StubProcess* process, const std::string& why);
 
+  // Reader thread (instance_state.cc).
   void ReaderLoop();
   // Handles one received message; a failed Status is a protocol violation.
   Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
@@ -69,17 +98,39 @@ class InstanceState {
   Status HandleCommon(const proto::FrameView& f, const uint8_t* body,
                       std::vector<int>* fds, bool* handled);
   Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
-  Batch* CurrentBatch(uint64_t id);
-  void EndBatch(Batch* batch, const Status& status);
-  // The stub is gone (EOF, error, violation): reap it, fail the batch,
+  // The stub is gone (EOF, error, violation): reap it, fail every batch,
   // restart unless shutting down. Returns false when the reader must exit.
   bool OnStubGone(const std::string& why, bool violation);
   void SendError(Channel* channel, const std::string& message);
+  std::shared_ptr<Channel> CurrentChannel();
+
+  // Batches, reader thread only (instance_batches.cc).
+  void AdoptPendingBatches();
+  Status OnResponses(const proto::FrameView& f, const uint8_t* body,
+                     std::vector<proto::ArenaRef>* release);
+  Status OnExecuteDone(uint64_t batch_id, const Status& status);
+  void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
+  // Fails every open request of `batch` with `status` (a final error
+  // response each, then release).
+  void FailOpenRequests(Batch* batch, const Status& status);
+  // Reports statistics, releases with `release_flags`, deletes the factory.
+  void CompleteRequest(Batch* batch, BatchRequest* req, uint32_t release_flags);
+  // Ends `batch` once execute returned and every request is complete.
+  void MaybeEndBatch(const std::shared_ptr<Batch>& batch);
+  // Fails and ends every batch in flight (stub death, unload).
+  void FailAllBatches(const Status& status);
+  // Pushes newly cancelled requests to the stub, at most every kPollMs.
+  void PollCancellation(bool force);
+  // Publishes open_requests_ to the drain watcher, and sends DRAIN once
+  // the watcher saw the model being unloaded with work in flight.
+  void PollUnload();
 
   // Execute helpers (instance_execute.cc).
-  void FailAll(Batch* batch, const Status& status);
-  void FinishBatch(Batch* batch, uint64_t exec_start, uint64_t compute_start,
-                   uint64_t compute_end);
+  // Reports statistics and releases the requests of a batch that never
+  // reached the stub (Execute thread), freeing its arena space.
+  void FinishLocally(Batch* batch);
+  void FreeAllocations(Batch* batch);
+  void ReportBatchStatistics(const Batch& batch, uint64_t exec_end_ns);
   std::string Describe() const;  // "model 'm' instance 'i'"
 
   ModelState* model_;
@@ -87,6 +138,7 @@ class InstanceState {
   std::string name_;
   std::string kind_;
   int32_t device_id_ = 0;
+  int wake_fd_ = -1;  // eventfd: wakes the reader to adopt a new batch
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -95,10 +147,21 @@ class InstanceState {
   std::shared_ptr<Channel> channel_;       // guarded by mu_
   pid_t pid_ = -1;                         // guarded by mu_
   uint64_t generation_ = 0;                // guarded by mu_; +1 per stub
-  Batch* current_batch_ = nullptr;         // guarded by mu_
+  StubTraits traits_;                      // guarded by mu_
   bool shutting_down_ = false;             // guarded by mu_
+  bool kill_stub_ = false;                 // guarded by mu_: no grace left
   bool finalize_done_ = false;             // guarded by mu_
   std::string finalize_error_;             // guarded by mu_
+  // Registered by Execute, not yet adopted by the reader.
+  std::vector<std::shared_ptr<Batch>> pending_;  // guarded by mu_
+  uint32_t inflight_batches_ = 0;                // guarded by mu_
+  uint64_t next_query_id_ = 1;                   // guarded by mu_
+  std::set<uint64_t> ready_queries_;             // guarded by mu_
+  std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_
+
+  // Set by the reader before it blocks without a timeout; Execute then
+  // wakes it through wake_fd_ so that cancellation polling starts.
+  std::atomic<bool> reader_blocking_{false};
 
   // Reader thread only (or the creating thread before it starts).
   std::unique_ptr<StubProcess> process_;
@@ -107,10 +170,20 @@ class InstanceState {
   std::thread reader_;
   std::chrono::steady_clock::time_point stub_started_;
   int restart_backoff_ms_ = 100;
+  std::map<uint64_t, std::shared_ptr<Batch>> batches_;
+  size_t open_requests_ = 0;
+  std::chrono::steady_clock::time_point last_cancel_poll_;
+  bool drain_sent_ = false;
+
+  // Shared with the backend's DrainWatcher (see drain_watcher.h).
+  std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();
+
+  // Backend arenas: allocated by Execute, freed by whoever ends a batch.
+  std::mutex alloc_mu_;
+  ArenaAllocator allocator_;          // guarded by alloc_mu_
+  uint64_t announced_generation_ = 0;  // guarded by alloc_mu_
 
   // Execute thread only.
-  ArenaAllocator allocator_;
-  uint64_t announced_generation_ = 0;
   uint64_t next_batch_id_ = 1;
 };
 

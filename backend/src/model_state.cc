@@ -63,11 +63,16 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
                                            state->name_ + "' config: "));
   state->max_batch_size_ = config.GetInt("max_batch_size", 0);
   const json::Value* policy = config.Find("model_transaction_policy");
-  if (policy != nullptr && policy->GetBool("decoupled", false)) {
-    return Status::Unsupported(
-        "tritonpy: model '" + state->name_ +
-        "': decoupled models (model_transaction_policy { decoupled: true }) "
-        "are not supported yet by tritonpy");
+  state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
+  const json::Value* params = config.Find("parameters");
+  const json::Value* inflight =
+      params != nullptr ? params->Find("max_inflight_batches") : nullptr;
+  if (inflight != nullptr) {
+    const json::Value* sv = inflight->Find("string_value");
+    std::string text = sv != nullptr && sv->is_string() ? sv->as_string()
+                                                        : inflight->Serialize();
+    TRITONPY_RETURN_IF_ERROR(ParseMaxInflight(
+        state->name_, text, &state->max_inflight_batches_));
   }
 
   std::string file = config.GetString("default_model_filename", "");
@@ -81,6 +86,23 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
         state->model_file_ + " not found");
   }
   *out = std::move(state);
+  return Status();
+}
+
+Status
+ModelState::ParseMaxInflight(const std::string& model,
+                             const std::string& value, uint32_t* out)
+{
+  // Digits only, 1 ... 2^20 (more than any instance could use).
+  bool digits = !value.empty() && value.size() <= 8 &&
+                value.find_first_not_of("0123456789") == std::string::npos;
+  unsigned long v = digits ? std::stoul(value) : 0;
+  if (!digits || v < 1 || v > (1ul << 20)) {
+    return Status::InvalidArg(
+        "tritonpy: model '" + model + "': parameter max_inflight_batches " +
+        "must be an integer from 1 to 1048576, got '" + value + "'");
+  }
+  *out = static_cast<uint32_t>(v);
   return Status();
 }
 

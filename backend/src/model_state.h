@@ -29,6 +29,11 @@ class ModelState {
   const std::string& model_file() const { return model_file_; }
   const std::string& config_json() const { return config_json_; }
   int64_t max_batch_size() const { return max_batch_size_; }
+  // model_transaction_policy { decoupled: true }.
+  bool decoupled() const { return decoupled_; }
+  // Model config parameter `max_inflight_batches` (default 128): how many
+  // batches an async-execute instance keeps in flight before Execute blocks.
+  uint32_t max_inflight_batches() const { return max_inflight_batches_; }
 
  private:
   TRITONBACKEND_Model* model_ = nullptr;
@@ -40,6 +45,15 @@ class ModelState {
   std::string model_file_;
   std::string config_json_;
   int64_t max_batch_size_ = 0;
+  bool decoupled_ = false;
+  uint32_t max_inflight_batches_ = kDefaultMaxInflightBatches;
+
+ public:
+  static constexpr uint32_t kDefaultMaxInflightBatches = 128;
+  // Parses a `max_inflight_batches` value (an integer >= 1). Exposed for
+  // unit tests.
+  static Status ParseMaxInflight(const std::string& model,
+                                 const std::string& value, uint32_t* out);
 };
 
 }  // namespace tritonpy

@@ -251,7 +251,8 @@ class Writer {
 // Minimum encoded sizes, used to bound counts before allocating.
 constexpr size_t kMinTensor = 4 + 4 + 4 + 8 + 1;
 constexpr size_t kMinRequest = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 4;
-constexpr size_t kMinResponse = 4 + 4 + 1 + 4 + 4 + 4 + 4;
+constexpr size_t kMinResponse = 8 + 4 + 4 + 1 + 4 + 4 + 4 + 4;
+constexpr size_t kCancelEntry = 8 + 4 + 4;
 
 }  // namespace
 
@@ -283,6 +284,16 @@ FrameTypeName(FrameType t)
       return "ERROR";
     case FrameType::kRelease:
       return "RELEASE";
+    case FrameType::kCancel:
+      return "CANCEL";
+    case FrameType::kSendError:
+      return "SEND_ERROR";
+    case FrameType::kIsReady:
+      return "IS_READY";
+    case FrameType::kReady:
+      return "READY";
+    case FrameType::kDrain:
+      return "DRAIN";
   }
   return "UNKNOWN";
 }
@@ -334,7 +345,7 @@ DecodeHeader(const uint8_t* msg, size_t len, FrameView* out)
     return Violation("unsupported version " + std::to_string(msg[4]));
   }
   uint8_t type = msg[5];
-  if (type < 1 || type > 12) {
+  if (type < 1 || type > kMaxFrameType) {
     return Violation("unknown frame type " + std::to_string(type));
   }
   uint16_t flags = static_cast<uint16_t>(msg[6] | (msg[7] << 8));
@@ -375,9 +386,44 @@ DecodeJson(const uint8_t* body, size_t len, std::string* out)
 }
 
 Status
-DecodeFinalize(const uint8_t* body, size_t len)
+DecodeEmpty(const uint8_t* body, size_t len)
 {
   Reader r(body, len);
+  return r.Done();
+}
+
+Status
+DecodeCancel(const uint8_t* body, size_t len, CancelBody* out)
+{
+  Reader r(body, len);
+  uint32_t n;
+  TRITONPY_RETURN_IF_ERROR(r.Count(kCancelEntry, &n));
+  out->requests.assign(n, RequestRef());
+  for (RequestRef& q : out->requests) {
+    TRITONPY_RETURN_IF_ERROR(r.U64(&q.batch_id));
+    TRITONPY_RETURN_IF_ERROR(r.U32(&q.request_index));
+    TRITONPY_RETURN_IF_ERROR(r.Zero32());
+  }
+  return r.Done();
+}
+
+Status
+DecodeSendError(const uint8_t* body, size_t len, SendErrorBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U64(&out->batch_id));
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->request_index));
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->error_code));
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->message));
+  return r.Done();
+}
+
+Status
+DecodeReady(const uint8_t* body, size_t len, ReadyBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U8(&out->ready));
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->message));
   return r.Done();
 }
 
@@ -429,8 +475,13 @@ DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out)
   TRITONPY_RETURN_IF_ERROR(r.Count(kMinResponse, &n));
   out->responses.assign(n, Response());
   for (Response& p : out->responses) {
+    TRITONPY_RETURN_IF_ERROR(r.U64(&p.batch_id));
     TRITONPY_RETURN_IF_ERROR(r.U32(&p.request_index));
     TRITONPY_RETURN_IF_ERROR(r.U32(&p.response_flags));
+    if ((p.response_flags & ~kRespKnownFlags) != 0) {
+      return Violation(
+          "unknown response flags " + std::to_string(p.response_flags));
+    }
     TRITONPY_RETURN_IF_ERROR(r.U8(&p.has_error));
     TRITONPY_RETURN_IF_ERROR(r.U32(&p.error_code));
     TRITONPY_RETURN_IF_ERROR(r.Str(&p.error_message));
@@ -558,6 +609,7 @@ EncodeResponses(const ResponsesBody& b, std::vector<uint8_t>* out)
   Writer w(out);
   w.U32(static_cast<uint32_t>(b.responses.size()));
   for (const Response& p : b.responses) {
+    w.U64(p.batch_id);
     w.U32(p.request_index);
     w.U32(p.response_flags);
     w.U8(p.has_error);
@@ -599,6 +651,36 @@ EncodeRelease(const ReleaseBody& b, std::vector<uint8_t>* out)
   Writer w(out);
   w.U32(static_cast<uint32_t>(b.allocations.size()));
   for (const ArenaRef& a : b.allocations) w.Ref(a);
+}
+
+void
+EncodeCancel(const CancelBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(static_cast<uint32_t>(b.requests.size()));
+  for (const RequestRef& q : b.requests) {
+    w.U64(q.batch_id);
+    w.U32(q.request_index);
+    w.U32(0);
+  }
+}
+
+void
+EncodeSendError(const SendErrorBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U64(b.batch_id);
+  w.U32(b.request_index);
+  w.U32(b.error_code);
+  w.Str(b.message);
+}
+
+void
+EncodeReady(const ReadyBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U8(b.ready);
+  w.Str(b.message);
 }
 
 }  // namespace proto

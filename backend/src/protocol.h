@@ -45,7 +45,20 @@ enum class FrameType : uint8_t {
   kFinalizeDone = 10,
   kError = 11,
   kRelease = 12,
+  kCancel = 13,
+  kSendError = 14,
+  kIsReady = 15,
+  kReady = 16,
+  kDrain = 17,
 };
+constexpr uint8_t kMaxFrameType = 17;
+
+// RESPONSES entry flags (response_flags).
+constexpr uint32_t kRespFinal = 1;            // TRITONSERVER_RESPONSE_COMPLETE_FINAL
+constexpr uint32_t kRespReschedule = 1u << 30;
+constexpr uint32_t kRespNoResponse = 1u << 31;
+constexpr uint32_t kRespKnownFlags =
+    kRespFinal | kRespReschedule | kRespNoResponse;
 
 const char* FrameTypeName(FrameType t);
 bool IsJsonFrame(FrameType t);
@@ -82,6 +95,7 @@ struct Request {
 };
 
 struct Response {
+  uint64_t batch_id = 0;
   uint32_t request_index = 0;
   uint32_t response_flags = 0;
   uint8_t has_error = 0;
@@ -117,6 +131,23 @@ struct ErrorBody {
 struct ReleaseBody {
   std::vector<ArenaRef> allocations;
 };
+struct RequestRef {
+  uint64_t batch_id = 0;
+  uint32_t request_index = 0;
+};
+struct CancelBody {
+  std::vector<RequestRef> requests;
+};
+struct SendErrorBody {
+  uint64_t batch_id = 0;
+  uint32_t request_index = 0;
+  uint32_t error_code = 0;
+  std::string message;
+};
+struct ReadyBody {
+  uint8_t ready = 0;
+  std::string message;
+};
 
 // A received frame after header validation. When body_in_arena is set the
 // body lies in the sender's arena at body_ref (body_len bytes); otherwise
@@ -146,7 +177,15 @@ Status DecodeExecuteDone(const uint8_t* body, size_t len, ExecuteDoneBody* out);
 Status DecodeLog(const uint8_t* body, size_t len, LogBody* out);
 Status DecodeError(const uint8_t* body, size_t len, ErrorBody* out);
 Status DecodeRelease(const uint8_t* body, size_t len, ReleaseBody* out);
-Status DecodeFinalize(const uint8_t* body, size_t len);
+// FINALIZE and IS_READY: the body must be empty.
+Status DecodeEmpty(const uint8_t* body, size_t len);
+inline Status DecodeFinalize(const uint8_t* body, size_t len)
+{
+  return DecodeEmpty(body, len);
+}
+Status DecodeCancel(const uint8_t* body, size_t len, CancelBody* out);
+Status DecodeSendError(const uint8_t* body, size_t len, SendErrorBody* out);
+Status DecodeReady(const uint8_t* body, size_t len, ReadyBody* out);
 
 // Encoding: BeginFrame reserves the header, a body encoder appends the body,
 // FinishFrame writes the header (body_len = bytes after the header).
@@ -162,6 +201,9 @@ void EncodeExecuteDone(const ExecuteDoneBody& b, std::vector<uint8_t>* out);
 void EncodeLog(const LogBody& b, std::vector<uint8_t>* out);
 void EncodeError(const ErrorBody& b, std::vector<uint8_t>* out);
 void EncodeRelease(const ReleaseBody& b, std::vector<uint8_t>* out);
+void EncodeCancel(const CancelBody& b, std::vector<uint8_t>* out);
+void EncodeSendError(const SendErrorBody& b, std::vector<uint8_t>* out);
+void EncodeReady(const ReadyBody& b, std::vector<uint8_t>* out);
 
 // A whole BODY_IN_ARENA frame (40 bytes): header with `flags` |
 // kFlagBodyInArena and body_len, then the arena reference.

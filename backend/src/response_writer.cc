@@ -125,99 +125,160 @@ ClampErrorCode(uint32_t code)
   return static_cast<TRITONSERVER_Error_Code>(code);
 }
 
+Status
+NewResponse(BatchRequest* req, TRITONBACKEND_Response** response)
+{
+  if (req->factory != nullptr) {
+    return FromTriton(
+        TRITONBACKEND_ResponseNewFromFactory(response, req->factory));
+  }
+  return FromTriton(TRITONBACKEND_ResponseNew(response, req->request));
+}
+
+void
+NoteSendFailure(const BatchRequest& req, TRITONSERVER_Error* err,
+                Status* send_error)
+{
+  Status s = FromTriton(err);
+  if (send_error != nullptr) {
+    *send_error = s;
+    return;
+  }
+  TRITONPY_LOG_ERROR(
+      "tritonpy: request '" + req.id + "': sending a response failed: " +
+      s.message());
+}
+
 }  // namespace
+
+void
+SendErrorResponse(BatchRequest* req, const Status& status, uint32_t flags,
+                  Status* send_error)
+{
+  req->failed = true;
+  if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
+    req->responded = true;
+  }
+  TRITONBACKEND_Response* response = nullptr;
+  Status s = NewResponse(req, &response);
+  if (!s.ok()) {
+    TRITONPY_LOG_ERROR(
+        "tritonpy: request '" + req->id +
+        "': cannot create an error response: " + s.message());
+    return;
+  }
+  TRITONSERVER_Error* payload = ToTriton(status);
+  TRITONSERVER_Error* err =
+      TRITONBACKEND_ResponseSend(response, flags, payload);
+  if (payload != nullptr) TRITONSERVER_ErrorDelete(payload);
+  if (err != nullptr) NoteSendFailure(*req, err, send_error);
+}
 
 void
 RespondWithError(BatchRequest* req, const Status& status)
 {
   if (req->responded) return;
-  req->responded = true;
-  req->success = false;
-  TRITONBACKEND_Response* response = nullptr;
-  TRITONSERVER_Error* err = TRITONBACKEND_ResponseNew(&response, req->request);
-  if (err != nullptr) {
-    TRITONPY_LOG_ERROR(
-        std::string("tritonpy: cannot create an error response: ") +
-        TRITONSERVER_ErrorMessage(err));
-    TRITONSERVER_ErrorDelete(err);
-    return;
-  }
-  TRITONSERVER_Error* payload = ToTriton(status);
-  err = TRITONBACKEND_ResponseSend(
-      response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, payload);
-  if (payload != nullptr) TRITONSERVER_ErrorDelete(payload);
-  if (err != nullptr) {
-    TRITONPY_LOG_ERROR(
-        std::string("tritonpy: cannot send an error response: ") +
-        TRITONSERVER_ErrorMessage(err));
-    TRITONSERVER_ErrorDelete(err);
-  }
+  SendErrorResponse(req, status, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
 }
 
 Status
-WriteResponses(const std::string& model_name, Batch* batch,
-               const proto::ResponsesBody& body, const PeerArenas& peers,
+ResolveOutputs(const proto::ResponsesBody& body, const PeerArenas& peers,
+               std::vector<std::vector<const uint8_t*>>* data,
                std::vector<proto::ArenaRef>* to_release)
 {
-  // Validate everything first, so that a bad frame sends nothing.
-  std::vector<std::vector<const uint8_t*>> data(body.responses.size());
+  data->assign(body.responses.size(), {});
   for (size_t i = 0; i < body.responses.size(); ++i) {
-    const proto::Response& r = body.responses[i];
-    if (r.request_index >= batch->wire_index.size()) {
-      return Status::InvalidArg(
-          "tritonpy protocol violation: response for request index " +
-          std::to_string(r.request_index) + " of a batch of " +
-          std::to_string(batch->wire_index.size()));
-    }
-    for (const proto::Tensor& t : r.outputs) {
+    for (const proto::Tensor& t : body.responses[i].outputs) {
       const uint8_t* p = t.data;
       if (t.location == proto::kLocationArena) {
         TRITONPY_RETURN_IF_ERROR(
             peers.Resolve(t.ref.arena_id, t.ref.offset, t.byte_size, &p));
         to_release->push_back(t.ref);
       }
-      data[i].push_back(p);
-    }
-  }
-
-  for (size_t i = 0; i < body.responses.size(); ++i) {
-    const proto::Response& r = body.responses[i];
-    BatchRequest* req = &batch->requests[batch->wire_index[r.request_index]];
-    if (req->responded) {
-      TRITONPY_LOG_ERROR(
-          "tritonpy: model '" + model_name + "' sent a second response " +
-          "for request '" + req->id + "'; it is dropped");
-      continue;
-    }
-    if (r.has_error != 0) {
-      RespondWithError(
-          req, Status::Error(ClampErrorCode(r.error_code), r.error_message));
-      continue;
-    }
-    TRITONBACKEND_Response* response = nullptr;
-    Status s = FromTriton(TRITONBACKEND_ResponseNew(&response, req->request));
-    if (s.ok()) s = FillResponse(model_name, *req, r, data[i], response);
-    if (!s.ok()) {
-      if (response != nullptr) {
-        TRITONSERVER_Error* e = TRITONBACKEND_ResponseDelete(response);
-        if (e != nullptr) TRITONSERVER_ErrorDelete(e);
-      }
-      RespondWithError(req, s);
-      continue;
-    }
-    req->responded = true;
-    req->success = true;
-    TRITONSERVER_Error* err = TRITONBACKEND_ResponseSend(
-        response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, nullptr);
-    if (err != nullptr) {
-      req->success = false;
-      TRITONPY_LOG_ERROR(
-          "tritonpy: model '" + model_name + "' request '" + req->id +
-          "': sending the response failed: " + TRITONSERVER_ErrorMessage(err));
-      TRITONSERVER_ErrorDelete(err);
+      (*data)[i].push_back(p);
     }
   }
   return Status();
+}
+
+namespace {
+
+// Sends the payload of `r` (outputs and parameters, or its error) as one
+// response with `flags`.
+void
+SendPayload(const std::string& model_name, BatchRequest* req,
+            const proto::Response& r, const std::vector<const uint8_t*>& data,
+            uint32_t flags, Status* send_error)
+{
+  if (r.has_error != 0) {
+    SendErrorResponse(
+        req, Status::Error(ClampErrorCode(r.error_code), r.error_message),
+        flags, send_error);
+    return;
+  }
+  TRITONBACKEND_Response* response = nullptr;
+  Status s = NewResponse(req, &response);
+  if (s.ok()) s = FillResponse(model_name, *req, r, data, response);
+  if (!s.ok()) {
+    if (response != nullptr) {
+      TRITONSERVER_Error* e = TRITONBACKEND_ResponseDelete(response);
+      if (e != nullptr) TRITONSERVER_ErrorDelete(e);
+    }
+    SendErrorResponse(req, s, flags, send_error);
+    return;
+  }
+  if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
+    req->responded = true;
+  }
+  TRITONSERVER_Error* err = TRITONBACKEND_ResponseSend(response, flags, nullptr);
+  if (err != nullptr) {
+    req->failed = true;
+    NoteSendFailure(*req, err, send_error);
+  }
+}
+
+}  // namespace
+
+EntryOutcome
+WriteEntry(const std::string& model_name, bool decoupled, BatchRequest* req,
+           const proto::Response& entry,
+           const std::vector<const uint8_t*>& data, Status* send_error)
+{
+  const uint32_t f = entry.response_flags;
+  const bool reschedule = (f & proto::kRespReschedule) != 0;
+  const bool no_response = (f & proto::kRespNoResponse) != 0;
+  if (!decoupled) {
+    if (reschedule) {
+      if (!no_response) {
+        TRITONPY_LOG_VERBOSE(
+            "tritonpy: model '" + model_name + "' request '" + req->id +
+            "' is rescheduled; the response it carried is dropped");
+      }
+      return EntryOutcome::kReschedule;
+    }
+    if (no_response) {
+      RespondWithError(
+          req, Status::Internal(
+                   "tritonpy: model '" + model_name +
+                   "' returned no response for request '" + req->id + "'"));
+      return EntryOutcome::kComplete;
+    }
+    SendPayload(model_name, req, entry, data,
+                TRITONSERVER_RESPONSE_COMPLETE_FINAL, send_error);
+    return EntryOutcome::kComplete;
+  }
+  const bool final = (f & proto::kRespFinal) != 0 && !reschedule;
+  const uint32_t flags = final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0;
+  if (!no_response) {
+    SendPayload(model_name, req, entry, data, flags, send_error);
+  } else if (final) {
+    req->responded = true;
+    TRITONSERVER_Error* err =
+        TRITONBACKEND_ResponseFactorySendFlags(req->factory, flags);
+    if (err != nullptr) NoteSendFailure(*req, err, send_error);
+  }
+  if (reschedule) return EntryOutcome::kReschedule;
+  return final ? EntryOutcome::kComplete : EntryOutcome::kOpen;
 }
 
 }  // namespace tritonpy

@@ -15,18 +15,46 @@
 
 namespace tritonpy {
 
+// Sends one error response of `req` with `flags` (through its factory in
+// decoupled mode). A failure of TRITONBACKEND_ResponseSend is returned in
+// *send_error when given, else logged.
+void SendErrorResponse(BatchRequest* req, const Status& status, uint32_t flags,
+                       Status* send_error = nullptr);
+
 // Sends the final error response of `req` (if it has none yet).
 void RespondWithError(BatchRequest* req, const Status& status);
 
-// Sends one Triton response per entry of `body` (a RESPONSES frame of
-// `batch`), copying outputs from inline bytes or the stub's arenas.
-// Appends every stub arena reference it read to `to_release`.
-// Fails only on a protocol violation (bad request index, arena reference
-// outside an arena), in which case no response has been sent; problems of
-// one request (output size mismatch, Triton errors) fail that request.
-Status WriteResponses(const std::string& model_name, Batch* batch,
-                      const proto::ResponsesBody& body,
+// Resolves the output bytes of every entry of a RESPONSES body: inline
+// data or the stub's arenas. (*data)[i][j] is output j of entry i. Appends
+// every stub arena reference to `to_release`. Fails (a protocol violation)
+// on a reference outside the stub's arenas; then nothing was sent.
+Status ResolveOutputs(const proto::ResponsesBody& body,
                       const PeerArenas& peers,
+                      std::vector<std::vector<const uint8_t*>>* data,
                       std::vector<proto::ArenaRef>* to_release);
+
+// What one RESPONSES entry did to its request.
+enum class EntryOutcome {
+  kOpen,        // the request stays open (decoupled, non-final response)
+  kComplete,    // release with TRITONSERVER_REQUEST_RELEASE_ALL
+  kReschedule,  // release with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+};
+
+// Turns one entry for the open request `req` into Triton calls:
+//  - default mode: RESCHEDULE releases the request for another execution
+//    and sends no response (any response it carries is dropped, as the
+//    official backend does); NO_RESPONSE alone is an error response;
+//    anything else is the request's one response, sent FINAL whatever its
+//    flags.
+//  - decoupled mode: a response (unless NO_RESPONSE) is sent with FINAL
+//    when the entry has FINAL and not RESCHEDULE; NO_RESPONSE+FINAL sends
+//    the FINAL flag alone; RESCHEDULE releases for another execution.
+// Problems of the request itself (output size mismatch, Triton errors)
+// become an error response. A failed TRITONBACKEND_ResponseSend (or
+// SendFlags) is returned in *send_error, for a SEND_ERROR frame.
+EntryOutcome WriteEntry(const std::string& model_name, bool decoupled,
+                        BatchRequest* req, const proto::Response& entry,
+                        const std::vector<const uint8_t*>& data,
+                        Status* send_error);
 
 }  // namespace tritonpy

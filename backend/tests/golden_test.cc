@@ -109,8 +109,42 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
       break;
     }
     case tp::FrameType::kFinalize:
-      TRITONPY_RETURN_IF_ERROR(tp::DecodeFinalize(b, n));
+    case tp::FrameType::kIsReady:
+    case tp::FrameType::kDrain:
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeEmpty(b, n));
       break;
+    case tp::FrameType::kCancel: {
+      tp::CancelBody c;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeCancel(b, n, &c));
+      Value reqs = Value::Array();
+      for (const tp::RequestRef& q : c.requests) {
+        Value v = Value::Object();
+        v.Set("batch_id", Value::Uint(q.batch_id));
+        v.Set("request_index", Value::Int(q.request_index));
+        reqs.Append(std::move(v));
+      }
+      body->Set("requests", std::move(reqs));
+      tp::EncodeCancel(c, out);
+      break;
+    }
+    case tp::FrameType::kSendError: {
+      tp::SendErrorBody e;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeSendError(b, n, &e));
+      body->Set("batch_id", Value::Uint(e.batch_id));
+      body->Set("request_index", Value::Int(e.request_index));
+      body->Set("error_code", Value::Int(e.error_code));
+      body->Set("message", Value::String(e.message));
+      tp::EncodeSendError(e, out);
+      break;
+    }
+    case tp::FrameType::kReady: {
+      tp::ReadyBody r;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeReady(b, n, &r));
+      body->Set("ready", Value::Int(r.ready));
+      body->Set("message", Value::String(r.message));
+      tp::EncodeReady(r, out);
+      break;
+    }
     case tp::FrameType::kArena: {
       tp::ArenaBody a;
       TRITONPY_RETURN_IF_ERROR(tp::DecodeArena(b, n, &a));
@@ -152,6 +186,7 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
       Value resps = Value::Array();
       for (const tp::Response& p : rb.responses) {
         Value r = Value::Object();
+        r.Set("batch_id", Value::Uint(p.batch_id));
         r.Set("request_index", Value::Int(p.request_index));
         r.Set("response_flags", Value::Int(p.response_flags));
         r.Set("has_error", Value::Int(p.has_error));

@@ -18,6 +18,7 @@ extern "C" {
 // Opaque handles.
 struct TRITONSERVER_Error;
 struct TRITONSERVER_Message;
+struct TRITONSERVER_Server;
 struct TRITONBACKEND_Backend;
 struct TRITONBACKEND_Model;
 struct TRITONBACKEND_ModelInstance;
@@ -25,9 +26,11 @@ struct TRITONBACKEND_Request;
 struct TRITONBACKEND_Response;
 struct TRITONBACKEND_Input;
 struct TRITONBACKEND_Output;
+struct TRITONBACKEND_ResponseFactory;
 
 typedef struct TRITONSERVER_Error TRITONSERVER_Error;
 typedef struct TRITONSERVER_Message TRITONSERVER_Message;
+typedef struct TRITONSERVER_Server TRITONSERVER_Server;
 typedef struct TRITONBACKEND_Backend TRITONBACKEND_Backend;
 typedef struct TRITONBACKEND_Model TRITONBACKEND_Model;
 typedef struct TRITONBACKEND_ModelInstance TRITONBACKEND_ModelInstance;
@@ -35,6 +38,7 @@ typedef struct TRITONBACKEND_Request TRITONBACKEND_Request;
 typedef struct TRITONBACKEND_Response TRITONBACKEND_Response;
 typedef struct TRITONBACKEND_Input TRITONBACKEND_Input;
 typedef struct TRITONBACKEND_Output TRITONBACKEND_Output;
+typedef struct TRITONBACKEND_ResponseFactory TRITONBACKEND_ResponseFactory;
 
 typedef enum TRITONSERVER_datatype_enum {
   TRITONSERVER_TYPE_INVALID = 0,
@@ -148,6 +152,15 @@ TRITONSERVER_Error* TRITONBACKEND_ModelName(
     TRITONBACKEND_Model* model, const char** name);
 TRITONSERVER_Error* TRITONBACKEND_ModelVersion(
     TRITONBACKEND_Model* model, uint64_t* version);
+// The server a model belongs to (not owned by the caller).
+TRITONSERVER_Error* TRITONBACKEND_ModelServer(
+    TRITONBACKEND_Model* model, TRITONSERVER_Server** server);
+
+// Whether a model version is ready for inference.
+TRITONSERVER_Error* TRITONSERVER_ServerModelIsReady(
+    TRITONSERVER_Server* server, const char* model_name,
+    const int64_t model_version, bool* ready);
+
 TRITONSERVER_Error* TRITONBACKEND_ModelRepository(
     TRITONBACKEND_Model* model, TRITONBACKEND_ArtifactType* artifact_type,
     const char** location);
@@ -211,6 +224,19 @@ TRITONSERVER_Error* TRITONBACKEND_RequestOutputName(
     const char** output_name);
 TRITONSERVER_Error* TRITONBACKEND_RequestRelease(
     TRITONBACKEND_Request* request, uint32_t release_flags);
+TRITONSERVER_Error* TRITONBACKEND_RequestIsCancelled(
+    TRITONBACKEND_Request* request, bool* is_cancelled);
+
+TRITONSERVER_Error* TRITONBACKEND_ResponseFactoryNew(
+    TRITONBACKEND_ResponseFactory** factory, TRITONBACKEND_Request* request);
+TRITONSERVER_Error* TRITONBACKEND_ResponseFactoryDelete(
+    TRITONBACKEND_ResponseFactory* factory);
+TRITONSERVER_Error* TRITONBACKEND_ResponseFactorySendFlags(
+    TRITONBACKEND_ResponseFactory* factory, const uint32_t send_flags);
+TRITONSERVER_Error* TRITONBACKEND_ResponseFactoryIsCancelled(
+    TRITONBACKEND_ResponseFactory* factory, bool* is_cancelled);
+TRITONSERVER_Error* TRITONBACKEND_ResponseNewFromFactory(
+    TRITONBACKEND_Response** response, TRITONBACKEND_ResponseFactory* factory);
 
 TRITONSERVER_Error* TRITONBACKEND_InputProperties(
     TRITONBACKEND_Input* input, const char** name,

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "drain_watcher.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tritonpy {
+
+DrainWatcher::DrainWatcher(int period_ms) : period_ms_(period_ms)
+{
+  thread_ = std::thread([this] { Run(); });
+}
+
+DrainWatcher::~DrainWatcher()
+{
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void
+DrainWatcher::Register(const std::shared_ptr<DrainTarget>& target)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  targets_.push_back(target);
+}
+
+void
+DrainWatcher::Unregister(const DrainTarget* target)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  targets_.erase(
+      std::remove_if(
+          targets_.begin(), targets_.end(),
+          [target](const std::shared_ptr<DrainTarget>& t) {
+            return t.get() == target;
+          }),
+      targets_.end());
+}
+
+void
+DrainWatcher::Run()
+{
+  std::vector<std::shared_ptr<DrainTarget>> busy;
+  while (true) {
+    busy.clear();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(period_ms_),
+                   [this] { return stop_; });
+      if (stop_) return;
+      for (const auto& t : targets_) {
+        if (t->open_requests.load() > 0 && !t->unloading.load()) {
+          busy.push_back(t);
+        }
+      }
+    }
+    // Outside the lock: an unregistering instance never waits on this.
+    for (const auto& t : busy) {
+      bool ready = true;
+      TRITONSERVER_Error* err = TRITONSERVER_ServerModelIsReady(
+          t->server, t->model_name.c_str(), t->model_version, &ready);
+      if (err != nullptr) {
+        // A model the server no longer knows is being unloaded too.
+        TRITONSERVER_ErrorDelete(err);
+        ready = false;
+      }
+      if (!ready && t->open_requests.load() > 0) t->unloading.store(true);
+    }
+  }
+}
+
+}  // namespace tritonpy

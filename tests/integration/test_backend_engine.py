@@ -1,0 +1,249 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The C++ backend's side of the engine, through a real tritonserver:
+the in-flight bound of async instances (max_inflight_batches), its
+validation, sync decoupled execute, and stub death with streams and async
+batches in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import tritonclient.http.aio as httpaio
+from tritonclient.utils import InferenceServerException
+
+from server import TritonServer
+
+SLEEPY = """
+import asyncio, os
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        out = []
+        for r in requests:
+            ms = float(pb_utils.get_input_tensor_by_name(r, "SLEEP_MS").as_numpy()[0])
+            await asyncio.sleep(ms / 1000)
+            out.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]))
+        return out
+"""
+
+SLEEPY_CONFIG = """
+name: "{name}"
+backend: "tritonpy"
+max_batch_size: 0
+input [ {{ name: "SLEEP_MS", data_type: TYPE_FP32, dims: [ 1 ] }} ]
+output [ {{ name: "PID", data_type: TYPE_INT64, dims: [ 1 ] }} ]
+instance_group [ {{ kind: KIND_CPU, count: 1 }} ]
+{extra}
+"""
+
+# Sync decoupled execute: returns at once, a thread streams the tokens.
+THREADED = """
+import threading, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for r in requests:
+            n = int(pb_utils.get_input_tensor_by_name(r, "N").as_numpy()[0])
+            sender = r.get_response_sender()
+            threading.Thread(target=self._stream, args=(sender, n), daemon=True).start()
+        return None
+
+    def _stream(self, sender, n):
+        for i in range(n):
+            time.sleep(0.02)
+            sender.send(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("I", np.array([i], np.int32))]))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+"""
+
+THREADED_CONFIG = """
+name: "threaded"
+backend: "tritonpy"
+max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "N", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "I", data_type: TYPE_INT32, dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+"""
+
+
+def inflight(n: str) -> str:
+    return ('parameters { key: "max_inflight_batches" value { string_value: "%s" } }' % n)
+
+
+def write_model(repo: Path, name: str, code: str, config: str) -> None:
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "1" / "model.py").write_text(textwrap.dedent(code))
+    (repo / name / "config.pbtxt").write_text(config)
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("backend_engine")
+    repo = work / "repo"
+    write_model(repo, "sleepy", SLEEPY, SLEEPY_CONFIG.format(name="sleepy", extra=""))
+    write_model(repo, "sleepy_one", SLEEPY,
+                SLEEPY_CONFIG.format(name="sleepy_one", extra=inflight("1")))
+    write_model(repo, "sleepy_bad", SLEEPY,
+                SLEEPY_CONFIG.format(name="sleepy_bad", extra=inflight("zero")))
+    write_model(repo, "threaded", THREADED, THREADED_CONFIG)
+    server = TritonServer(repo, work, args=[
+        "--model-control-mode=explicit", "--load-model=sleepy",
+        "--load-model=sleepy_one", "--load-model=threaded"])
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        stubs = server.stubs()
+        assert server.stop() == 0, server.log()[-3000:]
+        time.sleep(0.2)
+        assert not [p for p in stubs if os.path.exists(f"/proc/{p}")], "stubs outlived the server"
+
+
+def run_sleepers(server: TritonServer, model: str, n: int, ms: float) -> float:
+    async def run() -> float:
+        async with httpaio.InferenceServerClient(server.http_url) as c:
+            async def one() -> None:
+                x = httpaio.InferInput("SLEEP_MS", [1], "FP32")
+                x.set_data_from_numpy(np.array([ms], np.float32))
+                await c.infer(model, [x])
+            await one()  # warm
+            start = time.monotonic()
+            await asyncio.gather(*(one() for _ in range(n)))
+            return time.monotonic() - start
+    return asyncio.run(run())
+
+
+def test_async_batches_overlap_up_to_the_bound(srv: TritonServer) -> None:
+    elapsed = run_sleepers(srv, "sleepy", 8, 300)
+    assert elapsed < 1.5, f"8 x 300 ms took {elapsed:.2f} s on an async instance"
+
+
+def test_max_inflight_batches_one_serialises(srv: TritonServer) -> None:
+    elapsed = run_sleepers(srv, "sleepy_one", 4, 300)
+    assert elapsed >= 1.1, f"4 x 300 ms took {elapsed:.2f} s with max_inflight_batches 1"
+
+
+def test_bad_max_inflight_batches_fails_the_load(srv: TritonServer) -> None:
+    c = httpclient.InferenceServerClient(srv.http_url)
+    try:
+        with pytest.raises(InferenceServerException) as e:
+            c.load_model("sleepy_bad")
+        msg = str(e.value)
+        assert "max_inflight_batches" in msg and "zero" in msg, msg
+    finally:
+        c.close()
+
+
+def stream_threaded(server: TritonServer, n: int) -> list[int]:
+    got: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        c.start_stream(callback=lambda result, error: got.put((result, error)))
+        x = grpcclient.InferInput("N", [1], "INT32")
+        x.set_data_from_numpy(np.array([n], np.int32))
+        c.async_stream_infer("threaded", [x], enable_empty_final_response=True)
+        seen = []
+        while True:
+            r, e = got.get(timeout=30)
+            assert e is None, e
+            resp = r.get_response()
+            if resp.outputs:
+                seen.append(int(r.as_numpy("I")[0]))
+            if resp.parameters["triton_final_response"].bool_param:
+                return seen
+    finally:
+        c.stop_stream()
+        c.close()
+
+
+def test_sync_decoupled_streams_after_execute_returned(srv: TritonServer) -> None:
+    assert stream_threaded(srv, 10) == list(range(10))
+    # The instance is free for the next request while the first streams.
+    assert stream_threaded(srv, 3) == [0, 1, 2]
+
+
+def test_stub_death_fails_streams_fast_and_recovers(srv: TritonServer) -> None:
+    before = set(srv.stubs())
+    errors: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(srv.grpc_url)
+    c.start_stream(callback=lambda result, error: (
+        errors.put((time.monotonic(), error)) if error else None))
+    try:
+        for i in range(3):
+            x = grpcclient.InferInput("N", [1], "INT32")
+            x.set_data_from_numpy(np.array([100000], np.int32))
+            c.async_stream_infer("threaded", [x], request_id=f"s{i}")
+        time.sleep(0.5)
+        threaded = [p for p in before if "threaded" in
+                    open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")]
+        assert len(threaded) == 1, threaded
+        killed = time.monotonic()
+        os.kill(threaded[0], signal.SIGKILL)
+        msgs = []
+        for _ in range(3):
+            t, e = errors.get(timeout=10)
+            msgs.append((t - killed, str(e)))
+        # The backend answers within 100 ms of the death; allow for the
+        # client's side on a loaded 2-core box.
+        assert all(dt < 1.0 for dt, _ in msgs), msgs
+        assert all("signal 9" in m and "threaded" in m for _, m in msgs), msgs
+    finally:
+        c.stop_stream()
+        c.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            assert stream_threaded(srv, 2) == [0, 1]
+            break
+        except (InferenceServerException, AssertionError):
+            time.sleep(0.2)
+    else:
+        raise AssertionError("the restarted stub does not serve")
+
+
+def test_stub_death_with_async_batches_in_flight(srv: TritonServer) -> None:
+    x = httpclient.InferInput("SLEEP_MS", [1], "FP32")
+    x.set_data_from_numpy(np.array([0], np.float32))
+    h = httpclient.InferenceServerClient(srv.http_url, concurrency=8, network_timeout=60)
+    try:
+        pid = int(h.infer("sleepy", [x]).as_numpy("PID")[0])
+        x.set_data_from_numpy(np.array([60000], np.float32))
+        pending = [h.async_infer("sleepy", [x]) for _ in range(6)]
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        start = time.monotonic()
+        for p in pending:
+            with pytest.raises(InferenceServerException) as e:
+                p.get_result()
+            assert "signal 9" in str(e.value), str(e.value)
+        assert time.monotonic() - start < 5
+        deadline = time.monotonic() + 30
+        x.set_data_from_numpy(np.array([0], np.float32))
+        while time.monotonic() < deadline:
+            try:
+                assert int(h.infer("sleepy", [x]).as_numpy("PID")[0]) != pid
+                break
+            except InferenceServerException:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("no new stub")
+    finally:
+        h.close()
