@@ -46,6 +46,7 @@ CANCEL = 13
 SEND_ERROR = 14
 IS_READY = 15
 READY = 16
+DRAIN = 17
 
 RESP_FINAL = 1
 RESP_RESCHEDULE = 0x40000000
@@ -57,7 +58,7 @@ LOC_ARENA = 1
 cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = 16
+cdef int _LAST_TYPE = 17
 cdef uint32_t _RESP_FLAGS = 0xC0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
 
@@ -242,7 +243,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
     ERROR -> message; RELEASE -> list of (arena_id, offset);
     CANCEL -> list of (batch_id, request_index);
     SEND_ERROR -> (batch_id, request_index, code, message);
-    READY -> (ready, message); FINALIZE, IS_READY -> None.
+    READY -> (ready, message); FINALIZE, IS_READY, DRAIN -> None.
     """
     cdef Py_ssize_t n = buf.shape[0]
     if start < 0 or start > n:
@@ -265,7 +266,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
             raise ProtocolError(f"frame type {ftype}: JSON body is not an object")
         return out
     cdef uint64_t bid
-    if ftype == FINALIZE or ftype == IS_READY:
+    if ftype == FINALIZE or ftype == IS_READY or ftype == DRAIN:
         out = None
     elif ftype == CANCEL:
         count = r.u32()

@@ -383,11 +383,8 @@ class Engine:
         deadline = self.loop.time() + grace
         while self.batches and self.loop.time() < deadline:
             await asyncio.sleep(0.01)
-        tasks = [b.task for b in self.batches.values() if b.task is not None and not b.task.done()]
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+        # First answer every open request, so each client learns why; then
+        # stop the work (a cancelled task finds its requests already closed).
         for batch in list(self.batches.values()):
             for req in batch.requests:
                 if self._close(req):
@@ -395,7 +392,13 @@ class Engine:
                         f"model '{self.model_name}' was unloaded with request "
                         f"'{req.request_id()}' in flight", _UNAVAILABLE)
                     self._queue(req, _Response(error=err), C.RESP_FINAL)
-            self.flush()
+        self.flush()
+        tasks = [b.task for b in self.batches.values() if b.task is not None and not b.task.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        for batch in list(self.batches.values()):
             if not batch.returned:
                 batch.returned = True
                 self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))

@@ -41,6 +41,7 @@ class Stub:
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
         self._finalizing = False
+        self._draining = False
 
     # ---------------------------------------------------------------- life
 
@@ -114,6 +115,10 @@ class Stub:
                 self.engine.on_send_error(*body)
             elif ftype == C.IS_READY:
                 self._on_is_ready(fid)
+            elif ftype == C.DRAIN:
+                if not self._draining and not self._finalizing:
+                    self._draining = True
+                    self.loop.create_task(self._drain())
             elif ftype == C.INIT:
                 self._on_init(body)
             elif ftype == C.FINALIZE:
@@ -162,6 +167,13 @@ class Stub:
             "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",
             "is_ready": callable(getattr(self.model, "is_ready", None)),
         }))
+
+    async def _drain(self) -> None:
+        grace = float(self.settings.get("finalize_grace_seconds", DEFAULT_FINALIZE_GRACE))
+        try:
+            await self.engine.drain(grace)
+        finally:
+            self._draining = False
 
     async def _finalize(self) -> None:
         grace = float(self.settings.get("finalize_grace_seconds", DEFAULT_FINALIZE_GRACE))

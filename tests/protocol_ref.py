@@ -27,7 +27,7 @@ FLAG_BATCH_DONE = 2
 
 HELLO, INIT, INIT_DONE, ARENA, EXECUTE, RESPONSES, EXECUTE_DONE = 1, 2, 3, 4, 5, 6, 7
 LOG, FINALIZE, FINALIZE_DONE, ERROR, RELEASE = 8, 9, 10, 11, 12
-CANCEL, SEND_ERROR, IS_READY, READY = 13, 14, 15, 16
+CANCEL, SEND_ERROR, IS_READY, READY, DRAIN = 13, 14, 15, 16, 17
 RESP_FINAL = 1
 RESP_RESCHEDULE = 1 << 30
 RESP_NO_RESPONSE = 1 << 31
@@ -36,7 +36,7 @@ TYPE_NAMES = {
     EXECUTE: "EXECUTE", RESPONSES: "RESPONSES", EXECUTE_DONE: "EXECUTE_DONE",
     LOG: "LOG", FINALIZE: "FINALIZE", FINALIZE_DONE: "FINALIZE_DONE",
     ERROR: "ERROR", RELEASE: "RELEASE", CANCEL: "CANCEL", SEND_ERROR: "SEND_ERROR",
-    IS_READY: "IS_READY", READY: "READY",
+    IS_READY: "IS_READY", READY: "READY", DRAIN: "DRAIN",
 }
 TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
 JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
@@ -138,7 +138,7 @@ def encode(ftype: int, body: dict[str, Any], *, id: int = 0, flags: int = 0) -> 
 def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     if ftype in JSON_TYPES:
         w.b += json.dumps(body["json"], separators=(",", ":"), sort_keys=True).encode()
-    elif ftype in (FINALIZE, IS_READY):
+    elif ftype in (FINALIZE, IS_READY, DRAIN):
         pass
     elif ftype == CANCEL:
         w.u32(len(body["requests"]))
@@ -321,7 +321,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise ProtocolError("JSON body is not an object")
         body = {"json": obj}
-    elif ftype in (FINALIZE, IS_READY):
+    elif ftype in (FINALIZE, IS_READY, DRAIN):
         body = {}
     elif ftype == CANCEL:
         cancels = []

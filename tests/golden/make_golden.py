@@ -101,6 +101,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
         ("send_error.bin", P.SEND_ERROR, {"batch_id": 9, "request_index": 1, "error_code": 7,
                                           "message": "request cancelled"}, 0, 0),
         ("is_ready.bin", P.IS_READY, {}, 3, 0),
+        ("drain.bin", P.DRAIN, {}, 0, 0),
         ("ready.bin", P.READY, {"ready": 0, "message": "warming up"}, 3, 0),
         ("release.bin", P.RELEASE, {"allocations": [{"arena_id": 1, "offset": 64},
                                                     {"arena_id": 2, "offset": 1 << 33}]}, 0, 0),

@@ -83,7 +83,7 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
              "error_code": err[0] if err else 0, "error_message": err[1] if err else "",
              "parameters": params, "outputs": [_tensor(buf, t) for t in outs]}
             for bid, idx, rf, err, params, outs in body]}
-    elif ftype == C.IS_READY:
+    elif ftype in (C.IS_READY, C.DRAIN):
         out = {}
     elif ftype == C.CANCEL:
         out = {"requests": [{"batch_id": b, "request_index": i} for b, i in body]}

@@ -18,12 +18,12 @@ class TritonPythonModel:
     def initialize(self, args):
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(
             json.loads(args["model_config"]))
-        self.done = {}  # correlation id -> iterations so far
+        self.done = {}  # request id -> iterations so far
 
     def execute(self, requests):
         responses = []
         for r in requests:
-            key = r.correlation_id()
+            key = r.request_id()
             n = int(pb_utils.get_input_tensor_by_name(r, "N").as_numpy().reshape(-1)[0])
             count = self.done.get(key, 0) + 1
             self.done[key] = count
