@@ -44,6 +44,34 @@ def _server_path(args: argparse.Namespace) -> int:
     return 0
 
 
+def _find_bench_root() -> str | None:
+    """The source tree holding bench/: $TRITONPY_SOURCE, else the current
+    directory or one of its parents (the suite is not part of the wheel)."""
+    candidates = [os.environ.get("TRITONPY_SOURCE", "")]
+    here = os.path.abspath(os.getcwd())
+    while True:
+        candidates.append(here)
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    for c in candidates:
+        if c and os.path.isfile(os.path.join(c, "bench", "run.py")):
+            return c
+    return None
+
+
+def _bench(argv: list[str]) -> int:
+    root = _find_bench_root()
+    if root is None:
+        print("tritonpy: the benchmark suite lives in the source tree (bench/): run this "
+              "from a tritonpy checkout or set TRITONPY_SOURCE to one", file=sys.stderr)
+        return 2
+    import subprocess
+    cmd = [sys.executable, "-m", "bench", "--command", "tritonpy bench " + " ".join(argv), *argv]
+    return subprocess.call(cmd, cwd=root)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tritonpy",
@@ -85,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="interpreter that runs the stub (default: this one)")
     i.set_defaults(func=_install)
 
+    sub.add_parser(
+        "bench", help="run the benchmark suite (tritonpy vs the official backend vs a native floor)",
+        description="Run the benchmark suite of a tritonpy source tree (the current directory "
+                    "or $TRITONPY_SOURCE); arguments go to it: tritonpy bench --help.",
+        add_help=False)
+
     w = sub.add_parser("server-path", help="print the tritonserver that serve would run",
                        description="Print the tritonserver binary that 'tritonpy serve' runs.")
     w.set_defaults(func=_server_path)
@@ -92,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # everything after it belongs to the suite's own parser
+        return _bench(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Load generators: wrk for HTTP, bench/grpc_load.py for gRPC.
+
+Each runner warms up, measures one window, and returns the raw counts plus
+the server CPU seconds spent in that window and the CPU the load generator
+itself used (to flag a saturated client)."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.server import Server
+
+GRPC_LOAD = Path(__file__).resolve().parent / "grpc_load.py"
+# A load generator process above this many cores per thread is the bottleneck.
+SATURATED = 0.9
+
+
+@dataclass
+class HttpBody:
+    """An HTTP inference request, as wrk will send it."""
+    path: str
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def json_body(model: str, inputs: list[tuple[str, str, list[int], list]]) -> HttpBody:
+    doc = {"inputs": [{"name": n, "datatype": dt, "shape": shape, "data": data}
+                      for n, dt, shape, data in inputs]}
+    return HttpBody(f"/v2/models/{model}/infer", json.dumps(doc, separators=(",", ":")).encode(),
+                    {"Content-Type": "application/json"})
+
+
+def binary_body(model: str, nbytes: int) -> HttpBody:
+    """UINT8 [nbytes] in, OUTPUT0 back, both as binary tensor data."""
+    header = json.dumps({
+        "inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": [nbytes],
+                    "parameters": {"binary_data_size": nbytes}}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+    }, separators=(",", ":")).encode()
+    return HttpBody(f"/v2/models/{model}/infer", header + bytes(nbytes),
+                    {"Content-Type": "application/octet-stream",
+                     "Inference-Header-Content-Length": str(len(header))})
+
+
+def _lua_string(data: bytes) -> str:
+    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:03d}"
+                         for b in data) + '"'
+
+
+def wrk_script(body: HttpBody, dest: Path) -> Path:
+    """A wrk Lua script that posts ``body`` and prints one JSON line."""
+    header, payload = body.body, b""
+    size = int(body.headers.get("Inference-Header-Content-Length", "0"))
+    if size:  # binary tensor data: build the zero bytes in Lua, not in the script text
+        header, payload = body.body[:size], body.body[size:]
+        assert payload == bytes(len(payload))
+    lines = ['wrk.method = "POST"']
+    lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in body.headers.items()]
+    lines.append(f"wrk.body = {_lua_string(header)}"
+                 + (f' .. string.rep("\\0", {len(payload)})' if payload else ""))
+    lines.append('''done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,'
+    .. '"socket_errors":%d,"status_errors":%d,"timeouts":%d,'
+    .. '"p50_us":%d,"p90_us":%d,"p99_us":%d}\\n',
+    summary.requests, summary.duration, summary.bytes,
+    e.connect + e.read + e.write + e.timeout, e.status, e.timeout,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99)))
+end''')
+    dest.write_text("\n".join(lines) + "\n")
+    return dest
+
+
+def _children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_wrk(wrk: str, server: Server, script: Path, path: str, *, conns: int,
+            duration: float, warmup: float, max_threads: int = 2) -> dict:
+    threads = max(1, min(conns, max_threads))
+    url = f"http://{server.http}{path}"
+
+    def once(seconds: float) -> tuple[subprocess.CompletedProcess, float, float, float]:
+        cmd = [wrk, f"-t{threads}", f"-c{conns}", f"-d{max(1, round(seconds))}s",
+               "--timeout", "30s", "-s", str(script), url]
+        c0, s0, t0 = _children_cpu(), server.cpu_seconds(), time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        return proc, wall, server.cpu_seconds() - s0, _children_cpu() - c0
+
+    if warmup > 0:
+        once(warmup)
+    proc, wall, server_cpu, client_cpu = once(duration)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout}")
+    r = json.loads(line[len("WRKJSON "):])
+    ok = r["requests"] - r["status_errors"]
+    window = r["duration_us"] / 1e6
+    return {
+        "ok": ok, "errors": r["status_errors"] + r["socket_errors"], "window_s": window,
+        "rps": ok / window, "p50_us": r["p50_us"], "p90_us": r["p90_us"], "p99_us": r["p99_us"],
+        "server_cpu_s": server_cpu, "client_cores": client_cpu / wall,
+        "client_saturated": client_cpu / wall / threads >= SATURATED,
+    }
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q / 100.0 * len(values)))]
+
+
+def run_grpc(server: Server, *, mode: str, model: str, conns: int, duration: float,
+             warmup: float, procs: int, tokens: int = 100, spinup: float = 1.5) -> dict:
+    """Run ``procs`` grpc_load.py workers sharing ``conns`` and one window."""
+    procs = max(1, min(procs, conns))
+    start = time.time() + spinup + warmup
+    end = start + duration
+    shares = [conns // procs + (i < conns % procs) for i in range(procs)]
+    workers = [subprocess.Popen(
+        [sys.executable, str(GRPC_LOAD), "--target", server.grpc, "--mode", mode,
+         "--model", model, "--conns", str(n), "--tokens", str(tokens),
+         "--start", repr(start), "--end", repr(end)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in shares]
+    time.sleep(max(0.0, start - time.time()))
+    s0 = server.cpu_seconds()
+    time.sleep(max(0.0, end - time.time()))
+    server_cpu = server.cpu_seconds() - s0
+    outs = []
+    for w in workers:
+        try:
+            stdout, stderr = w.communicate(timeout=duration + 60)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            stdout, stderr = w.communicate()
+        if w.returncode != 0 or not stdout.strip():
+            raise RuntimeError(f"grpc_load failed ({w.returncode}): {stderr.strip()[-2000:]}")
+        outs.append(json.loads(stdout))
+    ok = sum(o.get("ok", 0) for o in outs)
+    errors = sum(o.get("errors", 0) for o in outs)
+    cores = [o.get("client_cpu_s", 0.0) / duration for o in outs]
+    r = {"ok": ok, "errors": errors, "window_s": duration, "server_cpu_s": server_cpu,
+         "client_cores": sum(cores), "client_saturated": max(cores) >= SATURATED,
+         "error": next((o["error"] for o in outs if "error" in o), None),
+         "timed_out": any(o.get("timed_out") for o in outs)}
+    if mode == "unary":
+        lat = [x for o in outs for x in o["latency_us"]]
+        r.update(rps=ok / duration, p50_us=_percentile(lat, 50), p90_us=_percentile(lat, 90),
+                 p99_us=_percentile(lat, 99))
+    else:
+        ttft = [x for o in outs for x in o["ttft_us"]]
+        itl = [x for o in outs for x in o["itl_us"]]
+        toks = sum(o["tokens"] for o in outs)
+        r.update(tokens=toks, tok_s=toks / duration,
+                 ttft_p50_ms=_ms(_percentile(ttft, 50)), ttft_p99_ms=_ms(_percentile(ttft, 99)),
+                 itl_p50_us=_percentile(itl, 50), itl_p99_us=_percentile(itl, 99),
+                 samples={"ttft_ms": [x / 1000 for x in _thin(ttft)],
+                          "itl_us": _thin(itl)})
+    return r
+
+
+def _ms(us: float | None) -> float | None:
+    return None if us is None else us / 1000.0
+
+
+def _thin(values: list[float], keep: int = 2000) -> list[float]:
+    """Evenly spaced order statistics: enough to draw a distribution."""
+    if len(values) <= keep:
+        return sorted(values)
+    values = sorted(values)
+    return [values[int(i * (len(values) - 1) / (keep - 1))] for i in range(keep)]

@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The bench model repository, generated per system.
+
+tritonpy and the official backend run the very same ``model.py`` files; only
+``backend:`` in ``config.pbtxt`` differs. The floor serves the same names
+natively (``bench/floor/floor.cc``) and has no BLS model. The models must
+run on numpy 1.26 (the official stub's interpreter) as well as numpy 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BACKENDS = {"tritonpy": "tritonpy", "official": "python", "floor": "floor"}
+
+ADD_SUB_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            y = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            responses.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("OUTPUT0", x + y), pb_utils.Tensor("OUTPUT1", x - y)]))
+        return responses
+'''
+
+IDENTITY_PY = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(
+                    "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+                for r in requests]
+'''
+
+ASYNC_SLEEP_PY = '''
+import asyncio
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        await asyncio.sleep(0.01)
+        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(
+                    "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
+                for r in requests]
+'''
+
+STREAM_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        for request in requests:
+            sender = request.get_response_sender()
+            n = int(pb_utils.get_input_tensor_by_name(request, "N").as_numpy().reshape(-1)[0])
+            for i in range(n):
+                sender.send(pb_utils.InferenceResponse(output_tensors=[
+                    pb_utils.Tensor("TOKEN", np.array([i], dtype=np.int32))]),
+                    flags=final if i == n - 1 else 0)
+            if n <= 0:
+                sender.send(flags=final)
+        return None
+'''
+
+BLS_PY = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            inner = pb_utils.InferenceRequest(
+                model_name="add_sub", requested_output_names=["OUTPUT0", "OUTPUT1"],
+                inputs=[pb_utils.get_input_tensor_by_name(request, "INPUT0"),
+                        pb_utils.get_input_tensor_by_name(request, "INPUT1")]).exec()
+            if inner.has_error():
+                raise pb_utils.TritonModelException(inner.error().message())
+            responses.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.get_output_tensor_by_name(inner, "OUTPUT0"),
+                pb_utils.get_output_tensor_by_name(inner, "OUTPUT1")]))
+        return responses
+'''
+
+_ADD_SUB_IO = '''input [
+  { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] },
+  { name: "INPUT1", data_type: TYPE_FP32, dims: [ 4 ] }
+]
+output [
+  { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] },
+  { name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 4 ] }
+]'''
+
+# name -> (model.py source or None for floor-only, config body after backend)
+MODELS: dict[str, tuple[str, str]] = {
+    "add_sub": (ADD_SUB_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
+    "load_probe": (ADD_SUB_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
+    "identity": (IDENTITY_PY, '''max_batch_size: 0
+input [ { name: "INPUT0", data_type: TYPE_UINT8, dims: [ -1 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_UINT8, dims: [ -1 ] } ]'''),
+    "batched": (IDENTITY_PY, '''max_batch_size: 64
+dynamic_batching { max_queue_delay_microseconds: 100 }
+input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]'''),
+    "async_sleep": (ASYNC_SLEEP_PY, '''max_batch_size: 0
+input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]'''),
+    "stream": (STREAM_PY, '''max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "N", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "TOKEN", data_type: TYPE_INT32, dims: [ 1 ] } ]'''),
+    "bls": (BLS_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
+}
+
+# Models the floor cannot serve natively (BLS would need the whole
+# TRITONSERVER in-process inference API).
+FLOOR_MISSING = {"bls"}
+# Loaded on demand by the load-time scenario, not at server start.
+ON_DEMAND = {"load_probe"}
+
+
+def models_for(system: str) -> list[str]:
+    return [m for m in MODELS if not (system == "floor" and m in FLOOR_MISSING)]
+
+
+def write_repository(dest: Path, system: str) -> Path:
+    """Write the repository for ``system`` (tritonpy, official or floor)."""
+    backend = BACKENDS[system]
+    dest.mkdir(parents=True, exist_ok=True)
+    header = "# SPDX-License-Identifier: BSD-3-Clause\n# Copyright (c) The tritonpy authors.\n"
+    for name in models_for(system):
+        source, body = MODELS[name]
+        model = dest / name
+        (model / "1").mkdir(parents=True, exist_ok=True)
+        if system != "floor":
+            (model / "1" / "model.py").write_text(header + source)
+        (model / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "{backend}"\n{body}\n'
+            'instance_group [ { kind: KIND_CPU, count: 1 } ]\n')
+    return dest

@@ -1,0 +1,395 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Aggregation (medians with min/max over rounds, ratios) and the outputs:
+bench.json, bench.md, PNG plots, and optionally docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import statistics
+from pathlib import Path
+
+from bench.scenarios import Config, Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+DEFAULT_COMMAND = "make bench"
+SATURATION_MARK = "†"
+MACHINE_MARK = "‡"
+
+
+def machine() -> dict:
+    info = {"cores": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                info["memory_gib"] = round(int(line.split()[1]) / (1 << 20), 1)
+                break
+    except OSError:
+        pass
+    from tritonpy import install as inst
+    try:
+        site = inst.tritonserver().resolve().parents[3]
+        dist = next(site.glob("nvidia_pytriton-*.dist-info"), None)
+        if dist:
+            info["server"] = f"tritonserver from {dist.name.removesuffix('.dist-info')}"
+    except Exception:
+        pass
+    return info
+
+
+def aggregate(scen: Scenario, runs: list[dict]) -> dict:
+    ok = [r for r in runs if r.get("status") == "ok"]
+    if not ok:
+        first = runs[0] if runs else {"status": "missing", "reason": "not run"}
+        return {"status": first["status"], "reason": first.get("reason", "")}
+    metrics = {}
+    for m in scen.metrics:
+        values = [r["metrics"][m.key] for r in ok if r["metrics"].get(m.key) is not None]
+        if values:
+            metrics[m.key] = {"median": statistics.median(values), "min": min(values),
+                              "max": max(values), "n": len(values)}
+    out = {"status": "ok", "metrics": metrics,
+           "client_saturated": any(r.get("client_saturated") for r in ok),
+           "machine_saturated": any(r.get("machine_saturated") for r in ok),
+           "client_cores_max": max((r.get("client_cores") or 0.0) for r in ok),
+           "errors": sum(r.get("errors", 0) for r in ok)}
+    extra = {}
+    for key in ("p50_us", "p99_us", "rps"):
+        values = [r["extra"][key] for r in ok if r.get("extra", {}).get(key) is not None]
+        if values:
+            extra[key] = statistics.median(values)
+    if extra:
+        out["extra"] = extra
+    samples = [r["samples"] for r in ok if "samples" in r]
+    if samples:
+        out["samples"] = samples[-1]
+    return out
+
+
+def build_doc(cfg: Config, scenarios: list[Scenario], systems: list[str],
+              results: dict[str, dict[str, list[dict]]], rounds: int, elapsed: float,
+              command: str | None) -> dict:
+    doc = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "machine": machine(), "command": command or DEFAULT_COMMAND,
+           "config": dataclasses.asdict(cfg), "rounds": rounds, "elapsed_s": round(elapsed),
+           "systems": systems, "scenarios": []}
+    for scen in scenarios:
+        per = {s: aggregate(scen, results[scen.id].get(s, [])) for s in systems}
+        ratios = {}
+        for m in scen.metrics:
+            tp = per.get("tritonpy", {}).get("metrics", {}).get(m.key)
+            for other in ("official", "floor"):
+                ref = per.get(other, {}).get("metrics", {}).get(m.key)
+                if tp and ref and ref["median"]:
+                    ratios.setdefault(m.key, {})[f"tritonpy/{other}"] = tp["median"] / ref["median"]
+        doc["scenarios"].append({
+            "id": scen.id, "group": scen.group, "title": scen.title, "model": scen.model,
+            "metrics": [dataclasses.asdict(m) for m in scen.metrics],
+            "results": per, "ratios": ratios,
+            "rounds": {s: [{k: v for k, v in r.items() if k != "samples"}
+                           for r in results[scen.id].get(s, [])] for s in systems}})
+    return doc
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return "–"
+    a = abs(x)
+    if a >= 100:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def cell(res: dict, key: str) -> str:
+    if res.get("status") != "ok":
+        return res.get("status", "–")
+    m = res["metrics"].get(key)
+    if m is None:
+        return "–"
+    text = fmt(m["median"])
+    if m["n"] > 1:
+        text += f" ({fmt(m['min'])}–{fmt(m['max'])})"
+    if res.get("client_saturated"):
+        text += SATURATION_MARK
+    elif res.get("machine_saturated"):
+        text += MACHINE_MARK
+    return text
+
+
+def table(doc: dict) -> str:
+    systems = doc["systems"]
+    head = ["scenario", "metric", *systems]
+    if "tritonpy" in systems:
+        head += [f"tritonpy/{o}" for o in ("official", "floor") if o in systems]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for sc in doc["scenarios"]:
+        for i, m in enumerate(sc["metrics"]):
+            arrow = "↑" if m["better"] == "higher" else "↓"
+            row = [sc["title"] if i == 0 else "", f"{m['label']} {arrow}"]
+            row += [cell(sc["results"][s], m["key"]) for s in systems]
+            if "tritonpy" in systems:
+                for o in ("official", "floor"):
+                    if o in systems:
+                        r = sc["ratios"].get(m["key"], {}).get(f"tritonpy/{o}")
+                        row.append(f"{r:.2f}×" if r is not None else "–")
+            lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def short_reason(reason: str) -> str:
+    """The first line of a failure message (server errors carry tracebacks)."""
+    text = reason.replace("\\n", "\n").split("\n", 1)[0]
+    return text.replace('{"error":"', "").rstrip('"}').replace("|", "/")[:200]
+
+
+def notes(doc: dict) -> str:
+    out = []
+    for sc in doc["scenarios"]:
+        for s, res in sc["results"].items():
+            if res["status"] not in ("ok", "n/a"):
+                out.append(f"- {sc['title']}, {s}: **{res['status']}**: "
+                           f"{short_reason(res.get('reason', ''))}")
+    sat = [f"{sc['title']} ({s}, {res['client_cores_max']:.2f} cores)"
+           for sc in doc["scenarios"] for s, res in sc["results"].items()
+           if res.get("client_saturated")]
+    if sat:
+        out.append(f"- {SATURATION_MARK} the load generator saturated a core (≥0.9 core per "
+                   "client thread or process) in at least one round, so the server may have "
+                   "more to give: " + "; ".join(sat))
+    busy = [f"{sc['title']} ({s})" for sc in doc["scenarios"]
+            for s, res in sc["results"].items()
+            if res.get("machine_saturated") and not res.get("client_saturated")]
+    if busy:
+        out.append(f"- {MACHINE_MARK} the load generator used at least a quarter of the "
+                   "machine's cores while client and server together used at least 90% of "
+                   "them: the client takes CPU the server could use, so the faster system "
+                   "is understated: " + "; ".join(busy))
+    return "\n".join(out)
+
+
+def markdown(doc: dict) -> str:
+    m = doc["machine"]
+    cfg = doc["config"]
+    return (f"Run {doc['date']} on {m.get('cpu', '?')}, {m.get('cores')} cores, "
+            f"{m.get('memory_gib', '?')} GiB, Linux {m.get('kernel')}; {m.get('server', '')}. "
+            f"{doc['rounds']} alternating round(s) of {', '.join(doc['systems'])}; "
+            f"{cfg['duration']} s measured per scenario after {cfg['warmup']} s warm-up; "
+            f"whole run {doc['elapsed_s'] / 60:.1f} min. Cells: median (min–max over rounds). "
+            "↑ higher is better, ↓ lower is better. CPU = tritonserver plus its stub "
+            "processes, from /proc.\n\n" + table(doc) + "\n\n" + notes(doc) + "\n")
+
+
+def plots(doc: dict, out_dir: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"tritonpy": "tab:blue", "official": "tab:orange", "floor": "tab:gray"}
+    by_id = {sc["id"]: sc for sc in doc["scenarios"]}
+    conns = [1, *doc["config"]["conns"]]
+    written = []
+
+    def series(proto: str, key: str, system: str) -> tuple[list[int], list[float]]:
+        xs, ys = [], []
+        for c in conns:
+            res = by_id.get(f"{proto}_add_sub_c{c}", {}).get("results", {}).get(system, {})
+            value = res.get("extra", {}).get(key)
+            if value is not None:
+                xs.append(c)
+                ys.append(value)
+        return xs, ys
+
+    for name, keys, ylabel in (("add_sub_throughput.png", [("rps", "-")], "requests/s"),
+                               ("add_sub_latency.png", [("p50_us", "-"), ("p99_us", "--")],
+                                "latency (us), p50 solid, p99 dashed")):
+        fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
+        for ax, proto in zip(axes, ("http", "grpc")):
+            for system in doc["systems"]:
+                for key, style in keys:
+                    xs, ys = series(proto, key, system)
+                    if xs:
+                        ax.plot(xs, ys, style, marker="o", ms=3, color=colors[system],
+                                label=system if style == "-" else None)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(conns, [str(c) for c in conns])
+            ax.set_title(f"add_sub, {proto.upper()}", fontsize=9)
+            ax.set_xlabel("connections", fontsize=8)
+            ax.grid(alpha=0.3)
+            if name == "add_sub_latency.png":
+                ax.set_yscale("log")
+        axes[0].set_ylabel(ylabel, fontsize=8)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        path = out_dir / name
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        written.append(path)
+
+    streams = [sc for sc in doc["scenarios"] if sc["id"].startswith("stream_")]
+    if streams:
+        fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+        styles = ["-", "--", ":", "-."]
+        for j, sc in enumerate(streams):
+            for system in doc["systems"]:
+                samples = sc["results"].get(system, {}).get("samples")
+                if not samples:
+                    continue
+                for ax, key in zip(axes, ("ttft_ms", "itl_us")):
+                    values = samples.get(key) or []
+                    if values:
+                        ys = [(i + 1) / len(values) for i in range(len(values))]
+                        ax.plot(values, ys, styles[j % 4], color=colors[system],
+                                label=f"{system}, {sc['title'].split()[1]} streams")
+        axes[0].set_xlabel("time to first token (ms)", fontsize=8)
+        axes[1].set_xlabel("inter-token latency (us)", fontsize=8)
+        for ax in axes:
+            ax.set_xscale("log")
+            ax.set_ylabel("fraction", fontsize=8)
+            ax.grid(alpha=0.3)
+        axes[0].legend(fontsize=6)
+        axes[0].set_title("decoupled streaming: TTFT (CDF)", fontsize=9)
+        axes[1].set_title("decoupled streaming: inter-token (CDF)", fontsize=9)
+        fig.tight_layout()
+        path = out_dir / "streaming.png"
+        fig.savefig(path, dpi=80)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def headline(doc: dict) -> str:
+    by_id = {sc["id"]: sc for sc in doc["scenarios"]}
+    parts = []
+    for sid, key, what in (("http_add_sub_c1", "p50_us", "HTTP add_sub p50 latency @1"),
+                           ("http_add_sub_c64", "rps", "HTTP add_sub req/s @64"),
+                           ("grpc_add_sub_c64", "rps", "gRPC add_sub req/s @64"),
+                           ("async_sleep_c256", "rps", "async 10 ms req/s @256")):
+        r = by_id.get(sid, {}).get("ratios", {}).get(key, {})
+        if "tritonpy/official" in r:
+            parts.append(f"{what}: tritonpy/official {r['tritonpy/official']:.2f}×"
+                         + (f", tritonpy/floor {r['tritonpy/floor']:.2f}×"
+                            if "tritonpy/floor" in r else ""))
+    return "; ".join(parts)
+
+
+def publish(doc: dict, md: str, images: list[Path]) -> Path:
+    img_dir = DOCS / "benchmarks"
+    img_dir.mkdir(parents=True, exist_ok=True)
+    for p in images:
+        shutil.copy2(p, img_dir / p.name)
+    pics = "\n".join(f"![{p.stem.replace('_', ' ')}](benchmarks/{p.name})" for p in images)
+    page = f"""# Benchmarks
+
+tritonpy side by side with the official Triton Python backend and a native
+"floor" backend (`bench/floor/`, C++, no Python: the limit any Python backend
+can reach in this server), all in the same tritonserver binary (2.51, from
+the `nvidia-pytriton` wheel), the same model repository (the same `model.py`
+for both Python backends; only `backend:` differs) and the same load
+generators. Each round starts one server per system in turn (tritonpy,
+official, floor, then again), warm-up excluded; cells show the median over
+rounds and the min–max range. Absolute numbers on a shared 2-core machine are
+noisy: read the ratios, measured in the same run.
+
+Headline: {headline(doc) or "see the table"}.
+
+## Reproduce
+
+```sh
+{doc['command']}
+```
+
+`make bench` sets up what it needs (wrk from Debian, matplotlib, numpy for
+the interpreter the official stub embeds, the floor backend built with
+CMake), runs for under 20 minutes on this machine, and writes
+`bench/results/bench.{{md,json}}` and plots, then this page. `make
+bench-smoke` is a seconds-per-scenario end-to-end check. `python -m bench
+--help` (or `tritonpy bench --help`) lists every knob: rounds, durations,
+connection counts, sizes, streams, tokens, systems, scenario filter.
+
+## Latest run
+
+{md}
+## Plots
+
+{pics}
+
+## How each number is measured
+
+- HTTP: wrk (1 thread at 1 connection, else 2), the JSON body
+  `{{"inputs":[{{"name":"INPUT0","shape":[4],"datatype":"FP32","data":[1,2,3,4]}},
+  {{"name":"INPUT1",...,"data":[1,1,1,1]}}]}}`; percentiles from wrk's histogram.
+- gRPC: `bench/grpc_load.py`, Python asyncio (grpc.aio, uvloop), requests
+  serialized once and sent as raw bytes; 1 process at 1 connection, else
+  {doc['config']['grpc_procs']} processes sharing the connections and one
+  measuring window. A Python client costs more CPU per request than the
+  server: where it saturated a core the cell carries {SATURATION_MARK}.
+- identity: a UINT8 tensor in and out as binary tensor data over HTTP,
+  {doc['config']['identity_conns']} connections; MiB/s counts one direction.
+- batched: identity on FP32 [1,4] with `max_batch_size: 64` and
+  `dynamic_batching`; avg batch from the model statistics.
+- async: `async def execute` awaiting `asyncio.sleep(0.01)`, one instance;
+  the floor answers from a timer thread after 10 ms. Measured over at least
+  {doc['config'].get('async_duration', 8)} s with no warm-up: a backend that
+  serialises the awaits queues 2.6 s of work at 256 connections.
+- stream: a decoupled model sending {doc['config']['tokens']} INT32 tokens per
+  request from a plain `def execute`; each gRPC stream sends its next request
+  when the last token arrives. TTFT counts requests sent in the window.
+  Inter-token latency is the gap between consecutive tokens of one request
+  as the client sees them: a backend that streams one request at a time (the
+  official one with a sync `execute`) shows tiny gaps and a long TTFT, one
+  that interleaves every stream shows gaps near streams / (tokens/s). Read
+  it together with tokens/s and TTFT.
+- BLS: a model whose `execute` calls add_sub with `InferenceRequest.exec()`;
+  the floor has no BLS model (n/a).
+- load: `load_probe` (add_sub, one instance) loaded through the repository
+  API and unloaded again; RSS of the stub process it started.
+- CPU s / 1k req: user+system CPU of tritonserver and its children during
+  the measured window, per 1000 successful requests (tokens for streams).
+- "not yet": the tritonpy capability is not built (the model failed to load
+  or the first request failed); the suite measures it as soon as it works.
+"""
+    path = DOCS / "benchmarks.md"
+    path.write_text(page)
+    return path
+
+
+def render(doc: dict, out_dir: Path, with_plots: bool, publish: bool) -> str:
+    """Re-render the table, plots and (optionally) docs from a bench.json."""
+    md = markdown(doc)
+    (out_dir / "bench.md").write_text(md)
+    images = plots(doc, out_dir) if with_plots else []
+    if publish:
+        globals()["publish"](doc, md, images)
+    return md
+
+
+def write_all(out_dir: Path, cfg: Config, scenarios: list[Scenario], systems: list[str],
+              results: dict, rounds: int, elapsed: float, with_plots: bool, *,
+              command: str | None = None, publish: bool = False) -> str:
+    doc = build_doc(cfg, scenarios, systems, results, rounds, elapsed, command)
+    (out_dir / "bench.json").write_text(json.dumps(doc, indent=1))
+    md = markdown(doc)
+    (out_dir / "bench.md").write_text(md)
+    images: list[Path] = []
+    if with_plots:
+        try:
+            images = plots(doc, out_dir)
+        except Exception as e:  # plots are a convenience; the table and JSON count
+            print(f"bench: plots failed: {e}")
+    if publish:
+        globals()["publish"](doc, md, images)
+    return md

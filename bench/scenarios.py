@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The scenarios: what each one sends, with which load generator, and which
+metrics it reports. To add one, append a Scenario in ``build``; the runner,
+the table, the JSON and the smoke test pick it up."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from bench import loads
+from bench.models import FLOOR_MISSING
+from bench.server import Server, rss_bytes
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    better: str  # "higher" or "lower": how to read the ratio columns
+
+
+@dataclass
+class Config:
+    rounds: int = 3
+    duration: float = 3.0
+    warmup: float = 1.0
+    conns: tuple[int, ...] = (16, 64, 256)
+    grpc_procs: int = 2
+    identity_sizes: tuple[int, ...] = (1 << 10, 1 << 20, 16 << 20)
+    identity_conns: int = 4
+    batched_conns: int = 64
+    async_conns: tuple[int, ...] = (64, 256)
+    # A serialised 10 ms model at 256 connections has ~2.6 s of queue: the
+    # window must be several times that, and a warm-up would only leave a
+    # backlog behind for the measured run.
+    async_duration: float = 8.0
+    streams: tuple[int, ...] = (64, 256)
+    tokens: int = 100
+    bls_conns: tuple[int, ...] = (1, 64)
+    load_repeats: int = 3
+    budget_minutes: float = 19.0
+
+
+@dataclass
+class Context:
+    cfg: Config
+    wrk: str
+    scripts: Path
+
+
+@dataclass
+class Scenario:
+    id: str
+    group: str
+    title: str
+    model: str
+    metrics: list[Metric]
+    run: Callable[[Context, Server], dict]
+    # An HTTP request proving the model answers (None: readiness only).
+    probe: loads.HttpBody | None = None
+    extra: dict = field(default_factory=dict)
+
+    def applies_to(self, system: str) -> bool:
+        return not (system == "floor" and self.model in FLOOR_MISSING)
+
+
+LAT = [Metric("p50_us", "p50 (us)", "lower"), Metric("p90_us", "p90 (us)", "lower"),
+       Metric("p99_us", "p99 (us)", "lower")]
+CPU = Metric("cpu_s_per_1k", "CPU s / 1k req", "lower")
+TPUT = [Metric("rps", "req/s", "higher"), CPU]
+
+ADD_SUB_INPUTS = [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])]
+VEC_INPUT = [("INPUT0", "FP32", [4], [1, 2, 3, 4])]
+
+
+def _size_label(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= MiB else f"{n >> 10} KiB"
+
+
+def _wrk(body: loads.HttpBody, conns: int, name: str,
+         slow: bool = False) -> Callable[[Context, Server], dict]:
+    def run(ctx: Context, server: Server) -> dict:
+        script = loads.wrk_script(body, ctx.scripts / f"{name}.lua")
+        duration, warmup = ctx.cfg.duration, ctx.cfg.warmup
+        if slow:
+            duration, warmup = max(duration, ctx.cfg.async_duration), 0.0
+        return loads.run_wrk(ctx.wrk, server, script, body.path, conns=conns,
+                             duration=duration, warmup=warmup)
+    return run
+
+
+def _grpc(mode: str, model: str, conns: int) -> Callable[[Context, Server], dict]:
+    def run(ctx: Context, server: Server) -> dict:
+        procs = 1 if conns == 1 else ctx.cfg.grpc_procs
+        return loads.run_grpc(server, mode=mode, model=model, conns=conns,
+                              duration=ctx.cfg.duration, warmup=ctx.cfg.warmup,
+                              procs=procs, tokens=ctx.cfg.tokens)
+    return run
+
+
+def _with_batches(inner: Callable[[Context, Server], dict], model: str):
+    def run(ctx: Context, server: Server) -> dict:
+        before = server.stats(model)
+        r = inner(ctx, server)
+        after = server.stats(model)
+        try:
+            n = int(after["inference_count"]) - int(before["inference_count"])
+            e = int(after["execution_count"]) - int(before["execution_count"])
+            r["avg_batch"] = n / e if e else None
+        except (KeyError, TypeError):
+            r["avg_batch"] = None
+        return r
+    return run
+
+
+def _with_mib_s(inner: Callable[[Context, Server], dict], nbytes: int):
+    def run(ctx: Context, server: Server) -> dict:
+        r = inner(ctx, server)
+        r["mib_s"] = r["rps"] * nbytes / MiB
+        return r
+    return run
+
+
+def _load_time(ctx: Context, server: Server) -> dict:
+    """Load load_probe (one instance) ``load_repeats`` times: seconds per
+    load, and the RSS of the stub process it starts."""
+    times, rss = [], []
+    for _ in range(ctx.cfg.load_repeats):
+        before = set(server.stubs())
+        t0 = time.monotonic()
+        code, body = server.request("POST", "/v2/repository/models/load_probe/load", b"")
+        elapsed = time.monotonic() - t0
+        if code != 200:
+            return {"ok": 0, "error": body.decode(errors="replace")[:300]}
+        times.append(elapsed)
+        new = set(server.stubs()) - before
+        if new:
+            rss.append(sum(rss_bytes(p) for p in new) / len(new) / MiB)
+        server.request("POST", "/v2/repository/models/load_probe/unload", b"")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (
+                server.model_states().get("load_probe", ("",))[0] == "READY"
+                or set(server.stubs()) - before):
+            time.sleep(0.05)
+    times.sort()
+    return {"ok": len(times), "load_s": times[len(times) // 2],
+            "stub_rss_mib": sorted(rss)[len(rss) // 2] if rss else None,
+            "start_s": server.ready_s}
+
+
+def build(cfg: Config) -> list[Scenario]:
+    add_sub = loads.json_body("add_sub", ADD_SUB_INPUTS)
+    out: list[Scenario] = []
+    for c in (1, *cfg.conns):
+        out.append(Scenario(
+            f"http_add_sub_c{c}", "add_sub over HTTP (wrk, JSON)", f"HTTP add_sub @{c}", "add_sub",
+            LAT if c == 1 else TPUT, _wrk(add_sub, c, f"add_sub_c{c}"), add_sub))
+    for c in (1, *cfg.conns):
+        out.append(Scenario(
+            f"grpc_add_sub_c{c}", "add_sub over gRPC (Python asyncio client)",
+            f"gRPC add_sub @{c}", "add_sub", LAT if c == 1 else TPUT,
+            _grpc("unary", "add_sub", c), add_sub))
+    for n in cfg.identity_sizes:
+        body = loads.binary_body("identity", n)
+        out.append(Scenario(
+            f"identity_{_size_label(n).replace(' ', '')}",
+            f"identity, binary tensor data over HTTP @{cfg.identity_conns}",
+            f"identity {_size_label(n)}", "identity",
+            [Metric("mib_s", "MiB/s each way", "higher"), CPU],
+            _with_mib_s(_wrk(body, cfg.identity_conns, f"identity_{n}"), n), body))
+    batched = loads.json_body("batched", [("INPUT0", "FP32", [1, 4], [[1, 2, 3, 4]])])
+    out.append(Scenario(
+        f"batched_c{cfg.batched_conns}", "dynamic batching (HTTP)",
+        f"batched identity @{cfg.batched_conns}", "batched",
+        [*TPUT, Metric("avg_batch", "avg batch", "higher")],
+        _with_batches(_wrk(batched, cfg.batched_conns, "batched"), "batched"), batched))
+    sleepy = loads.json_body("async_sleep", VEC_INPUT)
+    for c in cfg.async_conns:
+        out.append(Scenario(
+            f"async_sleep_c{c}", "async def execute awaiting 10 ms (HTTP)",
+            f"async 10 ms @{c}", "async_sleep", TPUT, _wrk(sleepy, c, f"async_c{c}", slow=True), sleepy))
+    for n in cfg.streams:
+        out.append(Scenario(
+            f"stream_s{n}", f"decoupled streaming, gRPC streams x {cfg.tokens} tokens",
+            f"stream {n} streams", "stream",
+            [Metric("tok_s", "tokens/s", "higher"), Metric("ttft_p50_ms", "TTFT p50 (ms)", "lower"),
+             Metric("ttft_p99_ms", "TTFT p99 (ms)", "lower"),
+             Metric("itl_p50_us", "inter-token p50 (us)", "lower"),
+             Metric("itl_p99_us", "inter-token p99 (us)", "lower"),
+             Metric("cpu_s_per_1k", "CPU s / 1k tokens", "lower")],
+            _grpc("stream", "stream", n)))
+    bls = loads.json_body("bls", ADD_SUB_INPUTS)
+    for c in cfg.bls_conns:
+        out.append(Scenario(
+            f"bls_c{c}", "BLS: a model calling add_sub (HTTP)", f"BLS add_sub @{c}", "bls",
+            [LAT[0], LAT[2]] if c == 1 else TPUT, _wrk(bls, c, f"bls_c{c}"), bls))
+    out.append(Scenario(
+        "load", "model load and memory", "load_probe (1 instance)", "add_sub",
+        [Metric("load_s", "model load (s)", "lower"),
+         Metric("stub_rss_mib", "stub RSS / instance (MiB)", "lower"),
+         Metric("start_s", "server start to ready (s)", "lower")], _load_time))
+    return out

@@ -1,0 +1,146 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""One tritonserver under test, and what /proc says about it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tritonpy import install as inst
+
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st and int(st[1]) == pid and st[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except OSError:
+        return 0
+
+
+class Server:
+    def __init__(self, repo: Path, backends: Path, log_path: Path, *, models: list[str],
+                 env: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
+        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+        cmd = [str(inst.tritonserver()), f"--model-repository={repo}",
+               f"--backend-directory={backends}", f"--http-port={self.http_port}",
+               f"--grpc-port={self.grpc_port}", f"--metrics-port={self.metrics_port}",
+               "--model-control-mode=explicit", "--exit-on-error=false",
+               "--strict-readiness=false", "--log-verbose=0",
+               *(f"--load-model={m}" for m in models), *(extra_args or [])]
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
+        self.ready_s: float | None = None
+
+    @property
+    def http(self) -> str:
+        return f"127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict[str, str] | None = None, timeout: float = 120.0) -> tuple[int, bytes]:
+        req = urllib.request.Request(f"http://{self.http}{path}", data=body, method=method,
+                                     headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except OSError as e:
+            return 0, str(e).encode()
+
+    def wait_ready(self, timeout: float = 180.0) -> float:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tritonserver exited with {self.proc.returncode}; "
+                                   f"log: {self.log_path}")
+            if self.request("GET", "/v2/health/ready", timeout=2)[0] == 200:
+                self.ready_s = time.monotonic() - self.started
+                return self.ready_s
+            time.sleep(0.05)
+        raise TimeoutError(f"tritonserver not ready after {timeout}s; log: {self.log_path}")
+
+    def model_states(self) -> dict[str, tuple[str, str]]:
+        """name -> (state, reason) from the repository index."""
+        code, body = self.request("POST", "/v2/repository/index", b"{}")
+        if code != 200:
+            return {}
+        return {m["name"]: (m.get("state", ""), m.get("reason", "")) for m in json.loads(body)}
+
+    def stats(self, model: str) -> dict:
+        code, body = self.request("GET", f"/v2/models/{model}/stats")
+        if code != 200:
+            return {}
+        return json.loads(body)["model_stats"][0]
+
+    def cpu_seconds(self) -> float:
+        """CPU time of tritonserver, its live children (the stubs) and the
+        children it already reaped."""
+        total = 0
+        st = _stat(self.proc.pid)
+        if st:
+            total += sum(int(x) for x in st[11:15])  # utime stime cutime cstime
+        for c in children(self.proc.pid):
+            cst = _stat(c)
+            if cst:
+                total += int(cst[11]) + int(cst[12])
+        return total / TICK
+
+    def stubs(self) -> list[int]:
+        return children(self.proc.pid)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
