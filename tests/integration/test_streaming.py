@@ -10,6 +10,8 @@ import asyncio
 import concurrent.futures as cf
 import json
 import queue
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -195,6 +197,24 @@ def test_generate_stream_sse(engine_server: TritonServer) -> None:
               if line.startswith("data: ")]
     assert [e["TEXT"] for e in events] == ["hello", "world", "hello", "world"]
     assert [e["INDEX"] for e in events] == [0, 1, 2, 3]
+
+
+# ------------------------------------------------------------------ example clients
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("client,args", [
+    ("square/client.py", ["3", "0", "5"]),
+    ("mock_llm/client.py", ["--streams", "16", "--tokens", "10"]),
+])
+def test_example_streaming_clients(engine_server: TritonServer, client: str,
+                                   args: list[str]) -> None:
+    out = subprocess.run([sys.executable, str(EXAMPLES / client),
+                          "--grpc", engine_server.grpc_url, *args],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "WRONG" not in out.stdout and "ok" in out.stdout
 
 
 # ------------------------------------------------------------------ parameters
