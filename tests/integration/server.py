@@ -61,12 +61,12 @@ def children(pid: int) -> list[int]:
 
 class TritonServer:
     def __init__(self, repo: Path, workdir: Path, *, args: list[str] | None = None,
-                 backend_dir: Path | None = None) -> None:
+                 backend_dir: Path | None = None, prefix: list[str] | None = None) -> None:
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         self.repo = repo
         self.backends = backend_dir or inst.backend_dir(workdir / "backends")
         self.log_path = workdir / f"tritonserver-{self.http_port}.log"
-        cmd = [str(inst.tritonserver()), f"--model-repository={repo}",
+        cmd = [*(prefix or []), str(inst.tritonserver()), f"--model-repository={repo}",
                f"--backend-directory={self.backends}",
                f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
                f"--metrics-port={self.metrics_port}", "--log-verbose=" + os.environ.get("TRITONPY_TEST_LOG_VERBOSE", "0"),

@@ -124,7 +124,34 @@ def test_server_shutdown_leaves_no_stub(tmp_path: Path) -> None:
     assert not os.path.exists(f"/proc/{stubs[0]}")
 
 
+def test_stubs_inherit_no_descriptors(crash_server: TritonServer) -> None:
+    """Each stub holds exactly one socket (its own), nothing of the server's
+    (listening ports, other stubs' sockets, the backend's arenas)."""
+    def fds(pid: int) -> list[str]:
+        out = []
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+            except OSError:
+                pass
+        return out
+
+    stubs = crash_server.stubs()
+    assert len(stubs) == 2
+    server_sockets = {t for t in fds(crash_server.proc.pid) if t.startswith("socket:")}
+    seen: set[str] = set()
+    for pid in stubs:
+        targets = fds(pid)
+        sockets = {t for t in targets if t.startswith("socket:")}
+        # A socket pair has two inodes: sharing one means inheriting it.
+        assert not sockets & server_sockets, (sockets & server_sockets, targets)
+        assert not sockets & seen, "two stubs share a socket"
+        seen |= sockets
+        assert not [t for t in targets if "tritonpy-arena" in t], targets
+
+
 def test_server_kill_9_leaves_no_stub(tmp_path: Path) -> None:
+    shm_before = set(os.listdir("/dev/shm"))
     srv = TritonServer(build_repository(tmp_path / "repo", ["add_sub"]), tmp_path)
     try:
         srv.wait_ready()
@@ -136,5 +163,30 @@ def test_server_kill_9_leaves_no_stub(tmp_path: Path) -> None:
             time.sleep(0.05)
         alive = [p for p in stubs if os.path.exists(f"/proc/{p}")]
         assert not alive, f"stubs {alive} outlived a killed server"
+        assert set(os.listdir("/dev/shm")) <= shm_before, "shared memory left in /dev/shm"
     finally:
         srv.stop()
+
+
+def test_tiny_dev_shm_does_not_matter(tmp_path: Path) -> None:
+    """Shared memory is not a deployment knob: with /dev/shm mounted at 1 MB
+    (a private mount namespace), a 256 MB tensor still round-trips."""
+    wrapper = ["unshare", "-m", "sh", "-c",
+               'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec "$@"', "tiny-shm"]
+    srv = TritonServer(build_repository(tmp_path / "repo", ["identity"]), tmp_path,
+                       prefix=wrapper)
+    try:
+        srv.wait_ready()
+        data = np.arange(64 << 20, dtype=np.float32)  # 256 MiB
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=300,
+                                             connection_timeout=300)
+        try:
+            x = httpclient.InferInput("IN_FP32", list(data.shape), "FP32")
+            x.set_data_from_numpy(data, binary_data=True)
+            out = httpclient.InferRequestedOutput("OUT_FP32", binary_data=True)
+            got = c.infer("identity", [x], outputs=[out]).as_numpy("OUT_FP32")
+        finally:
+            c.close()
+        assert got.shape == data.shape and np.array_equal(got, data)
+    finally:
+        assert srv.stop() == 0
