@@ -22,6 +22,7 @@ from ._request import (
     InferenceTrace,
     PreferredMemory,
 )
+from ._bls import ResponseIterator, is_model_ready, load_model, unload_model
 from ._logger import Logger, LogLevel
 from ._response import InferenceResponse
 from ._sender import InferenceResponseSender
@@ -39,6 +40,10 @@ __all__ = [
     "InferenceRequest",
     "InferenceResponse",
     "InferenceResponseSender",
+    "ResponseIterator",
+    "load_model",
+    "unload_model",
+    "is_model_ready",
     "Logger",
     "LogLevel",
     "InferenceTrace",

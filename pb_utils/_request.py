@@ -227,10 +227,19 @@ class InferenceRequest:
         self._release_flags = int(flags)
 
     def exec(self, decoupled: bool = False) -> Any:
-        raise TritonModelException("BLS is not supported yet")
+        """Run this request on ``model_name`` and wait: an
+        InferenceResponse, or with ``decoupled=True`` a ResponseIterator.
+        Failures come back as a response whose ``has_error()`` is true."""
+        from . import _bls
+
+        return _bls.exec_request(self, decoupled)
 
     def async_exec(self, decoupled: bool = False) -> Any:
-        raise TritonModelException("BLS is not supported yet")
+        """An awaitable of what ``exec`` returns; runs on the stub's event
+        loop (no thread), so any number of calls may be in flight."""
+        from . import _bls
+
+        return _bls.async_exec_request(self, decoupled)
 
     def __repr__(self) -> str:
         return (f"InferenceRequest(model_name={self._model_name!r}, "

@@ -232,6 +232,34 @@ class Tensor:
         self._array = None
         return self
 
+    @classmethod
+    def _from_stub(cls, name: str, dtype: int, dims: tuple[int, ...],
+                   view: memoryview) -> Tensor:
+        """``_from_wire`` for the stub's frame decoder, which has already
+        checked the name, the data type code, the dimensions (>= 0) and
+        that ``view`` is a flat byte view: only the byte size is left."""
+        if dtype != TYPE_BYTES and view.nbytes != math.prod(dims) * ITEMSIZE[dtype]:
+            raise TritonModelException(
+                f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} needs "
+                f"{math.prod(dims) * ITEMSIZE[dtype]} bytes, got {view.nbytes}")
+        self = cls.__new__(cls)
+        self._name = name
+        self._dtype = dtype
+        self._dims = dims
+        self._buf = view
+        self._array = None
+        return self
+
+    def _small_wire_bytes(self, limit: int) -> tuple[tuple[int, ...], bytes] | None:
+        """(dims, wire bytes) of a fixed-size array tensor of at most
+        ``limit`` bytes, in one numpy copy; None for any other tensor (the
+        stub then goes through ``_to_wire``)."""
+        arr = self._array
+        if (self._buf is not None or arr is None or self._dtype == TYPE_BYTES
+                or arr.nbytes > limit or arr.dtype.byteorder == ">"):
+            return None
+        return arr.shape, arr.tobytes()
+
     def _to_wire(self) -> tuple[str, int, tuple[int, ...], Any]:
         """(name, dtype code, dims, buffer of exactly the wire bytes)."""
         dtype = self._dtype

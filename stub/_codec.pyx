@@ -47,6 +47,13 @@ SEND_ERROR = 14
 IS_READY = 15
 READY = 16
 DRAIN = 17
+BLS_REQUEST = 18
+BLS_RESPONSE = 19
+BLS_CANCEL = 20
+BLS_ARENA = 21
+BLS_RELEASE = 22
+MODEL_CONTROL = 23
+MODEL_CONTROL_DONE = 24
 
 RESP_FINAL = 1
 RESP_RESCHEDULE = 0x40000000
@@ -54,13 +61,15 @@ RESP_NO_RESPONSE = 0x80000000
 
 LOC_INLINE = 0
 LOC_ARENA = 1
+LOC_RECEIVER_ARENA = 2  # RESPONSES outputs only: the backend's own arena
 
 cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = 17
+cdef int _LAST_TYPE = 24
 cdef uint32_t _RESP_FLAGS = 0xC0000001u
-cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
+cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
+                        MODEL_CONTROL_DONE}
 
 
 class ProtocolError(ValueError):
@@ -131,7 +140,7 @@ cdef class _Reader:
         self.pos += n
         return 0
 
-    cdef tuple tensor(self):
+    cdef tuple tensor(self, bint receiver_arena_ok=False):
         """(name, dtype, dims, byte_size, location, a, b): for inline data
         a is the offset of the data in the frame and b is 0; for arena data
         a is the arena id and b the offset in that arena."""
@@ -160,13 +169,41 @@ cdef class _Reader:
             a = self.pos
             b = 0
             self.pos += <Py_ssize_t>byte_size
-        elif loc == LOC_ARENA:
+        elif loc == LOC_ARENA or (receiver_arena_ok and loc == LOC_RECEIVER_ARENA):
             a = self.u32()
             self.zero32()
             b = self.u64()
         else:
             raise ProtocolError(f"tensor '{name}': unknown location {loc}")
         return (name, dtype, tuple(dims), byte_size, loc, a, b)
+
+    cdef tuple request(self):
+        """One request entry of EXECUTE / BLS_REQUEST."""
+        cdef uint32_t j, k
+        rid = self.string()
+        cdef uint8_t kind = self.u8()
+        cu = self.u64()
+        cs = self.string()
+        if kind == 0:
+            corr = None
+        elif kind == 1:
+            corr = cu
+        elif kind == 2:
+            corr = cs
+        else:
+            raise ProtocolError(f"request '{rid}': unknown correlation kind {kind}")
+        flags = self.u32()
+        timeout = self.u64()
+        params = self.string()
+        k = self.u32()
+        cdef list names = []
+        for j in range(k):
+            names.append(self.string())
+        k = self.u32()
+        cdef list tensors = []
+        for j in range(k):
+            tensors.append(self.tensor())
+        return (rid, corr, flags, timeout, params, names, tensors)
 
     cdef int done(self) except -1:
         if self.pos != self.end:
@@ -243,7 +280,10 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
     ERROR -> message; RELEASE -> list of (arena_id, offset);
     CANCEL -> list of (batch_id, request_index);
     SEND_ERROR -> (batch_id, request_index, code, message);
-    READY -> (ready, message); FINALIZE, IS_READY, DRAIN -> None.
+    READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL -> None;
+    BLS_REQUEST -> (model_name, model_version, request as in EXECUTE);
+    BLS_RESPONSE -> (response_flags, error, parameters, outputs);
+    BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset).
     """
     cdef Py_ssize_t n = buf.shape[0]
     if start < 0 or start > n:
@@ -266,8 +306,25 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
             raise ProtocolError(f"frame type {ftype}: JSON body is not an object")
         return out
     cdef uint64_t bid
-    if ftype == FINALIZE or ftype == IS_READY or ftype == DRAIN:
+    if ftype == FINALIZE or ftype == IS_READY or ftype == DRAIN or ftype == BLS_CANCEL:
         out = None
+    elif ftype == BLS_RESPONSE:
+        rflags = r.u32()
+        if rflags & ~(<uint32_t>RESP_FINAL):
+            raise ProtocolError(f"unknown BLS response flags {rflags:#x}")
+        has_error = r.u8()
+        code = r.u32()
+        msg = r.string()
+        params = r.string()
+        k = r.u32()
+        tensors = []
+        for j in range(k):
+            tensors.append(r.tensor())
+        out = (rflags, (code, msg) if has_error else None, params, tensors)
+    elif ftype == BLS_REQUEST:
+        mname = r.string()
+        mver = r.i64()
+        out = (mname, mver, r.request())
     elif ftype == CANCEL:
         count = r.u32()
         items = []
@@ -285,7 +342,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
     elif ftype == READY:
         ok = r.u8()
         out = (ok, r.string())
-    elif ftype == ARENA:
+    elif ftype == ARENA or ftype == BLS_ARENA:
         aid = r.u32()
         r.zero32()
         out = (aid, r.u64())
@@ -293,30 +350,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
         count = r.u32()
         items = []
         for i in range(count):
-            rid = r.string()
-            kind = r.u8()
-            cu = r.u64()
-            cs = r.string()
-            if kind == 0:
-                corr = None
-            elif kind == 1:
-                corr = cu
-            elif kind == 2:
-                corr = cs
-            else:
-                raise ProtocolError(f"request {i}: unknown correlation kind {kind}")
-            flags = r.u32()
-            timeout = r.u64()
-            params = r.string()
-            k = r.u32()
-            names = []
-            for j in range(k):
-                names.append(r.string())
-            k = r.u32()
-            tensors = []
-            for j in range(k):
-                tensors.append(r.tensor())
-            items.append((rid, corr, flags, timeout, params, names, tensors))
+            items.append(r.request())
         out = items
     elif ftype == RESPONSES:
         count = r.u32()
@@ -334,7 +368,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
             k = r.u32()
             tensors = []
             for j in range(k):
-                tensors.append(r.tensor())
+                tensors.append(r.tensor(True))
             items.append((bid, idx, rflags, (code, msg) if has_error else None, params, tensors))
         out = items
     elif ftype == EXECUTE_DONE:
@@ -347,7 +381,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
         out = (level, f, line, r.string())
     elif ftype == ERROR:
         out = r.string()
-    elif ftype == RELEASE:
+    elif ftype == RELEASE or ftype == BLS_RELEASE:
         count = r.u32()
         items = []
         for i in range(count):
@@ -474,9 +508,11 @@ cdef class FrameWriter:
         self.raw(data)
 
     cpdef tensor_arena(self, str name, uint32_t dtype, tuple dims, uint64_t byte_size,
-                       uint32_t arena_id, uint64_t offset):
+                       uint32_t arena_id, uint64_t offset, uint8_t location=LOC_ARENA):
+        """An arena tensor: location 1 (the sender's arena) or 2 (the
+        receiver's: RESPONSES outputs that are inputs of their batch)."""
         self.tensor_head(name, dtype, dims, byte_size)
-        self.u8(LOC_ARENA)
+        self.u8(location)
         self.u32(arena_id)
         self.u32(0)
         self.u64(offset)
@@ -524,7 +560,7 @@ def encode_simple(int ftype, body, uint64_t fid=0):
     (see decode_body)."""
     cdef FrameWriter w = FrameWriter()
     w.begin(ftype, fid)
-    if ftype == ARENA:
+    if ftype == ARENA or ftype == BLS_ARENA:
         w.u32(body[0])
         w.u32(0)
         w.u64(body[1])
@@ -538,7 +574,7 @@ def encode_simple(int ftype, body, uint64_t fid=0):
         w.string(body[3])
     elif ftype == ERROR:
         w.string(body)
-    elif ftype == RELEASE:
+    elif ftype == RELEASE or ftype == BLS_RELEASE:
         w.u32(len(body))
         for aid, off in body:
             w.u32(aid)
@@ -547,7 +583,7 @@ def encode_simple(int ftype, body, uint64_t fid=0):
     elif ftype == READY:
         w.u8(1 if body[0] else 0)
         w.string(body[1])
-    elif ftype == FINALIZE or ftype == IS_READY:
+    elif ftype == FINALIZE or ftype == IS_READY or ftype == BLS_CANCEL:
         pass
     elif ftype in _JSON_TYPES:
         w.json_body(body)

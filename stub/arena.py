@@ -11,6 +11,7 @@ frees a memfd when the last process holding it goes away.
 from __future__ import annotations
 
 import bisect
+import ctypes
 import fcntl
 import mmap
 import os
@@ -20,10 +21,13 @@ from collections.abc import Callable
 ALIGN = 64
 DEFAULT_ARENA_SIZE = 64 << 20
 _PUNCH_THRESHOLD = 1 << 20
+# Freed space in the first 64 MiB of the arenas (in creation order) stays
+# resident: first-fit reuses it, so repeated large outputs write to pages
+# already mapped here and in the backend (no faults, no zeroing). Larger
+# freed runs beyond it are punched out so their pages go back to the OS.
+KEEP_RESIDENT = 64 << 20
 
 try:  # Linux fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE), best effort
-    import ctypes
-
     _libc = ctypes.CDLL(None, use_errno=True)
     _fallocate = _libc.fallocate
     _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
@@ -38,11 +42,13 @@ def _round_up(n: int, a: int) -> int:
 class _Arena:
     """One memfd with a first-fit free list (sorted by offset, coalesced)."""
 
-    __slots__ = ("id", "size", "fd", "map", "view", "_free_offs", "_free_sizes", "used")
+    __slots__ = ("id", "size", "fd", "map", "view", "_free_offs", "_free_sizes", "used",
+                 "keep_resident")
 
-    def __init__(self, arena_id: int, size: int) -> None:
+    def __init__(self, arena_id: int, size: int, keep_resident: int = 0) -> None:
         self.id = arena_id
         self.size = size
+        self.keep_resident = keep_resident  # bytes from offset 0 never punched
         self.fd = os.memfd_create(f"tritonpy-stub-{arena_id}",
                                   os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.fchmod(self.fd, 0o600)
@@ -90,8 +96,8 @@ class _Arena:
         self._free_sizes.insert(i, size)
         if n >= _PUNCH_THRESHOLD and _fallocate is not None:
             page = mmap.PAGESIZE
-            lo, hi = _round_up(off, page), (off + n) // page * page
-            if hi > lo:
+            lo, hi = _round_up(max(off, self.keep_resident), page), (off + n) // page * page
+            if hi - lo >= _PUNCH_THRESHOLD:
                 _fallocate(self.fd, 3, lo, hi - lo)  # PUNCH_HOLE | KEEP_SIZE
 
 
@@ -120,7 +126,8 @@ class OwnArenas:
                 break
         else:
             size = max(self._default, _round_up(2 * n, mmap.PAGESIZE))
-            a = _Arena(self._next_id, size)
+            earlier = sum(x.size for x in self._arenas.values())
+            a = _Arena(self._next_id, size, max(0, KEEP_RESIDENT - earlier))
             self._next_id += 1
             self._arenas[a.id] = a
             self._announce(a.id, a.size, a.fd)
@@ -151,6 +158,7 @@ class PeerArenas:
     def __init__(self) -> None:
         self._views: dict[int, memoryview] = {}
         self._maps: dict[int, mmap.mmap] = {}
+        self._bases: dict[int, int] = {}
 
     def add(self, arena_id: int, size: int, fd: int) -> None:
         try:
@@ -166,6 +174,12 @@ class PeerArenas:
             os.close(fd)
         self._maps[arena_id] = m
         self._views[arena_id] = memoryview(m)
+        # The mapping's address: outputs that alias inputs are found by it.
+        self._bases[arena_id] = ctypes.addressof(ctypes.c_char.from_buffer(m))
+
+    def address(self, arena_id: int) -> int:
+        """The address where backend arena ``arena_id`` is mapped here."""
+        return self._bases[arena_id]
 
     def view(self, arena_id: int, offset: int, n: int) -> memoryview:
         v = self._views.get(arena_id)

@@ -3,8 +3,8 @@
 """The stub's end of the SOCK_SEQPACKET socket, driven by the event loop.
 
 Reads go through ``loop.add_reader`` and non-blocking ``recvmsg_into`` into
-one preallocated buffer (uvloop's stream transports are not meant for
-SEQPACKET: see DESIGN.md). Writes are attempted at once; what the kernel does
+one preallocated buffer, one message per readiness callback (uvloop's stream
+transports are not meant for SEQPACKET: see DESIGN.md). Writes are attempted at once; what the kernel does
 not take is queued and flushed when the socket is writable again, in order.
 """
 
@@ -21,6 +21,8 @@ from tritonpy.stub import _codec
 
 _CMSG_SPACE = socket.CMSG_SPACE(16 * array.array("i").itemsize)
 _RECV_FLAGS = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
+# A plain int: socket.MSG_* are enum flags, slow to combine per message.
+_BAD_FLAGS = int(socket.MSG_TRUNC | socket.MSG_CTRUNC)
 
 
 class Channel:
@@ -52,29 +54,34 @@ class Channel:
     # -- reading
 
     def _readable(self) -> None:
-        while not self.closed:
-            try:
-                n, anc, flags, _ = self.sock.recvmsg_into([self._buf], _CMSG_SPACE, _RECV_FLAGS)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                self._eof(f"socket error: {e}")
-                return
-            fds: list[int] = []
-            for level, kind, data in anc:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    a = array.array("i")
-                    a.frombytes(data[: len(data) - len(data) % a.itemsize])
-                    fds.extend(a)
-            if n == 0:
-                _close_all(fds)
-                self._eof("the backend closed the socket")
-                return
-            if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or n > _codec.MAX_FRAME:
-                _close_all(fds)
-                raise _codec.ProtocolError(f"a message of more than {_codec.MAX_FRAME} bytes"
-                                           " or with too many descriptors")
-            self._on_frame(self._view[:n], fds)
+        # One message per call: the loop's readiness is level-triggered
+        # (libuv poll handles, selectors), so a socket with more messages
+        # calls again at once, and the usual single message costs no
+        # recvmsg that ends in EAGAIN.
+        if self.closed:
+            return
+        try:
+            n, anc, flags, _ = self.sock.recvmsg_into([self._buf], _CMSG_SPACE, _RECV_FLAGS)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._eof(f"socket error: {e}")
+            return
+        fds: list[int] = []
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                a = array.array("i")
+                a.frombytes(data[: len(data) - len(data) % a.itemsize])
+                fds.extend(a)
+        if n == 0:
+            _close_all(fds)
+            self._eof("the backend closed the socket")
+            return
+        if flags & _BAD_FLAGS or n > _codec.MAX_FRAME:
+            _close_all(fds)
+            raise _codec.ProtocolError(f"a message of more than {_codec.MAX_FRAME} bytes"
+                                       " or with too many descriptors")
+        self._on_frame(self._view[:n], fds)
 
     def _eof(self, why: str) -> None:
         if not self.closed:

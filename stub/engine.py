@@ -22,11 +22,13 @@ import threading
 import traceback
 from typing import Any
 
+import numpy as np
+
 from tritonpy import pb_utils
 from tritonpy.stub import _codec as C
 
 _Response = pb_utils.InferenceResponse
-_TensorFromWire = pb_utils.Tensor._from_wire
+_TensorFromStub = pb_utils.Tensor._from_stub
 _RequestFromStub = pb_utils.InferenceRequest._from_stub
 _NewSender = pb_utils.InferenceResponseSender._new
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
@@ -37,7 +39,7 @@ _ENTRY_RESERVE = 1024
 
 
 class _Batch:
-    __slots__ = ("id", "requests", "buf", "task", "returned", "open", "answers")
+    __slots__ = ("id", "requests", "buf", "task", "returned", "open", "answers", "arena_inputs")
 
     def __init__(self, batch_id: int, requests: list[Any], buf: Any) -> None:
         self.id = batch_id
@@ -48,6 +50,10 @@ class _Batch:
         self.open = len(requests)  # requests not yet complete
         # Default mode: responses given to a sender, kept until the batch ends.
         self.answers: dict[int, Any] | None = None
+        # Inputs in backend arenas: (first address, end address, arena id,
+        # offset), so that an output made of their bytes can be sent by
+        # reference (location 2) instead of copied.
+        self.arena_inputs: list[tuple[int, int, int, int]] | None = None
 
 
 class Engine:
@@ -77,8 +83,15 @@ class Engine:
         for index, (rid, corr, flags, timeout, params, names, tensors) in enumerate(wire):
             inputs = []
             for name, dtype, dims, nbytes, loc, a, b in tensors:
-                data = view[a:a + nbytes] if loc == C.LOC_INLINE else peer.view(a, b, nbytes)
-                inputs.append(_TensorFromWire(name, dtype, dims, data))
+                if loc == C.LOC_INLINE:
+                    data = view[a:a + nbytes]
+                else:
+                    data = peer.view(a, b, nbytes)
+                    if batch.arena_inputs is None:
+                        batch.arena_inputs = []
+                    start = peer.address(a) + b
+                    batch.arena_inputs.append((start, start + nbytes, a, b))
+                inputs.append(_TensorFromStub(name, dtype, dims, data))
             req = _RequestFromStub(self.model_name, rid, 0 if corr is None else corr,
                                    flags, timeout, params, names, inputs)
             req._batch = batch
@@ -93,7 +106,7 @@ class Engine:
         except Exception as e:  # noqa: BLE001 - the model's error goes to its requests
             self._execute_failed(batch, e)
             return
-        if inspect.isawaitable(result):
+        if type(result) is not list and inspect.isawaitable(result):
             batch.task = self.loop.create_task(_await(result))
             batch.task.add_done_callback(lambda t: self._task_done(batch, t))
             return
@@ -149,7 +162,9 @@ class Engine:
                 flags = C.RESP_RESCHEDULE
                 if resp is None:
                     flags |= C.RESP_NO_RESPONSE
-            entry = self._entry(req, resp, flags, w.size())
+            # By reference: the backend copies these outputs before it ends
+            # the batch, and execute() has returned, so nothing changes them.
+            entry = self._entry(req, resp, flags, w.size(), by_ref=True)
             _write_entry(w, entry)
             req._sender._closed = True
         self._send_frame(w)
@@ -256,6 +271,11 @@ class Engine:
             self._announce.append((arena_id, size, fd))
 
     def _send_announcements(self) -> None:
+        # Unlocked peek: whoever allocated an arena appended its announcement
+        # under the lock before the frames that refer to it were handed over
+        # (under the same lock, or in this thread).
+        if not self._announce:
+            return
         with self._lock:
             items, self._announce = self._announce, []
         for arena_id, size, fd in items:
@@ -299,10 +319,14 @@ class Engine:
 
     # ---------------------------------------------------------------- entries
 
-    def _entry(self, req: Any, resp: Any, flags: int, frame_size: int) -> tuple:
+    def _entry(self, req: Any, resp: Any, flags: int, frame_size: int,
+               by_ref: bool = False) -> tuple:
         """An entry ready to write: outputs already copied (inline bytes or
         an arena allocation), so the model may reuse its arrays at once. A
-        bad output turns the entry into an error for this request alone."""
+        bad output turns the entry into an error for this request alone.
+        With ``by_ref`` (a batch whose execute() has returned), a large
+        output lying inside an input of the request's batch in a backend
+        arena is sent as a reference to it instead (location 2)."""
         batch_id, index = req._batch.id, req._index
         if resp is None or flags & C.RESP_NO_RESPONSE:
             return (batch_id, index, flags | C.RESP_NO_RESPONSE, None, "", ())
@@ -311,20 +335,27 @@ class Engine:
             return (batch_id, index, flags, (int(err.code()), err.message()), "", ())
         try:
             params = resp._parameters_json()
-            outputs = self._prepare_outputs(req, resp, frame_size)
+            outputs = self._prepare_outputs(req, resp, frame_size, by_ref)
         except Exception as e:  # noqa: BLE001
             msg = f"model '{self.model_name}', request '{req.request_id()}': {e}"
             return (batch_id, index, flags, (int(pb_utils.TritonError.INVALID_ARG), msg), "", ())
         return (batch_id, index, flags, None, params, outputs)
 
-    def _prepare_outputs(self, req: Any, resp: Any, frame_size: int) -> tuple:
+    def _prepare_outputs(self, req: Any, resp: Any, frame_size: int, by_ref: bool) -> tuple:
         wanted = req._requested_output_names
+        inputs = req._batch.arena_inputs if by_ref else None
         out = []
         budget = C.MAX_FRAME - frame_size - _ENTRY_RESERVE
         allocated: list[tuple[int, int]] = []
         try:
             for t in resp.output_tensors():
-                if wanted and t.name() not in wanted:
+                if wanted and t._name not in wanted:
+                    continue
+                small = t._small_wire_bytes(C.INLINE_LIMIT)
+                if small is not None and len(small[1]) + 128 <= budget:
+                    n = len(small[1])
+                    budget -= n + 128
+                    out.append((t._name, t._dtype, small[0], small[1], 0, 0, n, C.LOC_INLINE))
                     continue
                 try:
                     name, dtype, dims, data = t._to_wire()
@@ -336,13 +367,18 @@ class Engine:
                 n = mv.nbytes
                 if n <= C.INLINE_LIMIT and n + 128 <= budget:
                     budget -= n + 128
-                    out.append((name, dtype, tuple(dims), bytes(mv), 0, 0, n))
-                else:
-                    aid, off, view = self.own.alloc(n)
-                    allocated.append((aid, off))
-                    view[:] = mv
-                    budget -= 128
-                    out.append((name, dtype, tuple(dims), None, aid, off, n))
+                    out.append((name, dtype, tuple(dims), bytes(mv), 0, 0, n, C.LOC_INLINE))
+                    continue
+                budget -= 128
+                ref = _find_input(inputs, mv) if inputs else None
+                if ref is not None:
+                    out.append((name, dtype, tuple(dims), None, ref[0], ref[1], n,
+                                C.LOC_RECEIVER_ARENA))
+                    continue
+                aid, off, view = self.own.alloc(n)
+                allocated.append((aid, off))
+                view[:] = mv
+                out.append((name, dtype, tuple(dims), None, aid, off, n, C.LOC_ARENA))
         except BaseException:
             for aid, off in allocated:
                 self.own.free(aid, off)
@@ -406,9 +442,22 @@ class Engine:
         self.batches.clear()
 
 
+def _find_input(inputs: list[tuple[int, int, int, int]], mv: memoryview) -> tuple[int, int] | None:
+    """(arena id, offset) of ``mv``'s bytes if they lie inside one of
+    ``inputs`` (see _Batch.arena_inputs), else None."""
+    if not mv.nbytes:
+        return None
+    addr = np.frombuffer(mv, np.uint8).ctypes.data
+    end = addr + mv.nbytes
+    for start, stop, aid, off in inputs:
+        if start <= addr and end <= stop:
+            return aid, off + (addr - start)
+    return None
+
+
 def _entry_size(entry: tuple) -> int:
     size = 64 + len(entry[4]) + (len(entry[3][1]) if entry[3] else 0)
-    for name, _dtype, dims, data, _aid, _off, n in entry[5]:
+    for name, _dtype, dims, data, _aid, _off, n, _loc in entry[5]:
         size += 64 + len(name) + 8 * len(dims) + (n if data is not None else 0)
     return size
 
@@ -430,11 +479,11 @@ def _write_entry(w: C.FrameWriter, entry: tuple) -> None:
     w.string("")
     w.string(params)
     w.u32(len(outputs))
-    for name, dtype, dims, data, aid, off, n in outputs:
+    for name, dtype, dims, data, aid, off, n, loc in outputs:
         if data is not None:
             w.tensor_inline(name, dtype, dims, data)
         else:
-            w.tensor_arena(name, dtype, dims, n, aid, off)
+            w.tensor_arena(name, dtype, dims, n, aid, off, loc)
 
 
 def _check_result(result: Any, n: int, batch: _Batch) -> str:

@@ -18,9 +18,11 @@ import sys
 import traceback
 from typing import Any
 
+from tritonpy.pb_utils import _bls as _bls_api
 from tritonpy.pb_utils import _logger
 from tritonpy.stub import _codec as C
 from tritonpy.stub.arena import OwnArenas, PeerArenas
+from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.channel import Channel
 from tritonpy.stub.engine import Engine
 
@@ -37,6 +39,8 @@ class Stub:
         self.own = OwnArenas(self._announce_arena)
         self.peer = PeerArenas()
         self.engine = Engine(self)
+        self.bls = BlsClient(self)
+        _bls_api._client = self.bls
         self.model: Any = None
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
@@ -59,6 +63,7 @@ class Stub:
     def _on_eof(self, why: str) -> None:
         # The backend (or the whole server) went away: nothing is left to
         # answer, so leave without running user code.
+        self.bls.fail_all(f"tritonpy: the server connection closed ({why})")
         self._stop(0)
 
     def _fatal(self, message: str) -> None:
@@ -84,13 +89,19 @@ class Stub:
     def _on_frame(self, mv: memoryview, fds: list[int]) -> None:
         try:
             ftype, flags, fid, body_len = C.decode_header(mv)
-            if fds and ftype != C.ARENA:
+            if fds and ftype != C.ARENA and ftype != C.BLS_ARENA:
                 raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
             if ftype == C.ARENA:
                 aid, size = C.decode_body(C.ARENA, mv, C.HEADER_SIZE)
                 if len(fds) != 1:
                     raise C.ProtocolError(f"ARENA frame with {len(fds)} descriptors, expected 1")
                 self.peer.add(aid, size, fds[0])
+                return
+            if ftype == C.BLS_ARENA:
+                aid, size = C.decode_body(C.BLS_ARENA, mv, C.HEADER_SIZE)
+                if len(fds) != 1:
+                    raise C.ProtocolError(f"BLS_ARENA frame with {len(fds)} descriptors")
+                self.bls.on_arena(aid, size, fds[0])
                 return
             if flags & C.FLAG_BODY_IN_ARENA:
                 aid, off = C.decode_arena_ref(mv)
@@ -105,7 +116,16 @@ class Stub:
             if ftype == C.EXECUTE:
                 if self.model is None or self._finalizing:
                     raise C.ProtocolError("EXECUTE before INIT or after FINALIZE")
-                self.engine.on_execute(fid, body, buf)
+                # While a sync execute runs, BLS waiters may read the socket.
+                self.bls.enter_user_code()
+                try:
+                    self.engine.on_execute(fid, body, buf)
+                finally:
+                    self.bls.leave_user_code()
+            elif ftype == C.BLS_RESPONSE:
+                self.bls.on_response(fid, body, buf)
+            elif ftype == C.MODEL_CONTROL_DONE:
+                self.bls.on_control_done(fid, body)
             elif ftype == C.CANCEL:
                 self.engine.on_cancel(body)
             elif ftype == C.RELEASE:
@@ -146,6 +166,7 @@ class Stub:
         self.model_name = self.engine.model_name = args.get("model_name", self.instance)
         self.engine.decoupled = bool(self.settings.get("decoupled", False))
         _logger._verbose = bool(self.settings.get("log_verbose", 0))
+        self.bls.configure(args)
         _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
         try:
             self.model = _load_model(msg["model_file"], msg["model_dir"])

@@ -28,6 +28,8 @@ FLAG_BATCH_DONE = 2
 HELLO, INIT, INIT_DONE, ARENA, EXECUTE, RESPONSES, EXECUTE_DONE = 1, 2, 3, 4, 5, 6, 7
 LOG, FINALIZE, FINALIZE_DONE, ERROR, RELEASE = 8, 9, 10, 11, 12
 CANCEL, SEND_ERROR, IS_READY, READY, DRAIN = 13, 14, 15, 16, 17
+BLS_REQUEST, BLS_RESPONSE, BLS_CANCEL, BLS_ARENA, BLS_RELEASE = 18, 19, 20, 21, 22
+MODEL_CONTROL, MODEL_CONTROL_DONE = 23, 24
 RESP_FINAL = 1
 RESP_RESCHEDULE = 1 << 30
 RESP_NO_RESPONSE = 1 << 31
@@ -37,9 +39,12 @@ TYPE_NAMES = {
     LOG: "LOG", FINALIZE: "FINALIZE", FINALIZE_DONE: "FINALIZE_DONE",
     ERROR: "ERROR", RELEASE: "RELEASE", CANCEL: "CANCEL", SEND_ERROR: "SEND_ERROR",
     IS_READY: "IS_READY", READY: "READY", DRAIN: "DRAIN",
+    BLS_REQUEST: "BLS_REQUEST", BLS_RESPONSE: "BLS_RESPONSE", BLS_CANCEL: "BLS_CANCEL",
+    BLS_ARENA: "BLS_ARENA", BLS_RELEASE: "BLS_RELEASE", MODEL_CONTROL: "MODEL_CONTROL",
+    MODEL_CONTROL_DONE: "MODEL_CONTROL_DONE",
 }
 TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
-JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE}
+JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL, MODEL_CONTROL_DONE}
 
 
 class ProtocolError(ValueError):
@@ -138,8 +143,21 @@ def encode(ftype: int, body: dict[str, Any], *, id: int = 0, flags: int = 0) -> 
 def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     if ftype in JSON_TYPES:
         w.b += json.dumps(body["json"], separators=(",", ":"), sort_keys=True).encode()
-    elif ftype in (FINALIZE, IS_READY, DRAIN):
+    elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL):
         pass
+    elif ftype == BLS_REQUEST:
+        w.str(body["model_name"])
+        w.i64(body["model_version"])
+        _encode_request(w, body["request"])
+    elif ftype == BLS_RESPONSE:
+        w.u32(body["response_flags"])
+        w.u8(body["has_error"])
+        w.u32(body["error_code"])
+        w.str(body["error_message"])
+        w.str(body["parameters"])
+        w.u32(len(body["outputs"]))
+        for t in body["outputs"]:
+            w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
     elif ftype == CANCEL:
         w.u32(len(body["requests"]))
         for c in body["requests"]:
@@ -154,26 +172,14 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     elif ftype == READY:
         w.u8(body["ready"])
         w.str(body["message"])
-    elif ftype == ARENA:
+    elif ftype in (ARENA, BLS_ARENA):
         w.u32(body["arena_id"])
         w.u32(0)
         w.u64(body["size"])
     elif ftype == EXECUTE:
         w.u32(len(body["requests"]))
         for r in body["requests"]:
-            w.str(r["request_id"])
-            w.u8(r["correlation_kind"])
-            w.u64(r["correlation_u64"])
-            w.str(r["correlation_str"])
-            w.u32(r["flags"])
-            w.u64(r["timeout_us"])
-            w.str(r["parameters"])
-            w.u32(len(r["requested_outputs"]))
-            for n in r["requested_outputs"]:
-                w.str(n)
-            w.u32(len(r["inputs"]))
-            for t in r["inputs"]:
-                w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+            _encode_request(w, r)
     elif ftype == RESPONSES:
         w.u32(len(body["responses"]))
         for r in body["responses"]:
@@ -197,7 +203,7 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
         w.str(body["message"])
     elif ftype == ERROR:
         w.str(body["message"])
-    elif ftype == RELEASE:
+    elif ftype in (RELEASE, BLS_RELEASE):
         w.u32(len(body["allocations"]))
         for a in body["allocations"]:
             w.u32(a["arena_id"])
@@ -205,6 +211,22 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
             w.u64(a["offset"])
     else:
         raise ProtocolError(f"unknown frame type {ftype}")
+
+
+def _encode_request(w: _W, r: dict[str, Any]) -> None:
+    w.str(r["request_id"])
+    w.u8(r["correlation_kind"])
+    w.u64(r["correlation_u64"])
+    w.str(r["correlation_str"])
+    w.u32(r["flags"])
+    w.u64(r["timeout_us"])
+    w.str(r["parameters"])
+    w.u32(len(r["requested_outputs"]))
+    for n in r["requested_outputs"]:
+        w.str(n)
+    w.u32(len(r["inputs"]))
+    for t in r["inputs"]:
+        w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
 
 
 # ---------------------------------------------------------------- reader
@@ -245,7 +267,9 @@ class _R:
         if any(self.take(n)):
             raise ProtocolError("padding is not zero")
 
-    def tensor(self) -> dict[str, Any]:
+    def tensor(self, receiver_arena_ok: bool = False) -> dict[str, Any]:
+        """A tensor; location 2 (receiver's arena) only where the caller
+        allows it (RESPONSES outputs)."""
         name = self.str()
         dtype = self.u32()
         if not 1 <= dtype <= 14:
@@ -262,7 +286,7 @@ class _R:
         if location == 0:
             self.pad8()
             t.data = self.take(byte_size)
-        elif location == 1:
+        elif location == 1 or (location == 2 and receiver_arena_ok):
             t.arena_id = self.u32()
             self.zero32()
             t.offset = self.u64()
@@ -321,8 +345,16 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise ProtocolError("JSON body is not an object")
         body = {"json": obj}
-    elif ftype in (FINALIZE, IS_READY, DRAIN):
+    elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL):
         body = {}
+    elif ftype == BLS_REQUEST:
+        body = {"model_name": r.str(), "model_version": r.i64(), "request": _decode_request(r)}
+    elif ftype == BLS_RESPONSE:
+        body = {"response_flags": r.u32(), "has_error": r.u8(), "error_code": r.u32(),
+                "error_message": r.str(), "parameters": r.str()}
+        if body["response_flags"] & ~RESP_FINAL:
+            raise ProtocolError("unknown BLS response flags")
+        body["outputs"] = [r.tensor() for _ in range(r.u32())]
     elif ftype == CANCEL:
         cancels = []
         for _ in range(r.u32()):
@@ -336,25 +368,12 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
                 "message": r.str()}
     elif ftype == READY:
         body = {"ready": r.u8(), "message": r.str()}
-    elif ftype == ARENA:
+    elif ftype in (ARENA, BLS_ARENA):
         aid = r.u32()
         r.zero32()
         body = {"arena_id": aid, "size": r.u64()}
     elif ftype == EXECUTE:
-        reqs = []
-        for _ in range(r.u32()):
-            req: dict[str, Any] = {"request_id": r.str(), "correlation_kind": r.u8()}
-            if req["correlation_kind"] > 2:
-                raise ProtocolError("bad correlation kind")
-            req["correlation_u64"] = r.u64()
-            req["correlation_str"] = r.str()
-            req["flags"] = r.u32()
-            req["timeout_us"] = r.u64()
-            req["parameters"] = r.str()
-            req["requested_outputs"] = [r.str() for _ in range(r.u32())]
-            req["inputs"] = [r.tensor() for _ in range(r.u32())]
-            reqs.append(req)
-        body = {"requests": reqs}
+        body = {"requests": [_decode_request(r) for _ in range(r.u32())]}
     elif ftype == RESPONSES:
         resps = []
         for _ in range(r.u32()):
@@ -365,7 +384,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
             }
             if resp["response_flags"] & ~(RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE):
                 raise ProtocolError("unknown response flags")
-            resp["outputs"] = [r.tensor() for _ in range(r.u32())]
+            resp["outputs"] = [r.tensor(receiver_arena_ok=True) for _ in range(r.u32())]
             resps.append(resp)
         body = {"responses": resps}
     elif ftype == EXECUTE_DONE:
@@ -374,7 +393,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         body = {"level": r.u32(), "file": r.str(), "line": r.u32(), "message": r.str()}
     elif ftype == ERROR:
         body = {"message": r.str()}
-    elif ftype == RELEASE:
+    elif ftype in (RELEASE, BLS_RELEASE):
         allocs = []
         for _ in range(r.u32()):
             aid = r.u32()
@@ -385,6 +404,20 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         raise ProtocolError(f"unknown frame type {ftype}")
     r.done()
     return body
+
+
+def _decode_request(r: _R) -> dict[str, Any]:
+    req: dict[str, Any] = {"request_id": r.str(), "correlation_kind": r.u8()}
+    if req["correlation_kind"] > 2:
+        raise ProtocolError("bad correlation kind")
+    req["correlation_u64"] = r.u64()
+    req["correlation_str"] = r.str()
+    req["flags"] = r.u32()
+    req["timeout_us"] = r.u64()
+    req["parameters"] = r.str()
+    req["requested_outputs"] = [r.str() for _ in range(r.u32())]
+    req["inputs"] = [r.tensor() for _ in range(r.u32())]
+    return req
 
 
 def inline(name: str, dtype: int, dims: list[int], data: bytes) -> dict[str, Any]:

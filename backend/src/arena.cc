@@ -122,8 +122,12 @@ ArenaAllocator::Allocate(uint64_t size, Allocation* out)
   std::unique_ptr<MappedArena> arena;
   TRITONPY_RETURN_IF_ERROR(MappedArena::Create(next_id_, arena_size, &arena));
   ++next_id_;
+  uint64_t earlier = 0;
+  for (const Slot& s : arenas_) earlier += s.arena->size();
   Slot slot;
   slot.arena = std::move(arena);
+  slot.keep_resident =
+      earlier >= kKeepResidentBytes ? 0 : kKeepResidentBytes - earlier;
   slot.free_runs[0] = arena_size;
   arenas_.push_back(std::move(slot));
   if (!TryAllocateIn(&arenas_.back(), need, out)) {
@@ -135,8 +139,9 @@ ArenaAllocator::Allocate(uint64_t size, Allocation* out)
 void
 ArenaAllocator::PunchHole(Slot* slot, uint64_t offset, uint64_t size)
 {
-  // Only whole pages inside the run can be punched.
-  uint64_t start = RoundUp(offset, 4096);
+  // Only whole pages inside the run, past the resident part, are punched.
+  uint64_t start = RoundUp(
+      offset > slot->keep_resident ? offset : slot->keep_resident, 4096);
   uint64_t end = (offset + size) / 4096 * 4096;
   if (end <= start || end - start < kPunchHoleMinBytes) return;
   // Best effort: on failure the pages simply stay resident.

@@ -6,8 +6,12 @@
 // ArenaAllocator owns the backend's arenas: anonymous memfds (mode 0600,
 // close-on-exec, never named in /dev/shm) mapped read-write, carved by a
 // first-fit allocator with coalescing and 64-byte alignment. When nothing
-// fits it adds an arena of max(default_size, 2 * request). Large freed runs
-// are punched out of the memfd so their pages go back to the OS.
+// fits it adds an arena of max(default_size, 2 * request). Freed space in
+// the first kKeepResidentBytes of the arenas (in creation order) stays
+// resident: first-fit reuses it, so repeated large tensors touch pages
+// that are already mapped in both processes (no page faults, no zeroing).
+// Freed runs of at least kPunchHoleMinBytes beyond that are punched out of
+// the memfd so their pages go back to the OS.
 //
 // PeerArenas holds read-only mappings of the stub's arenas and resolves
 // (arena_id, offset, size) references with overflow-safe bounds checks.
@@ -28,6 +32,7 @@ namespace tritonpy {
 
 constexpr uint64_t kArenaAlignment = 64;
 constexpr uint64_t kPunchHoleMinBytes = 1 << 20;
+constexpr uint64_t kKeepResidentBytes = 64 << 20;
 
 // One memfd mapping. Owns the descriptor and the mapping.
 class MappedArena {
@@ -87,6 +92,7 @@ class ArenaAllocator {
  private:
   struct Slot {
     std::unique_ptr<MappedArena> arena;
+    uint64_t keep_resident = 0;  // bytes from offset 0 never punched
     std::map<uint64_t, uint64_t> free_runs;  // offset -> size
     std::map<uint64_t, uint64_t> used;       // offset -> size
     bool announced = false;

@@ -198,7 +198,8 @@ InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
     }
   }
   std::vector<std::vector<const uint8_t*>> data;
-  TRITONPY_RETURN_IF_ERROR(ResolveOutputs(rb, peers_, &data, release));
+  TRITONPY_RETURN_IF_ERROR(
+      ResolveOutputs(rb, peers_, owners, &data, release));
 
   std::vector<proto::SendErrorBody> send_errors;
   for (size_t i = 0; i < rb.responses.size(); ++i) {

@@ -234,10 +234,18 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     FinishLocally(batch.get());
     return;
   }
-  if (reader_blocking_.exchange(false)) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
-  }
+  // An idle reader blocks without a timeout; it must be woken so that it
+  // polls cancellation of the new batch. A sync Execute does that only
+  // once the batch has lasted kPollMs: most batches end sooner, and the
+  // reader adopts the batch anyway when the stub's frames arrive, so the
+  // common case saves a thread wake-up per batch.
+  auto wake_reader = [this] {
+    if (reader_blocking_.exchange(false)) {
+      uint64_t one = 1;
+      (void)!write(wake_fd_, &one, sizeof(one));
+    }
+  };
+  if (async_execute) wake_reader();
   if (!channel->Send(frame).ok()) {
     // The stub is gone or the socket is broken: EOF makes the reader
     // handle it as a death, which fails this batch with the reason.
@@ -247,7 +255,11 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   // Sync: wait until the model's execute returned (and, in default mode,
   // the batch ended). The reader fails the batch if the stub dies.
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return batch->execute_returned; });
+  auto returned = [&] { return batch->execute_returned; };
+  if (!cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), returned)) {
+    wake_reader();
+    cv_.wait(lock, returned);
+  }
 }
 
 }  // namespace tritonpy

@@ -90,6 +90,9 @@ InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
   TRITONSERVER_Server* server = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelServer(model->triton_model(), &server));
+  state->bls_ = std::make_unique<Bls>(
+      server, state->Describe(),
+      model->backend().settings().arena_byte_size);
   state->drain_->server = server;
   state->drain_->model_name = model->name();
   state->drain_->model_version = static_cast<int64_t>(model->version());
@@ -156,6 +159,7 @@ InstanceState::~InstanceState()
   // every request still open.
   if (channel != nullptr) channel->Shutdown();
   if (reader_.joinable()) reader_.join();
+  bls_.reset();  // cancels BLS calls still in flight
   process_.reset();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -469,6 +473,13 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
       cv_.notify_all();
       break;
     }
+    case proto::FrameType::kBlsRequest:
+    case proto::FrameType::kBlsCancel:
+    case proto::FrameType::kBlsRelease:
+    case proto::FrameType::kModelControl:
+      TRITONPY_RETURN_IF_ERROR(
+          bls_->OnFrame(f, body, peers_, CurrentChannel(), &release));
+      break;
     case proto::FrameType::kRelease: {
       // Backend allocations are freed when their batch ends; nothing to do.
       proto::ReleaseBody rb;
@@ -564,6 +575,7 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
     cv_.notify_all();
   }
   old->Shutdown();
+  bls_->OnStubGone();
   int status = 0;
   // A stub that closed its socket is exiting: a short wait gets its status
   // (the error message names the signal) without delaying its streams.

@@ -36,6 +36,7 @@
 
 #include "arena.h"
 #include "batch.h"
+#include "bls.h"
 #include "channel.h"
 #include "drain_watcher.h"
 #include "error.h"
@@ -174,6 +175,9 @@ class InstanceState {
   size_t open_requests_ = 0;
   std::chrono::steady_clock::time_point last_cancel_poll_;
   bool drain_sent_ = false;
+
+  // BLS calls and model control (bls.h); frames from the reader thread.
+  std::unique_ptr<Bls> bls_;
 
   // Shared with the backend's DrainWatcher (see drain_watcher.h).
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();

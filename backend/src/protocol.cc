@@ -144,7 +144,8 @@ class Reader {
     return Status();
   }
 
-  Status Tensor(proto::Tensor* t)
+  // `receiver_arena_ok`: location 2 is accepted (RESPONSES outputs only).
+  Status Tensor(proto::Tensor* t, bool receiver_arena_ok = false)
   {
     TRITONPY_RETURN_IF_ERROR(Str(&t->name));
     TRITONPY_RETURN_IF_ERROR(U32(&t->dtype));
@@ -174,7 +175,9 @@ class Reader {
             "tensor '" + t->name + "': inline data past the end of the body");
       }
       TRITONPY_RETURN_IF_ERROR(Take(t->byte_size, &t->data));
-    } else if (t->location == kLocationArena) {
+    } else if (t->location == kLocationArena ||
+               (receiver_arena_ok &&
+                t->location == kLocationReceiverArena)) {
       t->data = nullptr;
       TRITONPY_RETURN_IF_ERROR(Ref(&t->ref));
     } else {
@@ -254,6 +257,47 @@ constexpr size_t kMinRequest = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 4;
 constexpr size_t kMinResponse = 8 + 4 + 4 + 1 + 4 + 4 + 4 + 4;
 constexpr size_t kCancelEntry = 8 + 4 + 4;
 
+// One request entry (EXECUTE and BLS_REQUEST share it).
+Status
+ReadRequest(Reader* r, Request* q)
+{
+  TRITONPY_RETURN_IF_ERROR(r->Str(&q->request_id));
+  TRITONPY_RETURN_IF_ERROR(r->U8(&q->correlation_kind));
+  if (q->correlation_kind > 2) return Violation("bad correlation kind");
+  TRITONPY_RETURN_IF_ERROR(r->U64(&q->correlation_u64));
+  TRITONPY_RETURN_IF_ERROR(r->Str(&q->correlation_str));
+  TRITONPY_RETURN_IF_ERROR(r->U32(&q->flags));
+  TRITONPY_RETURN_IF_ERROR(r->U64(&q->timeout_us));
+  TRITONPY_RETURN_IF_ERROR(r->Str(&q->parameters));
+  uint32_t nout;
+  TRITONPY_RETURN_IF_ERROR(r->Count(4, &nout));
+  q->requested_outputs.assign(nout, std::string());
+  for (std::string& name : q->requested_outputs) {
+    TRITONPY_RETURN_IF_ERROR(r->Str(&name));
+  }
+  uint32_t nin;
+  TRITONPY_RETURN_IF_ERROR(r->Count(kMinTensor, &nin));
+  q->inputs.assign(nin, Tensor());
+  for (Tensor& t : q->inputs) TRITONPY_RETURN_IF_ERROR(r->Tensor(&t));
+  return Status();
+}
+
+void
+WriteRequest(Writer* w, const Request& q)
+{
+  w->Str(q.request_id);
+  w->U8(q.correlation_kind);
+  w->U64(q.correlation_u64);
+  w->Str(q.correlation_str);
+  w->U32(q.flags);
+  w->U64(q.timeout_us);
+  w->Str(q.parameters);
+  w->U32(static_cast<uint32_t>(q.requested_outputs.size()));
+  for (const std::string& name : q.requested_outputs) w->Str(name);
+  w->U32(static_cast<uint32_t>(q.inputs.size()));
+  for (const Tensor& t : q.inputs) w->Tensor(t);
+}
+
 }  // namespace
 
 const char*
@@ -294,6 +338,20 @@ FrameTypeName(FrameType t)
       return "READY";
     case FrameType::kDrain:
       return "DRAIN";
+    case FrameType::kBlsRequest:
+      return "BLS_REQUEST";
+    case FrameType::kBlsResponse:
+      return "BLS_RESPONSE";
+    case FrameType::kBlsCancel:
+      return "BLS_CANCEL";
+    case FrameType::kBlsArena:
+      return "BLS_ARENA";
+    case FrameType::kBlsRelease:
+      return "BLS_RELEASE";
+    case FrameType::kModelControl:
+      return "MODEL_CONTROL";
+    case FrameType::kModelControlDone:
+      return "MODEL_CONTROL_DONE";
   }
   return "UNKNOWN";
 }
@@ -302,7 +360,8 @@ bool
 IsJsonFrame(FrameType t)
 {
   return t == FrameType::kHello || t == FrameType::kInit ||
-         t == FrameType::kInitDone || t == FrameType::kFinalizeDone;
+         t == FrameType::kInitDone || t == FrameType::kFinalizeDone ||
+         t == FrameType::kModelControl || t == FrameType::kModelControlDone;
 }
 
 uint32_t
@@ -445,25 +504,38 @@ DecodeExecute(const uint8_t* body, size_t len, ExecuteBody* out)
   TRITONPY_RETURN_IF_ERROR(r.Count(kMinRequest, &n));
   out->requests.assign(n, Request());
   for (Request& q : out->requests) {
-    TRITONPY_RETURN_IF_ERROR(r.Str(&q.request_id));
-    TRITONPY_RETURN_IF_ERROR(r.U8(&q.correlation_kind));
-    if (q.correlation_kind > 2) return Violation("bad correlation kind");
-    TRITONPY_RETURN_IF_ERROR(r.U64(&q.correlation_u64));
-    TRITONPY_RETURN_IF_ERROR(r.Str(&q.correlation_str));
-    TRITONPY_RETURN_IF_ERROR(r.U32(&q.flags));
-    TRITONPY_RETURN_IF_ERROR(r.U64(&q.timeout_us));
-    TRITONPY_RETURN_IF_ERROR(r.Str(&q.parameters));
-    uint32_t nout;
-    TRITONPY_RETURN_IF_ERROR(r.Count(4, &nout));
-    q.requested_outputs.assign(nout, std::string());
-    for (std::string& name : q.requested_outputs) {
-      TRITONPY_RETURN_IF_ERROR(r.Str(&name));
-    }
-    uint32_t nin;
-    TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nin));
-    q.inputs.assign(nin, Tensor());
-    for (Tensor& t : q.inputs) TRITONPY_RETURN_IF_ERROR(r.Tensor(&t));
+    TRITONPY_RETURN_IF_ERROR(ReadRequest(&r, &q));
   }
+  return r.Done();
+}
+
+Status
+DecodeBlsRequest(const uint8_t* body, size_t len, BlsRequestBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->model_name));
+  TRITONPY_RETURN_IF_ERROR(r.I64(&out->model_version));
+  TRITONPY_RETURN_IF_ERROR(ReadRequest(&r, &out->request));
+  return r.Done();
+}
+
+Status
+DecodeBlsResponse(const uint8_t* body, size_t len, BlsResponseBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->response_flags));
+  if ((out->response_flags & ~kRespFinal) != 0) {
+    return Violation(
+        "unknown BLS response flags " + std::to_string(out->response_flags));
+  }
+  TRITONPY_RETURN_IF_ERROR(r.U8(&out->has_error));
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->error_code));
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->error_message));
+  TRITONPY_RETURN_IF_ERROR(r.Str(&out->parameters));
+  uint32_t nout;
+  TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nout));
+  out->outputs.assign(nout, Tensor());
+  for (Tensor& t : out->outputs) TRITONPY_RETURN_IF_ERROR(r.Tensor(&t));
   return r.Done();
 }
 
@@ -489,7 +561,9 @@ DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out)
     uint32_t nout;
     TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nout));
     p.outputs.assign(nout, Tensor());
-    for (Tensor& t : p.outputs) TRITONPY_RETURN_IF_ERROR(r.Tensor(&t));
+    for (Tensor& t : p.outputs) {
+      TRITONPY_RETURN_IF_ERROR(r.Tensor(&t, /*receiver_arena_ok=*/true));
+    }
   }
   return r.Done();
 }
@@ -588,19 +662,29 @@ EncodeExecute(const ExecuteBody& b, std::vector<uint8_t>* out)
 {
   Writer w(out);
   w.U32(static_cast<uint32_t>(b.requests.size()));
-  for (const Request& q : b.requests) {
-    w.Str(q.request_id);
-    w.U8(q.correlation_kind);
-    w.U64(q.correlation_u64);
-    w.Str(q.correlation_str);
-    w.U32(q.flags);
-    w.U64(q.timeout_us);
-    w.Str(q.parameters);
-    w.U32(static_cast<uint32_t>(q.requested_outputs.size()));
-    for (const std::string& name : q.requested_outputs) w.Str(name);
-    w.U32(static_cast<uint32_t>(q.inputs.size()));
-    for (const Tensor& t : q.inputs) w.Tensor(t);
-  }
+  for (const Request& q : b.requests) WriteRequest(&w, q);
+}
+
+void
+EncodeBlsRequest(const BlsRequestBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.Str(b.model_name);
+  w.I64(b.model_version);
+  WriteRequest(&w, b.request);
+}
+
+void
+EncodeBlsResponse(const BlsResponseBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(b.response_flags);
+  w.U8(b.has_error);
+  w.U32(b.error_code);
+  w.Str(b.error_message);
+  w.Str(b.parameters);
+  w.U32(static_cast<uint32_t>(b.outputs.size()));
+  for (const Tensor& t : b.outputs) w.Tensor(t);
 }
 
 void

@@ -50,8 +50,15 @@ enum class FrameType : uint8_t {
   kIsReady = 15,
   kReady = 16,
   kDrain = 17,
+  kBlsRequest = 18,
+  kBlsResponse = 19,
+  kBlsCancel = 20,
+  kBlsArena = 21,
+  kBlsRelease = 22,
+  kModelControl = 23,
+  kModelControlDone = 24,
 };
-constexpr uint8_t kMaxFrameType = 17;
+constexpr uint8_t kMaxFrameType = 24;
 
 // RESPONSES entry flags (response_flags).
 constexpr uint32_t kRespFinal = 1;            // TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -66,6 +73,9 @@ bool IsJsonFrame(FrameType t);
 // Tensor data location.
 constexpr uint8_t kLocationInline = 0;
 constexpr uint8_t kLocationArena = 1;
+// RESPONSES outputs only: bytes in the receiver's (backend's) arena, inside
+// an allocation of the entry's own batch (docs/protocol.md, "Tensors").
+constexpr uint8_t kLocationReceiverArena = 2;
 
 struct ArenaRef {
   uint32_t arena_id = 0;
@@ -148,6 +158,21 @@ struct ReadyBody {
   uint8_t ready = 0;
   std::string message;
 };
+// BLS_REQUEST: the call's target, then one request as in EXECUTE.
+struct BlsRequestBody {
+  std::string model_name;
+  int64_t model_version = -1;
+  Request request;
+};
+// BLS_RESPONSE: one response of a call (response_flags: kRespFinal only).
+struct BlsResponseBody {
+  uint32_t response_flags = 0;
+  uint8_t has_error = 0;
+  uint32_t error_code = 0;
+  std::string error_message;
+  std::string parameters;
+  std::vector<Tensor> outputs;
+};
 
 // A received frame after header validation. When body_in_arena is set the
 // body lies in the sender's arena at body_ref (body_len bytes); otherwise
@@ -186,6 +211,10 @@ inline Status DecodeFinalize(const uint8_t* body, size_t len)
 Status DecodeCancel(const uint8_t* body, size_t len, CancelBody* out);
 Status DecodeSendError(const uint8_t* body, size_t len, SendErrorBody* out);
 Status DecodeReady(const uint8_t* body, size_t len, ReadyBody* out);
+Status DecodeBlsRequest(const uint8_t* body, size_t len, BlsRequestBody* out);
+Status DecodeBlsResponse(const uint8_t* body, size_t len, BlsResponseBody* out);
+// BLS_ARENA and BLS_RELEASE share the bodies of ARENA and RELEASE;
+// BLS_CANCEL is empty; MODEL_CONTROL(_DONE) are JSON.
 
 // Encoding: BeginFrame reserves the header, a body encoder appends the body,
 // FinishFrame writes the header (body_len = bytes after the header).
@@ -204,6 +233,8 @@ void EncodeRelease(const ReleaseBody& b, std::vector<uint8_t>* out);
 void EncodeCancel(const CancelBody& b, std::vector<uint8_t>* out);
 void EncodeSendError(const SendErrorBody& b, std::vector<uint8_t>* out);
 void EncodeReady(const ReadyBody& b, std::vector<uint8_t>* out);
+void EncodeBlsRequest(const BlsRequestBody& b, std::vector<uint8_t>* out);
+void EncodeBlsResponse(const BlsResponseBody& b, std::vector<uint8_t>* out);
 
 // A whole BODY_IN_ARENA frame (40 bytes): header with `flags` |
 // kFlagBodyInArena and body_len, then the arena reference.

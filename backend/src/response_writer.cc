@@ -181,8 +181,34 @@ RespondWithError(BatchRequest* req, const Status& status)
   SendErrorResponse(req, status, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
 }
 
+namespace {
+
+// The address of [offset, offset + size) of backend arena `arena_id`, if
+// the range lies inside one allocation of `batch`.
+Status
+ResolveInBatch(const Batch& batch, const proto::ArenaRef& ref, uint64_t size,
+               const uint8_t** out)
+{
+  for (const Allocation& a : batch.allocations) {
+    if (a.arena_id != ref.arena_id || ref.offset < a.offset) continue;
+    uint64_t skip = ref.offset - a.offset;
+    // Written so that nothing can overflow: skip <= a.size first.
+    if (skip > a.size || size > a.size - skip) continue;
+    *out = a.ptr + skip;
+    return Status();
+  }
+  return Status::InvalidArg(
+      "tritonpy protocol violation: an output refers to backend arena " +
+      std::to_string(ref.arena_id) + " range [" + std::to_string(ref.offset) +
+      ", +" + std::to_string(size) + "), which is not inside batch " +
+      std::to_string(batch.id) + "'s allocations");
+}
+
+}  // namespace
+
 Status
 ResolveOutputs(const proto::ResponsesBody& body, const PeerArenas& peers,
+               const std::vector<std::shared_ptr<Batch>>& owners,
                std::vector<std::vector<const uint8_t*>>* data,
                std::vector<proto::ArenaRef>* to_release)
 {
@@ -194,6 +220,9 @@ ResolveOutputs(const proto::ResponsesBody& body, const PeerArenas& peers,
         TRITONPY_RETURN_IF_ERROR(
             peers.Resolve(t.ref.arena_id, t.ref.offset, t.byte_size, &p));
         to_release->push_back(t.ref);
+      } else if (t.location == proto::kLocationReceiverArena) {
+        TRITONPY_RETURN_IF_ERROR(
+            ResolveInBatch(*owners[i], t.ref, t.byte_size, &p));
       }
       (*data)[i].push_back(p);
     }

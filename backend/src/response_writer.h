@@ -5,6 +5,7 @@
 // responses for requests that fail without reaching the model.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,11 +26,15 @@ void SendErrorResponse(BatchRequest* req, const Status& status, uint32_t flags,
 void RespondWithError(BatchRequest* req, const Status& status);
 
 // Resolves the output bytes of every entry of a RESPONSES body: inline
-// data or the stub's arenas. (*data)[i][j] is output j of entry i. Appends
-// every stub arena reference to `to_release`. Fails (a protocol violation)
-// on a reference outside the stub's arenas; then nothing was sent.
+// data, the stub's arenas, or (location 2) backend arena space of the
+// entry's own batch, owners[i] (alive until that batch ends, which needs
+// the entry's request complete: after the entry is written).
+// (*data)[i][j] is output j of entry i. Appends every stub arena reference
+// to `to_release`. Fails (a protocol violation) on a reference outside the
+// stub's arenas or outside the batch's allocations; then nothing was sent.
 Status ResolveOutputs(const proto::ResponsesBody& body,
                       const PeerArenas& peers,
+                      const std::vector<std::shared_ptr<Batch>>& owners,
                       std::vector<std::vector<const uint8_t*>>* data,
                       std::vector<proto::ArenaRef>* to_release);
 

@@ -72,6 +72,28 @@ TensorJson(const tp::Tensor& t)
   return v;
 }
 
+Value
+RequestJson(const tp::Request& q)
+{
+  Value r = Value::Object();
+  r.Set("request_id", Value::String(q.request_id));
+  r.Set("correlation_kind", Value::Int(q.correlation_kind));
+  r.Set("correlation_u64", Value::Uint(q.correlation_u64));
+  r.Set("correlation_str", Value::String(q.correlation_str));
+  r.Set("flags", Value::Int(q.flags));
+  r.Set("timeout_us", Value::Uint(q.timeout_us));
+  r.Set("parameters", Value::String(q.parameters));
+  Value outs = Value::Array();
+  for (const std::string& s : q.requested_outputs) {
+    outs.Append(Value::String(s));
+  }
+  r.Set("requested_outputs", std::move(outs));
+  Value ins = Value::Array();
+  for (const tp::Tensor& t : q.inputs) ins.Append(TensorJson(t));
+  r.Set("inputs", std::move(ins));
+  return r;
+}
+
 // Decodes a whole frame the way the backend does, into the JSON shape of
 // protocol_ref.decode()["body"], and re-encodes it into *reencoded.
 Status
@@ -98,7 +120,9 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
     case tp::FrameType::kHello:
     case tp::FrameType::kInit:
     case tp::FrameType::kInitDone:
-    case tp::FrameType::kFinalizeDone: {
+    case tp::FrameType::kFinalizeDone:
+    case tp::FrameType::kModelControl:
+    case tp::FrameType::kModelControlDone: {
       std::string text;
       TRITONPY_RETURN_IF_ERROR(tp::DecodeJson(b, n, &text));
       Value doc;
@@ -111,8 +135,32 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
     case tp::FrameType::kFinalize:
     case tp::FrameType::kIsReady:
     case tp::FrameType::kDrain:
+    case tp::FrameType::kBlsCancel:
       TRITONPY_RETURN_IF_ERROR(tp::DecodeEmpty(b, n));
       break;
+    case tp::FrameType::kBlsRequest: {
+      tp::BlsRequestBody q;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeBlsRequest(b, n, &q));
+      body->Set("model_name", Value::String(q.model_name));
+      body->Set("model_version", Value::Int(q.model_version));
+      body->Set("request", RequestJson(q.request));
+      tp::EncodeBlsRequest(q, out);
+      break;
+    }
+    case tp::FrameType::kBlsResponse: {
+      tp::BlsResponseBody p;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeBlsResponse(b, n, &p));
+      body->Set("response_flags", Value::Int(p.response_flags));
+      body->Set("has_error", Value::Int(p.has_error));
+      body->Set("error_code", Value::Int(p.error_code));
+      body->Set("error_message", Value::String(p.error_message));
+      body->Set("parameters", Value::String(p.parameters));
+      Value outs = Value::Array();
+      for (const tp::Tensor& t : p.outputs) outs.Append(TensorJson(t));
+      body->Set("outputs", std::move(outs));
+      tp::EncodeBlsResponse(p, out);
+      break;
+    }
     case tp::FrameType::kCancel: {
       tp::CancelBody c;
       TRITONPY_RETURN_IF_ERROR(tp::DecodeCancel(b, n, &c));
@@ -145,7 +193,8 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
       tp::EncodeReady(r, out);
       break;
     }
-    case tp::FrameType::kArena: {
+    case tp::FrameType::kArena:
+    case tp::FrameType::kBlsArena: {
       tp::ArenaBody a;
       TRITONPY_RETURN_IF_ERROR(tp::DecodeArena(b, n, &a));
       body->Set("arena_id", Value::Int(a.arena_id));
@@ -157,25 +206,7 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
       tp::ExecuteBody e;
       TRITONPY_RETURN_IF_ERROR(tp::DecodeExecute(b, n, &e));
       Value reqs = Value::Array();
-      for (const tp::Request& q : e.requests) {
-        Value r = Value::Object();
-        r.Set("request_id", Value::String(q.request_id));
-        r.Set("correlation_kind", Value::Int(q.correlation_kind));
-        r.Set("correlation_u64", Value::Uint(q.correlation_u64));
-        r.Set("correlation_str", Value::String(q.correlation_str));
-        r.Set("flags", Value::Int(q.flags));
-        r.Set("timeout_us", Value::Uint(q.timeout_us));
-        r.Set("parameters", Value::String(q.parameters));
-        Value outs = Value::Array();
-        for (const std::string& s : q.requested_outputs) {
-          outs.Append(Value::String(s));
-        }
-        r.Set("requested_outputs", std::move(outs));
-        Value ins = Value::Array();
-        for (const tp::Tensor& t : q.inputs) ins.Append(TensorJson(t));
-        r.Set("inputs", std::move(ins));
-        reqs.Append(std::move(r));
-      }
+      for (const tp::Request& q : e.requests) reqs.Append(RequestJson(q));
       body->Set("requests", std::move(reqs));
       tp::EncodeExecute(e, out);
       break;
@@ -227,7 +258,8 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
       tp::EncodeError(e, out);
       break;
     }
-    case tp::FrameType::kRelease: {
+    case tp::FrameType::kRelease:
+    case tp::FrameType::kBlsRelease: {
       tp::ReleaseBody r;
       TRITONPY_RETURN_IF_ERROR(tp::DecodeRelease(b, n, &r));
       Value allocs = Value::Array();

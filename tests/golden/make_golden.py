@@ -20,6 +20,7 @@ sys.path.insert(0, str(HERE.parent))
 import protocol_ref as P  # noqa: E402
 
 FP32, INT32, BYTES, BOOL, FP16, BF16, UINT64 = 11, 8, 13, 1, 10, 14, 5
+UINT8 = 2
 
 
 def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
@@ -90,6 +91,12 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
             {"batch_id": 10, "request_index": 0, "response_flags": P.RESP_FINAL, "has_error": 1,
              "error_code": 7, "error_message": "cancelled", "parameters": "", "outputs": []},
         ]}, 0, 0),
+        ("responses_receiver_arena.bin", P.RESPONSES, {"responses": [
+            {"batch_id": 12, "request_index": 0, "response_flags": 1, "has_error": 0,
+             "error_code": 0, "error_message": "", "parameters": "",
+             "outputs": [P.Tensor("OUTPUT0", UINT8, [1 << 20], 1 << 20, 2, b"", 1, 4096).to_json(),
+                         P.Tensor("OUTPUT1", UINT8, [8], 8, 1, b"", 2, 64).to_json()]}]},
+         12, P.FLAG_BATCH_DONE),
         ("execute_done_ok.bin", P.EXECUTE_DONE, {"ok": 1, "error": ""}, 5, 0),
         ("execute_done_error.bin", P.EXECUTE_DONE, {"ok": 0, "error": "Traceback: boom"}, 5, 0),
         ("log.bin", P.LOG, {"level": 1, "file": "model.py", "line": 42, "message": "warned"}, 0, 0),
@@ -105,6 +112,35 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
         ("ready.bin", P.READY, {"ready": 0, "message": "warming up"}, 3, 0),
         ("release.bin", P.RELEASE, {"allocations": [{"arena_id": 1, "offset": 64},
                                                     {"arena_id": 2, "offset": 1 << 33}]}, 0, 0),
+        ("bls_request.bin", P.BLS_REQUEST, {"model_name": "add_sub", "model_version": -1,
+                                            "request": P.request(
+            "bls-1", [P.inline("INPUT0", FP32, [4], a),
+                      P.Tensor("INPUT1", FP32, [4], 16, 1, b"", 2, 128).to_json()],
+            requested_outputs=["OUTPUT0"], correlation_kind=2, correlation_str="seq-7",
+            flags=1, timeout_us=250000, parameters="{\"x\":1}")}, 12, 0),
+        ("bls_response.bin", P.BLS_RESPONSE, {
+            "response_flags": 1, "has_error": 0, "error_code": 0, "error_message": "",
+            "parameters": "{\"n\":2}",
+            "outputs": [P.inline("OUTPUT0", FP32, [4], a),
+                        P.Tensor("OUTPUT1", FP32, [1024], 4096, 1, b"", 1, 192).to_json()]},
+         12, 0),
+        ("bls_response_error.bin", P.BLS_RESPONSE, {
+            "response_flags": 1, "has_error": 1, "error_code": 2,
+            "error_message": "Request for unknown model: 'nope' is not found",
+            "parameters": "", "outputs": []}, 13, 0),
+        ("bls_response_stream.bin", P.BLS_RESPONSE, {
+            "response_flags": 0, "has_error": 0, "error_code": 0, "error_message": "",
+            "parameters": "", "outputs": [P.inline("OUT", INT32, [1], struct.pack("<i", 3))]},
+         14, 0),
+        ("bls_cancel.bin", P.BLS_CANCEL, {}, 14, 0),
+        ("bls_arena.bin", P.BLS_ARENA, {"arena_id": 1, "size": 64 << 20}, 0, 0),
+        ("bls_release.bin", P.BLS_RELEASE, {"allocations": [{"arena_id": 1, "offset": 192}]},
+         0, 0),
+        ("model_control.bin", P.MODEL_CONTROL, {"json": {
+            "op": "load", "model_name": "m", "config": "{\"backend\":\"python\"}",
+            "files": {"file:1/model.py": "cHJpbnQoKQ=="}}}, 5, 0),
+        ("model_control_done.bin", P.MODEL_CONTROL_DONE, {"json": {
+            "ok": False, "error": "load failed", "ready": False}}, 5, 0),
     ]
 
 
@@ -125,11 +161,18 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
     off = 24 + 4 + 9 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 11 + 11 + 4 + 10 + 4
     assert struct.unpack_from("<I", big_ndim, off)[0] == 1
     struct.pack_into("<I", big_ndim, off, 1000)
+    # INPUT0's location byte: after ndim(4), dims[0](8), byte_size(8).
+    receiver_loc = bytearray(frames["execute_add_sub.bin"])
+    assert receiver_loc[off + 20] == 0
+    receiver_loc[off + 20] = 2
     bad_rflags = bytearray(rs)
     struct.pack_into("<I", bad_rflags, 24 + 4 + 8 + 4, 1 << 29)  # first entry's flags
     bad_pad = bytearray(rs)
     pad_at = bad_pad.index(struct.pack("<f", 0.5)) - 1
     bad_pad[pad_at] = 0xFF
+    bls = bytearray(frames["bls_response.bin"])
+    struct.pack_into("<I", bls, 24, 1 << 30)  # response_flags
+    bad_bls_flags = bytes(bls)
     return [
         ("bad_short.bin", ex[:20], "shorter than the header"),
         ("bad_magic.bin", b"XXXX" + ex[4:], "bad magic"),
@@ -142,8 +185,11 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_huge_string.bin", bytes(huge_str), "string length past the end"),
         ("bad_huge_count.bin", bytes(huge_count), "count past the end"),
         ("bad_ndim.bin", bytes(big_ndim), "ndim over 64"),
+        ("bad_location.bin", bytes(receiver_loc),
+         "location 2 (receiver's arena) is for RESPONSES outputs only"),
         ("bad_padding.bin", bytes(bad_pad), "non-zero padding"),
         ("bad_response_flags.bin", bytes(bad_rflags), "unknown response flag bit 29"),
+        ("bad_bls_response_flags.bin", bad_bls_flags, "unknown BLS response flag bit 30"),
     ]
 
 

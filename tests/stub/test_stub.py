@@ -103,6 +103,41 @@ def test_large_tensors_go_through_arenas(host: StubHost, tmp_path: Path) -> None
     assert {(t["arena_id"], t["offset"]) for t in outs2} == {(t["arena_id"], t["offset"]) for t in outs}
 
 
+ALIASES = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
+            out.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("SAME", x), pb_utils.Tensor("HALF", x[x.size // 2:]),
+                pb_utils.Tensor("COPY", x.copy()),
+                pb_utils.get_input_tensor_by_name(r, "IN")]))
+        return out
+'''
+
+
+def test_outputs_aliasing_inputs_are_sent_by_reference(host: StubHost, tmp_path: Path) -> None:
+    """A large output whose bytes lie inside an input of its batch in a
+    backend arena goes back as location 2 (no copy); anything else is copied."""
+    host.handshake(write_model(tmp_path, ALIASES))
+    n = 1 << 20
+    arena = host.new_arena(4, 4 << 20)
+    data = np.random.default_rng(1).integers(0, 255, n, dtype=np.uint8)
+    arena[4096:4096 + n] = data.tobytes()
+    req = P.request("r", [P.Tensor("IN", 2, [n], n, 1, b"", 4, 4096).to_json()])
+    outs = {t["name"]: t for t in host.execute(1, [req])["body"]["responses"][0]["outputs"]}
+    assert (outs["SAME"]["location"], outs["SAME"]["arena_id"], outs["SAME"]["offset"]) == (2, 4, 4096)
+    assert (outs["IN"]["location"], outs["IN"]["offset"]) == (2, 4096)
+    assert (outs["HALF"]["location"], outs["HALF"]["offset"]) == (2, 4096 + n // 2)
+    assert outs["HALF"]["byte_size"] == n // 2
+    assert outs["COPY"]["location"] == 1
+    assert host.tensor_bytes(outs["COPY"]) == data.tobytes()
+
+
 def test_batch_of_many_requests_each_gets_its_own_answer(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, ADD_SUB))
     reqs = [P.request(f"r{i}", [f32("A", [i]), f32("B", [1])]) for i in range(64)]

@@ -50,6 +50,17 @@ def _tensor(buf: bytes, t: tuple) -> dict[str, Any]:
     return d
 
 
+def _request(buf: bytes, q: tuple) -> dict[str, Any]:
+    rid, corr, rflags, timeout, params, names, inputs = q
+    kind = 0 if corr is None else (1 if isinstance(corr, int) else 2)
+    return {"request_id": rid, "correlation_kind": kind,
+            "correlation_u64": corr if kind == 1 else 0,
+            "correlation_str": corr if kind == 2 else "",
+            "flags": rflags, "timeout_us": timeout, "parameters": params,
+            "requested_outputs": names,
+            "inputs": [_tensor(buf, t) for t in inputs]}
+
+
 def _cython_decode(buf: bytes) -> dict[str, Any]:
     ftype, flags, fid, body_len = C.decode_header(buf)
     name = P.TYPE_NAMES[ftype]
@@ -66,16 +77,21 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     elif ftype == C.ARENA:
         out = {"arena_id": body[0], "size": body[1]}
     elif ftype == C.EXECUTE:
-        reqs = []
-        for rid, corr, rflags, timeout, params, names, inputs in body:
-            kind = 0 if corr is None else (1 if isinstance(corr, int) else 2)
-            reqs.append({"request_id": rid, "correlation_kind": kind,
-                         "correlation_u64": corr if kind == 1 else 0,
-                         "correlation_str": corr if kind == 2 else "",
-                         "flags": rflags, "timeout_us": timeout, "parameters": params,
-                         "requested_outputs": names,
-                         "inputs": [_tensor(buf, t) for t in inputs]})
-        out = {"requests": reqs}
+        out = {"requests": [_request(buf, q) for q in body]}
+    elif ftype == C.BLS_REQUEST:
+        out = {"model_name": body[0], "model_version": body[1],
+               "request": _request(buf, body[2])}
+    elif ftype == C.BLS_RESPONSE:
+        rf, err, params, outs = body
+        out = {"response_flags": rf, "has_error": int(err is not None),
+               "error_code": err[0] if err else 0, "error_message": err[1] if err else "",
+               "parameters": params, "outputs": [_tensor(buf, t) for t in outs]}
+    elif ftype == C.BLS_CANCEL:
+        out = {}
+    elif ftype == C.BLS_ARENA:
+        out = {"arena_id": body[0], "size": body[1]}
+    elif ftype == C.BLS_RELEASE:
+        out = {"allocations": [{"arena_id": a, "offset": o} for a, o in body]}
     elif ftype == C.RESPONSES:
         out = {"responses": [
             {"batch_id": bid, "request_index": idx, "response_flags": rf,
@@ -159,7 +175,7 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
                                     bytes.fromhex(t["data_hex"]))
                 else:
                     w.tensor_arena(t["name"], t["dtype"], tuple(t["dims"]), t["byte_size"],
-                                   t["arena_id"], t["offset"])
+                                   t["arena_id"], t["offset"], t["location"])
         return w.finish()
     if ftype == C.ARENA:
         return C.encode_simple(ftype, (body["arena_id"], body["size"]), entry["id"])
@@ -171,14 +187,37 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
         return C.encode_simple(ftype, body["message"])
     if ftype == C.READY:
         return C.encode_simple(ftype, (body["ready"], body["message"]), entry["id"])
-    if ftype == C.RELEASE:
+    if ftype in (C.RELEASE, C.BLS_RELEASE):
         return C.encode_simple(ftype, [(a["arena_id"], a["offset"]) for a in body["allocations"]])
+    if ftype == C.BLS_CANCEL:
+        return C.encode_simple(ftype, None, entry["id"])
+    if ftype == C.MODEL_CONTROL:
+        w = C.FrameWriter()
+        w.begin(ftype, entry["id"])
+        w.json_body(body["json"])
+        return w.finish()
+    if ftype == C.BLS_REQUEST:
+        from tritonpy.stub.bls import encode_bls_request
+        q = body["request"]
+        corr = (None, q["correlation_u64"], q["correlation_str"])[q["correlation_kind"]]
+        ins = []
+        for t in q["inputs"]:
+            if t["location"] == 0:
+                ins.append((t["name"], t["dtype"], tuple(t["dims"]), bytes.fromhex(t["data_hex"]),
+                            0, 0, t["byte_size"]))
+            else:
+                ins.append((t["name"], t["dtype"], tuple(t["dims"]), None,
+                            t["arena_id"], t["offset"], t["byte_size"]))
+        return encode_bls_request(entry["id"], body["model_name"], body["model_version"],
+                                  q["request_id"], corr, q["flags"], q["timeout_us"],
+                                  q["parameters"], q["requested_outputs"], ins)
     return C.encode_json(ftype, body["json"])
 
 
 STUB_SENDS = [e for e in VALID if e["type"] in
               ("HELLO", "INIT_DONE", "ARENA", "RESPONSES", "EXECUTE_DONE", "LOG",
-               "FINALIZE_DONE", "ERROR", "RELEASE", "READY") and not e["flags"] & 1]
+               "FINALIZE_DONE", "ERROR", "RELEASE", "READY", "BLS_REQUEST", "BLS_CANCEL",
+               "BLS_RELEASE", "MODEL_CONTROL") and not e["flags"] & 1]
 
 
 @pytest.mark.parametrize("entry", STUB_SENDS, ids=lambda e: e["file"])

@@ -1,0 +1,833 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "bls.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <list>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "json.h"
+#include "triton_util.h"
+#include "tritonpy/triton_infer_api.h"
+
+namespace tritonpy {
+
+class BlsCore;
+
+namespace {
+
+// Outputs up to this size are sent inline (one copy, no BLS_RELEASE round
+// trip); larger ones stay where Triton wrote them, in a BLS arena.
+constexpr size_t kInlineOutputMax = 16 << 10;
+// Inline bytes one BLS_RESPONSE may carry; the rest goes to the arena.
+constexpr size_t kInlineBudget = 96 << 10;
+// How long ~Bls waits for cancelled calls to be given back by Triton.
+constexpr auto kDrainWait = std::chrono::seconds(5);
+
+Status
+Violation(const std::string& what)
+{
+  return Status::InvalidArg("tritonpy protocol violation: " + what);
+}
+
+// Where Triton wrote one output: an arena allocation, or call-owned heap
+// memory for small outputs (and for calls whose stub is gone).
+struct OutBuf {
+  std::shared_ptr<BlsCore> core;  // set for arena allocations
+  bool in_arena = false;
+  Allocation alloc;
+  std::vector<uint8_t> heap;
+  // Set once the stub was sent a reference: then the stub frees it.
+  bool handed_over = false;
+};
+
+int
+Base64Value(char c)
+{
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+Status
+Base64Decode(const std::string& in, std::string* out)
+{
+  out->clear();
+  out->reserve(in.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=' || c == '\n' || c == '\r') continue;
+    int v = Base64Value(c);
+    if (v < 0) return Status::InvalidArg("file content is not base64");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+// One BLS call: owned by the core's call table until both its final
+// response went out and Triton released the request.
+struct BlsCall {
+  std::shared_ptr<BlsCore> core;
+  std::shared_ptr<Channel> channel;
+  uint64_t id = 0;
+  std::string model_name;
+  std::vector<uint8_t> inputs;  // copies of the input bytes
+
+  std::mutex mu;
+  TRITONSERVER_InferenceRequest* request = nullptr;  // guarded by mu
+  bool released = false;                             // guarded by mu
+  bool final_sent = false;                           // guarded by mu
+};
+
+class BlsCore : public std::enable_shared_from_this<BlsCore> {
+ public:
+  BlsCore(TRITONSERVER_Server* server, std::string describe, uint64_t size)
+      : server(server), describe(std::move(describe)), allocator(size)
+  {
+  }
+  ~BlsCore()
+  {
+    if (triton_allocator != nullptr) {
+      TRITONSERVER_Error* err =
+          TRITONSERVER_ResponseAllocatorDelete(triton_allocator);
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    }
+  }
+
+  // Triton callbacks (any thread).
+  static TRITONSERVER_Error* Alloc(
+      TRITONSERVER_ResponseAllocator*, const char* name, size_t byte_size,
+      TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
+      void** buffer_userp, TRITONSERVER_MemoryType* actual_type,
+      int64_t* actual_type_id);
+  static TRITONSERVER_Error* Release(
+      TRITONSERVER_ResponseAllocator*, void* buffer, void* buffer_userp,
+      size_t byte_size, TRITONSERVER_MemoryType, int64_t);
+  static void OnResponse(
+      TRITONSERVER_InferenceResponse* response, const uint32_t flags,
+      void* userp);
+  static void OnRequestRelease(
+      TRITONSERVER_InferenceRequest* request, const uint32_t flags,
+      void* userp);
+
+  // Sends the final error response of a call that never reached Triton.
+  static void FailEarly(
+      const std::shared_ptr<Channel>& channel, uint64_t id,
+      const Status& status);
+  // Drops the call from the table once it is over.
+  void MaybeForget(BlsCall* call);
+
+  TRITONSERVER_Server* server;
+  std::string describe;
+  TRITONSERVER_ResponseAllocator* triton_allocator = nullptr;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  ArenaAllocator allocator;                          // guarded by mu
+  std::shared_ptr<Channel> current;                  // guarded by mu
+  std::shared_ptr<Channel> announced_to;             // guarded by mu
+  std::set<std::pair<uint32_t, uint64_t>> handed;    // guarded by mu
+  std::map<uint64_t, std::shared_ptr<BlsCall>> calls;  // guarded by mu
+
+  // Model-control workers, joined by ~Bls (finished ones on the way).
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex workers_mu;
+  std::list<Worker> workers;  // guarded by workers_mu
+};
+
+TRITONSERVER_Error*
+BlsCore::Alloc(
+    TRITONSERVER_ResponseAllocator*, const char* name, size_t byte_size,
+    TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
+    void** buffer_userp, TRITONSERVER_MemoryType* actual_type,
+    int64_t* actual_type_id)
+{
+  auto* call = static_cast<BlsCall*>(userp);
+  BlsCore* core = call->core.get();
+  *actual_type = TRITONSERVER_MEMORY_CPU;
+  *actual_type_id = 0;
+  *buffer = nullptr;
+  *buffer_userp = nullptr;
+  if (byte_size == 0) return nullptr;
+  auto ob = std::make_unique<OutBuf>();
+  if (byte_size > kInlineOutputMax) {
+    std::lock_guard<std::mutex> lock(core->mu);
+    // Only a call of the current stub may use the arenas (a dead stub's
+    // responses are dropped anyway).
+    if (call->channel == core->current) {
+      if (core->announced_to != call->channel) {
+        core->allocator.MarkAllUnannounced();
+        core->announced_to = call->channel;
+      }
+      Status s = core->allocator.Allocate(byte_size, &ob->alloc);
+      if (!s.ok()) {
+        return TRITONSERVER_ErrorNew(
+            TRITONSERVER_ERROR_INTERNAL,
+            ("tritonpy: " + core->describe + ": no shared memory for BLS " +
+             "output '" + name + "': " + s.message())
+                .c_str());
+      }
+      ob->in_arena = true;
+      ob->core = call->core;
+      // A new arena goes to the stub before any frame refers to it; sent
+      // under mu so that no other response can overtake it.
+      for (const MappedArena* arena : core->allocator.Unannounced()) {
+        auto frame = proto::MakeFrame(
+            proto::FrameType::kBlsArena, 0, 0,
+            [&](std::vector<uint8_t>* out) {
+              proto::EncodeArena({arena->id(), arena->size()}, out);
+            });
+        (void)call->channel->Send(frame, arena->fd());
+        core->allocator.MarkAnnounced(arena->id());
+      }
+      *buffer = ob->alloc.ptr;
+    }
+  }
+  if (!ob->in_arena) {
+    ob->heap.resize(byte_size);
+    *buffer = ob->heap.data();
+  }
+  *buffer_userp = ob.release();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+BlsCore::Release(
+    TRITONSERVER_ResponseAllocator* allocator, void*, void* buffer_userp,
+    size_t, TRITONSERVER_MemoryType, int64_t)
+{
+  (void)allocator;
+  auto* ob = static_cast<OutBuf*>(buffer_userp);
+  if (ob == nullptr) return nullptr;
+  if (ob->in_arena && !ob->handed_over) {
+    // Never reached the stub (an error response, a dead stub): ours to free.
+    std::lock_guard<std::mutex> lock(ob->core->mu);
+    ob->core->allocator.Free(ob->alloc.arena_id, ob->alloc.offset);
+  }
+  delete ob;
+  return nullptr;
+}
+
+void
+BlsCore::FailEarly(
+    const std::shared_ptr<Channel>& channel, uint64_t id, const Status& status)
+{
+  proto::BlsResponseBody body;
+  body.response_flags = proto::kRespFinal;
+  body.has_error = 1;
+  body.error_code = static_cast<uint32_t>(status.code());
+  body.error_message = status.message().substr(0, 60000);
+  auto frame = proto::MakeFrame(
+      proto::FrameType::kBlsResponse, 0, id,
+      [&](std::vector<uint8_t>* out) { proto::EncodeBlsResponse(body, out); });
+  if (channel != nullptr) (void)channel->Send(frame);
+}
+
+void
+BlsCore::MaybeForget(BlsCall* call)
+{
+  bool over;
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    over = call->released && call->final_sent;
+  }
+  if (!over) return;
+  std::shared_ptr<BlsCall> keep;  // destroyed outside mu
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = calls.find(call->id);
+  if (it != calls.end() && it->second.get() == call) {
+    keep = std::move(it->second);
+    calls.erase(it);
+  }
+  cv.notify_all();
+}
+
+void
+BlsCore::OnResponse(
+    TRITONSERVER_InferenceResponse* response, const uint32_t flags,
+    void* userp)
+{
+  auto* call = static_cast<BlsCall*>(userp);
+  std::shared_ptr<BlsCore> core = call->core;  // alive through this call
+  proto::BlsResponseBody body;
+  const bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+  body.response_flags = final ? proto::kRespFinal : 0;
+  std::vector<OutBuf*> arena_bufs;
+  if (response != nullptr) {
+    TRITONSERVER_Error* rerr = TRITONSERVER_InferenceResponseError(response);
+    if (rerr != nullptr) {
+      body.has_error = 1;
+      body.error_code = static_cast<uint32_t>(TRITONSERVER_ErrorCode(rerr));
+      body.error_message = TRITONSERVER_ErrorMessage(rerr);
+    } else {
+      Status s;
+      uint32_t count = 0;
+      json::Value params = json::Value::Object();
+      TRITONSERVER_Error* err =
+          TRITONSERVER_InferenceResponseParameterCount(response, &count);
+      for (uint32_t i = 0; err == nullptr && i < count; ++i) {
+        const char* name = nullptr;
+        TRITONSERVER_ParameterType type;
+        const void* value = nullptr;
+        err = TRITONSERVER_InferenceResponseParameter(
+            response, i, &name, &type, &value);
+        if (err != nullptr) break;
+        switch (type) {
+          case TRITONSERVER_PARAMETER_STRING:
+            params.Set(name, json::Value::String(
+                                 static_cast<const char*>(value)));
+            break;
+          case TRITONSERVER_PARAMETER_INT:
+            params.Set(name, json::Value::Int(
+                                 *static_cast<const int64_t*>(value)));
+            break;
+          case TRITONSERVER_PARAMETER_BOOL:
+            params.Set(name,
+                       json::Value::Bool(*static_cast<const bool*>(value)));
+            break;
+          case TRITONSERVER_PARAMETER_DOUBLE:
+            params.Set(name, json::Value::Double(
+                                 *static_cast<const double*>(value)));
+            break;
+          default:
+            break;  // bytes parameters are not forwarded
+        }
+      }
+      if (err == nullptr && count > 0) body.parameters = params.Serialize();
+      if (err == nullptr) {
+        err = TRITONSERVER_InferenceResponseOutputCount(response, &count);
+      }
+      size_t budget = kInlineBudget;
+      for (uint32_t i = 0; err == nullptr && i < count; ++i) {
+        proto::Tensor t;
+        const char* name = nullptr;
+        TRITONSERVER_DataType dtype;
+        const int64_t* shape = nullptr;
+        uint64_t ndim = 0;
+        const void* base = nullptr;
+        size_t byte_size = 0;
+        TRITONSERVER_MemoryType mtype;
+        int64_t mtype_id;
+        void* buf_userp = nullptr;
+        err = TRITONSERVER_InferenceResponseOutput(
+            response, i, &name, &dtype, &shape, &ndim, &base, &byte_size,
+            &mtype, &mtype_id, &buf_userp);
+        if (err != nullptr) break;
+        t.name = name;
+        t.dtype = static_cast<uint32_t>(dtype);
+        t.dims.assign(shape, shape + ndim);
+        t.byte_size = byte_size;
+        auto* ob = static_cast<OutBuf*>(buf_userp);
+        if (mtype == TRITONSERVER_MEMORY_GPU) {
+          err = TRITONSERVER_ErrorNew(
+              TRITONSERVER_ERROR_UNSUPPORTED,
+              ("tritonpy: BLS output '" + t.name + "' is in GPU memory")
+                  .c_str());
+          break;
+        }
+        if (ob != nullptr && ob->in_arena) {
+          t.location = proto::kLocationArena;
+          t.ref.arena_id = ob->alloc.arena_id;
+          t.ref.offset = ob->alloc.offset;
+          arena_bufs.push_back(ob);
+        } else if (byte_size <= budget) {
+          t.location = proto::kLocationInline;
+          t.data = static_cast<const uint8_t*>(base);
+          budget -= byte_size;
+        } else {
+          err = TRITONSERVER_ErrorNew(
+              TRITONSERVER_ERROR_INTERNAL,
+              ("tritonpy: BLS output '" + t.name + "' does not fit in a " +
+               "response frame")
+                  .c_str());
+          break;
+        }
+        body.outputs.push_back(std::move(t));
+      }
+      if (err != nullptr) {
+        body.outputs.clear();
+        arena_bufs.clear();
+        body.parameters.clear();
+        body.has_error = 1;
+        body.error_code = static_cast<uint32_t>(TRITONSERVER_ErrorCode(err));
+        body.error_message = TRITONSERVER_ErrorMessage(err);
+        TRITONSERVER_ErrorDelete(err);
+      }
+    }
+  }
+  auto frame = proto::MakeFrame(
+      proto::FrameType::kBlsResponse, 0, call->id,
+      [&](std::vector<uint8_t>* out) { proto::EncodeBlsResponse(body, out); });
+  // The stub owns the arena space from the moment it may see the frame.
+  {
+    std::lock_guard<std::mutex> lock(core->mu);
+    for (OutBuf* ob : arena_bufs) {
+      ob->handed_over = true;
+      core->handed.insert({ob->alloc.arena_id, ob->alloc.offset});
+    }
+  }
+  Status sent = frame.size() <= proto::kMaxFrame
+                    ? call->channel->Send(frame)
+                    : Status::Internal("BLS response frame too large");
+  if (!sent.ok()) {
+    std::lock_guard<std::mutex> lock(core->mu);
+    for (OutBuf* ob : arena_bufs) {
+      // Not delivered: give it back to Release, unless OnStubGone freed it.
+      ob->handed_over =
+          core->handed.erase({ob->alloc.arena_id, ob->alloc.offset}) == 0;
+    }
+  }
+  if (response != nullptr) {
+    // Release (called from here) frees the arena space not handed over.
+    TRITONSERVER_Error* e = TRITONSERVER_InferenceResponseDelete(response);
+    if (e != nullptr) TRITONSERVER_ErrorDelete(e);
+  }
+  if (final) {
+    {
+      std::lock_guard<std::mutex> lock(call->mu);
+      call->final_sent = true;
+    }
+    core->MaybeForget(call);
+  }
+}
+
+void
+BlsCore::OnRequestRelease(
+    TRITONSERVER_InferenceRequest* request, const uint32_t, void* userp)
+{
+  auto* call = static_cast<BlsCall*>(userp);
+  std::shared_ptr<BlsCore> core = call->core;
+  {
+    std::lock_guard<std::mutex> lock(call->mu);
+    call->request = nullptr;
+    call->released = true;
+  }
+  TRITONSERVER_Error* err = TRITONSERVER_InferenceRequestDelete(request);
+  if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+  core->MaybeForget(call);
+}
+
+// ---------------------------------------------------------------- Bls
+
+Bls::Bls(TRITONSERVER_Server* server, std::string describe,
+         uint64_t arena_byte_size)
+    : core_(std::make_shared<BlsCore>(
+          server, std::move(describe), arena_byte_size))
+{
+  TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(
+      &core_->triton_allocator, BlsCore::Alloc, BlsCore::Release, nullptr);
+  if (err != nullptr) {
+    TRITONPY_LOG_ERROR(
+        "tritonpy: " + core_->describe +
+        ": cannot create the BLS response allocator: " +
+        TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    core_->triton_allocator = nullptr;
+  }
+}
+
+Bls::~Bls()
+{
+  OnStubGone();
+  {
+    std::unique_lock<std::mutex> lock(core_->mu);
+    if (!core_->cv.wait_for(
+            lock, kDrainWait, [&] { return core_->calls.empty(); })) {
+      TRITONPY_LOG_WARN(
+          "tritonpy: " + core_->describe + ": " +
+          std::to_string(core_->calls.size()) +
+          " BLS call(s) still in flight at unload");
+    }
+  }
+  std::list<BlsCore::Worker> workers;
+  {
+    std::lock_guard<std::mutex> lock(core_->workers_mu);
+    workers.swap(core_->workers);
+  }
+  for (auto& w : workers) {
+    if (w.thread.joinable()) w.thread.join();
+  }
+}
+
+void
+Bls::OnStubGone()
+{
+  std::vector<std::shared_ptr<BlsCall>> calls;
+  {
+    std::lock_guard<std::mutex> lock(core_->mu);
+    core_->current = nullptr;
+    core_->announced_to = nullptr;
+    for (const auto& h : core_->handed) {
+      core_->allocator.Free(h.first, h.second);
+    }
+    core_->handed.clear();
+    for (auto& kv : core_->calls) calls.push_back(kv.second);
+  }
+  for (auto& call : calls) {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->request != nullptr && !call->released) {
+      TRITONSERVER_Error* err =
+          TRITONSERVER_InferenceRequestCancel(call->request);
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    }
+  }
+}
+
+namespace {
+
+Status
+SetRequestParameters(
+    TRITONSERVER_InferenceRequest* req, const std::string& text)
+{
+  if (text.empty()) return Status();
+  json::Value doc;
+  TRITONPY_RETURN_IF_ERROR(
+      json::Parse(text, &doc).WithPrefix("request parameters: "));
+  if (!doc.is_object()) {
+    return Status::InvalidArg("request parameters must be a JSON object");
+  }
+  for (const auto& m : doc.members()) {
+    const json::Value& v = m.second;
+    if (v.is_string()) {
+      TRITONPY_RETURN_IF_TRITON_ERROR(
+          TRITONSERVER_InferenceRequestSetStringParameter(
+              req, m.first.c_str(), v.as_string().c_str()));
+    } else if (v.is_bool()) {
+      TRITONPY_RETURN_IF_TRITON_ERROR(
+          TRITONSERVER_InferenceRequestSetBoolParameter(
+              req, m.first.c_str(), v.as_bool()));
+    } else if (v.is_int() && !v.is_big_uint()) {
+      TRITONPY_RETURN_IF_TRITON_ERROR(
+          TRITONSERVER_InferenceRequestSetIntParameter(
+              req, m.first.c_str(), v.as_int()));
+    } else if (v.is_number()) {
+      TRITONPY_RETURN_IF_TRITON_ERROR(
+          TRITONSERVER_InferenceRequestSetDoubleParameter(
+              req, m.first.c_str(), v.as_double()));
+    } else {
+      return Status::InvalidArg(
+          "request parameter '" + m.first +
+          "' must be a string, an integer, a bool or a number");
+    }
+  }
+  return Status();
+}
+
+// Fills `req` from the wire request; input bytes point into call->inputs.
+Status
+BuildRequest(
+    TRITONSERVER_InferenceRequest* req, const proto::Request& q,
+    const std::vector<const uint8_t*>& data)
+{
+  if (!q.request_id.empty()) {
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONSERVER_InferenceRequestSetId(req, q.request_id.c_str()));
+  }
+  if (q.correlation_kind == 1) {
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONSERVER_InferenceRequestSetCorrelationId(req, q.correlation_u64));
+  } else if (q.correlation_kind == 2) {
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONSERVER_InferenceRequestSetCorrelationIdString(
+            req, q.correlation_str.c_str()));
+  }
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONSERVER_InferenceRequestSetFlags(req, q.flags));
+  if (q.timeout_us > 0) {
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(
+            req, q.timeout_us));
+  }
+  TRITONPY_RETURN_IF_ERROR(SetRequestParameters(req, q.parameters));
+  for (size_t i = 0; i < q.inputs.size(); ++i) {
+    const proto::Tensor& t = q.inputs[i];
+    TRITONPY_RETURN_IF_TRITON_ERROR(TRITONSERVER_InferenceRequestAddInput(
+        req, t.name.c_str(), static_cast<TRITONSERVER_DataType>(t.dtype),
+        t.dims.data(), t.dims.size()));
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONSERVER_InferenceRequestAppendInputData(
+            req, t.name.c_str(), data[i], t.byte_size,
+            TRITONSERVER_MEMORY_CPU, 0));
+  }
+  for (const std::string& name : q.requested_outputs) {
+    TRITONPY_RETURN_IF_TRITON_ERROR(
+        TRITONSERVER_InferenceRequestAddRequestedOutput(req, name.c_str()));
+  }
+  return Status();
+}
+
+json::Value
+RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
+{
+  const std::string op = msg.GetString("op");
+  const std::string name = msg.GetString("model_name");
+  json::Value reply = json::Value::Object();
+  Status s;
+  bool ready = false;
+  if (name.empty()) {
+    s = Status::InvalidArg("model_name must not be empty");
+  } else if (op == "load") {
+    std::string config = msg.GetString("config");
+    std::vector<std::pair<std::string, std::string>> files;
+    const json::Value* fv = msg.Find("files");
+    if (fv != nullptr && fv->is_object()) {
+      for (const auto& m : fv->members()) {
+        if (m.first.rfind("file:", 0) != 0 || !m.second.is_string()) {
+          s = Status::InvalidArg(
+              "load_model: every key of 'files' must start with 'file:' "
+              "and map to bytes, got '" + m.first + "'");
+          break;
+        }
+        std::string content;
+        s = Base64Decode(m.second.as_string(), &content);
+        if (!s.ok()) break;
+        files.emplace_back(m.first, std::move(content));
+      }
+    }
+    if (s.ok() && !files.empty() && config.empty()) {
+      s = Status::InvalidArg(
+          "load_model: 'config' must be given together with 'files'");
+    }
+    if (s.ok()) {
+      std::vector<TRITONSERVER_Parameter*> params;
+      if (!config.empty()) {
+        params.push_back(TRITONSERVER_ParameterNew(
+            "config", TRITONSERVER_PARAMETER_STRING, config.c_str()));
+      }
+      for (const auto& f : files) {
+        params.push_back(TRITONSERVER_ParameterBytesNew(
+            f.first.c_str(), f.second.data(), f.second.size()));
+      }
+      s = FromTriton(TRITONSERVER_ServerLoadModelWithParameters(
+          server, name.c_str(),
+          const_cast<const TRITONSERVER_Parameter**>(params.data()),
+          params.size()));
+      for (TRITONSERVER_Parameter* p : params) {
+        if (p != nullptr) TRITONSERVER_ParameterDelete(p);
+      }
+    }
+  } else if (op == "unload") {
+    s = FromTriton(
+        msg.GetBool("unload_dependents", false)
+            ? TRITONSERVER_ServerUnloadModelAndDependents(server, name.c_str())
+            : TRITONSERVER_ServerUnloadModel(server, name.c_str()));
+  } else if (op == "is_ready") {
+    std::string v = msg.GetString("model_version");
+    int64_t version = -1;
+    if (!v.empty()) {
+      char* end = nullptr;
+      version = std::strtoll(v.c_str(), &end, 10);
+      if (end == nullptr || *end != '\0' || version < 0) {
+        s = Status::InvalidArg("model_version '" + v + "' is not a number");
+      }
+    }
+    if (s.ok()) {
+      // An unknown model is simply not ready.
+      Status r = FromTriton(TRITONSERVER_ServerModelIsReady(
+          server, name.c_str(), version, &ready));
+      if (!r.ok()) ready = false;
+    }
+  } else {
+    s = Status::InvalidArg("unknown model control operation '" + op + "'");
+  }
+  reply.Set("ok", json::Value::Bool(s.ok()));
+  reply.Set("error", json::Value::String(s.message()));
+  reply.Set("ready", json::Value::Bool(ready));
+  return reply;
+}
+
+}  // namespace
+
+Status
+Bls::OnFrame(
+    const proto::FrameView& f, const uint8_t* body, const PeerArenas& peers,
+    const std::shared_ptr<Channel>& channel,
+    std::vector<proto::ArenaRef>* release)
+{
+  BlsCore* core = core_.get();
+  {
+    std::lock_guard<std::mutex> lock(core->mu);
+    core->current = channel;
+  }
+  switch (f.type) {
+    case proto::FrameType::kBlsRelease: {
+      proto::ReleaseBody rb;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeRelease(body, f.body_len, &rb));
+      std::lock_guard<std::mutex> lock(core->mu);
+      for (const proto::ArenaRef& r : rb.allocations) {
+        if (core->handed.erase({r.arena_id, r.offset}) == 0) {
+          return Violation(
+              "BLS_RELEASE of an allocation the stub does not hold (arena " +
+              std::to_string(r.arena_id) + " offset " +
+              std::to_string(r.offset) + ")");
+        }
+        core->allocator.Free(r.arena_id, r.offset);
+      }
+      return Status();
+    }
+    case proto::FrameType::kBlsCancel: {
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeEmpty(body, f.body_len));
+      std::shared_ptr<BlsCall> call;
+      {
+        std::lock_guard<std::mutex> lock(core->mu);
+        auto it = core->calls.find(f.id);
+        if (it != core->calls.end()) call = it->second;
+      }
+      if (call == nullptr) return Status();  // already over
+      std::lock_guard<std::mutex> lock(call->mu);
+      if (call->request != nullptr && !call->released && !call->final_sent) {
+        TRITONSERVER_Error* err =
+            TRITONSERVER_InferenceRequestCancel(call->request);
+        if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+      }
+      return Status();
+    }
+    case proto::FrameType::kModelControl: {
+      std::string text;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeJson(body, f.body_len, &text));
+      auto msg = std::make_shared<json::Value>();
+      Status ps = json::Parse(text, msg.get());
+      if (!ps.ok() || !msg->is_object()) {
+        return Violation("MODEL_CONTROL body is not a JSON object");
+      }
+      std::shared_ptr<BlsCore> keep = core_;
+      auto done = std::make_shared<std::atomic<bool>>(false);
+      const uint64_t id = f.id;
+      std::thread worker([keep, channel, msg, id, done] {
+        json::Value reply = RunModelControl(keep->server, *msg);
+        std::string out = reply.Serialize();
+        auto frame = proto::MakeFrame(
+            proto::FrameType::kModelControlDone, 0, id,
+            [&](std::vector<uint8_t>* o) { proto::EncodeJson(out, o); });
+        if (channel != nullptr) (void)channel->Send(frame);
+        done->store(true);
+      });
+      std::lock_guard<std::mutex> lock(core->workers_mu);
+      for (auto it = core->workers.begin(); it != core->workers.end();) {
+        if (it->done->load()) {
+          it->thread.join();
+          it = core->workers.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      core->workers.push_back({std::move(worker), done});
+      return Status();
+    }
+    case proto::FrameType::kBlsRequest:
+      break;
+    default:
+      return Violation("not a BLS frame");
+  }
+
+  proto::BlsRequestBody rb;
+  TRITONPY_RETURN_IF_ERROR(proto::DecodeBlsRequest(body, f.body_len, &rb));
+  const proto::Request& q = rb.request;
+  // Copy the inputs: the frame buffer is reused and the stub's arena space
+  // goes back at once (the Triton request may live longer than the stub).
+  uint64_t total = 0;
+  std::vector<const uint8_t*> src(q.inputs.size(), nullptr);
+  for (size_t i = 0; i < q.inputs.size(); ++i) {
+    const proto::Tensor& t = q.inputs[i];
+    if (t.location == proto::kLocationArena) {
+      TRITONPY_RETURN_IF_ERROR(peers.Resolve(
+          t.ref.arena_id, t.ref.offset, t.byte_size, &src[i]));
+      release->push_back(t.ref);
+    } else {
+      src[i] = t.data;
+    }
+    total += (t.byte_size + 63) / 64 * 64;
+  }
+  auto call = std::make_shared<BlsCall>();
+  call->core = core_;
+  call->channel = channel;
+  call->id = f.id;
+  call->model_name = rb.model_name;
+  call->inputs.resize(total);
+  std::vector<const uint8_t*> data(q.inputs.size(), nullptr);
+  uint64_t at = 0;
+  for (size_t i = 0; i < q.inputs.size(); ++i) {
+    const proto::Tensor& t = q.inputs[i];
+    if (t.byte_size > 0) std::memcpy(call->inputs.data() + at, src[i], t.byte_size);
+    data[i] = call->inputs.data() + at;
+    at += (t.byte_size + 63) / 64 * 64;
+  }
+  {
+    std::lock_guard<std::mutex> lock(core->mu);
+    if (core->calls.count(f.id) != 0) {
+      return Violation(
+          "BLS call id " + std::to_string(f.id) + " is already in flight");
+    }
+  }
+  if (core->triton_allocator == nullptr) {
+    BlsCore::FailEarly(
+        channel, f.id,
+        Status::Unavailable("tritonpy: BLS is unavailable in " + core->describe));
+    return Status();
+  }
+
+  TRITONSERVER_InferenceRequest* req = nullptr;
+  Status s = FromTriton(TRITONSERVER_InferenceRequestNew(
+      &req, core->server, rb.model_name.c_str(), rb.model_version));
+  if (s.ok()) s = BuildRequest(req, q, data);
+  if (s.ok()) {
+    s = FromTriton(TRITONSERVER_InferenceRequestSetReleaseCallback(
+        req, BlsCore::OnRequestRelease, call.get()));
+  }
+  if (s.ok()) {
+    s = FromTriton(TRITONSERVER_InferenceRequestSetResponseCallback(
+        req, core->triton_allocator, call.get(), BlsCore::OnResponse,
+        call.get()));
+  }
+  if (s.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(core->mu);
+      core->calls[f.id] = call;
+    }
+    {
+      std::lock_guard<std::mutex> lock(call->mu);
+      call->request = req;
+    }
+    s = FromTriton(TRITONSERVER_ServerInferAsync(core->server, req, nullptr));
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(core->mu);
+      core->calls.erase(f.id);
+      std::lock_guard<std::mutex> clock(call->mu);
+      call->request = nullptr;
+    }
+  }
+  if (!s.ok()) {
+    if (req != nullptr) {
+      TRITONSERVER_Error* err = TRITONSERVER_InferenceRequestDelete(req);
+      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+    }
+    BlsCore::FailEarly(
+        channel, f.id,
+        s.WithPrefix("BLS request to model '" + rb.model_name + "': "));
+  }
+  return Status();
+}
+
+}  // namespace tritonpy

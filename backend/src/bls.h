@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Business logic scripting and the model loading API, backend side
+// (docs/protocol.md, "Business logic scripting" and "MODEL_CONTROL").
+//
+// A BLS_REQUEST from the stub becomes a TRITONSERVER_InferenceRequest run
+// with TRITONSERVER_ServerInferAsync. Inputs are copied into memory the
+// call owns (the stub's arena space and the frame are returned at once).
+// Outputs are written by Triton straight into the backend's *BLS arenas*
+// through a TRITONSERVER_ResponseAllocator (small ones into call-owned heap
+// memory, sent inline); every response becomes one BLS_RESPONSE, and the
+// stub returns arena space with BLS_RELEASE once its Python objects are
+// gone. MODEL_CONTROL frames run the server's load/unload/readiness calls
+// on short-lived worker threads, so that a slow load never stalls the
+// reader thread.
+//
+// Threads: OnFrame and OnStubGone are called by the instance's reader
+// thread; Triton's threads run the allocator, response and release
+// callbacks. Everything those callbacks touch lives in a shared core that
+// each call keeps alive, so a call that outlives its instance (finalized
+// with a fire-and-forget call in flight) never touches freed memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arena.h"
+#include "channel.h"
+#include "error.h"
+#include "protocol.h"
+#include "tritonpy/triton_api.h"
+
+namespace tritonpy {
+
+class BlsCore;
+
+class Bls {
+ public:
+  // `describe` names the model and instance in messages.
+  Bls(TRITONSERVER_Server* server, std::string describe,
+      uint64_t arena_byte_size);
+  // Cancels every call in flight, waits (bounded) for Triton to finish
+  // them, and joins the model-control workers.
+  ~Bls();
+  Bls(const Bls&) = delete;
+  Bls& operator=(const Bls&) = delete;
+
+  // Reader thread. Handles BLS_REQUEST, BLS_CANCEL, BLS_RELEASE and
+  // MODEL_CONTROL from the stub reachable through `channel`; stub arena
+  // space the frame used (inputs) is appended to `release`. A failed
+  // Status is a protocol violation; every other failure is answered to the
+  // stub as an error response.
+  Status OnFrame(const proto::FrameView& f, const uint8_t* body,
+                 const PeerArenas& peers,
+                 const std::shared_ptr<Channel>& channel,
+                 std::vector<proto::ArenaRef>* release);
+
+  // Reader thread, when the stub is gone: cancels its calls in flight and
+  // frees every BLS allocation it held. Responses still to come are
+  // dropped (their channel is closed).
+  void OnStubGone();
+
+ private:
+  std::shared_ptr<BlsCore> core_;
+};
+
+}  // namespace tritonpy

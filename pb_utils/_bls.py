@@ -1,0 +1,128 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Business logic scripting and the model loading API, model side.
+
+``InferenceRequest.exec()``/``async_exec()`` and ``load_model()``,
+``unload_model()``, ``is_model_ready()`` land here; the work is done by the
+stub's BLS client (``tritonpy.stub.bls``), which the stub installs as
+``_client`` when it starts. Outside a stub there is no server to call.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from ._errors import TritonModelException
+
+__all__ = ["ResponseIterator", "load_model", "unload_model", "is_model_ready"]
+
+# Set by the stub at start-up (tritonpy.stub.bls.BlsClient).
+_client: Any = None
+
+
+def _need_client() -> Any:
+    if _client is None:
+        raise TritonModelException(
+            "BLS and the model loading API need a running tritonpy stub")
+    return _client
+
+
+class ResponseIterator:
+    """The responses of a ``decoupled=True`` BLS call, as they arrive.
+
+    Iterate with ``for`` (``exec``) or ``async for`` (``async_exec``; plain
+    ``for`` works too). The last response may carry no outputs: a decoupled
+    model may end its stream with the final flag alone. ``cancel()`` asks
+    Triton to cancel the call; the iteration then ends, usually with a
+    response whose error is CANCELLED.
+    """
+
+    __slots__ = ("_call",)
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+
+    def __iter__(self) -> ResponseIterator:
+        return self
+
+    def __next__(self) -> Any:
+        resp = self._call.client.next_sync(self._call)
+        if resp is None:
+            raise StopIteration
+        return resp
+
+    def __aiter__(self) -> ResponseIterator:
+        return self
+
+    async def __anext__(self) -> Any:
+        resp = await self._call.client.next_async(self._call)
+        if resp is None:
+            raise StopAsyncIteration
+        return resp
+
+    def cancel(self) -> None:
+        self._call.client.cancel(self._call)
+
+
+def exec_request(request: Any, decoupled: bool) -> Any:
+    return _need_client().exec(request, decoupled)
+
+
+async def async_exec_request(request: Any, decoupled: bool) -> Any:
+    return await _need_client().async_exec(request, decoupled)
+
+
+def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
+    """Load (or reload) ``model_name`` (server in explicit model control
+    mode). ``config``: a model config JSON overriding the repository's;
+    ``files``: ``{"file:<path in the model directory>": bytes}``, which
+    needs ``config``. Raises TritonModelException on failure."""
+    if not isinstance(model_name, str) or not model_name:
+        raise TritonModelException("load_model: model_name must be a non-empty str")
+    if not isinstance(config, str):
+        raise TritonModelException("load_model: config must be a str (model config JSON)")
+    msg: dict[str, Any] = {"op": "load", "model_name": model_name, "config": config}
+    if files:
+        enc = {}
+        for key, value in files.items():
+            if not isinstance(key, str) or not key.startswith("file:"):
+                raise TritonModelException(
+                    f"load_model: file key {key!r} must be a str starting with 'file:'")
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise TritonModelException(
+                    f"load_model: the content of {key!r} must be bytes")
+            enc[key] = base64.b64encode(bytes(value)).decode()
+        if not config:
+            raise TritonModelException("load_model: 'config' must be given with 'files'")
+        msg["files"] = enc
+    reply = _need_client().model_control(msg)
+    if not reply.get("ok"):
+        raise TritonModelException(
+            f"load_model('{model_name}') failed: {reply.get('error', '')}")
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    """Unload ``model_name`` (and, with ``unload_dependents``, the models
+    loaded with it). Returns without waiting for the unload to finish."""
+    if not isinstance(model_name, str) or not model_name:
+        raise TritonModelException("unload_model: model_name must be a non-empty str")
+    reply = _need_client().model_control(
+        {"op": "unload", "model_name": model_name,
+         "unload_dependents": bool(unload_dependents)})
+    if not reply.get("ok"):
+        raise TritonModelException(
+            f"unload_model('{model_name}') failed: {reply.get('error', '')}")
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    """Whether ``model_name`` (version ``model_version``, "" for the
+    server's choice) is loaded and ready."""
+    if not isinstance(model_name, str) or not model_name:
+        raise TritonModelException("is_model_ready: model_name must be a non-empty str")
+    reply = _need_client().model_control(
+        {"op": "is_ready", "model_name": model_name, "model_version": str(model_version)})
+    if not reply.get("ok"):
+        raise TritonModelException(
+            f"is_model_ready('{model_name}') failed: {reply.get('error', '')}")
+    return bool(reply.get("ready"))

@@ -1,0 +1,519 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Business logic scripting and the model loading API, stub side.
+
+One ``_Call`` per BLS call or model-control call in flight, keyed by call
+id; frames from the backend resolve them (docs/protocol.md, *Business logic
+scripting*).
+
+How waiting works without deadlock:
+
+- ``await async_exec()`` sends BLS_REQUEST from the loop and awaits a
+  future: nothing blocks, any number of calls may be in flight.
+- ``exec()`` on the loop thread (a sync ``execute``, or sync code inside a
+  coroutine) cannot let the loop run, so it reads the socket itself: it
+  polls the channel's descriptor and hands every frame it reads to the
+  normal handlers (responses, cancellations, other calls' answers) until
+  its own answer has arrived. Responses queued by senders and BLS releases
+  are flushed on the way.
+- ``exec()`` on another thread waits on an event set by whoever reads its
+  answer. While the loop thread is inside a sync ``execute`` (and so not
+  reading), such a thread reads the socket itself, in turns with the loop
+  thread, under one lock; the loop thread takes that lock back before it
+  returns to the event loop.
+- A call that could never be answered fails at once: a blocking ``exec()``
+  on the loop thread whose target is this very model with a single
+  instance. A request timeout is also enforced here (cancel, then a
+  local error) so a call can never wait forever once it has one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ctypes
+import json
+import mmap
+import os
+import select
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from tritonpy import pb_utils
+from tritonpy.pb_utils import _bls as _api
+from tritonpy.stub import _codec as C
+
+_Response = pb_utils.InferenceResponse
+_TritonError = pb_utils.TritonError
+_TensorFromWire = pb_utils.Tensor._from_wire
+_ITER = _api.ResponseIterator
+# Extra wait past a request's own timeout before the stub gives up on it.
+_TIMEOUT_GRACE = 1.0
+_RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16
+
+
+class _Lease:
+    """Owns one backend BLS allocation while numpy arrays use it: the array
+    made from ``__array_interface__`` keeps this object as its base, so the
+    allocation is released when the last view is gone."""
+
+    __slots__ = ("__array_interface__", "_client", "_ref", "_keep", "__weakref__")
+
+    def __init__(self, client: BlsClient, ref: tuple[int, int], addr: int, n: int,
+                 keep: Any) -> None:
+        self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (addr, False),
+                                    "version": 3}
+        self._client = client
+        self._ref = ref
+        self._keep = keep  # the arena mapping must outlive the view
+
+    def __del__(self) -> None:
+        try:
+            self._client._queue_release(self._ref)
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+
+class _Call:
+    __slots__ = ("id", "client", "decoupled", "responses", "final", "future", "event",
+                 "deadline", "abandoned", "control", "reply")
+
+    def __init__(self, client: BlsClient, call_id: int, decoupled: bool) -> None:
+        self.id = call_id
+        self.client = client
+        self.decoupled = decoupled
+        self.responses: collections.deque = collections.deque()
+        self.final = False
+        self.future: asyncio.Future | None = None
+        self.event = threading.Event()
+        self.deadline = 0.0
+        self.abandoned = False
+        self.control = False
+        self.reply: dict[str, Any] | None = None
+
+
+class BlsClient:
+    def __init__(self, stub: Any) -> None:
+        self.stub = stub
+        self.loop: asyncio.AbstractEventLoop = stub.loop
+        self._loop_thread = threading.get_ident()
+        self._calls: dict[int, _Call] = {}
+        self._next_id = 1
+        self._id_lock = threading.Lock()
+        self._arenas: dict[int, tuple[mmap.mmap, int]] = {}
+        self._releases: list[tuple[int, int]] = []
+        self._release_lock = threading.Lock()
+        self._release_scheduled = False
+        # Serialises socket reads done outside the event loop's own reader.
+        self._pump_lock = threading.Lock()
+        self._loop_in_user_code = False
+        self.instance_count = 1
+
+    # ---------------------------------------------------------------- set-up
+
+    def configure(self, args: dict[str, Any]) -> None:
+        try:
+            groups = json.loads(args.get("model_config", "{}")).get("instance_group") or []
+            self.instance_count = sum(int(g.get("count", 1)) for g in groups) or 1
+        except (ValueError, TypeError, AttributeError):
+            self.instance_count = 1
+
+    def enter_user_code(self) -> None:
+        self._loop_in_user_code = True
+
+    def leave_user_code(self) -> None:
+        with self._pump_lock:  # no other thread is reading past this point
+            self._loop_in_user_code = False
+
+    # ---------------------------------------------------------------- frames in
+
+    def on_arena(self, arena_id: int, size: int, fd: int) -> None:
+        try:
+            if arena_id in self._arenas:
+                return  # announced again to a restarted reader: same memfd
+            if os.fstat(fd).st_size < size:
+                raise C.ProtocolError(f"BLS arena {arena_id} is shorter than announced")
+            m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        self._arenas[arena_id] = (m, addr)
+
+    def on_response(self, call_id: int, body: tuple, buf: Any) -> None:
+        rflags, err, params, outputs = body
+        final = bool(rflags & C.RESP_FINAL)
+        call = self._calls.get(call_id)
+        if call is None or call.abandoned:
+            # Nobody waits (cancelled by timeout, or the caller went away):
+            # give the arena space back at once.
+            for t in outputs:
+                if t[4] == C.LOC_ARENA:
+                    self._queue_release((t[5], t[6]))
+            if final:
+                self._calls.pop(call_id, None)
+            return
+        if err is not None:
+            resp = _Response(error=_TritonError(err[1], err[0] if 0 <= err[0] <= 7 else 0))
+            for t in outputs:
+                if t[4] == C.LOC_ARENA:
+                    self._queue_release((t[5], t[6]))
+        else:
+            tensors = []
+            try:
+                for name, dtype, dims, nbytes, loc, a, b in outputs:
+                    if loc == C.LOC_INLINE:
+                        data: Any = bytearray(buf[a:a + nbytes])
+                    else:
+                        data = self._lease(a, b, nbytes)
+                    tensors.append(_TensorFromWire(name, dtype, dims, data))
+                resp = _Response(tensors)
+            except Exception as e:  # noqa: BLE001 - a bad response fails this call only
+                resp = _Response(error=_TritonError(f"BLS response: {e}"))
+            if params:
+                resp._parameters = params
+        if final:
+            self._calls.pop(call_id, None)
+        self._push(call, resp, final)
+
+    def on_control_done(self, call_id: int, reply: dict[str, Any]) -> None:
+        call = self._calls.pop(call_id, None)
+        if call is None:
+            return
+        call.reply = reply
+        self._push(call, None, True)
+
+    def _lease(self, arena_id: int, offset: int, n: int) -> Any:
+        entry = self._arenas.get(arena_id)
+        if entry is None:
+            raise C.ProtocolError(f"unknown BLS arena {arena_id}")
+        m, addr = entry
+        if offset > len(m) or n > len(m) - offset:
+            raise C.ProtocolError(f"BLS output outside arena {arena_id}")
+        lease = _Lease(self, (arena_id, offset), addr + offset, n, m)
+        return np.asarray(lease)
+
+    def _push(self, call: _Call, resp: Any, final: bool) -> None:
+        if resp is not None:
+            call.responses.append(resp)
+        if final:
+            call.final = True
+        call.event.set()
+        fut = call.future
+        if fut is not None:
+            if threading.get_ident() == self._loop_thread:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                self.loop.call_soon_threadsafe(_wake, fut)
+
+    def fail_all(self, why: str) -> None:
+        """The backend is gone: every waiter gets an error."""
+        for call in list(self._calls.values()):
+            if call.control:
+                call.reply = {"ok": False, "error": why}
+                self._push(call, None, True)
+            else:
+                self._push(call, _Response(error=_TritonError(why, _TritonError.UNAVAILABLE)),
+                           True)
+        self._calls.clear()
+
+    # ---------------------------------------------------------------- releases
+
+    def _queue_release(self, ref: tuple[int, int]) -> None:
+        with self._release_lock:
+            self._releases.append(ref)
+            if self._release_scheduled:
+                return
+            self._release_scheduled = True
+        if threading.get_ident() == self._loop_thread:
+            self.loop.call_soon(self.flush_releases)
+        else:
+            try:
+                self.loop.call_soon_threadsafe(self.flush_releases)
+            except RuntimeError:  # loop closed: the process is leaving
+                pass
+
+    def flush_releases(self) -> None:
+        with self._release_lock:
+            refs, self._releases = self._releases, []
+            self._release_scheduled = False
+        for i in range(0, len(refs), _RELEASES_PER_FRAME):
+            self.stub.channel.send(
+                C.encode_simple(C.BLS_RELEASE, refs[i:i + _RELEASES_PER_FRAME]))
+
+    # ---------------------------------------------------------------- calls out
+
+    def _new_id(self) -> int:
+        with self._id_lock:
+            call_id = self._next_id
+            self._next_id += 1
+        return call_id
+
+    def _check_usable(self, what: str) -> None:
+        if self.stub.model is None or self.stub.engine.model is None:
+            raise pb_utils.TritonModelException(
+                f"{what} is not available during initialize() in tritonpy yet: call it "
+                "from execute()")
+        if self.stub.channel.closed:
+            raise pb_utils.TritonModelException(f"{what}: the server connection is closed")
+
+    def _encode(self, call: _Call, request: Any) -> bytes:
+        """The BLS_REQUEST frame; large inputs are copied into the stub's
+        arenas (the backend returns them with RELEASE once copied)."""
+        ins = []
+        budget = C.MAX_FRAME - 4096
+        for t in request._inputs:
+            name, dtype, dims, data = t._to_wire()
+            mv = memoryview(data)
+            if mv.format != "B" or mv.ndim != 1:
+                mv = mv.cast("B")
+            n = mv.nbytes
+            if n <= C.INLINE_LIMIT and n + 128 <= budget:
+                budget -= n + 128
+                ins.append((name, dtype, tuple(dims), bytes(mv), 0, 0, n))
+            else:
+                aid, off, view = self.stub.own.alloc(n)
+                view[:] = mv
+                ins.append((name, dtype, tuple(dims), None, aid, off, n))
+        corr = request._correlation_id
+        if corr == 0 or corr == "":
+            corr = None
+        params = request._parameters
+        if params == "{}":
+            params = ""
+        return encode_bls_request(call.id, request._model_name, request._model_version,
+                                  request._request_id, corr, request._flags, request._timeout,
+                                  params, list(request._requested_output_names), ins, self.stub.own)
+
+    def _start(self, call: _Call, frame: bytes) -> None:
+        """Loop thread (or a reader in turn): register and send."""
+        self._calls[call.id] = call
+        self.stub.engine._send_announcements()
+        self.stub.channel.send(frame)
+
+    def _submit(self, call: _Call, frame: bytes) -> None:
+        self._on_loop_or_in_turn(self._start, call, frame)
+
+    def _on_loop_or_in_turn(self, fn: Any, *args: Any) -> None:
+        """Run ``fn`` where it may use the channel: on the loop thread, or,
+        while the loop thread is stuck in a sync execute, here under the
+        reader's lock."""
+        if threading.get_ident() == self._loop_thread:
+            fn(*args)
+            return
+        with self._pump_lock:
+            if self._loop_in_user_code:
+                fn(*args)
+                return
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def _self_call(self, request: Any) -> bool:
+        return (request._model_name == self.stub.model_name and self.instance_count <= 1
+                and threading.get_ident() == self._loop_thread)
+
+    def _deadline(self, request: Any) -> float:
+        return (time.monotonic() + request._timeout / 1e6 + _TIMEOUT_GRACE
+                if request._timeout > 0 else 0.0)
+
+    def exec(self, request: Any, decoupled: bool) -> Any:
+        self._check_usable("InferenceRequest.exec()")
+        if self._self_call(request):
+            err = _Response(error=_TritonError(
+                f"model '{request._model_name}' called itself with a blocking exec() from its "
+                "only instance: the request could never run (it would deadlock). Use more "
+                "instances, or 'async def execute' with 'await async_exec()'",
+                _TritonError.UNAVAILABLE))
+            if decoupled:
+                call = _Call(self, 0, True)
+                call.responses.append(err)
+                call.final = True
+                return _ITER(call)
+            return err
+        call = _Call(self, self._new_id(), decoupled)
+        call.deadline = self._deadline(request)
+        self._submit(call, self._encode(call, request))
+        if decoupled:
+            return _ITER(call)
+        return self._wait_final(call)
+
+    async def async_exec(self, request: Any, decoupled: bool) -> Any:
+        self._check_usable("InferenceRequest.async_exec()")
+        call = _Call(self, self._new_id(), decoupled)
+        call.deadline = self._deadline(request)
+        self._start(call, self._encode(call, request))
+        if decoupled:
+            return _ITER(call)
+        while not call.final:
+            await self._wait_async(call)
+        return call.responses[-1] if call.responses else _Response(
+            error=_TritonError("BLS call ended without a response"))
+
+    def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self._check_usable("the model loading API")
+        call = _Call(self, self._new_id(), False)
+        call.control = True
+        w = C.FrameWriter()
+        w.begin(C.MODEL_CONTROL, call.id)
+        w.json_body(msg)
+        if w.size() > C.MAX_FRAME:
+            body = w.body_bytes()
+            aid, off, view = self.stub.own.alloc(len(body))
+            view[:] = body
+            frame = w.finish_in_arena(aid, off)
+        else:
+            frame = w.finish()
+        self._submit(call, frame)
+        while not call.final:
+            self._wait_sync(call)
+        return call.reply or {"ok": False, "error": "no answer"}
+
+    # ---------------------------------------------------------------- waiting
+
+    def _wait_final(self, call: _Call) -> Any:
+        while not call.final:
+            self._wait_sync(call)
+        return call.responses[-1] if call.responses else _Response(
+            error=_TritonError("BLS call ended without a response"))
+
+    def next_sync(self, call: _Call) -> Any:
+        while not call.responses:
+            if call.final:
+                return None
+            self._wait_sync(call)
+        return call.responses.popleft()
+
+    async def next_async(self, call: _Call) -> Any:
+        while not call.responses:
+            if call.final:
+                return None
+            await self._wait_async(call)
+        return call.responses.popleft()
+
+    async def _wait_async(self, call: _Call) -> None:
+        fut = self.loop.create_future()
+        call.future = fut
+        if call.responses or call.final:
+            return
+        timeout = None
+        if call.deadline:
+            timeout = max(0.0, call.deadline - time.monotonic())
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            self._time_out(call)
+        except asyncio.CancelledError:
+            # The caller went away: cancel the call, drop what comes back.
+            self.cancel(call)
+            call.abandoned = True
+            raise
+        finally:
+            call.future = None
+
+    def _wait_sync(self, call: _Call) -> None:
+        """Wait a little for ``call`` to make progress, reading the socket
+        when nobody else can."""
+        if call.deadline and time.monotonic() > call.deadline:
+            self._time_out(call)
+            return
+        if threading.get_ident() == self._loop_thread:
+            self.stub.engine.flush()
+            self.flush_releases()
+            self._pump(0.05, blocking=True)
+            return
+        if self._loop_in_user_code and self._pump(0.02, blocking=False):
+            return
+        call.event.wait(0.05)
+        call.event.clear()
+
+    def _pump(self, timeout: float, blocking: bool) -> bool:
+        """Read (and write) the socket for up to ``timeout`` seconds,
+        dispatching frames to the stub's handlers. False if another thread
+        holds the reader's turn."""
+        if not self._pump_lock.acquire(blocking, timeout if blocking else -1):
+            return False
+        try:
+            ch = self.stub.channel
+            if ch.closed:
+                time.sleep(timeout)
+                return True
+            events = select.POLLIN
+            if ch._out:
+                events |= select.POLLOUT
+            p = select.poll()
+            p.register(ch.sock.fileno(), events)
+            for _fd, ev in p.poll(timeout * 1000):
+                if ev & select.POLLOUT:
+                    ch._writable()
+                if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                    ch._readable()
+            return True
+        finally:
+            self._pump_lock.release()
+
+    def _time_out(self, call: _Call) -> None:
+        self.cancel(call)
+        call.abandoned = True
+        self._calls.pop(call.id, None)
+        self._push(call, _Response(error=_TritonError(
+            f"BLS call timed out (no final response {_TIMEOUT_GRACE:.0f} s past the request's "
+            "timeout)", _TritonError.UNAVAILABLE)), True)
+
+    def cancel(self, call: _Call) -> None:
+        if call.final or call.id == 0:
+            return
+        frame = C.encode_simple(C.BLS_CANCEL, None, call.id)
+        self._on_loop_or_in_turn(self.stub.channel.send, frame)
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def encode_bls_request(call_id: int, model_name: str, model_version: int, request_id: str,
+                       correlation: int | str | None, flags: int, timeout_us: int,
+                       parameters: str, requested: list[str], inputs: list[tuple],
+                       own: Any = None) -> bytes:
+    """One BLS_REQUEST frame. ``inputs``: (name, dtype, dims, inline bytes or
+    None, arena_id, offset, byte_size). A body too large for a frame goes
+    into ``own`` (the stub's arenas)."""
+    w = C.FrameWriter()
+    w.begin(C.BLS_REQUEST, call_id)
+    w.string(model_name)
+    w.i64(model_version)
+    w.string(request_id)
+    if correlation is None:
+        w.u8(0)
+        w.u64(0)
+        w.string("")
+    elif isinstance(correlation, str):
+        w.u8(2)
+        w.u64(0)
+        w.string(correlation)
+    else:
+        w.u8(1)
+        w.u64(correlation)
+        w.string("")
+    w.u32(flags)
+    w.u64(timeout_us)
+    w.string(parameters)
+    w.u32(len(requested))
+    for n in requested:
+        w.string(n)
+    w.u32(len(inputs))
+    for name, dtype, dims, data, aid, off, n in inputs:
+        if data is not None:
+            w.tensor_inline(name, dtype, dims, data)
+        else:
+            w.tensor_arena(name, dtype, dims, n, aid, off)
+    if w.size() > C.MAX_FRAME:
+        if own is None:
+            raise ValueError("BLS_REQUEST too large for a frame")
+        body = w.body_bytes()
+        aid, off, view = own.alloc(len(body))
+        view[:] = body
+        return w.finish_in_arena(aid, off)
+    return w.finish()

@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Business logic scripting and the model loading API through a real
+tritonserver: sync and async BLS onto add_sub, a decoupled model streaming
+from square through async BLS, errors (unknown model, bad input, timeout),
+200 concurrent async_exec calls, self-call detection, load/unload/ready,
+and the bls example's own client."""
+
+from __future__ import annotations
+
+import queue
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from server import EXAMPLES, TritonServer, build_repository
+
+MODELS = ["add_sub", "add_sub_any", "square", "async_sleep", "bls", "bls_add_sub", "bls_add_sub_async",
+          "bls_square_stream", "bls_self", "bls_loader"]
+# In the repository, loaded by the tests through the model loading API.
+UNLOADED = ["repeat"]
+
+
+@pytest.fixture(scope="module")
+def bls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("bls")
+    srv = TritonServer(build_repository(work / "repo", MODELS + UNLOADED), work,
+                       args=["--model-control-mode=explicit",
+                             *(f"--load-model={m}" for m in MODELS)])
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+
+
+_CLIENTS: list = []
+
+
+def http_client(srv: TritonServer, timeout: float = 60.0) -> httpclient.InferenceServerClient:
+    """A client closed after the test: a connection left open (e.g. held by
+    a failed test's traceback) would delay the server's shutdown."""
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=timeout)
+    _CLIENTS.append(c)
+    return c
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _CLIENTS:
+        _CLIENTS.pop().close()
+
+
+def add_sub_inputs(x: np.ndarray, y: np.ndarray, **extra: np.ndarray) -> list:
+    ins = []
+    for name, arr in (("INPUT0", x), ("INPUT1", y), *extra.items()):
+        dtype = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64",
+                 np.dtype(np.int32): "INT32", np.dtype(object): "BYTES"}[arr.dtype]
+        t = httpclient.InferInput(name, list(arr.shape), dtype)
+        t.set_data_from_numpy(arr)
+        ins.append(t)
+    return ins
+
+
+X = np.array([1, 2, 3, 4], np.float32)
+Y = np.array([0.5, 0.25, 4, -1], np.float32)
+
+
+@pytest.mark.parametrize("model", ["bls_add_sub", "bls_add_sub_async", "bls"])
+def test_bls_onto_add_sub(bls_server: TritonServer, model: str) -> None:
+    c = http_client(bls_server)
+    r = c.infer(model, add_sub_inputs(X, Y))
+    assert np.allclose(r.as_numpy("OUTPUT0"), X + Y)
+    assert np.allclose(r.as_numpy("OUTPUT1"), X - Y)
+
+
+def test_large_outputs_come_back_intact(bls_server: TritonServer) -> None:
+    """1 MiB outputs: written by Triton into the BLS arena, read in place."""
+    c = http_client(bls_server)
+    x = np.arange(1 << 18, dtype=np.float32)
+    y = np.ones(1 << 18, np.float32)
+    for model in ("bls_add_sub", "bls_add_sub_async"):
+        for _ in range(5):
+            r = c.infer(model, add_sub_inputs(x, y, TARGET=np.array([b"add_sub_any"], object)))
+            assert np.array_equal(r.as_numpy("OUTPUT0"), x + y)
+
+
+@pytest.mark.parametrize("model", ["bls_add_sub", "bls_add_sub_async"])
+def test_unknown_model_is_a_response_error(bls_server: TritonServer, model: str) -> None:
+    c = http_client(bls_server)
+    with pytest.raises(InferenceServerException, match="nope"):
+        c.infer(model, add_sub_inputs(X, Y, TARGET=np.array([b"nope"], object)))
+
+
+@pytest.mark.parametrize("model", ["bls_add_sub", "bls_add_sub_async"])
+def test_bad_input_is_a_response_error(bls_server: TritonServer, model: str) -> None:
+    c = http_client(bls_server)
+    with pytest.raises(InferenceServerException, match="(?i)shape|INPUT0"):
+        c.infer(model, add_sub_inputs(X, Y, TARGET=np.array([b"bad_shape"], object)))
+
+
+@pytest.mark.parametrize("model", ["bls_add_sub", "bls_add_sub_async"])
+def test_timeout_is_a_response_error(bls_server: TritonServer, model: str) -> None:
+    c = http_client(bls_server, 30)
+    t0 = time.monotonic()
+    with pytest.raises(InferenceServerException, match="(?i)time"):
+        c.infer(model, add_sub_inputs(X, Y, TARGET=np.array([b"async_sleep"], object),
+                                      TIMEOUT_US=np.array([100_000], np.int64)))
+    assert time.monotonic() - t0 < 3.0
+
+
+def test_200_async_exec_in_flight_without_threads(bls_server: TritonServer) -> None:
+    c = http_client(bls_server)
+    r = c.infer("bls_add_sub_async", add_sub_inputs(X, Y, FANOUT=np.array([200], np.int32)))
+    assert np.allclose(r.as_numpy("OUTPUT0"), X + Y)
+
+
+def test_the_server_still_answers_after_errors(bls_server: TritonServer) -> None:
+    c = http_client(bls_server)
+    for _ in range(20):
+        r = c.infer("bls_add_sub", add_sub_inputs(X, Y))
+        assert np.allclose(r.as_numpy("OUTPUT1"), X - Y)
+
+
+def test_self_call_fails_with_a_clear_error(bls_server: TritonServer) -> None:
+    c = http_client(bls_server, 20)
+    x = httpclient.InferInput("IN", [1], "INT32")
+    x.set_data_from_numpy(np.array([1], np.int32))
+    t0 = time.monotonic()
+    with pytest.raises(InferenceServerException, match="deadlock"):
+        c.infer("bls_self", [x])
+    assert time.monotonic() - t0 < 5
+
+
+def stream(bls_server: TritonServer, n: int, **extra: np.ndarray) -> list:
+    got: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(bls_server.grpc_url)
+    c.start_stream(callback=lambda result, error: got.put((result, error)))
+    ins = []
+    for name, arr in (("IN", np.array([n], np.int32)), *extra.items()):
+        t = grpcclient.InferInput(name, [1], {np.dtype(np.int32): "INT32",
+                                              np.dtype(bool): "BOOL"}[arr.dtype])
+        t.set_data_from_numpy(arr)
+        ins.append(t)
+    c.async_stream_infer("bls_square_stream", ins, enable_empty_final_response=True)
+    out = []
+    while True:
+        result, error = got.get(timeout=20)
+        assert error is None, error
+        if result.get_response().parameters["triton_final_response"].bool_param:
+            break
+        out.append(int(result.as_numpy("OUT")[0]))
+    c.stop_stream()
+    c.close()
+    return out
+
+
+@pytest.mark.parametrize("sync", [False, True])
+def test_decoupled_model_streams_from_square(bls_server: TritonServer, sync: bool) -> None:
+    assert stream(bls_server, 5, SYNC=np.array([sync])) == [5] * 5
+    assert stream(bls_server, 0, SYNC=np.array([sync])) == []
+
+
+def test_many_streams_at_once(bls_server: TritonServer) -> None:
+    import concurrent.futures as cf
+    with cf.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda n: stream(bls_server, n % 7), range(48)))
+    assert results == [[n % 7] * (n % 7) for n in range(48)]
+
+
+def test_cancelling_an_inner_stream_ends_it(bls_server: TritonServer) -> None:
+    out = stream(bls_server, 6, CANCEL_AFTER=np.array([2], np.int32))
+    assert out[-1] < 0 and 2 <= -out[-1] - 1 <= 6  # the count of inner responses
+    assert out[:2] == [6, 6]
+
+
+def load(bls_server: TritonServer, op: str, name: str, **kw: str) -> bool:
+    c = http_client(bls_server)
+    ins = []
+    for key, value in (("OP", op), ("NAME", name), *((k.upper(), v) for k, v in kw.items())):
+        t = httpclient.InferInput(key, [1], "BYTES")
+        t.set_data_from_numpy(np.array([value.encode()], object))
+        ins.append(t)
+    return bool(c.infer("bls_loader", ins).as_numpy("READY")[0])
+
+
+def test_load_unload_and_is_model_ready(bls_server: TritonServer) -> None:
+    assert load(bls_server, "ready", "repeat") is False
+    assert load(bls_server, "load", "repeat") is True
+    assert bls_server.model_ready("repeat")
+    assert load(bls_server, "unload", "repeat") in (True, False)  # unload does not wait
+    deadline = time.monotonic() + 20
+    while bls_server.model_ready("repeat") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not bls_server.model_ready("repeat")
+    assert load(bls_server, "ready", "repeat") is False
+
+
+def test_load_with_config_and_files(bls_server: TritonServer) -> None:
+    source = (EXAMPLES / "add_sub" / "model.py").read_text()
+    config = ('{"name":"files_add_sub","backend":"tritonpy","max_batch_size":0,'
+              '"input":[{"name":"INPUT0","data_type":"TYPE_FP32","dims":[4]},'
+              '{"name":"INPUT1","data_type":"TYPE_FP32","dims":[4]}],'
+              '"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[4]},'
+              '{"name":"OUTPUT1","data_type":"TYPE_FP32","dims":[4]}]}')
+    assert load(bls_server, "load_files", "files_add_sub", config=config, file=source) is True
+    c = http_client(bls_server)
+    r = c.infer("files_add_sub", add_sub_inputs(X, Y))
+    assert np.allclose(r.as_numpy("OUTPUT0"), X + Y)
+
+
+def test_load_of_a_missing_model_is_an_error(bls_server: TritonServer) -> None:
+    with pytest.raises(InferenceServerException, match="load_model"):
+        load(bls_server, "load", "no_such_model")
+
+
+def test_bls_example_client(bls_server: TritonServer) -> None:
+    out = subprocess.run([sys.executable, str(EXAMPLES / "bls" / "client.py"),
+                          "--http", bls_server.http_url], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count("ok") == 3
+
+
+def test_stub_threads_unchanged(bls_server: TritonServer) -> None:
+    """The async BLS instance runs no extra threads after many calls."""
+    def threads_of(pid: int) -> int:
+        return len(list(Path(f"/proc/{pid}/task").iterdir()))
+    c = http_client(bls_server)
+    c.infer("bls_add_sub_async", add_sub_inputs(X, Y))
+    before = {p: threads_of(p) for p in bls_server.stubs()}
+    c.infer("bls_add_sub_async", add_sub_inputs(X, Y, FANOUT=np.array([200], np.int32)))
+    after = {p: threads_of(p) for p in bls_server.stubs() if p in before}
+    assert after == {p: before[p] for p in after}

@@ -1,0 +1,302 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""BLS and the model loading API in the real stub, with the test host
+playing the backend (and Triton) over the real protocol."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import mmap
+import os
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import protocol_ref as P
+from host import StubHost
+from test_stub import f32, write_model
+
+FP32 = 11
+
+CALLER = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "A")
+            bls = pb_utils.InferenceRequest(
+                model_name="target", inputs=[x], requested_output_names=["Y"],
+                correlation_id="seq-1", flags=pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START,
+                timeout=0, parameters={"k": 1})
+            resp = bls.exec()
+            if resp.has_error():
+                out.append(pb_utils.InferenceResponse(error=resp.error()))
+                continue
+            y = pb_utils.get_output_tensor_by_name(resp, "Y").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", y * 2)]))
+        return out
+'''
+
+
+def bls_reply(host: StubHost, call_id: int, outputs: list[dict], *, final: bool = True,
+              error: tuple[int, str] | None = None, params: str = "") -> None:
+    host.send(P.encode(P.BLS_RESPONSE, {
+        "response_flags": 1 if final else 0, "has_error": int(error is not None),
+        "error_code": error[0] if error else 0, "error_message": error[1] if error else "",
+        "parameters": params, "outputs": outputs}, id=call_id))
+
+
+def bls_arena(host: StubHost, arena_id: int, size: int) -> mmap.mmap:
+    fd = os.memfd_create(f"bls-{arena_id}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    m = mmap.mmap(fd, size)
+    host.send(P.encode(P.BLS_ARENA, {"arena_id": arena_id, "size": size}), (fd,))
+    os.close(fd)
+    return m
+
+
+@pytest.fixture
+def host() -> Iterator[StubHost]:
+    h = StubHost()
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_sync_exec_from_sync_execute(host: StubHost, tmp_path: Path) -> None:
+    assert host.handshake(write_model(tmp_path, CALLER))["ok"] is True
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1, 2])])]}, id=1))
+    req = host.recv_type("BLS_REQUEST")
+    body = req["body"]
+    assert body["model_name"] == "target" and body["model_version"] == -1
+    q = body["request"]
+    assert q["correlation_kind"] == 2 and q["correlation_str"] == "seq-1" and q["flags"] == 1
+    assert q["requested_outputs"] == ["Y"] and json.loads(q["parameters"]) == {"k": 1}
+    assert np.frombuffer(bytes.fromhex(q["inputs"][0]["data_hex"]), np.float32).tolist() == [1, 2]
+    bls_reply(host, req["id"], [f32("Y", [10, 20])])
+    reply = host.recv_type("RESPONSES")
+    out = reply["body"]["responses"][0]["outputs"][0]
+    assert np.frombuffer(host.tensor_bytes(out), np.float32).tolist() == [20, 40]
+
+
+def test_error_response_reaches_the_model(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, CALLER))
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1])])]}, id=1))
+    req = host.recv_type("BLS_REQUEST")
+    bls_reply(host, req["id"], [], error=(2, "unknown model 'target'"))
+    resp = host.recv_type("RESPONSES")["body"]["responses"][0]
+    assert resp["has_error"] and resp["error_code"] == 2 and "unknown model" in resp["error_message"]
+
+
+ZERO_COPY = '''
+import gc
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        r = requests[0]
+        resp = pb_utils.InferenceRequest(model_name="t", inputs=[], requested_output_names=[]).exec()
+        y = pb_utils.get_output_tensor_by_name(resp, "BIG").as_numpy()
+        total = float(y.sum())
+        del y, resp
+        gc.collect()
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("S", np.array([total], np.float32))])]
+'''
+
+
+def test_arena_outputs_are_read_in_place_and_released(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ZERO_COPY))
+    m = bls_arena(host, 1, 1 << 20)
+    data = np.arange(1024, dtype=np.float32)
+    m[4096:4096 + data.nbytes] = data.tobytes()
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    req = host.recv_type("BLS_REQUEST")
+    bls_reply(host, req["id"], [P.Tensor("BIG", FP32, [1024], data.nbytes, 1, b"", 1, 4096).to_json()])
+    seen = set()
+    while True:
+        f = host.recv()
+        seen.add(f["type"])
+        if f["type"] == "BLS_RELEASE":
+            assert f["body"]["allocations"] == [{"arena_id": 1, "offset": 4096}]
+        if f["type"] == "RESPONSES":
+            out = f["body"]["responses"][0]["outputs"][0]
+            assert np.frombuffer(host.tensor_bytes(out), np.float32)[0] == float(data.sum())
+        if {"BLS_RELEASE", "RESPONSES"} <= seen:
+            break
+    m.close()
+
+
+DECOUPLED = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        it = pb_utils.InferenceRequest(model_name="square", inputs=[],
+                                       requested_output_names=["OUT"]).exec(decoupled=True)
+        vals = [int(pb_utils.get_output_tensor_by_name(r, "OUT").as_numpy()[0])
+                for r in it if r.output_tensors()]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("N", np.array(vals, np.int32))])]
+'''
+
+
+def test_decoupled_exec_streams_until_final(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, DECOUPLED))
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    req = host.recv_type("BLS_REQUEST")
+    for i in range(3):
+        bls_reply(host, req["id"], [P.inline("OUT", 8, [1], struct.pack("<i", i))], final=False)
+    bls_reply(host, req["id"], [], final=True)  # flags-only end of stream
+    out = host.recv_type("RESPONSES")["body"]["responses"][0]["outputs"][0]
+    assert np.frombuffer(host.tensor_bytes(out), np.int32).tolist() == [0, 1, 2]
+
+
+ASYNC_MANY = '''
+import asyncio
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        before = threading.active_count()
+        calls = [pb_utils.InferenceRequest(
+                    model_name="t", inputs=[pb_utils.Tensor("I", np.array([i], np.int32))],
+                    requested_output_names=["O"]).async_exec() for i in range(200)]
+        got = await asyncio.gather(*calls)
+        vals = [int(pb_utils.get_output_tensor_by_name(r, "O").as_numpy()[0]) for r in got]
+        assert threading.active_count() == before
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("V", np.array(vals, np.int32))])]
+'''
+
+
+def test_200_async_exec_in_flight(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ASYNC_MANY))
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    reqs = [host.recv_type("BLS_REQUEST") for _ in range(200)]
+    for req in reversed(reqs):  # answered in any order
+        i = struct.unpack("<i", bytes.fromhex(req["body"]["request"]["inputs"][0]["data_hex"]))[0]
+        bls_reply(host, req["id"], [P.inline("O", 8, [1], struct.pack("<i", i * 3))])
+    resp = host.recv_type("RESPONSES")["body"]["responses"][0]
+    assert not resp["has_error"], resp
+    assert np.frombuffer(host.tensor_bytes(resp["outputs"][0]), np.int32).tolist() == [
+        3 * i for i in range(200)]
+
+
+SELF_CALL = '''
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        resp = pb_utils.InferenceRequest(model_name="m", inputs=[],
+                                         requested_output_names=[]).exec()
+        return [pb_utils.InferenceResponse(error=resp.error())]
+'''
+
+
+def test_self_call_fails_instead_of_deadlocking(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, SELF_CALL), config={"name": "m"})
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    resp = host.recv_type("RESPONSES", timeout=5)["body"]["responses"][0]
+    assert resp["has_error"] and "deadlock" in resp["error_message"]
+
+
+TIMEOUT = '''
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        resp = pb_utils.InferenceRequest(model_name="slow", inputs=[],
+                                         requested_output_names=[], timeout=1000).exec()
+        return [pb_utils.InferenceResponse(error=resp.error())]
+'''
+
+
+def test_timeout_is_enforced_when_no_answer_comes(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, TIMEOUT))
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    req = host.recv_type("BLS_REQUEST")
+    t0 = time.monotonic()
+    cancel = host.recv_type("BLS_CANCEL", timeout=5)
+    assert cancel["id"] == req["id"]
+    resp = host.recv_type("RESPONSES", timeout=5)["body"]["responses"][0]
+    assert resp["has_error"] and "timed out" in resp["error_message"]
+    assert time.monotonic() - t0 < 3
+    bls_reply(host, req["id"], [], error=(7, "cancelled"))  # late answer is dropped
+
+
+CONTROL = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        pb_utils.load_model("other", config='{"backend":"python"}', files={"file:1/model.py": b"x"})
+        ready = pb_utils.is_model_ready("other", "1")
+        try:
+            pb_utils.unload_model("other", unload_dependents=True)
+            err = ""
+        except pb_utils.TritonModelException as e:
+            err = str(e)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("R", np.array([ready], bool))],
+                                           error=pb_utils.TritonError(err) if err else None)]
+'''
+
+
+def test_model_control_round_trips(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, CONTROL))
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    seen = []
+    for reply in ({"ok": True, "error": "", "ready": False},
+                  {"ok": True, "error": "", "ready": True},
+                  {"ok": False, "error": "nope", "ready": False}):
+        f = host.recv_type("MODEL_CONTROL")
+        seen.append(f["body"]["json"])
+        host.send(P.encode(P.MODEL_CONTROL_DONE, {"json": reply}, id=f["id"]))
+    assert seen[0]["op"] == "load" and seen[0]["files"] == {"file:1/model.py": "eA=="}
+    assert seen[1] == {"op": "is_ready", "model_name": "other", "model_version": "1"}
+    assert seen[2]["op"] == "unload" and seen[2]["unload_dependents"] is True
+    resp = host.recv_type("RESPONSES")["body"]["responses"][0]
+    assert resp["has_error"] and "nope" in resp["error_message"]
+
+
+THREADS = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        results = [None] * 4
+        def work(i):
+            r = pb_utils.InferenceRequest(model_name="t", inputs=[pb_utils.Tensor(
+                "I", np.array([i], np.int32))], requested_output_names=["O"]).exec()
+            results[i] = int(pb_utils.get_output_tensor_by_name(r, "O").as_numpy()[0])
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in ts: t.start()
+        for t in ts: t.join()   # the loop thread is blocked here
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("V", np.array(results, np.int32))])]
+'''
+
+
+def test_exec_from_threads_while_execute_blocks(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, THREADS))
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    for _ in range(4):
+        req = host.recv_type("BLS_REQUEST")
+        i = struct.unpack("<i", bytes.fromhex(req["body"]["request"]["inputs"][0]["data_hex"]))[0]
+        bls_reply(host, req["id"], [P.inline("O", 8, [1], struct.pack("<i", i + 100))])
+    resp = host.recv_type("RESPONSES")["body"]["responses"][0]
+    assert np.frombuffer(host.tensor_bytes(resp["outputs"][0]), np.int32).tolist() == [
+        100, 101, 102, 103]
