@@ -36,7 +36,7 @@ $(PY):
 
 $(VENV)/.deps: pyproject.toml | $(PY)
 	$(PIP) install -q "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.24" "uvloop>=0.19" \
-	    "pytest>=8" "pytest-timeout>=2.3" "tritonclient[http,grpc]>=2.51" "ml_dtypes>=0.4" "hypothesis>=6"
+	    "pytest>=8" "pytest-timeout>=2.3" "tritonclient[http,grpc]>=2.51" "ml_dtypes>=0.4" "hypothesis>=6" "ruff>=0.6"
 	@command -v cmake >/dev/null || $(PIP) install -q cmake
 	touch $@
 

@@ -217,7 +217,7 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
                                ("add_sub_latency.png", [("p50_us", "-"), ("p99_us", "--")],
                                 "latency (us), p50 solid, p99 dashed")):
         fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
-        for ax, proto in zip(axes, ("http", "grpc")):
+        for ax, proto in zip(axes, ("http", "grpc"), strict=False):
             for system in doc["systems"]:
                 for key, style in keys:
                     xs, ys = series(proto, key, system)
@@ -248,7 +248,7 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
                 samples = sc["results"].get(system, {}).get("samples")
                 if not samples:
                     continue
-                for ax, key in zip(axes, ("ttft_ms", "itl_us")):
+                for ax, key in zip(axes, ("ttft_ms", "itl_us"), strict=False):
                     values = samples.get(key) or []
                     if values:
                         ys = [(i + 1) / len(values) for i in range(len(values))]

@@ -156,7 +156,7 @@ class Engine:
         w = self.writer
         w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
         w.u32(n)
-        for req, resp in zip(batch.requests, result):
+        for req, resp in zip(batch.requests, result, strict=True):
             flags = C.RESP_FINAL
             if req._release_flags & _RESCHEDULE:
                 flags = C.RESP_RESCHEDULE

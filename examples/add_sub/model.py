@@ -8,7 +8,6 @@ A plain Triton Python model: it runs unchanged on tritonpy (backend
 
 import json
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 

@@ -6,7 +6,6 @@ wait at once in one instance; a cancelled request ends early with CANCELLED."""
 
 import asyncio
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 

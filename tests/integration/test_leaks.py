@@ -12,7 +12,6 @@ import os
 import queue
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,7 +80,7 @@ def traffic(server: TritonServer, rounds: int) -> None:
                 # Streams, run to their end. (Streams cancelled by the client
                 # are covered in test_streaming.py.)
                 q: queue.Queue = queue.Queue()
-                g.start_stream(callback=lambda result, error: q.put(error))
+                g.start_stream(callback=lambda result, error, q=q: q.put(error))
                 for i in range(8):
                     p = grpcclient.InferInput("PROMPT", [1], "BYTES")
                     p.set_data_from_numpy(np.array([b"a b c"], dtype=object))

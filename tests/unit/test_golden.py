@@ -104,13 +104,13 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     elif ftype == C.CANCEL:
         out = {"requests": [{"batch_id": b, "request_index": i} for b, i in body]}
     elif ftype == C.SEND_ERROR:
-        out = dict(zip(("batch_id", "request_index", "error_code", "message"), body))
+        out = dict(zip(("batch_id", "request_index", "error_code", "message"), body, strict=True))
     elif ftype == C.READY:
         out = {"ready": body[0], "message": body[1]}
     elif ftype == C.EXECUTE_DONE:
         out = {"ok": body[0], "error": body[1]}
     elif ftype == C.LOG:
-        out = dict(zip(("level", "file", "line", "message"), body))
+        out = dict(zip(("level", "file", "line", "message"), body, strict=True))
     elif ftype == C.ERROR:
         out = {"message": body}
     elif ftype == C.RELEASE:
