@@ -205,6 +205,20 @@ cdef class _Reader:
             tensors.append(self.tensor())
         return (rid, corr, flags, timeout, params, names, tensors)
 
+    cdef tuple response_rest(self, bint receiver_arena_ok):
+        """What follows the flags of a RESPONSES entry and of a BLS_RESPONSE:
+        (error or None, parameters, output tensors)."""
+        cdef uint8_t has_error = self.u8()
+        cdef uint32_t code = self.u32()
+        cdef str msg = self.string()
+        cdef str params = self.string()
+        cdef uint32_t k = self.u32()
+        cdef uint32_t j
+        cdef list tensors = []
+        for j in range(k):
+            tensors.append(self.tensor(receiver_arena_ok))
+        return ((code, msg) if has_error else None, params, tensors)
+
     cdef int done(self) except -1:
         if self.pos != self.end:
             raise ProtocolError(f"{self.end - self.pos} trailing bytes after the body")
@@ -312,15 +326,8 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
         rflags = r.u32()
         if rflags & ~(<uint32_t>RESP_FINAL):
             raise ProtocolError(f"unknown BLS response flags {rflags:#x}")
-        has_error = r.u8()
-        code = r.u32()
-        msg = r.string()
-        params = r.string()
-        k = r.u32()
-        tensors = []
-        for j in range(k):
-            tensors.append(r.tensor())
-        out = (rflags, (code, msg) if has_error else None, params, tensors)
+        err, params, tensors = r.response_rest(False)
+        out = (rflags, err, params, tensors)
     elif ftype == BLS_REQUEST:
         mname = r.string()
         mver = r.i64()
@@ -361,15 +368,8 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
             rflags = r.u32()
             if rflags & ~_RESP_FLAGS:
                 raise ProtocolError(f"response {i}: unknown response flags {rflags:#x}")
-            has_error = r.u8()
-            code = r.u32()
-            msg = r.string()
-            params = r.string()
-            k = r.u32()
-            tensors = []
-            for j in range(k):
-                tensors.append(r.tensor(True))
-            items.append((bid, idx, rflags, (code, msg) if has_error else None, params, tensors))
+            err, params, tensors = r.response_rest(True)
+            items.append((bid, idx, rflags, err, params, tensors))
         out = items
     elif ftype == EXECUTE_DONE:
         ok = r.u8()
