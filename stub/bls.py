@@ -124,6 +124,9 @@ class BlsClient:
     def enter_user_code(self) -> None:
         self._loop_in_user_code = True
 
+    def in_user_code(self) -> bool:
+        return self._loop_in_user_code
+
     def leave_user_code(self) -> None:
         with self._pump_lock:  # no other thread is reading past this point
             self._loop_in_user_code = False

@@ -11,6 +11,8 @@ the loop thread.
 from __future__ import annotations
 
 import asyncio
+import collections
+import gc
 import importlib.util
 import inspect
 import os
@@ -46,6 +48,8 @@ class Stub:
         self.exit_code: int | None = None
         self._finalizing = False
         self._draining = False
+        # EXECUTE frames that arrived while user code ran on the loop.
+        self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
 
     # ---------------------------------------------------------------- life
 
@@ -116,12 +120,12 @@ class Stub:
             if ftype == C.EXECUTE:
                 if self.model is None or self._finalizing:
                     raise C.ProtocolError("EXECUTE before INIT or after FINALIZE")
-                # While a sync execute runs, BLS waiters may read the socket.
-                self.bls.enter_user_code()
-                try:
-                    self.engine.on_execute(fid, body, buf)
-                finally:
-                    self.bls.leave_user_code()
+                if self.bls.in_user_code():
+                    # Read by a BLS waiter while execute() runs: the backend
+                    # sends a sync model's next batch ahead; it runs next.
+                    self._queued.append((fid, body, buf))
+                else:
+                    self._execute(fid, body, buf)
             elif ftype == C.BLS_RESPONSE:
                 self.bls.on_response(fid, body, buf)
             elif ftype == C.MODEL_CONTROL_DONE:
@@ -158,6 +162,17 @@ class Stub:
                     pass
             self._fatal(f"protocol error: {e}")
 
+    def _execute(self, fid: int, body: Any, buf: Any) -> None:
+        batch: tuple[int, Any, Any] | None = (fid, body, buf)
+        while batch is not None:
+            # While a sync execute runs, BLS waiters may read the socket.
+            self.bls.enter_user_code()
+            try:
+                self.engine.on_execute(*batch)
+            finally:
+                self.bls.leave_user_code()
+            batch = self._queued.popleft() if self._queued else None
+
     # ---------------------------------------------------------------- init / finalize
 
     def _on_init(self, msg: dict[str, Any]) -> None:
@@ -183,6 +198,9 @@ class Stub:
             self.channel.send(C.encode_json(C.INIT_DONE, {"ok": False, "error": err}))
             return
         self.engine.model = self.model
+        # What initialize() built lives as long as the model: keep it out of
+        # the collector's full passes, which would walk it on every one.
+        gc.freeze()
         self.channel.send(C.encode_json(C.INIT_DONE, {
             "ok": True,
             "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",

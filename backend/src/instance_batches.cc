@@ -115,6 +115,14 @@ InstanceState::FailOpenRequests(Batch* batch, const Status& status)
 }
 
 void
+InstanceState::MarkReturnedLocked(Batch* batch)
+{
+  if (batch->execute_returned) return;
+  batch->execute_returned = true;
+  --executing_batches_;
+}
+
+void
 InstanceState::MaybeEndBatch(const std::shared_ptr<Batch>& batch)
 {
   if (!batch->execute_done || batch->open > 0) return;
@@ -123,7 +131,7 @@ InstanceState::MaybeEndBatch(const std::shared_ptr<Batch>& batch)
   batches_.erase(batch->id);
   std::lock_guard<std::mutex> lock(mu_);
   --inflight_batches_;
-  batch->execute_returned = true;
+  MarkReturnedLocked(batch.get());
   batch->ended = true;
   cv_.notify_all();
 }
@@ -158,7 +166,7 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    batch->execute_returned = true;
+    MarkReturnedLocked(batch.get());
     cv_.notify_all();
   }
   MaybeEndBatch(batch);

@@ -108,9 +108,11 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   batch->decoupled = model_->decoupled();
   const int timeout_s = model_->backend().settings().stub_timeout_seconds;
   const uint32_t max_inflight = model_->max_inflight_batches();
+  const uint32_t prefetch = model_->sync_prefetch_batches();
 
   // Wait out a restart in progress (spawn + HELLO + INIT), bounded; an
-  // async instance then waits for room among its batches in flight.
+  // async instance then waits for room among its batches in flight, a
+  // sync one until at most `prefetch` batches are queued before this one.
   std::shared_ptr<Channel> channel;
   uint64_t generation = 0;
   bool async_execute = false;
@@ -119,9 +121,11 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(2 * timeout_s),
                  [&] { return state_ != StubState::kRestarting; });
-    if (state_ == StubState::kReady && traits_.async_execute) {
+    if (state_ == StubState::kReady) {
+      const bool async = traits_.async_execute;
       cv_.wait(lock, [&] {
-        return inflight_batches_ < max_inflight ||
+        return (async ? inflight_batches_ < max_inflight
+                      : executing_batches_ <= prefetch) ||
                state_ != StubState::kReady || shutting_down_;
       });
     }
@@ -221,6 +225,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
         !shutting_down_) {
       pending_.push_back(batch);
       ++inflight_batches_;
+      ++executing_batches_;
       registered = true;
     }
   }
@@ -234,32 +239,25 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     FinishLocally(batch.get());
     return;
   }
-  // An idle reader blocks without a timeout; it must be woken so that it
-  // polls cancellation of the new batch. A sync Execute does that only
-  // once the batch has lasted kPollMs: most batches end sooner, and the
-  // reader adopts the batch anyway when the stub's frames arrive, so the
-  // common case saves a thread wake-up per batch.
-  auto wake_reader = [this] {
-    if (reader_blocking_.exchange(false)) {
-      uint64_t one = 1;
-      (void)!write(wake_fd_, &one, sizeof(one));
-    }
-  };
-  if (async_execute) wake_reader();
+  // An idle reader of an async instance blocks without a timeout; it must
+  // be woken so that it polls cancellation of the new batch. A sync
+  // instance's idle reader blocks at most kSyncIdlePollMs and adopts the
+  // batch anyway when the stub's frames arrive: no wake-up per batch.
+  if (async_execute && reader_blocking_.exchange(false)) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+  }
   if (!channel->Send(frame).ok()) {
     // The stub is gone or the socket is broken: EOF makes the reader
     // handle it as a death, which fails this batch with the reason.
     channel->Shutdown();
   }
-  if (async_execute) return;
-  // Sync: wait until the model's execute returned (and, in default mode,
-  // the batch ended). The reader fails the batch if the stub dies.
+  if (async_execute || prefetch > 0) return;
+  // sync_prefetch_batches 0: wait until the model's execute returned (and,
+  // in default mode, the batch ended), as the official backend does. The
+  // reader fails the batch if the stub dies.
   std::unique_lock<std::mutex> lock(mu_);
-  auto returned = [&] { return batch->execute_returned; };
-  if (!cv_.wait_for(lock, std::chrono::milliseconds(kPollMs), returned)) {
-    wake_reader();
-    cv_.wait(lock, returned);
-  }
+  cv_.wait(lock, [&] { return batch->execute_returned; });
 }
 
 }  // namespace tritonpy

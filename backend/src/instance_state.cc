@@ -417,6 +417,13 @@ InstanceState::HandleCommon(const proto::FrameView& f, const uint8_t* body,
   }
 }
 
+bool
+InstanceState::SyncInstance()
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  return !traits_.async_execute;
+}
+
 std::shared_ptr<Channel>
 InstanceState::CurrentChannel()
 {
@@ -514,12 +521,13 @@ InstanceState::ReaderLoop()
     AdoptPendingBatches();
     int timeout_ms = kPollMs;
     if (open_requests_ == 0) {
-      // Idle: block, unless Execute registered a batch meanwhile (it
-      // wakes us through wake_fd_ once it sees reader_blocking_).
+      // Idle: block, unless Execute registered a batch meanwhile (an
+      // async Execute wakes us through wake_fd_ once it sees
+      // reader_blocking_; a sync one does not, see Execute).
       reader_blocking_.store(true);
       AdoptPendingBatches();
       if (open_requests_ == 0) {
-        timeout_ms = -1;
+        timeout_ms = SyncInstance() ? kSyncIdlePollMs : -1;
       } else {
         reader_blocking_.store(false);
       }

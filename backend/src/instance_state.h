@@ -71,6 +71,10 @@ class InstanceState {
   enum class StubState { kReady, kRestarting, kDown, kStopped };
   // Cancellation poll period while requests are in flight.
   static constexpr int kPollMs = 10;
+  // How long an idle reader of a sync instance blocks: a sync Execute
+  // does not wake it, so a batch sent meanwhile has its cancellation
+  // polled from at most this long after it started.
+  static constexpr int kSyncIdlePollMs = 100;
 
   // What INIT_DONE told about the model.
   struct StubTraits {
@@ -104,6 +108,8 @@ class InstanceState {
   bool OnStubGone(const std::string& why, bool violation);
   void SendError(Channel* channel, const std::string& message);
   std::shared_ptr<Channel> CurrentChannel();
+  // The running stub's model has a sync execute().
+  bool SyncInstance();
 
   // Batches, reader thread only (instance_batches.cc).
   void AdoptPendingBatches();
@@ -116,6 +122,8 @@ class InstanceState {
   void FailOpenRequests(Batch* batch, const Status& status);
   // Reports statistics, releases with `release_flags`, deletes the factory.
   void CompleteRequest(Batch* batch, BatchRequest* req, uint32_t release_flags);
+  // Records that the model's execute() returned for `batch` (mu_ held).
+  void MarkReturnedLocked(Batch* batch);
   // Ends `batch` once execute returned and every request is complete.
   void MaybeEndBatch(const std::shared_ptr<Batch>& batch);
   // Fails and ends every batch in flight (stub death, unload).
@@ -156,6 +164,8 @@ class InstanceState {
   // Registered by Execute, not yet adopted by the reader.
   std::vector<std::shared_ptr<Batch>> pending_;  // guarded by mu_
   uint32_t inflight_batches_ = 0;                // guarded by mu_
+  // Batches sent whose execute() has not returned yet.
+  uint32_t executing_batches_ = 0;               // guarded by mu_
   uint64_t next_query_id_ = 1;                   // guarded by mu_
   std::set<uint64_t> ready_queries_;             // guarded by mu_
   std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_

@@ -65,15 +65,19 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   const json::Value* policy = config.Find("model_transaction_policy");
   state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
   const json::Value* params = config.Find("parameters");
-  const json::Value* inflight =
-      params != nullptr ? params->Find("max_inflight_batches") : nullptr;
-  if (inflight != nullptr) {
-    const json::Value* sv = inflight->Find("string_value");
+  auto count_param = [&](const char* key, uint32_t lo, uint32_t hi,
+                         uint32_t* out) -> Status {
+    const json::Value* p = params != nullptr ? params->Find(key) : nullptr;
+    if (p == nullptr) return Status();
+    const json::Value* sv = p->Find("string_value");
     std::string text = sv != nullptr && sv->is_string() ? sv->as_string()
-                                                        : inflight->Serialize();
-    TRITONPY_RETURN_IF_ERROR(ParseMaxInflight(
-        state->name_, text, &state->max_inflight_batches_));
-  }
+                                                        : p->Serialize();
+    return ParseCount(state->name_, key, text, lo, hi, out);
+  };
+  TRITONPY_RETURN_IF_ERROR(count_param(
+      "max_inflight_batches", 1, 1u << 20, &state->max_inflight_batches_));
+  TRITONPY_RETURN_IF_ERROR(count_param(
+      "sync_prefetch_batches", 0, 64, &state->sync_prefetch_batches_));
 
   std::string file = config.GetString("default_model_filename", "");
   if (file.empty()) file = "model.py";
@@ -90,17 +94,19 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
 }
 
 Status
-ModelState::ParseMaxInflight(const std::string& model,
-                             const std::string& value, uint32_t* out)
+ModelState::ParseCount(const std::string& model, const std::string& name,
+                       const std::string& value, uint32_t lo, uint32_t hi,
+                       uint32_t* out)
 {
-  // Digits only, 1 ... 2^20 (more than any instance could use).
+  // Digits only, at most 8 of them, within [lo, hi].
   bool digits = !value.empty() && value.size() <= 8 &&
                 value.find_first_not_of("0123456789") == std::string::npos;
   unsigned long v = digits ? std::stoul(value) : 0;
-  if (!digits || v < 1 || v > (1ul << 20)) {
+  if (!digits || v < lo || v > hi) {
     return Status::InvalidArg(
-        "tritonpy: model '" + model + "': parameter max_inflight_batches " +
-        "must be an integer from 1 to 1048576, got '" + value + "'");
+        "tritonpy: model '" + model + "': parameter " + name +
+        " must be an integer from " + std::to_string(lo) + " to " +
+        std::to_string(hi) + ", got '" + value + "'");
   }
   *out = static_cast<uint32_t>(v);
   return Status();

@@ -34,6 +34,10 @@ class ModelState {
   // Model config parameter `max_inflight_batches` (default 128): how many
   // batches an async-execute instance keeps in flight before Execute blocks.
   uint32_t max_inflight_batches() const { return max_inflight_batches_; }
+  // Model config parameter `sync_prefetch_batches` (default 1): how many
+  // batches a sync-execute instance sends ahead of the one its model is
+  // executing; 0 makes Execute wait for execute() like the official backend.
+  uint32_t sync_prefetch_batches() const { return sync_prefetch_batches_; }
 
  private:
   TRITONBACKEND_Model* model_ = nullptr;
@@ -47,13 +51,16 @@ class ModelState {
   int64_t max_batch_size_ = 0;
   bool decoupled_ = false;
   uint32_t max_inflight_batches_ = kDefaultMaxInflightBatches;
+  uint32_t sync_prefetch_batches_ = kDefaultSyncPrefetchBatches;
 
  public:
   static constexpr uint32_t kDefaultMaxInflightBatches = 128;
-  // Parses a `max_inflight_batches` value (an integer >= 1). Exposed for
+  static constexpr uint32_t kDefaultSyncPrefetchBatches = 1;
+  // Parses an integer model parameter `name` from `lo` to `hi`. Exposed for
   // unit tests.
-  static Status ParseMaxInflight(const std::string& model,
-                                 const std::string& value, uint32_t* out);
+  static Status ParseCount(const std::string& model, const std::string& name,
+                           const std::string& value, uint32_t lo, uint32_t hi,
+                           uint32_t* out);
 };
 
 }  // namespace tritonpy

@@ -84,6 +84,42 @@ instance_group [ { kind: KIND_CPU, count: 1 } ]
 """
 
 
+# Sync execute that must never overlap itself: a second execute() entering
+# while one runs answers with an error. KILL makes the stub die mid-execute.
+SERIAL = """
+import os, signal, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.running = False
+        self.count = 0
+
+    def execute(self, requests):
+        if self.running:
+            raise RuntimeError("execute() overlapped")
+        self.running = True
+        try:
+            out = []
+            for r in requests:
+                ms = float(pb_utils.get_input_tensor_by_name(r, "SLEEP_MS").as_numpy()[0])
+                time.sleep(ms / 1000)
+                if ms >= 1000:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                self.count += 1
+                out.append(pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("PID", np.array([self.count], np.int64))]))
+            return out
+        finally:
+            self.running = False
+"""
+
+
+def prefetch(n: str) -> str:
+    return ('parameters { key: "sync_prefetch_batches" value { string_value: "%s" } }' % n)
+
+
 def inflight(n: str) -> str:
     return ('parameters { key: "max_inflight_batches" value { string_value: "%s" } }' % n)
 
@@ -104,9 +140,13 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     write_model(repo, "sleepy_bad", SLEEPY,
                 SLEEPY_CONFIG.format(name="sleepy_bad", extra=inflight("zero")))
     write_model(repo, "threaded", THREADED, THREADED_CONFIG)
+    for name, extra in (("serial", ""), ("serial_p0", prefetch("0")),
+                        ("serial_p4", prefetch("4")), ("serial_bad", prefetch("65"))):
+        write_model(repo, name, SERIAL, SLEEPY_CONFIG.format(name=name, extra=extra))
     server = TritonServer(repo, work, args=[
         "--model-control-mode=explicit", "--load-model=sleepy",
-        "--load-model=sleepy_one", "--load-model=threaded"])
+        "--load-model=sleepy_one", "--load-model=threaded",
+        "--load-model=serial", "--load-model=serial_p0", "--load-model=serial_p4"])
     try:
         server.wait_ready()
         yield server
@@ -141,13 +181,68 @@ def test_max_inflight_batches_one_serialises(srv: TritonServer) -> None:
     assert elapsed >= 1.1, f"4 x 300 ms took {elapsed:.2f} s with max_inflight_batches 1"
 
 
-def test_bad_max_inflight_batches_fails_the_load(srv: TritonServer) -> None:
+@pytest.mark.parametrize(("model", "param", "value"), [
+    ("sleepy_bad", "max_inflight_batches", "zero"),
+    ("serial_bad", "sync_prefetch_batches", "65"),
+])
+def test_bad_count_parameter_fails_the_load(srv: TritonServer, model: str, param: str,
+                                            value: str) -> None:
     c = httpclient.InferenceServerClient(srv.http_url)
     try:
         with pytest.raises(InferenceServerException) as e:
-            c.load_model("sleepy_bad")
+            c.load_model(model)
         msg = str(e.value)
-        assert "max_inflight_batches" in msg and "zero" in msg, msg
+        assert param in msg and value in msg and model in msg, msg
+    finally:
+        c.close()
+
+
+def sleep_input(ms: float) -> list:
+    x = httpaio.InferInput("SLEEP_MS", [1], "FP32")
+    x.set_data_from_numpy(np.array([ms], np.float32))
+    return [x]
+
+
+@pytest.mark.parametrize("model", ["serial", "serial_p0", "serial_p4"])
+def test_sync_execute_never_overlaps(srv: TritonServer, model: str) -> None:
+    """Batches sent ahead (sync_prefetch_batches) wait for execute() to
+    return: 12 concurrent 50 ms requests run one after another."""
+    async def run() -> tuple[float, list[int]]:
+        async with httpaio.InferenceServerClient(srv.http_url) as c:
+            start = time.monotonic()
+            rs = await asyncio.gather(*(c.infer(model, sleep_input(50)) for _ in range(12)))
+            return time.monotonic() - start, [int(r.as_numpy("PID")[0]) for r in rs]
+    elapsed, counts = asyncio.run(run())
+    assert len(set(counts)) == 12, counts  # each saw its own execute()
+    assert elapsed >= 0.55, f"12 x 50 ms took {elapsed:.2f} s on a sync instance"
+
+
+def test_stub_death_fails_the_batch_sent_ahead_too(srv: TritonServer) -> None:
+    """The running batch and the one queued behind it in the stub both fail
+    with the death; the restarted stub serves the next request."""
+    async def run() -> list:
+        async with httpaio.InferenceServerClient(srv.http_url) as c:
+            first = asyncio.ensure_future(c.infer("serial_p4", sleep_input(1000)))
+            await asyncio.sleep(0.3)
+            second = asyncio.ensure_future(c.infer("serial_p4", sleep_input(10)))
+            return await asyncio.gather(first, second, return_exceptions=True)
+    results = asyncio.run(run())
+    for r in results:
+        assert isinstance(r, InferenceServerException), r
+        assert "serial_p4" in str(r) and "died" in str(r) and "SIGKILL" in str(r), str(r)
+    deadline = time.monotonic() + 20
+    c = httpclient.InferenceServerClient(srv.http_url)
+    try:
+        while True:
+            try:
+                x = httpclient.InferInput("SLEEP_MS", [1], "FP32")
+                x.set_data_from_numpy(np.array([1], np.float32))
+                assert int(c.infer("serial_p4", [x]).as_numpy("PID")[0]) == 1
+                break
+            except InferenceServerException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
     finally:
         c.close()
 

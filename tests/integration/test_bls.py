@@ -83,6 +83,25 @@ def test_bls_onto_add_sub(bls_server: TritonServer, model: str) -> None:
     assert np.allclose(r.as_numpy("OUTPUT1"), X - Y)
 
 
+def test_sync_bls_under_concurrent_load(bls_server: TritonServer) -> None:
+    """The backend sends a sync model's next batch while execute() waits in
+    exec(): the stub must hold it until execute() returns, not run it inside."""
+    import concurrent.futures as cf
+
+    def one(i: int) -> bool:
+        c = httpclient.InferenceServerClient(bls_server.http_url, network_timeout=60)
+        try:
+            x = X + i
+            r = c.infer("bls_add_sub", add_sub_inputs(x, Y))
+            return bool(np.allclose(r.as_numpy("OUTPUT0"), x + Y)
+                        and np.allclose(r.as_numpy("OUTPUT1"), x - Y))
+        finally:
+            c.close()
+
+    with cf.ThreadPoolExecutor(16) as pool:
+        assert all(pool.map(one, range(64)))
+
+
 def test_large_outputs_come_back_intact(bls_server: TritonServer) -> None:
     """1 MiB outputs: written by Triton into the BLS arena, read in place."""
     c = http_client(bls_server)
