@@ -152,11 +152,15 @@ class Engine:
             self._end_with_error(batch, f"tritonpy: model '{self.model_name}': {problem}; "
                                         "every request of the batch fails")
             return
-        self.flush()  # anything sent earlier goes first
+        coalesce = batch.task is not None
+        if not coalesce:
+            self.flush()  # anything sent earlier goes first
         w = self.writer
-        w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
-        w.u32(n)
-        for req, resp in zip(batch.requests, result, strict=True):
+        entries = []
+        if not coalesce:
+            w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
+            w.u32(n)
+        for i, (req, resp) in enumerate(zip(batch.requests, result, strict=True)):
             flags = C.RESP_FINAL
             if req._release_flags & _RESCHEDULE:
                 flags = C.RESP_RESCHEDULE
@@ -164,11 +168,20 @@ class Engine:
                     flags |= C.RESP_NO_RESPONSE
             # By reference: the backend copies these outputs before it ends
             # the batch, and execute() has returned, so nothing changes them.
-            entry = self._entry(req, resp, flags, w.size(), by_ref=True)
-            _write_entry(w, entry)
+            if coalesce:
+                if i == n - 1:
+                    flags |= C.RESP_BATCH_END
+                entries.append(self._entry(req, resp, flags, 0, by_ref=True))
+            else:
+                _write_entry(w, self._entry(req, resp, flags, w.size(), by_ref=True))
             req._sender._closed = True
-        self._send_frame(w)
         self.batches.pop(batch.id, None)
+        if coalesce:
+            # A task's batch: other tasks often end in the same loop
+            # iteration, and their batches leave in one frame.
+            self._queue_entries(entries)
+        else:
+            self._send_frame(w)
 
     def _execute_failed(self, batch: _Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
@@ -250,9 +263,11 @@ class Engine:
         batch.answers[req._index] = response
 
     def _queue(self, req: Any, response: Any, wire_flags: int) -> None:
-        entry = self._entry(req, response, wire_flags, 0)
+        self._queue_entries((self._entry(req, response, wire_flags, 0),))
+
+    def _queue_entries(self, entries: Any) -> None:
         with self._lock:
-            self._pending.append(entry)
+            self._pending.extend(entries)
             if self._flush_scheduled:
                 return
             self._flush_scheduled = True

@@ -33,6 +33,7 @@ MODEL_CONTROL, MODEL_CONTROL_DONE = 23, 24
 RESP_FINAL = 1
 RESP_RESCHEDULE = 1 << 30
 RESP_NO_RESPONSE = 1 << 31
+RESP_BATCH_END = 1 << 29
 TYPE_NAMES = {
     HELLO: "HELLO", INIT: "INIT", INIT_DONE: "INIT_DONE", ARENA: "ARENA",
     EXECUTE: "EXECUTE", RESPONSES: "RESPONSES", EXECUTE_DONE: "EXECUTE_DONE",
@@ -382,7 +383,8 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
                 "has_error": r.u8(),
                 "error_code": r.u32(), "error_message": r.str(), "parameters": r.str(),
             }
-            if resp["response_flags"] & ~(RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE):
+            if resp["response_flags"] & ~(RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE
+                                          | RESP_BATCH_END):
                 raise ProtocolError("unknown response flags")
             resp["outputs"] = [r.tensor(receiver_arena_ok=True) for _ in range(r.u32())]
             resps.append(resp)

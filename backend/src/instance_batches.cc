@@ -5,6 +5,7 @@
 // request completion, batch end, cancellation polling, failing everything
 // when the stub goes away, and the readiness query.
 
+#include <algorithm>
 #include <chrono>
 
 #include "instance_state.h"
@@ -181,14 +182,23 @@ InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
   TRITONPY_RETURN_IF_ERROR(proto::DecodeResponses(body, f.body_len, &rb));
   // Validate everything first, so that a bad frame sends nothing.
   std::vector<std::shared_ptr<Batch>> owners(rb.responses.size());
+  std::vector<uint64_t> ending;  // batches ended by an entry (BATCH_END)
+  auto ended_here = [&](uint64_t id) {
+    return std::find(ending.begin(), ending.end(), id) != ending.end();
+  };
   for (size_t i = 0; i < rb.responses.size(); ++i) {
     const proto::Response& r = rb.responses[i];
     auto it = batches_.find(r.batch_id);
-    if (it == batches_.end()) {
+    const bool batch_end = (r.response_flags & proto::kRespBatchEnd) != 0;
+    // A decoupled batch takes responses after EXECUTE_DONE too, but none
+    // after the entry that ended it.
+    if (it == batches_.end() || ended_here(r.batch_id) ||
+        (batch_end && it->second->execute_done)) {
       return Violation(
           "response for batch " + std::to_string(r.batch_id) +
           ", which is not in flight");
     }
+    if (batch_end) ending.push_back(r.batch_id);
     if (r.request_index >= it->second->wire_index.size()) {
       return Violation(
           "response for request index " + std::to_string(r.request_index) +
@@ -199,7 +209,8 @@ InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
   const bool batch_done = (f.flags & proto::kFlagBatchDone) != 0;
   if (batch_done) {
     auto it = batches_.find(f.id);
-    if (it == batches_.end() || it->second->execute_done) {
+    if (it == batches_.end() || it->second->execute_done ||
+        ended_here(f.id)) {
       return Violation(
           "BATCH_DONE for batch " + std::to_string(f.id) +
           ", which is not in flight");
@@ -214,11 +225,13 @@ InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
     const proto::Response& r = rb.responses[i];
     Batch* batch = owners[i].get();
     BatchRequest* req = &batch->requests[batch->wire_index[r.request_index]];
+    const bool batch_end = (r.response_flags & proto::kRespBatchEnd) != 0;
     if (req->complete) {
       TRITONPY_LOG_ERROR(
           "tritonpy: model '" + model_->name() + "' sent a response for " +
           "request '" + req->id + "', which is already complete; it is " +
           "dropped");
+      if (batch_end) TRITONPY_RETURN_IF_ERROR(OnExecuteDone(r.batch_id, Status()));
       continue;
     }
     Status send_error;
@@ -237,7 +250,11 @@ InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
     } else if (outcome == EntryOutcome::kReschedule) {
       CompleteRequest(batch, req, TRITONSERVER_REQUEST_RELEASE_RESCHEDULE);
     }
-    MaybeEndBatch(owners[i]);
+    if (batch_end) {
+      TRITONPY_RETURN_IF_ERROR(OnExecuteDone(r.batch_id, Status()));
+    } else {
+      MaybeEndBatch(owners[i]);
+    }
   }
   if (!send_errors.empty()) {
     std::shared_ptr<Channel> channel = CurrentChannel();

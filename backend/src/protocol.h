@@ -64,8 +64,10 @@ constexpr uint8_t kMaxFrameType = 24;
 constexpr uint32_t kRespFinal = 1;            // TRITONSERVER_RESPONSE_COMPLETE_FINAL
 constexpr uint32_t kRespReschedule = 1u << 30;
 constexpr uint32_t kRespNoResponse = 1u << 31;
+// After this entry, the entry's batch is over (as BATCH_DONE would say).
+constexpr uint32_t kRespBatchEnd = 1u << 29;
 constexpr uint32_t kRespKnownFlags =
-    kRespFinal | kRespReschedule | kRespNoResponse;
+    kRespFinal | kRespReschedule | kRespNoResponse | kRespBatchEnd;
 
 const char* FrameTypeName(FrameType t);
 bool IsJsonFrame(FrameType t);

@@ -91,6 +91,16 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
             {"batch_id": 10, "request_index": 0, "response_flags": P.RESP_FINAL, "has_error": 1,
              "error_code": 7, "error_message": "cancelled", "parameters": "", "outputs": []},
         ]}, 0, 0),
+        ("responses_batch_end.bin", P.RESPONSES, {"responses": [
+            {"batch_id": 21, "request_index": 0, "response_flags": P.RESP_FINAL | P.RESP_BATCH_END,
+             "has_error": 0, "error_code": 0, "error_message": "", "parameters": "",
+             "outputs": [P.inline("OUT", INT32, [1], struct.pack("<i", 21))]},
+            {"batch_id": 22, "request_index": 1, "response_flags": P.RESP_FINAL, "has_error": 1,
+             "error_code": 3, "error_message": "bad", "parameters": "", "outputs": []},
+            {"batch_id": 22, "request_index": 0, "response_flags": P.RESP_FINAL | P.RESP_BATCH_END,
+             "has_error": 0, "error_code": 0, "error_message": "", "parameters": "",
+             "outputs": []},
+        ]}, 0, 0),
         ("responses_receiver_arena.bin", P.RESPONSES, {"responses": [
             {"batch_id": 12, "request_index": 0, "response_flags": 1, "has_error": 0,
              "error_code": 0, "error_message": "", "parameters": "",
@@ -166,7 +176,7 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
     assert receiver_loc[off + 20] == 0
     receiver_loc[off + 20] = 2
     bad_rflags = bytearray(rs)
-    struct.pack_into("<I", bad_rflags, 24 + 4 + 8 + 4, 1 << 29)  # first entry's flags
+    struct.pack_into("<I", bad_rflags, 24 + 4 + 8 + 4, 1 << 28)  # first entry's flags
     bad_pad = bytearray(rs)
     pad_at = bad_pad.index(struct.pack("<f", 0.5)) - 1
     bad_pad[pad_at] = 0xFF

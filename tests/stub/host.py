@@ -120,6 +120,13 @@ class StubHost:
         frame = self.recv(kw.get("timeout", 10.0))
         while frame["type"] == "ARENA":
             frame = self.recv()
+        entries = frame["body"].get("responses") if frame["type"] == "RESPONSES" else None
+        if frame["id"] == 0 and entries and entries[-1]["response_flags"] & P.RESP_BATCH_END:
+            # An async batch ends with its last entry (coalesced frames):
+            # shown as the one-batch frame a sync execute sends.
+            assert all(e["batch_id"] == batch_id for e in entries), frame
+            entries[-1]["response_flags"] &= ~P.RESP_BATCH_END
+            frame = {**frame, "id": batch_id, "flags": frame["flags"] | P.FLAG_BATCH_DONE}
         assert frame["id"] == batch_id, frame
         return frame
 
@@ -131,7 +138,10 @@ class StubHost:
         while not until(got):
             f = self.recv(max(0.01, deadline - time.monotonic()))
             if f["type"] == "RESPONSES":
-                got.extend(f["body"]["responses"])
+                for e in f["body"]["responses"]:
+                    got.append(e)
+                    if e["response_flags"] & P.RESP_BATCH_END:
+                        got.append({"batch_done": e["batch_id"]})
                 if f["flags"] & P.FLAG_BATCH_DONE:
                     got.append({"batch_done": f["id"]})
             elif f["type"] == "EXECUTE_DONE":
