@@ -24,6 +24,7 @@ from ._request import (
 )
 from ._bls import ResponseIterator, is_model_ready, load_model, unload_model
 from ._logger import Logger, LogLevel
+from ._metrics import COUNTER, GAUGE, HISTOGRAM, Metric, MetricFamily, MetricKind
 from ._response import InferenceResponse
 from ._sender import InferenceResponseSender
 from ._tensor import Tensor
@@ -46,6 +47,12 @@ __all__ = [
     "is_model_ready",
     "Logger",
     "LogLevel",
+    "MetricFamily",
+    "Metric",
+    "MetricKind",
+    "COUNTER",
+    "GAUGE",
+    "HISTOGRAM",
     "InferenceTrace",
     "PreferredMemory",
     "TritonError",
