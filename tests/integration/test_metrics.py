@@ -130,6 +130,29 @@ def test_errors_are_clear_and_the_model_keeps_serving(metrics_server: TritonServ
     assert sample(scrape(srv), "tritonpy_test_requests_total", model="metrics") == base + 1
 
 
+def test_dropped_objects_leave_the_endpoint(metrics_server: TritonServer) -> None:
+    srv = metrics_server
+    assert json.loads(call(srv, "metrics", "temp", 3.0)) == {"temp": 3.0}
+    # Collected after the request: deleted on the stub's next loop turn.
+    wait_until(lambda: sample(scrape(srv), "tritonpy_test_temp", model="temp") is None, 10)
+    assert json.loads(call(srv, "metrics", "temp", 2.0)) == {"temp": 2.0}  # made anew
+
+
+def test_burst_of_updates_is_counted_exactly(metrics_server: TritonServer) -> None:
+    """60k increments and observations in one execute (more observations
+    than fit in one frame) all arrive, and cost well under a microsecond."""
+    srv = metrics_server
+    text = scrape(srv)
+    base = sample(text, "tritonpy_test_requests_total", model="metrics")
+    count = sample(text, "tritonpy_test_value_count", model="metrics")
+    cost = json.loads(call(srv, "metrics", "burst", 60000.0))
+    text = scrape(srv)
+    assert sample(text, "tritonpy_test_requests_total", model="metrics") == base + 60000
+    assert sample(text, "tritonpy_test_value_count", model="metrics") == count + 60000
+    print(f"per call: increment {cost['increment_ns']:.0f} ns, observe {cost['observe_ns']:.0f} ns")
+    assert cost["increment_ns"] < 5000 and cost["observe_ns"] < 5000, cost
+
+
 def test_two_instances_share_one_series(metrics_server: TritonServer) -> None:
     srv = metrics_server
     text = scrape(srv)

@@ -4,6 +4,8 @@
   "update": counter += VALUE, gauge = VALUE, histogram observes VALUE;
   "value":  the counter's and the gauge's value() as JSON;
   "errors": every misuse tried, the error messages as JSON;
+  "temp":   a family and metric made, incremented by VALUE and dropped;
+  "burst":  VALUE increments and VALUE observations, timed;
   "pid":    the stub's pid; "die": the stub kills itself.
 The families are created in initialize(); a gauge labelled with the stub's
 pid shows which stub made it."""
@@ -11,6 +13,7 @@ pid shows which stub made it."""
 import json
 import os
 import signal
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -45,6 +48,23 @@ class TritonPythonModel:
                 out = "ok"
             elif mode == "value":
                 out = json.dumps({"requests": self.requests.value(), "last": self.last.value()})
+            elif mode == "temp":
+                temp = pb_utils.MetricFamily(
+                    "tritonpy_test_temp", "dropped at once", pb_utils.MetricFamily.COUNTER
+                ).Metric({"model": "temp"})
+                temp.increment(value)
+                out = json.dumps({"temp": temp.value()})
+            elif mode == "burst":
+                n = int(value)
+                start = time.perf_counter()
+                for _ in range(n):
+                    self.requests.increment(1)
+                inc = time.perf_counter() - start
+                start = time.perf_counter()
+                for i in range(n):
+                    self.hist.observe(i % 200)
+                obs = time.perf_counter() - start
+                out = json.dumps({"increment_ns": inc / n * 1e9, "observe_ns": obs / n * 1e9})
             elif mode == "errors":
                 out = json.dumps(self._errors())
             elif mode == "pid":
