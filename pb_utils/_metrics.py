@@ -217,7 +217,9 @@ class Metric:
         return self._client.value(self._handle)
 
     def __del__(self) -> None:
-        self._client.delete_metric(self._handle)
+        client = getattr(self, "_client", None)  # None: never fully made
+        if client is not None:
+            client.delete_metric(self._handle)
 
     def __repr__(self) -> str:
         return f"<Metric of {self._family!r} labels={self._labels}>"

@@ -560,3 +560,23 @@ def test_decoupled_policy():
     assert pb.using_decoupled_model_transaction_policy(CONFIG) is False
     cfg = dict(CONFIG, model_transaction_policy={"decoupled": True})
     assert pb.using_decoupled_model_transaction_policy(cfg) is True
+
+
+def test_metrics_api_names_and_errors_outside_a_stub():
+    assert pb.MetricFamily.COUNTER == pb.MetricKind.COUNTER == pb.COUNTER == 0
+    assert pb.MetricFamily.GAUGE == pb.GAUGE == 1
+    assert pb.MetricFamily.HISTOGRAM == pb.HISTOGRAM == 2
+    with pytest.raises(TritonModelException, match="running tritonpy stub"):
+        pb.MetricFamily("requests_total", "requests", pb.MetricFamily.COUNTER)
+    with pytest.raises(TritonModelException, match="kind must be"):
+        pb.MetricFamily("requests_total", "requests", 9)
+    with pytest.raises(TritonModelException, match="name must be"):
+        pb.MetricFamily("", "requests", pb.COUNTER)
+    with pytest.raises(TypeError, match="MetricFamily.Metric"):
+        pb.Metric()
+
+
+def test_logger_levels_as_the_official_api():
+    assert pb.Logger.INFO == pb.LogLevel.INFO == 0
+    assert pb.Logger.WARNING == 1 and pb.Logger.ERROR == 2 and pb.Logger.VERBOSE == 3
+    assert pb.Logger.LogLevel is pb.LogLevel
