@@ -24,7 +24,9 @@ from ._request import (
 )
 from ._bls import ResponseIterator, is_model_ready, load_model, unload_model
 from ._logger import Logger, LogLevel
-from ._metrics import COUNTER, GAUGE, HISTOGRAM, Metric, MetricFamily, MetricKind
+# As in the official backend (2.51), only MetricFamily is public: kinds are
+# MetricFamily.COUNTER/GAUGE/HISTOGRAM, metrics come from family.Metric().
+from ._metrics import MetricFamily
 from ._response import InferenceResponse
 from ._sender import InferenceResponseSender
 from ._tensor import Tensor
@@ -48,11 +50,6 @@ __all__ = [
     "Logger",
     "LogLevel",
     "MetricFamily",
-    "Metric",
-    "MetricKind",
-    "COUNTER",
-    "GAUGE",
-    "HISTOGRAM",
     "InferenceTrace",
     "PreferredMemory",
     "TritonError",

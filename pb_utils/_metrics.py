@@ -22,7 +22,7 @@ from typing import Any
 
 from ._errors import TritonModelException
 
-__all__ = ["MetricKind", "MetricFamily", "Metric", "COUNTER", "GAUGE", "HISTOGRAM"]
+__all__ = ["MetricKind", "MetricFamily", "Metric"]
 
 # Set by the stub at start-up (tritonpy.stub.metrics.MetricClient).
 _client: Any = None
@@ -36,9 +36,6 @@ class MetricKind(enum.IntEnum):
     HISTOGRAM = 2
 
 
-COUNTER = MetricKind.COUNTER
-GAUGE = MetricKind.GAUGE
-HISTOGRAM = MetricKind.HISTOGRAM
 _KIND_NAMES = ("counter", "gauge", "histogram")
 
 

@@ -70,8 +70,8 @@ MODEL = '''
         def initialize(self, args):
             self.c = pb_utils.MetricFamily("c_total", "a counter", pb_utils.MetricFamily.COUNTER
                                            ).Metric({"model": "m"})
-            self.g = pb_utils.MetricFamily("g", "a gauge", pb_utils.GAUGE).Metric()
-            self.h = pb_utils.MetricFamily("h", "a histogram", pb_utils.MetricKind.HISTOGRAM
+            self.g = pb_utils.MetricFamily("g", "a gauge", pb_utils.MetricFamily.GAUGE).Metric()
+            self.h = pb_utils.MetricFamily("h", "a histogram", pb_utils.MetricFamily.HISTOGRAM
                                            ).Metric({"k": "v"}, buckets=[1, 2.5])
 
         def execute(self, requests):
@@ -100,10 +100,10 @@ MODEL = '''
                     self.c.increment(4)
                     value = self.c.value()
                 elif mode == "temporary":
-                    pb_utils.MetricFamily("tmp", "gone soon", pb_utils.COUNTER).Metric(
+                    pb_utils.MetricFamily("tmp", "gone soon", pb_utils.MetricFamily.COUNTER).Metric(
                         {"n": "1"}).increment(2)
                 elif mode == "create_fails":
-                    pb_utils.MetricFamily("clash", "x", pb_utils.GAUGE)
+                    pb_utils.MetricFamily("clash", "x", pb_utils.MetricFamily.GAUGE)
                 out.append(pb_utils.InferenceResponse(
                     [pb_utils.Tensor("V", np.array([value], np.float64))]))
             return out

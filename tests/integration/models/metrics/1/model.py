@@ -32,7 +32,7 @@ class TritonPythonModel:
             "tritonpy_test_value", "VALUE distribution", pb_utils.MetricFamily.HISTOGRAM
         ).Metric(labels, buckets=[1.0, 10.0, 100.0])
         self.stub = pb_utils.MetricFamily(
-            "tritonpy_test_stub", "one series per stub process", pb_utils.GAUGE
+            "tritonpy_test_stub", "one series per stub process", pb_utils.MetricFamily.GAUGE
         ).Metric({"model": args["model_name"], "pid": str(os.getpid())})
         self.stub.set(1)
 
