@@ -24,6 +24,9 @@ from ._request import (
 )
 from ._bls import ResponseIterator, is_model_ready, load_model, unload_model
 from ._logger import Logger, LogLevel
+# As in the official backend (2.51), only MetricFamily is public: kinds are
+# MetricFamily.COUNTER/GAUGE/HISTOGRAM, metrics come from family.Metric().
+from ._metrics import MetricFamily
 from ._response import InferenceResponse
 from ._sender import InferenceResponseSender
 from ._tensor import Tensor
@@ -46,6 +49,7 @@ __all__ = [
     "is_model_ready",
     "Logger",
     "LogLevel",
+    "MetricFamily",
     "InferenceTrace",
     "PreferredMemory",
     "TritonError",

@@ -40,7 +40,18 @@ def _emit(level: int, message: str, depth: int) -> None:
 
 
 class Logger:
-    """``pb_utils.Logger.log_info("...")`` and friends; safe from any thread."""
+    """``pb_utils.Logger.log_info("...")`` and friends; safe from any thread.
+
+    The levels are also reachable as ``Logger.INFO`` ... and
+    ``Logger.LogLevel``, as in the official backend
+    (``logger.log("...", logger.ERROR)``).
+    """
+
+    LogLevel = LogLevel
+    INFO = LogLevel.INFO
+    WARNING = LogLevel.WARNING
+    ERROR = LogLevel.ERROR
+    VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
     def log(message: str, level: LogLevel = LogLevel.INFO) -> None:

@@ -54,6 +54,18 @@ BLS_ARENA = 21
 BLS_RELEASE = 22
 MODEL_CONTROL = 23
 MODEL_CONTROL_DONE = 24
+METRIC = 25
+METRIC_DONE = 26
+
+# METRIC operations (docs/protocol.md, "Custom metrics").
+OP_FAMILY_NEW = 1
+OP_FAMILY_DELETE = 2
+OP_METRIC_NEW = 3
+OP_METRIC_DELETE = 4
+OP_INCREMENT = 5
+OP_SET = 6
+OP_OBSERVE = 7
+OP_VALUE = 8
 
 RESP_FINAL = 1
 RESP_RESCHEDULE = 0x40000000
@@ -67,7 +79,7 @@ LOC_RECEIVER_ARENA = 2  # RESPONSES outputs only: the backend's own arena
 cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = 24
+cdef int _LAST_TYPE = 26
 cdef uint32_t _RESP_FLAGS = 0xE0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
                         MODEL_CONTROL_DONE}
@@ -118,6 +130,52 @@ cdef class _Reader:
         memcpy(&v, self.p + self.pos, 8)
         self.pos += 8
         return v
+
+    cdef double f64(self) except? -1.0:
+        cdef double v
+        self.need(8)
+        memcpy(&v, self.p + self.pos, 8)
+        self.pos += 8
+        return v
+
+    cdef list f64s(self):
+        cdef uint32_t n = self.u32()
+        self.need(<Py_ssize_t>n * 8)
+        cdef list out = []
+        cdef uint32_t i
+        for i in range(n):
+            out.append(self.f64())
+        return out
+
+    cdef tuple metric_op(self):
+        cdef uint8_t op = self.u8()
+        cdef uint32_t h, k, n, i
+        if op == OP_FAMILY_NEW:
+            h = self.u32()
+            k = self.u32()
+            if k > 2:
+                raise ProtocolError(f"unknown metric kind {k}")
+            name = self.string()
+            return (op, h, k, name, self.string())
+        if op == OP_FAMILY_DELETE or op == OP_METRIC_DELETE or op == OP_VALUE:
+            return (op, self.u32())
+        if op == OP_METRIC_NEW:
+            h = self.u32()
+            k = self.u32()
+            n = self.u32()
+            self.need(<Py_ssize_t>n * 8)
+            labels = []
+            for i in range(n):
+                key = self.string()
+                labels.append((key, self.string()))
+            return (op, h, k, labels, self.f64s())
+        if op == OP_INCREMENT or op == OP_SET:
+            h = self.u32()
+            return (op, h, self.f64())
+        if op == OP_OBSERVE:
+            h = self.u32()
+            return (op, h, self.f64s())
+        raise ProtocolError(f"unknown metric op {op}")
 
     cdef str string(self):
         cdef uint32_t n = self.u32()
@@ -298,7 +356,13 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
     READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL -> None;
     BLS_REQUEST -> (model_name, model_version, request as in EXECUTE);
     BLS_RESPONSE -> (response_flags, error, parameters, outputs);
-    BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset).
+    BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset);
+    METRIC -> list of ops: (FAMILY_NEW, family, kind, name, description),
+        (FAMILY_DELETE, family), (METRIC_NEW, metric, family,
+        [(key, value), ...], [bucket, ...]), (METRIC_DELETE, metric),
+        (INCREMENT or SET, metric, value), (OBSERVE, metric, [value, ...]),
+        (VALUE, metric);
+    METRIC_DONE -> (ok, error, value).
     """
     cdef Py_ssize_t n = buf.shape[0]
     if start < 0 or start > n:
@@ -329,6 +393,17 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
             raise ProtocolError(f"unknown BLS response flags {rflags:#x}")
         err, params, tensors = r.response_rest(False)
         out = (rflags, err, params, tensors)
+    elif ftype == METRIC_DONE:
+        ok = r.u8()
+        err_text = r.string()
+        out = (ok, err_text, r.f64())
+    elif ftype == METRIC:
+        count = r.u32()
+        r.need(<Py_ssize_t>count * 5)
+        items = []
+        for i in range(count):
+            items.append(r.metric_op())
+        out = items
     elif ftype == BLS_REQUEST:
         mname = r.string()
         mver = r.i64()
@@ -473,6 +548,9 @@ cdef class FrameWriter:
         self.put(&v, 4)
 
     cpdef u64(self, uint64_t v):
+        self.put(&v, 8)
+
+    cpdef f64(self, double v):
         self.put(&v, 8)
 
     cpdef i64(self, int64_t v):

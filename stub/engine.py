@@ -298,6 +298,9 @@ class Engine:
 
     def flush(self) -> None:
         """Send every pending entry, as few RESPONSES frames as fit."""
+        metrics = self.stub.metrics
+        if metrics.dirty or metrics.deletes:
+            metrics.flush()  # a client that has its response sees its metrics
         with self._lock:
             pending, self._pending = self._pending, []
             self._flush_scheduled = False

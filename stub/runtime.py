@@ -27,6 +27,7 @@ from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.channel import Channel
 from tritonpy.stub.engine import Engine
+from tritonpy.stub.metrics import install as _install_metrics
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
@@ -43,6 +44,7 @@ class Stub:
         self.engine = Engine(self)
         self.bls = BlsClient(self)
         _bls_api._client = self.bls
+        self.metrics = _install_metrics(self)
         self.model: Any = None
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
@@ -130,6 +132,8 @@ class Stub:
                 self.bls.on_response(fid, body, buf)
             elif ftype == C.MODEL_CONTROL_DONE:
                 self.bls.on_control_done(fid, body)
+            elif ftype == C.METRIC_DONE:
+                self.metrics.on_done(fid, body)
             elif ftype == C.CANCEL:
                 self.engine.on_cancel(body)
             elif ftype == C.RELEASE:
@@ -201,6 +205,7 @@ class Stub:
         # What initialize() built lives as long as the model: keep it out of
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
+        self.metrics.flush()  # what initialize() set goes first
         self.channel.send(C.encode_json(C.INIT_DONE, {
             "ok": True,
             "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",

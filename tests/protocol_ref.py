@@ -30,6 +30,10 @@ LOG, FINALIZE, FINALIZE_DONE, ERROR, RELEASE = 8, 9, 10, 11, 12
 CANCEL, SEND_ERROR, IS_READY, READY, DRAIN = 13, 14, 15, 16, 17
 BLS_REQUEST, BLS_RESPONSE, BLS_CANCEL, BLS_ARENA, BLS_RELEASE = 18, 19, 20, 21, 22
 MODEL_CONTROL, MODEL_CONTROL_DONE = 23, 24
+METRIC, METRIC_DONE = 25, 26
+# METRIC operations.
+(OP_FAMILY_NEW, OP_FAMILY_DELETE, OP_METRIC_NEW, OP_METRIC_DELETE, OP_INCREMENT, OP_SET,
+ OP_OBSERVE, OP_VALUE) = range(1, 9)
 RESP_FINAL = 1
 RESP_RESCHEDULE = 1 << 30
 RESP_NO_RESPONSE = 1 << 31
@@ -42,7 +46,7 @@ TYPE_NAMES = {
     IS_READY: "IS_READY", READY: "READY", DRAIN: "DRAIN",
     BLS_REQUEST: "BLS_REQUEST", BLS_RESPONSE: "BLS_RESPONSE", BLS_CANCEL: "BLS_CANCEL",
     BLS_ARENA: "BLS_ARENA", BLS_RELEASE: "BLS_RELEASE", MODEL_CONTROL: "MODEL_CONTROL",
-    MODEL_CONTROL_DONE: "MODEL_CONTROL_DONE",
+    MODEL_CONTROL_DONE: "MODEL_CONTROL_DONE", METRIC: "METRIC", METRIC_DONE: "METRIC_DONE",
 }
 TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
 JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL, MODEL_CONTROL_DONE}
@@ -99,6 +103,9 @@ class _W:
 
     def i64(self, v: int) -> None:
         self.b += struct.pack("<q", v)
+
+    def f64(self, v: float) -> None:
+        self.b += struct.pack("<d", v)
 
     def str(self, s: str | bytes) -> None:
         raw = s.encode() if isinstance(s, str) else s
@@ -159,6 +166,14 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
         w.u32(len(body["outputs"]))
         for t in body["outputs"]:
             w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+    elif ftype == METRIC:
+        w.u32(len(body["ops"]))
+        for op in body["ops"]:
+            _encode_metric_op(w, op)
+    elif ftype == METRIC_DONE:
+        w.u8(body["ok"])
+        w.str(body["error"])
+        w.f64(body["value"])
     elif ftype == CANCEL:
         w.u32(len(body["requests"]))
         for c in body["requests"]:
@@ -214,6 +229,40 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
         raise ProtocolError(f"unknown frame type {ftype}")
 
 
+def _encode_metric_op(w: _W, op: dict[str, Any]) -> None:
+    code = op["op"]
+    w.u8(code)
+    if code == OP_FAMILY_NEW:
+        w.u32(op["family"])
+        w.u32(op["kind"])
+        w.str(op["name"])
+        w.str(op["description"])
+    elif code == OP_FAMILY_DELETE:
+        w.u32(op["family"])
+    elif code == OP_METRIC_NEW:
+        w.u32(op["metric"])
+        w.u32(op["family"])
+        w.u32(len(op["labels"]))
+        for key, value in op["labels"]:
+            w.str(key)
+            w.str(value)
+        w.u32(len(op["buckets"]))
+        for b in op["buckets"]:
+            w.f64(b)
+    elif code in (OP_METRIC_DELETE, OP_VALUE):
+        w.u32(op["metric"])
+    elif code in (OP_INCREMENT, OP_SET):
+        w.u32(op["metric"])
+        w.f64(op["value"])
+    elif code == OP_OBSERVE:
+        w.u32(op["metric"])
+        w.u32(len(op["values"]))
+        for v in op["values"]:
+            w.f64(v)
+    else:
+        raise ProtocolError(f"unknown metric op {code}")
+
+
 def _encode_request(w: _W, r: dict[str, Any]) -> None:
     w.str(r["request_id"])
     w.u8(r["correlation_kind"])
@@ -255,6 +304,9 @@ class _R:
 
     def i64(self) -> int:
         return int(struct.unpack("<q", self.take(8))[0])
+
+    def f64(self) -> float:
+        return float(struct.unpack("<d", self.take(8))[0])
 
     def str(self) -> str:
         return self.take(self.u32()).decode()
@@ -356,6 +408,10 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         if body["response_flags"] & ~RESP_FINAL:
             raise ProtocolError("unknown BLS response flags")
         body["outputs"] = [r.tensor() for _ in range(r.u32())]
+    elif ftype == METRIC:
+        body = {"ops": [_decode_metric_op(r) for _ in range(r.u32())]}
+    elif ftype == METRIC_DONE:
+        body = {"ok": r.u8(), "error": r.str(), "value": r.f64()}
     elif ftype == CANCEL:
         cancels = []
         for _ in range(r.u32()):
@@ -406,6 +462,31 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         raise ProtocolError(f"unknown frame type {ftype}")
     r.done()
     return body
+
+
+def _decode_metric_op(r: _R) -> dict[str, Any]:
+    code = r.u8()
+    op: dict[str, Any] = {"op": code}
+    if code == OP_FAMILY_NEW:
+        op.update(family=r.u32(), kind=r.u32(), name=r.str(), description=r.str())
+        if op["kind"] > 2:
+            raise ProtocolError(f"unknown metric kind {op['kind']}")
+    elif code == OP_FAMILY_DELETE:
+        op["family"] = r.u32()
+    elif code == OP_METRIC_NEW:
+        op.update(metric=r.u32(), family=r.u32())
+        op["labels"] = [[r.str(), r.str()] for _ in range(r.u32())]
+        op["buckets"] = [r.f64() for _ in range(r.u32())]
+    elif code in (OP_METRIC_DELETE, OP_VALUE):
+        op["metric"] = r.u32()
+    elif code in (OP_INCREMENT, OP_SET):
+        op.update(metric=r.u32(), value=r.f64())
+    elif code == OP_OBSERVE:
+        op["metric"] = r.u32()
+        op["values"] = [r.f64() for _ in range(r.u32())]
+    else:
+        raise ProtocolError(f"unknown metric op {code}")
+    return op
 
 
 def _decode_request(r: _R) -> dict[str, Any]:

@@ -14,6 +14,7 @@
 
 #include "drain_watcher.h"
 #include "error.h"
+#include "metrics.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -38,6 +39,8 @@ class BackendState {
   const BackendSettings& settings() const { return settings_; }
   // Internally synchronised: usable through a const BackendState.
   DrainWatcher& drain_watcher() const { return *drain_watcher_; }
+  // Internally synchronised, like drain_watcher().
+  MetricStore& metric_store() const { return *metric_store_; }
   const std::string& name() const { return name_; }
 
   // Applies key/value pairs (file first, then command line) to `settings`,
@@ -53,6 +56,7 @@ class BackendState {
   std::string name_;
   BackendSettings settings_;
   std::unique_ptr<DrainWatcher> drain_watcher_ = std::make_unique<DrainWatcher>();
+  std::unique_ptr<MetricStore> metric_store_ = std::make_unique<MetricStore>();
 };
 
 }  // namespace tritonpy

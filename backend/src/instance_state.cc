@@ -46,6 +46,8 @@ InstanceState::InstanceState(
     : model_(model), instance_(instance),
       allocator_(model->backend().settings().arena_byte_size)
 {
+  metrics_ = std::make_unique<InstanceMetrics>(
+      &model->backend().metric_store(), "model '" + model->name() + "'");
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -160,6 +162,7 @@ InstanceState::~InstanceState()
   if (channel != nullptr) channel->Shutdown();
   if (reader_.joinable()) reader_.join();
   bls_.reset();  // cancels BLS calls still in flight
+  metrics_.reset();  // deletes the stub's metrics from the server
   process_.reset();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -233,7 +236,7 @@ InstanceState::AwaitJson(Channel* channel, proto::FrameType want,
       proto::DecodeJson(body, f.body_len, json);
       return Status();
     }
-    if (s.ok()) s = HandleCommon(f, body, &fds, &handled);
+    if (s.ok()) s = HandleCommon(f, body, &fds, channel, &handled);
     CloseAll(&fds);
     if (s.ok() && !handled) {
       s = Violation(std::string("unexpected ") + proto::FrameTypeName(f.type) +
@@ -347,6 +350,7 @@ InstanceState::StartStub(std::unique_ptr<StubProcess>* process,
     int status = 0;
     if (proc->running() && !proc->WaitFor(2000, &status)) proc->KillAndReap();
     peers_.Clear();
+    metrics_->Clear();  // what a failed initialize() created
     return s;
   }
   *process = std::move(proc);
@@ -379,7 +383,8 @@ InstanceState::ResolveBody(const proto::FrameView& f, const uint8_t** body)
 
 Status
 InstanceState::HandleCommon(const proto::FrameView& f, const uint8_t* body,
-                            std::vector<int>* fds, bool* handled)
+                            std::vector<int>* fds, Channel* channel,
+                            bool* handled)
 {
   *handled = true;
   switch (f.type) {
@@ -403,6 +408,15 @@ InstanceState::HandleCommon(const proto::FrameView& f, const uint8_t* body,
                          : TRITONSERVER_LOG_INFO;
       LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
       return Status();
+    }
+    case proto::FrameType::kMetric: {
+      if (f.body_in_arena) return Violation("a METRIC body must be inline");
+      std::shared_ptr<Channel> current;
+      if (channel == nullptr) {
+        current = CurrentChannel();
+        channel = current.get();
+      }
+      return metrics_->OnFrame(f, body, channel);
     }
     case proto::FrameType::kError: {
       proto::ErrorBody e;
@@ -443,7 +457,7 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   const uint8_t* body = nullptr;
   TRITONPY_RETURN_IF_ERROR(ResolveBody(f, &body));
   bool handled = false;
-  TRITONPY_RETURN_IF_ERROR(HandleCommon(f, body, fds, &handled));
+  TRITONPY_RETURN_IF_ERROR(HandleCommon(f, body, fds, nullptr, &handled));
   if (handled) return Status();
 
   std::vector<proto::ArenaRef> release;
@@ -584,6 +598,7 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
   }
   old->Shutdown();
   bls_->OnStubGone();
+  metrics_->Clear();
   int status = 0;
   // A stub that closed its socket is exiting: a short wait gets its status
   // (the error message names the signal) without delaying its streams.

@@ -40,6 +40,7 @@
 #include "channel.h"
 #include "drain_watcher.h"
 #include "error.h"
+#include "metrics.h"
 #include "model_state.h"
 #include "protocol.h"
 #include "stub_process.h"
@@ -99,9 +100,11 @@ class InstanceState {
   void ReaderLoop();
   // Handles one received message; a failed Status is a protocol violation.
   Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
-  // Frames valid at any time: LOG, ERROR, ARENA. Sets *handled.
+  // Frames valid at any time: LOG, ERROR, ARENA, METRIC (also while
+  // initialize() runs). Sets *handled. `channel`: where to answer
+  // (null: the current stub's).
   Status HandleCommon(const proto::FrameView& f, const uint8_t* body,
-                      std::vector<int>* fds, bool* handled);
+                      std::vector<int>* fds, Channel* channel, bool* handled);
   Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
   // The stub is gone (EOF, error, violation): reap it, fail every batch,
   // restart unless shutting down. Returns false when the reader must exit.
@@ -188,6 +191,9 @@ class InstanceState {
 
   // BLS calls and model control (bls.h); frames from the reader thread.
   std::unique_ptr<Bls> bls_;
+  // The stub's custom metrics: used by whoever reads the socket (the
+  // creating thread during the first handshake, then the reader).
+  std::unique_ptr<InstanceMetrics> metrics_;
 
   // Shared with the backend's DrainWatcher (see drain_watcher.h).
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();

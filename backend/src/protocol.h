@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "error.h"
@@ -57,8 +58,10 @@ enum class FrameType : uint8_t {
   kBlsRelease = 22,
   kModelControl = 23,
   kModelControlDone = 24,
+  kMetric = 25,
+  kMetricDone = 26,
 };
-constexpr uint8_t kMaxFrameType = 24;
+constexpr uint8_t kMaxFrameType = 26;
 
 // RESPONSES entry flags (response_flags).
 constexpr uint32_t kRespFinal = 1;            // TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -176,6 +179,39 @@ struct BlsResponseBody {
   std::vector<Tensor> outputs;
 };
 
+// METRIC: operations on the stub's metric families and metrics, named by
+// stub-chosen handles (docs/protocol.md, "Custom metrics").
+enum class MetricOpCode : uint8_t {
+  kFamilyNew = 1,
+  kFamilyDelete = 2,
+  kMetricNew = 3,
+  kMetricDelete = 4,
+  kIncrement = 5,
+  kSet = 6,
+  kObserve = 7,
+  kValue = 8,
+};
+constexpr uint32_t kMaxMetricKind = 2;  // HISTOGRAM
+struct MetricOp {
+  MetricOpCode op = MetricOpCode::kValue;
+  uint32_t family = 0;  // FAMILY_NEW, FAMILY_DELETE, METRIC_NEW
+  uint32_t metric = 0;  // METRIC_NEW and every metric op
+  uint32_t kind = 0;    // FAMILY_NEW
+  std::string name;     // FAMILY_NEW
+  std::string description;
+  std::vector<std::pair<std::string, std::string>> labels;  // METRIC_NEW
+  std::vector<double> values;  // METRIC_NEW buckets, OBSERVE values
+  double value = 0;            // INCREMENT, SET
+};
+struct MetricBody {
+  std::vector<MetricOp> ops;
+};
+struct MetricDoneBody {
+  uint8_t ok = 0;
+  std::string error;
+  double value = 0;
+};
+
 // A received frame after header validation. When body_in_arena is set the
 // body lies in the sender's arena at body_ref (body_len bytes); otherwise
 // body/body_len view the message bytes after the header.
@@ -215,6 +251,8 @@ Status DecodeSendError(const uint8_t* body, size_t len, SendErrorBody* out);
 Status DecodeReady(const uint8_t* body, size_t len, ReadyBody* out);
 Status DecodeBlsRequest(const uint8_t* body, size_t len, BlsRequestBody* out);
 Status DecodeBlsResponse(const uint8_t* body, size_t len, BlsResponseBody* out);
+Status DecodeMetric(const uint8_t* body, size_t len, MetricBody* out);
+Status DecodeMetricDone(const uint8_t* body, size_t len, MetricDoneBody* out);
 // BLS_ARENA and BLS_RELEASE share the bodies of ARENA and RELEASE;
 // BLS_CANCEL is empty; MODEL_CONTROL(_DONE) are JSON.
 
@@ -237,6 +275,8 @@ void EncodeSendError(const SendErrorBody& b, std::vector<uint8_t>* out);
 void EncodeReady(const ReadyBody& b, std::vector<uint8_t>* out);
 void EncodeBlsRequest(const BlsRequestBody& b, std::vector<uint8_t>* out);
 void EncodeBlsResponse(const BlsResponseBody& b, std::vector<uint8_t>* out);
+void EncodeMetric(const MetricBody& b, std::vector<uint8_t>* out);
+void EncodeMetricDone(const MetricDoneBody& b, std::vector<uint8_t>* out);
 
 // A whole BODY_IN_ARENA frame (40 bytes): header with `flags` |
 // kFlagBodyInArena and body_len, then the arena reference.

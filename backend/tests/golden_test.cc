@@ -94,6 +94,60 @@ RequestJson(const tp::Request& q)
   return r;
 }
 
+Value
+Doubles(const std::vector<double>& v)
+{
+  Value a = Value::Array();
+  for (double d : v) a.Append(Value::Double(d));
+  return a;
+}
+
+Value
+MetricOpJson(const tp::MetricOp& op)
+{
+  Value v = Value::Object();
+  v.Set("op", Value::Int(static_cast<int>(op.op)));
+  switch (op.op) {
+    case tp::MetricOpCode::kFamilyNew:
+      v.Set("family", Value::Int(op.family));
+      v.Set("kind", Value::Int(op.kind));
+      v.Set("name", Value::String(op.name));
+      v.Set("description", Value::String(op.description));
+      break;
+    case tp::MetricOpCode::kFamilyDelete:
+      v.Set("family", Value::Int(op.family));
+      break;
+    case tp::MetricOpCode::kMetricNew: {
+      v.Set("metric", Value::Int(op.metric));
+      v.Set("family", Value::Int(op.family));
+      Value labels = Value::Array();
+      for (const auto& l : op.labels) {
+        Value pair = Value::Array();
+        pair.Append(Value::String(l.first));
+        pair.Append(Value::String(l.second));
+        labels.Append(std::move(pair));
+      }
+      v.Set("labels", std::move(labels));
+      v.Set("buckets", Doubles(op.values));
+      break;
+    }
+    case tp::MetricOpCode::kMetricDelete:
+    case tp::MetricOpCode::kValue:
+      v.Set("metric", Value::Int(op.metric));
+      break;
+    case tp::MetricOpCode::kIncrement:
+    case tp::MetricOpCode::kSet:
+      v.Set("metric", Value::Int(op.metric));
+      v.Set("value", Value::Double(op.value));
+      break;
+    case tp::MetricOpCode::kObserve:
+      v.Set("metric", Value::Int(op.metric));
+      v.Set("values", Doubles(op.values));
+      break;
+  }
+  return v;
+}
+
 // Decodes a whole frame the way the backend does, into the JSON shape of
 // protocol_ref.decode()["body"], and re-encodes it into *reencoded.
 Status
@@ -159,6 +213,24 @@ DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
       for (const tp::Tensor& t : p.outputs) outs.Append(TensorJson(t));
       body->Set("outputs", std::move(outs));
       tp::EncodeBlsResponse(p, out);
+      break;
+    }
+    case tp::FrameType::kMetric: {
+      tp::MetricBody m;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeMetric(b, n, &m));
+      Value ops = Value::Array();
+      for (const tp::MetricOp& op : m.ops) ops.Append(MetricOpJson(op));
+      body->Set("ops", std::move(ops));
+      tp::EncodeMetric(m, out);
+      break;
+    }
+    case tp::FrameType::kMetricDone: {
+      tp::MetricDoneBody d;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeMetricDone(b, n, &d));
+      body->Set("ok", Value::Int(d.ok));
+      body->Set("error", Value::String(d.error));
+      body->Set("value", Value::Double(d.value));
+      tp::EncodeMetricDone(d, out);
       break;
     }
     case tp::FrameType::kCancel: {

@@ -151,6 +151,26 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
             "files": {"file:1/model.py": "cHJpbnQoKQ=="}}}, 5, 0),
         ("model_control_done.bin", P.MODEL_CONTROL_DONE, {"json": {
             "ok": False, "error": "load failed", "ready": False}}, 5, 0),
+        ("metric_create.bin", P.METRIC, {"ops": [
+            {"op": P.OP_INCREMENT, "metric": 3, "value": 2.5},
+            {"op": P.OP_FAMILY_NEW, "family": 4, "kind": 2, "name": "latency_seconds",
+             "description": "time per request, \u00e9"},
+            {"op": P.OP_METRIC_NEW, "metric": 5, "family": 4,
+             "labels": [["model", "m"], ["route", "a b"]], "buckets": [0.005, 0.5, 10.0]},
+        ]}, 31, 0),
+        ("metric_updates.bin", P.METRIC, {"ops": [
+            {"op": P.OP_INCREMENT, "metric": 1, "value": 3.0},
+            {"op": P.OP_SET, "metric": 2, "value": -0.25},
+            {"op": P.OP_INCREMENT, "metric": 2, "value": 1.5},
+            {"op": P.OP_OBSERVE, "metric": 5, "values": [0.001, 0.75, 1e300]},
+            {"op": P.OP_METRIC_DELETE, "metric": 6},
+            {"op": P.OP_FAMILY_DELETE, "family": 7},
+        ]}, 0, 0),
+        ("metric_value.bin", P.METRIC, {"ops": [{"op": P.OP_VALUE, "metric": 1}]}, 32, 0),
+        ("metric_done.bin", P.METRIC_DONE, {"ok": 1, "error": "", "value": 42.5}, 32, 0),
+        ("metric_done_error.bin", P.METRIC_DONE, {
+            "ok": 0, "error": "Family name already exists with different type",
+            "value": 0.0}, 31, 0),
     ]
 
 
@@ -180,6 +200,10 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
     bad_pad = bytearray(rs)
     pad_at = bad_pad.index(struct.pack("<f", 0.5)) - 1
     bad_pad[pad_at] = 0xFF
+    bad_op = bytearray(frames["metric_value.bin"])
+    bad_op[28] = 9  # the op code after op_count
+    bad_kind = bytearray(frames["metric_create.bin"])
+    struct.pack_into("<I", bad_kind, 24 + 4 + 13 + 1 + 4, 3)  # FAMILY_NEW's kind
     bls = bytearray(frames["bls_response.bin"])
     struct.pack_into("<I", bls, 24, 1 << 30)  # response_flags
     bad_bls_flags = bytes(bls)
@@ -200,6 +224,8 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_padding.bin", bytes(bad_pad), "non-zero padding"),
         ("bad_response_flags.bin", bytes(bad_rflags), "unknown response flag bit 29"),
         ("bad_bls_response_flags.bin", bad_bls_flags, "unknown BLS response flag bit 30"),
+        ("bad_metric_op.bin", bytes(bad_op), "unknown metric op 9"),
+        ("bad_metric_kind.bin", bytes(bad_kind), "unknown metric kind 3"),
     ]
 
 

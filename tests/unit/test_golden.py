@@ -115,7 +115,37 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
         out = {"message": body}
     elif ftype == C.RELEASE:
         out = {"allocations": [{"arena_id": a, "offset": o} for a, o in body]}
+    elif ftype == C.METRIC:
+        out = {"ops": [_metric_op_json(op) for op in body]}
+    elif ftype == C.METRIC_DONE:
+        out = {"ok": body[0], "error": body[1], "value": body[2]}
     return {"type": name, "id": fid, "flags": flags, "body": out}
+
+
+_METRIC_FIELDS = {
+    C.OP_FAMILY_NEW: ("family", "kind", "name", "description"),
+    C.OP_FAMILY_DELETE: ("family",),
+    C.OP_METRIC_NEW: ("metric", "family", "labels", "buckets"),
+    C.OP_METRIC_DELETE: ("metric",),
+    C.OP_INCREMENT: ("metric", "value"),
+    C.OP_SET: ("metric", "value"),
+    C.OP_OBSERVE: ("metric", "values"),
+    C.OP_VALUE: ("metric",),
+}
+
+
+def _metric_op_json(op: tuple) -> dict[str, Any]:
+    out: dict[str, Any] = {"op": op[0]}
+    for key, value in zip(_METRIC_FIELDS[op[0]], op[1:], strict=True):
+        out[key] = [list(pair) for pair in value] if key == "labels" else value
+    return out
+
+
+def _metric_op_tuple(op: dict[str, Any]) -> tuple:
+    values = [op[key] for key in _METRIC_FIELDS[op["op"]]]
+    if op["op"] == C.OP_METRIC_NEW:
+        values[2] = [tuple(pair) for pair in values[2]]
+    return (op["op"], *values)
 
 
 @pytest.mark.parametrize("entry", VALID, ids=lambda e: e["file"])
@@ -191,6 +221,11 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
         return C.encode_simple(ftype, [(a["arena_id"], a["offset"]) for a in body["allocations"]])
     if ftype == C.BLS_CANCEL:
         return C.encode_simple(ftype, None, entry["id"])
+    if ftype == C.METRIC:
+        from tritonpy.stub.metrics import encode_metric
+        frames = encode_metric([_metric_op_tuple(op) for op in body["ops"]], entry["id"])
+        assert len(frames) == 1
+        return frames[0]
     if ftype == C.MODEL_CONTROL:
         w = C.FrameWriter()
         w.begin(ftype, entry["id"])
@@ -217,13 +252,30 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
 STUB_SENDS = [e for e in VALID if e["type"] in
               ("HELLO", "INIT_DONE", "ARENA", "RESPONSES", "EXECUTE_DONE", "LOG",
                "FINALIZE_DONE", "ERROR", "RELEASE", "READY", "BLS_REQUEST", "BLS_CANCEL",
-               "BLS_RELEASE", "MODEL_CONTROL") and not e["flags"] & 1]
+               "BLS_RELEASE", "MODEL_CONTROL", "METRIC") and not e["flags"] & 1]
 
 
 @pytest.mark.parametrize("entry", STUB_SENDS, ids=lambda e: e["file"])
 def test_cython_encodes_golden(entry: dict[str, Any]) -> None:
     want = (GOLDEN / entry["file"]).read_bytes()
     assert _encode_with_writer(entry) == want
+
+
+def test_metric_frames_split_and_carry_the_call_id_last() -> None:
+    """Pending ops that exceed a frame go in several METRIC frames; only
+    the last carries the call id, and a long OBSERVE list is cut into ops."""
+    from tritonpy.stub.metrics import encode_metric
+    ops = [(C.OP_OBSERVE, 1, [float(i) for i in range(40000)]),
+           (C.OP_INCREMENT, 2, 1.0), (C.OP_VALUE, 2)]
+    frames = encode_metric(ops, 77)
+    assert len(frames) > 2
+    decoded = [P.decode(f) for f in frames]
+    assert [d["id"] for d in decoded] == [0] * (len(frames) - 1) + [77]
+    assert all(len(f) <= P.MAX_FRAME for f in frames)
+    observed = [v for d in decoded for op in d["body"]["ops"] if op["op"] == C.OP_OBSERVE
+                for v in op["values"]]
+    assert observed == [float(i) for i in range(40000)]
+    assert decoded[-1]["body"]["ops"][-1] == {"op": C.OP_VALUE, "metric": 2}
 
 
 def test_writer_body_in_arena() -> None:

@@ -560,3 +560,24 @@ def test_decoupled_policy():
     assert pb.using_decoupled_model_transaction_policy(CONFIG) is False
     cfg = dict(CONFIG, model_transaction_policy={"decoupled": True})
     assert pb.using_decoupled_model_transaction_policy(cfg) is True
+
+
+def test_metrics_api_names_and_errors_outside_a_stub():
+    assert (pb.MetricFamily.COUNTER, pb.MetricFamily.GAUGE, pb.MetricFamily.HISTOGRAM) == (0, 1, 2)
+    # tritonserver 2.51's module has no other metric names: models using
+    # them would not run there.
+    assert not {"Metric", "MetricKind", "COUNTER", "GAUGE", "HISTOGRAM"} & set(dir(pb))
+    with pytest.raises(TritonModelException, match="running tritonpy stub"):
+        pb.MetricFamily("requests_total", "requests", pb.MetricFamily.COUNTER)
+    with pytest.raises(TritonModelException, match="kind must be"):
+        pb.MetricFamily("requests_total", "requests", 9)
+    with pytest.raises(TritonModelException, match="name must be"):
+        pb.MetricFamily("", "requests", pb.MetricFamily.COUNTER)
+    with pytest.raises(TypeError, match="MetricFamily.Metric"):
+        pb._metrics.Metric()
+
+
+def test_logger_levels_as_the_official_api():
+    assert pb.Logger.INFO == pb.LogLevel.INFO == 0
+    assert pb.Logger.WARNING == 1 and pb.Logger.ERROR == 2 and pb.Logger.VERBOSE == 3
+    assert pb.Logger.LogLevel is pb.LogLevel

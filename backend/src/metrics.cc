@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "metrics.h"
+
+#include <algorithm>
+
+#include "triton_util.h"
+
+namespace tritonpy {
+
+namespace {
+
+const char* const kKindNames[] = {"counter", "gauge", "histogram"};
+
+// Length-prefixed pieces, so that no name or label can forge another key.
+void
+AppendKeyPart(const std::string& part, std::string* key)
+{
+  key->append(std::to_string(part.size()));
+  key->push_back(':');
+  key->append(part);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- store
+
+MetricStore::~MetricStore()
+{
+  for (auto& entry : series_) {
+    (void)FromTriton(TRITONSERVER_MetricDelete(entry.second->metric));
+  }
+  for (auto& entry : families_) {
+    (void)FromTriton(TRITONSERVER_MetricFamilyDelete(entry.second->family));
+  }
+}
+
+Status
+MetricStore::AcquireFamily(uint32_t kind, const std::string& name,
+                           const std::string& description, Family** out)
+{
+  std::string key = std::to_string(kind) + "/";
+  AppendKeyPart(name, &key);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = families_.find(key);
+  if (it == families_.end()) {
+    auto family = std::make_unique<Family>();
+    TRITONPY_RETURN_IF_TRITON_ERROR(TRITONSERVER_MetricFamilyNew(
+        &family->family, static_cast<TRITONSERVER_MetricKind>(kind),
+        name.c_str(), description.c_str()));
+    family->kind = kind;
+    family->name = name;
+    family->key = key;
+    it = families_.emplace(key, std::move(family)).first;
+  }
+  ++it->second->refs;
+  *out = it->second.get();
+  return Status();
+}
+
+void
+MetricStore::ReleaseFamily(Family* family)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseFamilyLocked(family);
+}
+
+void
+MetricStore::ReleaseFamilyLocked(Family* family)
+{
+  if (--family->refs > 0) return;
+  Status s = FromTriton(TRITONSERVER_MetricFamilyDelete(family->family));
+  if (!s.ok()) {
+    TRITONPY_LOG_ERROR("tritonpy: deleting metric family '" + family->name +
+                       "': " + s.message());
+  }
+  families_.erase(family->key);
+}
+
+Status
+MetricStore::AcquireSeries(Family* family, const Labels& labels,
+                           const std::vector<double>& buckets, Series** out)
+{
+  Labels sorted = labels;
+  std::sort(sorted.begin(), sorted.end());
+  std::string key = family->key + "{";
+  for (const auto& label : sorted) {
+    AppendKeyPart(label.first, &key);
+    AppendKeyPart(label.second, &key);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = series_.find(key);
+  if (it == series_.end()) {
+    std::vector<TRITONSERVER_Parameter*> params;
+    for (const auto& label : sorted) {
+      params.push_back(TRITONSERVER_ParameterNew(
+          label.first.c_str(), TRITONSERVER_PARAMETER_STRING,
+          label.second.c_str()));
+    }
+    TRITONSERVER_MetricArgs* args = nullptr;
+    Status s;
+    if (family->kind == TRITONSERVER_METRIC_KIND_HISTOGRAM) {
+      s = FromTriton(TRITONSERVER_MetricArgsNew(&args));
+      if (s.ok()) {
+        s = FromTriton(TRITONSERVER_MetricArgsSetHistogram(
+            args, buckets.data(), buckets.size()));
+      }
+    }
+    auto series = std::make_unique<Series>();
+    if (s.ok()) {
+      s = FromTriton(TRITONSERVER_MetricNewWithArgs(
+          &series->metric, family->family,
+          const_cast<const TRITONSERVER_Parameter**>(params.data()),
+          params.size(), args));
+    }
+    if (args != nullptr) (void)FromTriton(TRITONSERVER_MetricArgsDelete(args));
+    for (TRITONSERVER_Parameter* p : params) TRITONSERVER_ParameterDelete(p);
+    TRITONPY_RETURN_IF_ERROR(s);
+    series->family = family;
+    series->key = key;
+    ++family->refs;  // the family outlives its series
+    it = series_.emplace(key, std::move(series)).first;
+  }
+  ++it->second->refs;
+  *out = it->second.get();
+  return Status();
+}
+
+void
+MetricStore::ReleaseSeries(Series* series)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--series->refs > 0) return;
+  Status s = FromTriton(TRITONSERVER_MetricDelete(series->metric));
+  if (!s.ok()) {
+    TRITONPY_LOG_ERROR("tritonpy: deleting a metric of family '" +
+                       series->family->name + "': " + s.message());
+  }
+  Family* family = series->family;
+  series_.erase(series->key);
+  ReleaseFamilyLocked(family);
+}
+
+size_t
+MetricStore::family_count()
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  return families_.size();
+}
+
+size_t
+MetricStore::series_count()
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  return series_.size();
+}
+
+// ---------------------------------------------------------------- instance
+
+Status
+InstanceMetrics::OnFrame(const proto::FrameView& f, const uint8_t* body,
+                         Channel* channel)
+{
+  proto::MetricBody m;
+  TRITONPY_RETURN_IF_ERROR(proto::DecodeMetric(body, f.body_len, &m));
+  proto::MetricDoneBody done;
+  done.ok = 1;
+  for (size_t i = 0; i < m.ops.size(); ++i) {
+    double value = 0;
+    Status s = Run(m.ops[i], &value);
+    bool answered = f.id != 0 && i + 1 == m.ops.size();
+    if (answered) {
+      done.ok = s.ok() ? 1 : 0;
+      done.error = s.message();
+      done.value = value;
+    } else if (!s.ok()) {
+      TRITONPY_LOG_ERROR("tritonpy: " + describe_ + ": custom metric: " +
+                         s.message());
+    }
+  }
+  if (f.id != 0 && channel != nullptr) {
+    auto frame = proto::MakeFrame(
+        proto::FrameType::kMetricDone, 0, f.id,
+        [&](std::vector<uint8_t>* out) { proto::EncodeMetricDone(done, out); });
+    (void)channel->Send(frame);  // a stub that is gone needs no answer
+  }
+  return Status();
+}
+
+Status
+InstanceMetrics::SeriesOf(uint32_t handle, MetricStore::Series** out)
+{
+  auto it = series_.find(handle);
+  if (it == series_.end()) {
+    return Status::NotFound("no metric with handle " + std::to_string(handle));
+  }
+  *out = it->second;
+  return Status();
+}
+
+Status
+InstanceMetrics::Run(const proto::MetricOp& op, double* value)
+{
+  using Op = proto::MetricOpCode;
+  MetricStore::Series* series = nullptr;
+  switch (op.op) {
+    case Op::kFamilyNew: {
+      if (op.family == 0 || families_.count(op.family) != 0) {
+        return Status::InvalidArg(
+            "metric family handle " + std::to_string(op.family) +
+            " is zero or in use");
+      }
+      MetricStore::Family* family = nullptr;
+      TRITONPY_RETURN_IF_ERROR(
+          store_->AcquireFamily(op.kind, op.name, op.description, &family));
+      families_[op.family] = family;
+      return Status();
+    }
+    case Op::kFamilyDelete: {
+      auto it = families_.find(op.family);
+      if (it == families_.end()) {
+        return Status::NotFound(
+            "no metric family with handle " + std::to_string(op.family));
+      }
+      store_->ReleaseFamily(it->second);
+      families_.erase(it);
+      return Status();
+    }
+    case Op::kMetricNew: {
+      auto fam = families_.find(op.family);
+      if (fam == families_.end()) {
+        return Status::NotFound(
+            "no metric family with handle " + std::to_string(op.family));
+      }
+      if (op.metric == 0 || series_.count(op.metric) != 0) {
+        return Status::InvalidArg(
+            "metric handle " + std::to_string(op.metric) +
+            " is zero or in use");
+      }
+      TRITONPY_RETURN_IF_ERROR(
+          store_->AcquireSeries(fam->second, op.labels, op.values, &series));
+      series_[op.metric] = series;
+      return Status();
+    }
+    case Op::kMetricDelete: {
+      TRITONPY_RETURN_IF_ERROR(SeriesOf(op.metric, &series));
+      store_->ReleaseSeries(series);
+      series_.erase(op.metric);
+      return Status();
+    }
+    case Op::kIncrement:
+      TRITONPY_RETURN_IF_ERROR(SeriesOf(op.metric, &series));
+      return FromTriton(TRITONSERVER_MetricIncrement(series->metric, op.value));
+    case Op::kSet:
+      TRITONPY_RETURN_IF_ERROR(SeriesOf(op.metric, &series));
+      return FromTriton(TRITONSERVER_MetricSet(series->metric, op.value));
+    case Op::kObserve:
+      TRITONPY_RETURN_IF_ERROR(SeriesOf(op.metric, &series));
+      for (double v : op.values) {
+        TRITONPY_RETURN_IF_TRITON_ERROR(
+            TRITONSERVER_MetricObserve(series->metric, v));
+      }
+      return Status();
+    case Op::kValue:
+      TRITONPY_RETURN_IF_ERROR(SeriesOf(op.metric, &series));
+      return FromTriton(TRITONSERVER_MetricValue(series->metric, value))
+          .WithPrefix(std::string(kKindNames[series->family->kind]) + " '" +
+                      series->family->name + "': ");
+  }
+  return Status::InvalidArg("unknown metric op");
+}
+
+void
+InstanceMetrics::Clear()
+{
+  // Series first: each holds its family in the store anyway.
+  for (auto& entry : series_) store_->ReleaseSeries(entry.second);
+  series_.clear();
+  for (auto& entry : families_) store_->ReleaseFamily(entry.second);
+  families_.clear();
+}
+
+}  // namespace tritonpy

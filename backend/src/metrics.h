@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Custom metrics (docs/protocol.md, "Custom metrics").
+//
+// MetricStore (one per backend) owns the Triton objects: one
+// TRITONSERVER_MetricFamily per kind and name, one TRITONSERVER_Metric per
+// family and label set, each counted by the stub handles that use it.
+// Triton shares Prometheus series by name and labels anyway; counting them
+// here means that one stub deleting its metric (or dying) never deletes a
+// series another instance still updates, and that a family is deleted only
+// after its metrics, whatever order the stub deletes them in.
+//
+// InstanceMetrics (one per instance) maps one stub's handles to store
+// entries and runs the ops of its METRIC frames.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "channel.h"
+#include "error.h"
+#include "protocol.h"
+#include "tritonpy/triton_metric_api.h"
+
+namespace tritonpy {
+
+class MetricStore {
+ public:
+  struct Family {
+    TRITONSERVER_MetricFamily* family = nullptr;
+    uint32_t kind = 0;
+    std::string name;
+    std::string key;
+    int refs = 0;  // handles and series
+  };
+  struct Series {
+    TRITONSERVER_Metric* metric = nullptr;
+    Family* family = nullptr;
+    std::string key;
+    int refs = 0;  // handles
+  };
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+
+  MetricStore() = default;
+  MetricStore(const MetricStore&) = delete;
+  MetricStore& operator=(const MetricStore&) = delete;
+  // Deletes what is left (there is nothing once every instance is gone).
+  ~MetricStore();
+
+  // Thread-safe. An acquired entry stays valid until released.
+  Status AcquireFamily(uint32_t kind, const std::string& name,
+                       const std::string& description, Family** out);
+  void ReleaseFamily(Family* family);
+  // `buckets` are used by histograms only.
+  Status AcquireSeries(Family* family, const Labels& labels,
+                       const std::vector<double>& buckets, Series** out);
+  void ReleaseSeries(Series* series);
+
+  // Live Triton objects (for tests and logs).
+  size_t family_count();
+  size_t series_count();
+
+ private:
+  void ReleaseFamilyLocked(Family* family);
+
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Family>> families_;  // guarded by mu_
+  std::map<std::string, std::unique_ptr<Series>> series_;    // guarded by mu_
+};
+
+class InstanceMetrics {
+ public:
+  // `describe` names the model and instance in logged errors.
+  InstanceMetrics(MetricStore* store, std::string describe)
+      : store_(store), describe_(std::move(describe))
+  {
+  }
+  InstanceMetrics(const InstanceMetrics&) = delete;
+  InstanceMetrics& operator=(const InstanceMetrics&) = delete;
+  ~InstanceMetrics() { Clear(); }
+
+  // Runs the ops of one METRIC frame in order. A frame with a call id is
+  // answered with METRIC_DONE (the outcome of its last op) on `channel`;
+  // other failures are logged. Fails only for a malformed body.
+  // Called by the one thread that reads the stub's socket.
+  Status OnFrame(const proto::FrameView& f, const uint8_t* body,
+                 Channel* channel);
+  // Drops every handle of the stub (it died or its instance is unloading).
+  void Clear();
+
+ private:
+  Status Run(const proto::MetricOp& op, double* value);
+  Status SeriesOf(uint32_t handle, MetricStore::Series** out);
+
+  MetricStore* store_;
+  std::string describe_;
+  std::unordered_map<uint32_t, MetricStore::Family*> families_;
+  std::unordered_map<uint32_t, MetricStore::Series*> series_;
+};
+
+}  // namespace tritonpy

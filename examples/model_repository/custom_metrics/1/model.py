@@ -1,0 +1,1 @@
+../../../custom_metrics/model.py

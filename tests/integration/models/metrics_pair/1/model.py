@@ -1,0 +1,1 @@
+../../metrics/1/model.py

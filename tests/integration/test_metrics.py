@@ -1,0 +1,230 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Custom metrics through the real server: values and labels at the metrics
+endpoint, errors, sharing between instances, unload and stub crashes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from server import EXAMPLES, TritonServer, build_repository
+
+MODELS = ["metrics", "metrics_pair"]
+
+
+@pytest.fixture(scope="module")
+def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("metrics")
+    srv = TritonServer(build_repository(work / "repo", MODELS), work,
+                       args=["--model-control-mode=explicit",
+                             *(f"--load-model={m}" for m in MODELS)])
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+
+
+def scrape(srv: TritonServer) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the series ``name`` whose labels include ``labels``."""
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][\w:]*)\{(.*)\} (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(m.group(3))
+    return None
+
+
+def call(srv: TritonServer, model: str, mode: str, value: float = 0.0) -> str:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=60)
+    try:
+        mode_in = httpclient.InferInput("MODE", [1], "BYTES")
+        mode_in.set_data_from_numpy(np.array([mode.encode()], dtype=object))
+        value_in = httpclient.InferInput("VALUE", [1], "FP64")
+        value_in.set_data_from_numpy(np.array([value], dtype=np.float64))
+        out = c.infer(model, [mode_in, value_in]).as_numpy("OUT")[0]
+        return out.decode() if isinstance(out, bytes) else str(out)
+    finally:
+        c.close()
+
+
+def control(srv: TritonServer, action: str, model: str) -> None:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        (c.load_model if action == "load" else c.unload_model)(model)
+    finally:
+        c.close()
+
+
+def wait_until(predicate, timeout: float = 30.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def test_counter_gauge_histogram_at_the_endpoint(metrics_server: TritonServer) -> None:
+    srv = metrics_server
+    base = sample(scrape(srv), "tritonpy_test_requests_total", model="metrics") or 0.0
+    count_before = sample(scrape(srv), "tritonpy_test_value_count", model="metrics") or 0.0
+    for v in (0.5, 5.0, 50.0, 500.0):
+        assert call(srv, "metrics", "update", v) == "ok"
+    # Updates are sent before the response: visible once the client has it.
+    text = scrape(srv)
+    labels = {"model": "metrics", "origin": "test"}
+    assert sample(text, "tritonpy_test_requests_total", **labels) == base + 555.5
+    assert sample(text, "tritonpy_test_last_value", **labels) == 500.0
+    assert sample(text, "tritonpy_test_value_count", **labels) == count_before + 4
+    assert sample(text, "tritonpy_test_value_bucket", le="1", **labels) >= 1
+    assert sample(text, "tritonpy_test_value_bucket", le="10", **labels) >= 2
+    assert sample(text, "tritonpy_test_value_bucket", le="100", **labels) >= 3
+    assert sample(text, "tritonpy_test_value_bucket", le="+Inf", **labels) >= 4
+    assert "# HELP tritonpy_test_requests_total requests seen" in text
+    assert "# TYPE tritonpy_test_value histogram" in text
+    got = json.loads(call(srv, "metrics", "value"))
+    assert got == {"requests": base + 555.5, "last": 500.0}
+
+
+def test_errors_are_clear_and_the_model_keeps_serving(metrics_server: TritonServer) -> None:
+    srv = metrics_server
+    errors = json.loads(call(srv, "metrics", "errors"))
+    assert all(errors.values()), errors  # every misuse raised
+    assert "non-negative" in errors["counter_negative"]
+    assert "counter 'tritonpy_test_requests_total'" in errors["counter_negative"]
+    assert "model 'metrics'" in errors["counter_negative"]
+    assert "set()" in errors["counter_set"]
+    assert "observe()" in errors["counter_observe"] and "observe()" in errors["gauge_observe"]
+    assert "increment()" in errors["histogram_increment"]
+    assert "set()" in errors["histogram_set"]
+    assert "value()" in errors["histogram_value"]
+    assert "buckets" in errors["histogram_no_buckets"]
+    assert "only histograms take buckets" in errors["counter_buckets"]
+    assert "str to str" in errors["label_not_str"]
+    assert "kind" in errors["bad_kind"]
+    # Triton refuses a second kind for one name; the server's reason is kept.
+    assert "tritonpy_test_requests_total" in errors["kind_clash"]
+    assert "different type" in errors["kind_clash"], errors["kind_clash"]
+    base = sample(scrape(srv), "tritonpy_test_requests_total", model="metrics")
+    assert call(srv, "metrics", "update", 1.0) == "ok"
+    assert sample(scrape(srv), "tritonpy_test_requests_total", model="metrics") == base + 1
+
+
+def test_dropped_objects_leave_the_endpoint(metrics_server: TritonServer) -> None:
+    srv = metrics_server
+    assert json.loads(call(srv, "metrics", "temp", 3.0)) == {"temp": 3.0}
+    # Collected after the request: deleted on the stub's next loop turn.
+    wait_until(lambda: sample(scrape(srv), "tritonpy_test_temp", model="temp") is None, 10)
+    assert json.loads(call(srv, "metrics", "temp", 2.0)) == {"temp": 2.0}  # made anew
+
+
+def test_burst_of_updates_is_counted_exactly(metrics_server: TritonServer) -> None:
+    """60k increments and observations in one execute (more observations
+    than fit in one frame) all arrive. The cost per call is printed, not
+    asserted: on a loaded machine wall-clock time says little."""
+    srv = metrics_server
+    text = scrape(srv)
+    base = sample(text, "tritonpy_test_requests_total", model="metrics")
+    count = sample(text, "tritonpy_test_value_count", model="metrics")
+    cost = json.loads(call(srv, "metrics", "burst", 60000.0))
+    text = scrape(srv)
+    assert sample(text, "tritonpy_test_requests_total", model="metrics") == base + 60000
+    assert sample(text, "tritonpy_test_value_count", model="metrics") == count + 60000
+    print(f"per call: increment {cost['increment_ns']:.0f} ns, observe {cost['observe_ns']:.0f} ns")
+
+
+def test_two_instances_share_one_series(metrics_server: TritonServer) -> None:
+    srv = metrics_server
+    text = scrape(srv)
+    pids = {sample(text, "tritonpy_test_stub", model="metrics_pair", pid=str(p)) for p in
+            {int(call(srv, "metrics_pair", "pid")) for _ in range(8)}}
+    assert pids == {1.0}
+    base = sample(text, "tritonpy_test_requests_total", model="metrics_pair") or 0.0
+    for _ in range(20):
+        call(srv, "metrics_pair", "update", 1.0)
+    # Both instances created the family and the series; there is one line.
+    text = scrape(srv)
+    lines = [ln for ln in text.splitlines()
+             if ln.startswith("tritonpy_test_requests_total{") and "metrics_pair" in ln]
+    assert len(lines) == 1, lines
+    assert sample(text, "tritonpy_test_requests_total", model="metrics_pair") == base + 20
+    assert json.loads(call(srv, "metrics_pair", "value"))["requests"] == base + 20
+    stub_lines = [ln for ln in text.splitlines()
+                  if ln.startswith("tritonpy_test_stub{") and "metrics_pair" in ln]
+    assert len(stub_lines) == 2, stub_lines
+
+
+def test_stub_crash_frees_its_metrics(metrics_server: TritonServer) -> None:
+    srv = metrics_server
+    old = int(call(srv, "metrics", "pid"))
+    assert sample(scrape(srv), "tritonpy_test_stub", model="metrics", pid=str(old)) == 1.0
+    call(srv, "metrics", "update", 7.0)
+    os.kill(old, signal.SIGKILL)
+
+    def restarted() -> bool:
+        try:
+            return int(call(srv, "metrics", "pid")) != old
+        except Exception:  # noqa: BLE001 - the instance is restarting
+            return False
+
+    wait_until(restarted)
+    new = int(call(srv, "metrics", "pid"))
+    text = scrape(srv)
+    assert sample(text, "tritonpy_test_stub", model="metrics", pid=str(old)) is None
+    assert sample(text, "tritonpy_test_stub", model="metrics", pid=str(new)) == 1.0
+    # The restarted stub created the series again, from zero.
+    assert sample(text, "tritonpy_test_requests_total", model="metrics") == 0.0
+    assert call(srv, "metrics", "update", 2.0) == "ok"
+    assert sample(scrape(srv), "tritonpy_test_requests_total", model="metrics") == 2.0
+
+
+def test_unload_removes_the_series(metrics_server: TritonServer) -> None:
+    srv = metrics_server
+    call(srv, "metrics_pair", "update", 1.0)
+    assert sample(scrape(srv), "tritonpy_test_requests_total", model="metrics_pair") is not None
+    control(srv, "unload", "metrics_pair")
+    wait_until(lambda: not srv.model_ready("metrics_pair"))
+    wait_until(lambda: not [ln for ln in scrape(srv).splitlines()
+                            if ln.startswith("tritonpy_test") and "metrics_pair" in ln])
+    text = scrape(srv)
+    assert sample(text, "tritonpy_test_requests_total", model="metrics") is not None
+    control(srv, "load", "metrics_pair")
+    assert call(srv, "metrics_pair", "update", 3.0) == "ok"
+    assert sample(scrape(srv), "tritonpy_test_requests_total", model="metrics_pair") == 3.0
+
+
+def test_example_client(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """examples/custom_metrics: its own client against a server serving it."""
+    work = tmp_path_factory.mktemp("metrics_example")
+    srv = TritonServer(build_repository(work / "repo", ["custom_metrics"]), work)
+    try:
+        srv.wait_ready()
+        out = subprocess.run(
+            [sys.executable, str(EXAMPLES / "custom_metrics" / "client.py"),
+             "--http", srv.http_url, "--metrics", f"localhost:{srv.metrics_port}"],
+            capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert 'custom_metrics_requests_total{model="custom_metrics"} 5' in out.stdout, out.stdout
+        assert "custom_metrics_latency_seconds_count" in out.stdout
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
