@@ -3,6 +3,8 @@
 
 #include "drain_watcher.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -46,6 +48,7 @@ DrainWatcher::Unregister(const DrainTarget* target)
 void
 DrainWatcher::Run()
 {
+  pthread_setname_np(pthread_self(), "tritonpy-drain");
   std::vector<std::shared_ptr<DrainTarget>> busy;
   while (true) {
     busy.clear();

@@ -1,0 +1,125 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Where a request's CPU time goes: per-thread CPU and context switches.
+
+    python -m bench.profile [--system tritonpy] [--model add_sub] [--conns 64]
+
+Starts one server of the chosen system (the benchmark suite's repository
+and backend directory), drives the model over HTTP with wrk, and reads
+/proc before and after: CPU microseconds and voluntary / involuntary
+context switches per request, for each group of threads (tritonpy's reader
+threads, Triton's other threads, the stub processes). Counts, not
+timings, are what matter on a shared machine: a wake-up of a sleeping
+thread on another core costs an order of magnitude more than the work most
+requests carry.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from bench import environment as env
+from bench.loads import json_body, run_wrk, wrk_script
+from bench.models import write_repository
+from bench.server import TICK, Server
+
+BODIES = {
+    "add_sub": [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])],
+    "async_sleep": [("INPUT0", "FP32", [4], [1, 2, 3, 4])],
+}
+
+
+def _threads(pid: int) -> dict[int, tuple[str, int, int, int]]:
+    """tid -> (name, CPU ticks, voluntary, involuntary switches)."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/comm") as f:
+                name = f.read().strip()
+            with open(f"{base}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            with open(f"{base}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        out[int(tid)] = (name, int(st[11]) + int(st[12]),
+                         int(status["voluntary_ctxt_switches"]),
+                         int(status["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+def snapshot(server: Server) -> dict[tuple[str, int], tuple[int, int, int]]:
+    snap = {}
+    for pid, group in [(server.proc.pid, "server")] + [(p, "stub") for p in server.stubs()]:
+        for tid, (name, ticks, vol, invol) in _threads(pid).items():
+            role = name if name.startswith("tritonpy-") else f"{group} threads"
+            snap[(role, tid)] = (ticks, vol, invol)
+    return snap
+
+
+def profile(system: str, model: str, conns: int, seconds: float, work: Path) -> str:
+    repo = write_repository(work / f"repo-{system}", system)
+    extra_env: dict[str, str] = {}
+    if system == "official":
+        backends, extra_env = env.official_backend_dir(work)
+    elif system == "floor":
+        backends = env.floor_backend_dir(work)
+    else:
+        backends = env.tritonpy_backend_dir(work)
+    wrk = env.ensure_wrk()
+    script = wrk_script(json_body(model, BODIES[model]), work / f"{model}.lua")
+    server = Server(repo, backends, work / f"server-{system}.log", models=[model], env=extra_env)
+    try:
+        server.wait_ready()
+        before = snapshot(server)
+        res = run_wrk(wrk, server, script, f"/v2/models/{model}/infer", conns=conns,
+                      duration=seconds, warmup=1.0)
+        after = snapshot(server)
+    finally:
+        server.stop()
+    n = max(1, res["ok"])
+    groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for key, (ticks, vol, invol) in after.items():
+        t0, v0, i0 = before.get(key, (0, 0, 0))
+        g = groups[key[0]]
+        g[0] += (ticks - t0) / TICK * 1e6 / n
+        g[1] += (vol - v0) / n
+        g[2] += (invol - i0) / n
+    lines = [f"{system} {model} @{conns}: {res['rps']:,.0f} req/s, p50 {res['p50_us']} us, "
+             f"{res['errors']} errors",
+             "| threads | CPU us / req | voluntary switches / req | involuntary / req |",
+             "|---|---|---|---|"]
+    total = [0.0, 0.0, 0.0]
+    for role, (cpu, vol, invol) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"| {role} | {cpu:.1f} | {vol:.2f} | {invol:.2f} |")
+        total = [a + b for a, b in zip(total, (cpu, vol, invol), strict=True)]
+    lines.append(f"| all | {total[0]:.1f} | {total[1]:.2f} | {total[2]:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n")[0])
+    p.add_argument("--system", action="append", choices=["tritonpy", "official", "floor"],
+                   help="system(s) to profile, in turn (default all three)")
+    p.add_argument("--model", default="add_sub", choices=sorted(BODIES))
+    p.add_argument("--conns", type=int, default=64)
+    p.add_argument("--seconds", type=float, default=5.0)
+    a = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="tritonpy-profile-") as tmp:
+        for system in a.system or ["tritonpy", "official", "floor"]:
+            print(profile(system, a.model, a.conns, a.seconds, Path(tmp)), flush=True)
+            print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
