@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import threading
 import traceback
+import types
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ _RequestFromStub = pb_utils.InferenceRequest._from_stub
 _NewSender = pb_utils.InferenceResponseSender._new
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
+_Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
 # Bytes kept free in a frame for the fixed part of an entry or a tensor.
 _ENTRY_RESERVE = 1024
@@ -107,7 +109,10 @@ class Engine:
             self._execute_failed(batch, e)
             return
         if type(result) is not list and inspect.isawaitable(result):
-            batch.task = self.loop.create_task(_await(result))
+            # A coroutine (the usual ``async def execute``) becomes the task
+            # itself; other awaitables get a wrapper coroutine.
+            coro = result if type(result) is _Coroutine else _await(result)
+            batch.task = self.loop.create_task(coro)
             batch.task.add_done_callback(lambda t: self._task_done(batch, t))
             return
         self._execute_returned(batch, result)
