@@ -42,8 +42,6 @@ $(VENV)/.deps: pyproject.toml | $(PY)
 	@command -v cmake >/dev/null || $(PIP) install -q cmake
 	touch $@
 
-# torch is pinned (==): a bare or open-ended torch requirement lets pip pick
-# a CUDA build of several GB.
 $(VENV)/.frameworks: examples/requirements.txt | $(VENV)/.deps
 	$(PIP) install -q -r examples/requirements.txt
 	touch $@
