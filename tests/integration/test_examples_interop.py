@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import ml_dtypes
@@ -119,9 +120,18 @@ def test_ensemble_bad_row_is_an_error_naming_it(interop_server: TritonServer) ->
     assert res.as_numpy("LABEL").tolist() == [b"setosa"]
 
 
+def add_sub_calls(srv: TritonServer) -> int:
+    c = httpclient.InferenceServerClient(srv.http_url)
+    try:
+        stats = c.get_inference_statistics("add_sub")["model_stats"][0]
+    finally:
+        c.close()
+    return int(stats["inference_count"])
+
+
 def test_bls_decoupled_cancel_ends_the_inner_stream(interop_server: TritonServer) -> None:
-    """A cancelled bls_decoupled stream stops early and the instance keeps
-    serving: the next stream runs to its end."""
+    """A cancelled bls_decoupled stream stops calling add_sub, and the
+    instance keeps serving: the next stream runs to its end."""
     results: queue.Queue = queue.Queue()
     c = grpcclient.InferenceServerClient(interop_server.grpc_url)
     c.start_stream(callback=lambda result, error: results.put((result, error)))
@@ -133,11 +143,19 @@ def test_bls_decoupled_cancel_ends_the_inner_stream(interop_server: TritonServer
             inputs[1].set_data_from_numpy(np.array([n], np.int32))
             c.async_stream_infer("bls_decoupled", inputs, request_id=rid)
 
-        ask(100_000, "long")
+        ask(20_000, "long")
         result, error = results.get(timeout=60)
         assert error is None and result.as_numpy("STEP").tolist() == [1]
     finally:
         c.stop_stream(cancel_requests=True)
+    # The calls stop (a loaded machine may take a moment), long before the
+    # 20,000 steps a stream that went on would make.
+    counts = [add_sub_calls(interop_server)]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (len(counts) < 3 or counts[-1] != counts[-3]):
+        time.sleep(0.5)
+        counts.append(add_sub_calls(interop_server))
+    assert counts[-1] == counts[-3] and counts[-1] < 10_000, counts
     c.start_stream(callback=lambda result, error: results.put((result, error)))
     try:
         while not results.empty():
