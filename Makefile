@@ -12,7 +12,9 @@
 # Set-up is idempotent: a virtualenv in .venv with tritonpy installed from
 # this tree (Cython extensions and the C++ backend built on the way), and the
 # tritonserver of the nvidia-pytriton wheel in .venv/tritonserver, installed
-# without its Python dependencies so its numpy<2 pin stays out.
+# without its Python dependencies so its numpy<2 pin stays out. PyTorch and
+# JAX (CPU builds, pinned in examples/requirements.txt) are installed for the
+# pytorch/jax examples and the DLPack interop tests.
 
 PYTHON ?= python3
 VENV := .venv
@@ -40,6 +42,10 @@ $(VENV)/.deps: pyproject.toml | $(PY)
 	@command -v cmake >/dev/null || $(PIP) install -q cmake
 	touch $@
 
+$(VENV)/.frameworks: examples/requirements.txt | $(VENV)/.deps
+	$(PIP) install -q -r examples/requirements.txt
+	touch $@
+
 $(VENV)/.installed: $(VENV)/.deps $(SOURCES)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install -q --no-build-isolation --no-deps .
 	touch $@
@@ -48,7 +54,7 @@ $(VENV)/.server: | $(PY)
 	$(PIP) install -q --no-deps --target $(VENV)/tritonserver $(PYTRITON)
 	touch $@
 
-setup: $(VENV)/.installed $(VENV)/.server
+setup: $(VENV)/.installed $(VENV)/.server $(VENV)/.frameworks
 
 serve: setup
 	$(VENV)/bin/tritonpy serve examples/model_repository

@@ -50,7 +50,7 @@ class Tensor:
     """A named tensor. ``Tensor(name, numpy_array)`` keeps the array as is.
 
     object, bytes (S) and str (U) arrays are BYTES tensors; other supported
-    dtypes are bool, (u)int8-64 and float16/32/64.
+    dtypes are bool, (u)int8-64, float16/32/64 and ml_dtypes.bfloat16 (BF16).
     """
 
     __slots__ = ("_name", "_dtype", "_dims", "_array", "_buf", "__weakref__")
@@ -76,11 +76,15 @@ class Tensor:
                     f"Tensor '{name}': cannot convert "
                     f"{type(numpy_array).__name__} to a numpy array: {exc}") from exc
         code = code_of_dtype(numpy_array.dtype)
+        if code == TYPE_INVALID and _is_bfloat16(numpy_array.dtype):
+            # ml_dtypes.bfloat16: kept as its bits, as wire BF16 tensors are.
+            code = TYPE_BF16
+            numpy_array = numpy_array.view(WIRE_NUMPY[TYPE_BF16])
         if code == TYPE_INVALID:
             raise TritonModelException(
                 f"Tensor '{name}': numpy dtype {numpy_array.dtype} is not "
-                f"supported (use bool, (u)int8-64, float16/32/64, or "
-                f"np.object_ / bytes / str for BYTES)")
+                f"supported (use bool, (u)int8-64, float16/32/64, "
+                f"ml_dtypes.bfloat16, or np.object_ / bytes / str for BYTES)")
         self._dtype = code
         self._dims = numpy_array.shape
         self._array = numpy_array
@@ -143,6 +147,10 @@ class Tensor:
         (torch, jax, numpy ...). Zero-copy: the producer stays alive as long
         as the tensor or a view of it does."""
         _check_name(name)
+        if isinstance(tensor, np.ndarray) and _is_bfloat16(tensor.dtype):
+            # numpy cannot export bfloat16 through DLPack; the array itself
+            # is shared just the same.
+            return Tensor(name, tensor)
         if hasattr(tensor, "__dlpack__"):
             if not hasattr(tensor, "__dlpack_device__"):
                 raise TritonModelException(
@@ -310,6 +318,11 @@ class Tensor:
         return TritonModelException(
             f"Tensor '{self._name}': Tensor dtype is BF16 and cannot be "
             f"converted to NumPy. Use to_dlpack() and from_dlpack() instead.")
+
+
+def _is_bfloat16(dtype: np.dtype[Any]) -> bool:
+    # ml_dtypes.bfloat16, recognised without importing ml_dtypes.
+    return dtype.kind == "V" and dtype.itemsize == 2 and dtype.name == "bfloat16"
 
 
 def _is_c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:

@@ -223,3 +223,22 @@ def test_bf16_dlpack_roundtrip():
     # Zero-copy all the way: the consumer sees writes to the wire buffer.
     raw[0:2] = b"\x00\x00"
     assert bytes(memoryview(back._to_wire()[3]).cast("B"))[:2] == b"\x00\x00"
+
+
+def test_ml_dtypes_bfloat16_array_is_a_bf16_tensor():
+    import ml_dtypes
+
+    arr = np.array([[1.0, -2.0, 0.5], [3.0, 0.0, 7.5]], ml_dtypes.bfloat16)
+    for t in (Tensor("M", arr), Tensor.from_dlpack("M", arr)):
+        assert t.triton_dtype() == 14 and t.shape() == [2, 3]
+        cap = t.to_dlpack()
+        dl = capsule_tensor(cap)
+        assert (dl.dtype.code, dl.dtype.bits) == (4, 16)
+        assert dl.data == arr.ctypes.data  # zero-copy
+        assert bytes(memoryview(t._to_wire()[3]).cast("B")) == arr.tobytes()
+        with pytest.raises(TritonModelException, match="BF16"):
+            t.as_numpy()
+    # Strided: shared until it goes on the wire, then dense.
+    t = Tensor.from_dlpack("S", arr[:, ::2])
+    assert t.shape() == [2, 2]
+    assert bytes(memoryview(t._to_wire()[3]).cast("B")) == arr[:, ::2].tobytes()

@@ -1,0 +1,1 @@
+../../../bls_async/model.py

@@ -1,0 +1,1 @@
+../../../bls_decoupled/model.py

@@ -1,0 +1,1 @@
+../../../preprocessing/iris_classify/model.py

@@ -1,0 +1,1 @@
+../../../pytorch/model.py
