@@ -63,11 +63,14 @@ ext_modules = cythonize(
 )
 
 setup(
-    packages=["tritonpy", "tritonpy.stub", "tritonpy.pb_utils"],
-    package_dir={"tritonpy": "cli", "tritonpy.stub": "stub",
-                 "tritonpy.pb_utils": "pb_utils", "": "compat"},
-    py_modules=["triton_python_backend_utils"],
-    package_data={"tritonpy.pb_utils": ["py.typed", "*.pyi"], "tritonpy.stub": ["*.pyi"]},
+    packages=["tritonpy", "tritonpy.stub", "tritonpy.pb_utils", "triton_python_backend_utils"],
+    package_dir={"tritonpy": "cli", "tritonpy.stub": "stub", "tritonpy.pb_utils": "pb_utils",
+                 "triton_python_backend_utils": "compat/triton_python_backend_utils"},
+    # py.typed and the .pyi of the compiled modules: IDEs and mypy see the
+    # model API's types in an installed tritonpy.
+    package_data={"tritonpy": ["py.typed"], "tritonpy.pb_utils": ["py.typed", "*.pyi"],
+                  "tritonpy.stub": ["py.typed", "*.pyi"],
+                  "triton_python_backend_utils": ["py.typed"]},
     ext_modules=ext_modules,
     cmdclass={"build_ext": BuildExtAndBackend},
     zip_safe=False,
