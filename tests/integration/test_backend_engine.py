@@ -85,7 +85,7 @@ instance_group [ { kind: KIND_CPU, count: 1 } ]
 
 
 def inflight(n: str) -> str:
-    return ('parameters { key: "max_inflight_batches" value { string_value: "%s" } }' % n)
+    return f'parameters {{ key: "max_inflight_batches" value {{ string_value: "{n}" }} }}'
 
 
 def write_model(repo: Path, name: str, code: str, config: str) -> None:
