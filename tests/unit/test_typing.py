@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import jedi
-
 import triton_python_backend_utils
+
 from tritonpy import pb_utils
 
 MODELS = Path(__file__).resolve().parent / "typing_models"

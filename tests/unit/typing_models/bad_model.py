@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 import triton_python_backend_utils as pb_utils
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 import triton_python_backend_utils as pb_utils
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
