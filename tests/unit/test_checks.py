@@ -73,3 +73,17 @@ def test_codec_stub_declares_only_real_names() -> None:
         if line.startswith("    def "):
             method = line.split("def ")[1].split("(")[0]
             assert hasattr(writer, method), method
+
+
+def test_pre_commit_runs_the_same_checks() -> None:
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    entries = {h["entry"] for repo in config["repos"] for h in repo["hooks"]}
+    assert entries == {
+        ".venv/bin/ruff check --force-exclude",
+        ".venv/bin/ruff format --check --force-exclude",
+        ".venv/bin/python tools/checks.py mypy",
+        ".venv/bin/python tools/checks.py clang-format",
+        ".venv/bin/python tools/checks.py codespell",
+    }
