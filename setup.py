@@ -43,8 +43,8 @@ class BuildExtAndBackend(build_ext):
         config = "Debug" if DEBUG else "Release"
         configure = [cmake, "-S", ROOT, "-B", build_dir, f"-DCMAKE_BUILD_TYPE={config}"]
         configure += shlex.split(os.environ.get("TRITONPY_CMAKE_ARGS", ""))
-        if DEBUG:
-            configure.append("-DTRITONPY_DEBUG=ON")
+        # Always given: the CMake cache would keep an earlier debug build's ON.
+        configure.append(f"-DTRITONPY_DEBUG={'ON' if DEBUG else 'OFF'}")
         subprocess.check_call(configure)
         subprocess.check_call([cmake, "--build", build_dir, "-j", str(min(2, os.cpu_count() or 1))])
         dest = os.path.join(self.build_lib, "tritonpy", "_backend")
