@@ -8,6 +8,10 @@
 #                Python backend and a native floor (< 20 min); writes
 #                bench/results/ and docs/benchmarks.md (BENCH_ARGS=... to tune)
 #   make bench-smoke  a tiny end-to-end run of the benchmark suite
+#   make format  rewrite the tree with ruff (imports, format) and clang-format
+#
+# TRITONPY_DEBUG=1 (e.g. TRITONPY_DEBUG=1 make test) builds both sides with
+# debug checks and turns on the resource counters (docs/configuration.md).
 #
 # Set-up is idempotent: a virtualenv in .venv with tritonpy installed from
 # this tree (Cython extensions and the C++ backend built on the way), and the
@@ -28,17 +32,24 @@ SOURCES := $(shell find cli stub pb_utils compat backend -type f \
                 -o -name '*.cc' -o -name '*.h' -o -name '*.map' -o -name '*.txt' \) 2>/dev/null) \
            CMakeLists.txt setup.py pyproject.toml
 
-.PHONY: setup serve test test-unit bench bench-smoke clean help
+.PHONY: setup serve test test-unit bench bench-smoke format clean help FORCE
 
 help:
-	@sed -n '4,10p' Makefile
+	@sed -n '4,15p' Makefile
+
+# The build mode (TRITONPY_DEBUG) is part of what is installed: switching it
+# rebuilds.
+BUILD_MODE := debug=$(if $(filter-out 0,$(TRITONPY_DEBUG)),1,0)
+$(VENV)/.build-mode: FORCE | $(PY)
+	@[ "$$(cat $@ 2>/dev/null)" = "$(BUILD_MODE)" ] || echo "$(BUILD_MODE)" > $@
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.deps: pyproject.toml | $(PY)
 	$(PIP) install -q "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.24" "uvloop>=0.19" \
-	    "pytest>=8" "pytest-timeout>=2.3" "tritonclient[http,grpc]>=2.51" "ml_dtypes>=0.4" "hypothesis>=6" "ruff>=0.6"
+	    "pytest>=8" "pytest-timeout>=2.3" "tritonclient[http,grpc]>=2.51" "ml_dtypes>=0.4" "hypothesis>=6" "ruff>=0.6" \
+	    "mypy>=1.10" "codespell>=2.3" "clang-format>=23.1,<24" "pyyaml>=6" "jedi>=0.19"
 	@command -v cmake >/dev/null || $(PIP) install -q cmake
 	touch $@
 
@@ -46,7 +57,7 @@ $(VENV)/.frameworks: examples/requirements.txt | $(VENV)/.deps
 	$(PIP) install -q -r examples/requirements.txt
 	touch $@
 
-$(VENV)/.installed: $(VENV)/.deps $(SOURCES)
+$(VENV)/.installed: $(VENV)/.deps $(VENV)/.build-mode $(SOURCES)
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install -q --no-build-isolation --no-deps .
 	touch $@
 
@@ -70,6 +81,11 @@ bench: setup
 
 bench-smoke: setup
 	$(PY) -m bench --smoke $(BENCH_ARGS)
+
+format: $(VENV)/.deps
+	$(VENV)/bin/ruff check --select I --fix -q .
+	$(VENV)/bin/ruff format -q .
+	$(PY) tools/checks.py clang-format --fix
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

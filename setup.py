@@ -43,8 +43,8 @@ class BuildExtAndBackend(build_ext):
         config = "Debug" if DEBUG else "Release"
         configure = [cmake, "-S", ROOT, "-B", build_dir, f"-DCMAKE_BUILD_TYPE={config}"]
         configure += shlex.split(os.environ.get("TRITONPY_CMAKE_ARGS", ""))
-        if DEBUG:
-            configure.append("-DTRITONPY_DEBUG=ON")
+        # Always given: the CMake cache would keep an earlier debug build's ON.
+        configure.append(f"-DTRITONPY_DEBUG={'ON' if DEBUG else 'OFF'}")
         subprocess.check_call(configure)
         subprocess.check_call([cmake, "--build", build_dir, "-j", str(min(2, os.cpu_count() or 1))])
         dest = os.path.join(self.build_lib, "tritonpy", "_backend")
@@ -63,11 +63,14 @@ ext_modules = cythonize(
 )
 
 setup(
-    packages=["tritonpy", "tritonpy.stub", "tritonpy.pb_utils"],
-    package_dir={"tritonpy": "cli", "tritonpy.stub": "stub",
-                 "tritonpy.pb_utils": "pb_utils", "": "compat"},
-    py_modules=["triton_python_backend_utils"],
-    package_data={"tritonpy.pb_utils": ["py.typed", "*.pyi"], "tritonpy.stub": ["*.pyi"]},
+    packages=["tritonpy", "tritonpy.stub", "tritonpy.pb_utils", "triton_python_backend_utils"],
+    package_dir={"tritonpy": "cli", "tritonpy.stub": "stub", "tritonpy.pb_utils": "pb_utils",
+                 "triton_python_backend_utils": "compat/triton_python_backend_utils"},
+    # py.typed and the .pyi of the compiled modules: IDEs and mypy see the
+    # model API's types in an installed tritonpy.
+    package_data={"tritonpy": ["py.typed"], "tritonpy.pb_utils": ["py.typed", "*.pyi"],
+                  "tritonpy.stub": ["py.typed", "*.pyi"],
+                  "triton_python_backend_utils": ["py.typed"]},
     ext_modules=ext_modules,
     cmdclass={"build_ext": BuildExtAndBackend},
     zip_safe=False,

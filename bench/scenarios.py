@@ -7,9 +7,9 @@ the table, the JSON and the smoke test pick it up."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from bench import loads
 from bench.models import FLOOR_MISSING

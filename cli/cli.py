@@ -39,6 +39,20 @@ def _install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new(args: argparse.Namespace) -> int:
+    from tritonpy import scaffold
+
+    try:
+        root = scaffold.create(args.name, args.dir, decoupled=args.decoupled,
+                               use_async=args.use_async, batching=args.batching,
+                               backend=args.backend)
+    except (scaffold.ScaffoldError, OSError) as e:
+        print(f"tritonpy: {e}", file=sys.stderr)
+        return 2
+    print(root)
+    return 0
+
+
 def _server_path(args: argparse.Namespace) -> int:
     print(inst.tritonserver())
     return 0
@@ -118,6 +132,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the benchmark suite of a tritonpy source tree (the current directory "
                     "or $TRITONPY_SOURCE); arguments go to it: tritonpy bench --help.",
         add_help=False)
+
+    n = sub.add_parser(
+        "new", help="scaffold a model folder (config.pbtxt + 1/model.py)",
+        description="Write DIR/NAME/config.pbtxt and DIR/NAME/1/model.py: a model that "
+                    "serves as generated (INPUT0 FP32 in, OUTPUT0 = INPUT0 * 2 out; "
+                    "decoupled: one response per element, then the final flag).")
+    n.add_argument("name", help="model name (the folder's name)")
+    n.add_argument("--decoupled", action="store_true", help="a streaming (decoupled) model")
+    n.add_argument("--async", dest="use_async", action="store_true",
+                   help="async def execute (many batches in flight per instance)")
+    n.add_argument("--batching", action="store_true",
+                   help="max_batch_size 8 and Triton's dynamic batcher")
+    n.add_argument("--dir", default=".", help="model repository to write into (default .)")
+    n.add_argument("--backend", default="tritonpy",
+                   help="backend named in config.pbtxt (default tritonpy; 'python' for the "
+                        "drop-in name)")
+    n.set_defaults(func=_new)
 
     w = sub.add_parser("server-path", help="print the tritonserver that serve would run",
                        description="Print the tritonserver binary that 'tritonpy serve' runs.")

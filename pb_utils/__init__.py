@@ -5,6 +5,7 @@
 Same names and semantics as the official Triton Python backend's module.
 """
 
+from ._bls import ResponseIterator, is_model_ready, load_model, unload_model
 from ._codec import deserialize_bytes_tensor, serialize_byte_tensor
 from ._config import (
     get_input_config_by_name,
@@ -15,6 +16,11 @@ from ._config import (
 )
 from ._dtypes import numpy_to_triton_type, triton_string_to_numpy, triton_to_numpy_type
 from ._errors import TritonError, TritonModelException
+from ._logger import Logger, LogLevel
+
+# As in the official backend (2.51), only MetricFamily is public: kinds are
+# MetricFamily.COUNTER/GAUGE/HISTOGRAM, metrics come from family.Metric().
+from ._metrics import MetricFamily
 from ._request import (
     TRITONSERVER_MEMORY_CPU,
     TRITONSERVER_MEMORY_GPU,
@@ -22,11 +28,6 @@ from ._request import (
     InferenceTrace,
     PreferredMemory,
 )
-from ._bls import ResponseIterator, is_model_ready, load_model, unload_model
-from ._logger import Logger, LogLevel
-# As in the official backend (2.51), only MetricFamily is public: kinds are
-# MetricFamily.COUNTER/GAUGE/HISTOGRAM, metrics come from family.Metric().
-from ._metrics import MetricFamily
 from ._response import InferenceResponse
 from ._sender import InferenceResponseSender
 from ._tensor import Tensor

@@ -11,9 +11,12 @@ stub's BLS client (``tritonpy.stub.bls``), which the stub installs as
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import TritonModelException
+
+if TYPE_CHECKING:
+    from ._response import InferenceResponse
 
 __all__ = ["ResponseIterator", "load_model", "unload_model", "is_model_ready"]
 
@@ -46,7 +49,7 @@ class ResponseIterator:
     def __iter__(self) -> ResponseIterator:
         return self
 
-    def __next__(self) -> Any:
+    def __next__(self) -> InferenceResponse:
         resp = self._call.client.next_sync(self._call)
         if resp is None:
             raise StopIteration
@@ -55,7 +58,7 @@ class ResponseIterator:
     def __aiter__(self) -> ResponseIterator:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> InferenceResponse:
         resp = await self._call.client.next_async(self._call)
         if resp is None:
             raise StopAsyncIteration

@@ -39,6 +39,9 @@ def _emit(level: int, message: str, depth: int) -> None:
         _sink(int(level), file, line, text)
 
 
+_Level = LogLevel  # the type, for annotations inside Logger (which rebinds the name)
+
+
 class Logger:
     """``pb_utils.Logger.log_info("...")`` and friends; safe from any thread.
 
@@ -54,7 +57,7 @@ class Logger:
     VERBOSE = LogLevel.VERBOSE
 
     @staticmethod
-    def log(message: str, level: LogLevel = LogLevel.INFO) -> None:
+    def log(message: str, level: _Level = LogLevel.INFO) -> None:
         _emit(int(level), message, 2)
 
     @staticmethod

@@ -132,6 +132,16 @@ class Metric:
     __slots__ = ("_family", "_handle", "_kind", "_labels", "_client",
                  "_delta", "_set", "_obs", "_dirty", "__weakref__")
 
+    _family: MetricFamily
+    _handle: int
+    _kind: int
+    _labels: dict[str, str]
+    _client: Any
+    _delta: float
+    _set: float | None
+    _obs: list[float]
+    _dirty: bool
+
     def __init__(self) -> None:
         raise TypeError("metrics come from MetricFamily.Metric(labels, buckets)")
 
@@ -144,8 +154,8 @@ class Metric:
         self._labels = labels
         self._client = family._client
         self._delta = 0.0
-        self._set: float | None = None
-        self._obs: list[float] = []
+        self._set = None
+        self._obs = []
         self._dirty = False
         return self
 

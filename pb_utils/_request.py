@@ -5,12 +5,17 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ._errors import TritonModelException
 from ._params import parameters_to_json
 from ._tensor import Tensor
+
+if TYPE_CHECKING:
+    from ._bls import ResponseIterator
+    from ._response import InferenceResponse
+    from ._sender import InferenceResponseSender
 
 __all__ = [
     "InferenceRequest", "InferenceTrace", "PreferredMemory",
@@ -71,6 +76,9 @@ class InferenceRequest:
         "_inputs", "_preferred_memory", "_trace", "_release_flags",
         "_sender", "_cancelled", "_cancel_callbacks", "_batch", "_index",
     )
+    _sender: InferenceResponseSender | None
+    _cancel_callbacks: list[Callable[[InferenceRequest], Any]] | None
+    _batch: Any  # the stub's batch of a request given to execute()
 
     def __init__(
         self,
@@ -173,7 +181,7 @@ class InferenceRequest:
         # A set, as in the official backend (it stores a std::set).
         return set(self._requested_output_names)
 
-    def get_response_sender(self) -> Any:
+    def get_response_sender(self) -> InferenceResponseSender:
         """The InferenceResponseSender of this request: the way to answer it
         in decoupled mode (any number of responses, then the final flag), and
         in default mode (exactly one response with the final flag)."""
@@ -226,7 +234,14 @@ class InferenceRequest:
         this request again (iterative sequence batching)."""
         self._release_flags = int(flags)
 
-    def exec(self, decoupled: bool = False) -> Any:
+    @overload
+    def exec(self, decoupled: Literal[False] = ...) -> InferenceResponse: ...
+    @overload
+    def exec(self, decoupled: Literal[True]) -> ResponseIterator: ...
+    @overload
+    def exec(self, decoupled: bool) -> InferenceResponse | ResponseIterator: ...
+
+    def exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
         """Run this request on ``model_name`` and wait: an
         InferenceResponse, or with ``decoupled=True`` a ResponseIterator.
         Failures come back as a response whose ``has_error()`` is true."""
@@ -234,7 +249,18 @@ class InferenceRequest:
 
         return _bls.exec_request(self, decoupled)
 
-    def async_exec(self, decoupled: bool = False) -> Any:
+    @overload
+    def async_exec(self, decoupled: Literal[False] = ...) -> Awaitable[InferenceResponse]: ...
+    @overload
+    def async_exec(self, decoupled: Literal[True]) -> Awaitable[ResponseIterator]: ...
+    @overload
+    def async_exec(
+        self, decoupled: bool
+    ) -> Awaitable[InferenceResponse | ResponseIterator]: ...
+
+    def async_exec(
+        self, decoupled: bool = False
+    ) -> Awaitable[InferenceResponse | ResponseIterator]:
         """An awaitable of what ``exec`` returns; runs on the stub's event
         loop (no thread), so any number of calls may be in flight."""
         from . import _bls

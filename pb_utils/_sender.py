@@ -24,6 +24,11 @@ class InferenceResponseSender:
     """The response sender of one request (``request.get_response_sender()``)."""
 
     __slots__ = ("_request", "_engine", "_closed", "_error", "_sent", "__weakref__")
+    _request: Any
+    _engine: Any
+    _closed: bool
+    _error: str | None
+    _sent: int
 
     def __init__(self) -> None:
         raise TypeError("response senders come from request.get_response_sender()")
@@ -34,7 +39,7 @@ class InferenceResponseSender:
         self._request = request
         self._engine = engine
         self._closed = False
-        self._error: str | None = None
+        self._error = None
         self._sent = 0
         return self
 

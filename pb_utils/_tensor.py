@@ -19,8 +19,15 @@ import numpy as np
 
 from . import _bytes, _dlpack
 from ._dtypes import (
-    FROM_DLPACK, ITEMSIZE, TO_DLPACK, TYPE_BF16, TYPE_BYTES, TYPE_INVALID,
-    WIRE_NAMES, WIRE_NUMPY, code_of_dtype,
+    FROM_DLPACK,
+    ITEMSIZE,
+    TO_DLPACK,
+    TYPE_BF16,
+    TYPE_BYTES,
+    TYPE_INVALID,
+    WIRE_NAMES,
+    WIRE_NUMPY,
+    code_of_dtype,
 )
 from ._errors import TritonModelException
 

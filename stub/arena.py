@@ -17,6 +17,7 @@ import mmap
 import os
 import threading
 from collections.abc import Callable
+from typing import Any
 
 ALIGN = 64
 DEFAULT_ARENA_SIZE = 64 << 20
@@ -27,12 +28,13 @@ _PUNCH_THRESHOLD = 1 << 20
 # freed runs beyond it are punched out so their pages go back to the OS.
 KEEP_RESIDENT = 64 << 20
 
+_fallocate: Any = None
 try:  # Linux fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE), best effort
     _libc = ctypes.CDLL(None, use_errno=True)
     _fallocate = _libc.fallocate
     _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
 except (OSError, AttributeError):  # pragma: no cover
-    _fallocate = None
+    pass
 
 
 def _round_up(n: int, a: int) -> int:

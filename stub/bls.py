@@ -266,7 +266,7 @@ class BlsClient:
     def _encode(self, call: _Call, request: Any) -> bytes:
         """The BLS_REQUEST frame; large inputs are copied into the stub's
         arenas (the backend returns them with RELEASE once copied)."""
-        ins = []
+        ins: list[tuple[Any, ...]] = []
         budget = C.MAX_FRAME - 4096
         for t in request._inputs:
             name, dtype, dims, data = t._to_wire()

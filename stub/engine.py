@@ -78,7 +78,7 @@ class Engine:
     # ---------------------------------------------------------------- execute
 
     def on_execute(self, batch_id: int, wire: list[tuple], buf: Any) -> None:
-        requests = []
+        requests: list[Any] = []
         batch = _Batch(batch_id, requests, buf)
         view = memoryview(buf)
         peer = self.stub.peer

@@ -23,6 +23,7 @@ from typing import Any
 from tritonpy.pb_utils import _bls as _bls_api
 from tritonpy.pb_utils import _logger
 from tritonpy.stub import _codec as C
+from tritonpy.stub import debug
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.channel import Channel
@@ -61,6 +62,8 @@ class Stub:
                  "executable": sys.executable}
         self.channel.send(C.encode_json(C.HELLO, hello))
         self.channel.start()
+        if debug.enabled():
+            debug.IdleReporter(self).start()
 
     def _stop(self, code: int) -> None:
         self.exit_code = code

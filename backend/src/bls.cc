@@ -472,6 +472,14 @@ Bls::~Bls()
 }
 
 void
+Bls::DebugCounters(uint64_t* calls, uint64_t* arena_bytes) const
+{
+  std::lock_guard<std::mutex> lock(core_->mu);
+  *calls = core_->calls.size();
+  *arena_bytes = core_->allocator.allocated_bytes();
+}
+
+void
 Bls::OnStubGone()
 {
   std::vector<std::shared_ptr<BlsCall>> calls;

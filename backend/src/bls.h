@@ -63,6 +63,10 @@ class Bls {
   // dropped (their channel is closed).
   void OnStubGone();
 
+  // Resource counters (TRITONPY_DEBUG=1): calls in flight, and bytes of the
+  // BLS arenas held (outputs handed to the stub and not yet released).
+  void DebugCounters(uint64_t* calls, uint64_t* arena_bytes) const;
+
  private:
   std::shared_ptr<BlsCore> core_;
 };

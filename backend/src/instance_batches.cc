@@ -57,6 +57,7 @@ InstanceState::AdoptPendingBatches()
     if (pending_.empty()) return;
     adopted.swap(pending_);
   }
+  adopted_batches_ += adopted.size();
   for (auto& batch : adopted) {
     open_requests_ += batch->open;
     batches_[batch->id] = std::move(batch);

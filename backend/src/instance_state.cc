@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "execute_builder.h"
 #include "json.h"
@@ -50,6 +51,48 @@ InstanceState::InstanceState(
   metrics_ = std::make_unique<InstanceMetrics>(
       &model->backend().metric_store(), "model '" + model->name() + "'");
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  const char* debug = getenv("TRITONPY_DEBUG");
+  debug_counters_ = debug != nullptr && debug[0] != '\0' &&
+                    std::string(debug) != "0";
+}
+
+int
+InstanceState::LogDebugCounters()
+{
+  uint64_t bls_calls = 0;
+  uint64_t bls_bytes = 0;
+  if (bls_ != nullptr) bls_->DebugCounters(&bls_calls, &bls_bytes);
+  uint64_t arena_bytes;
+  size_t pending;
+  {
+    std::lock_guard<std::mutex> lock(alloc_mu_);
+    arena_bytes = allocator_.allocated_bytes();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending = pending_.size();
+  }
+  // key=value pairs: Triton's log escapes quotes, so no JSON.
+  std::string line =
+      "batches_total=" + std::to_string(adopted_batches_) +
+      " batches=" + std::to_string(batches_.size() + pending) +
+      " requests=" + std::to_string(open_requests_) +
+      " arena_bytes=" + std::to_string(arena_bytes) +
+      " bls_calls=" + std::to_string(bls_calls) +
+      " bls_arena_bytes=" + std::to_string(bls_bytes);
+  if (line == last_debug_line_) return -1;
+  const auto now = Clock::now();
+  const auto due = last_debug_log_ + std::chrono::milliseconds(kDebugPeriodMs);
+  if (now < due) {
+    return static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(due - now)
+            .count() +
+        1);
+  }
+  last_debug_line_ = line;
+  last_debug_log_ = now;
+  TRITONPY_LOG_INFO("tritonpy-debug backend " + Describe() + " idle: " + line);
+  return -1;
 }
 
 std::string
@@ -545,6 +588,10 @@ InstanceState::ReaderLoop()
       AdoptPendingBatches();
       if (open_requests_ == 0) {
         timeout_ms = SyncInstance() ? kSyncIdlePollMs : -1;
+        if (debug_counters_) {
+          const int due = LogDebugCounters();
+          if (due >= 0 && (timeout_ms < 0 || due < timeout_ms)) timeout_ms = due;
+        }
       } else {
         reader_blocking_.store(false);
       }

@@ -76,6 +76,7 @@ class InstanceState {
   // does not wake it, so a batch sent meanwhile has its cancellation
   // polled from at most this long after it started.
   static constexpr int kSyncIdlePollMs = 100;
+  static constexpr int kDebugPeriodMs = 100;
 
   // What INIT_DONE told about the model.
   struct StubTraits {
@@ -136,6 +137,11 @@ class InstanceState {
   // Publishes open_requests_ to the drain watcher, and sends DRAIN once
   // the watcher saw the model being unloaded with work in flight.
   void PollUnload();
+  // TRITONPY_DEBUG=1: at idle, logs the resource counters when they
+  // changed since the last idle line, at most every kDebugPeriodMs
+  // (docs/configuration.md). Returns -1, or how long the reader may block
+  // before the line is due.
+  int LogDebugCounters();
 
   // Execute helpers (instance_execute.cc).
   // Reports statistics and releases the requests of a batch that never
@@ -188,6 +194,10 @@ class InstanceState {
   size_t open_requests_ = 0;
   std::chrono::steady_clock::time_point last_cancel_poll_;
   bool drain_sent_ = false;
+  bool debug_counters_ = false;
+  uint64_t adopted_batches_ = 0;  // counted for the debug line only
+  std::string last_debug_line_;
+  std::chrono::steady_clock::time_point last_debug_log_;
 
   // BLS calls and model control (bls.h); frames from the reader thread.
   std::unique_ptr<Bls> bls_;

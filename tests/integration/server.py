@@ -121,3 +121,12 @@ class TritonServer:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+    def stop_after_cancelled_streams(self) -> None:
+        """Stop, and fail unless the exit is clean. Known Triton 2.51 quirk:
+        after a client cancels a gRPC stream mid-way the server sometimes
+        keeps the model alive although every request was released, and
+        exits 1 when its exit timeout runs out; that alone is tolerated."""
+        code = self.stop()
+        assert code == 0 or (code == 1 and "Exit timeout expired" in self.log()), \
+            self.log()[-3000:]

@@ -117,11 +117,11 @@ class TritonPythonModel:
 
 
 def prefetch(n: str) -> str:
-    return ('parameters { key: "sync_prefetch_batches" value { string_value: "%s" } }' % n)
+    return f'parameters {{ key: "sync_prefetch_batches" value {{ string_value: "{n}" }} }}'
 
 
 def inflight(n: str) -> str:
-    return ('parameters { key: "max_inflight_batches" value { string_value: "%s" } }' % n)
+    return f'parameters {{ key: "max_inflight_batches" value {{ string_value: "{n}" }} }}'
 
 
 def write_model(repo: Path, name: str, code: str, config: str) -> None:

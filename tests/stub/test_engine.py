@@ -359,7 +359,7 @@ def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> Non
     host.send(P.encode(P.SEND_ERROR, {"batch_id": 1, "request_index": 0, "error_code": 4,
                                       "message": "the client has gone away"}))
     got = host.entries(finals(1))
-    final = [e for e in got if e.get("response_flags", 0) & FINAL][0]
+    final = next(e for e in got if e.get("response_flags", 0) & FINAL)
     assert value(host, final) == 1
 
 

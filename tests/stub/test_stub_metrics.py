@@ -17,6 +17,7 @@ import protocol_ref as P
 from host import StubHost
 from test_stub import write_model
 
+
 @pytest.fixture
 def host() -> Iterator[StubHost]:
     h = StubHost()

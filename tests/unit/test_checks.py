@@ -1,20 +1,89 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""Static checks run as tests, so `make test` fails on them like on any bug."""
+"""Static checks run as tests, so `make test` fails on them like on any bug.
+
+The commands live in tools/checks.py (also used by `make format` and
+.pre-commit-config.yaml); the rules in pyproject.toml, .clang-format and
+.codespellrc.
+"""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+CHECKS = [sys.executable, str(ROOT / "tools" / "checks.py")]
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    assert found is not None, f"{name} is installed by `make setup`"
+    return found
+
+
+def run(cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def test_ruff() -> None:
-    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    assert ruff is not None, "ruff is installed by `make setup`"
-    out = subprocess.run([ruff, "check", "--no-cache", str(ROOT)], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = run([tool("ruff"), "check", "--no-cache", str(ROOT)], timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ruff_format() -> None:
+    out = run([tool("ruff"), "format", "--check", "--no-cache", str(ROOT)], timeout=120)
+    assert out.returncode == 0, "run `make format`:\n" + out.stdout + out.stderr
+
+
+def test_mypy() -> None:
+    out = run([*CHECKS, "mypy"])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_clang_format() -> None:
+    out = run([*CHECKS, "clang-format"])
+    assert out.returncode == 0, "run `make format`:\n" + (out.stdout + out.stderr)[-6000:]
+
+
+def test_codespell() -> None:
+    out = run([*CHECKS, "codespell"])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_codec_stub_declares_only_real_names() -> None:
+    """stub/_codec.pyi names nothing the compiled module lacks (it may lag
+    behind new constants: its __getattr__ covers those)."""
+    codec = importlib.import_module("tritonpy.stub._codec")
+    declared = []
+    for line in (ROOT / "stub" / "_codec.pyi").read_text().splitlines():
+        word = line.split(":")[0].split("(")[0].split()
+        if line[:1].isalpha() and word:
+            name = word[-1]
+            if not line.startswith(("from ", "import ")) and name != "__getattr__":
+                declared.append(name)
+    assert len(declared) > 40
+    missing = [n for n in declared if not hasattr(codec, n)]
+    assert not missing, missing
+    writer = codec.FrameWriter()
+    for line in (ROOT / "stub" / "_codec.pyi").read_text().splitlines():
+        if line.startswith("    def "):
+            method = line.split("def ")[1].split("(")[0]
+            assert hasattr(writer, method), method
+
+
+def test_pre_commit_runs_the_same_checks() -> None:
+    import yaml
+
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    entries = {h["entry"] for repo in config["repos"] for h in repo["hooks"]}
+    assert entries == {
+        ".venv/bin/ruff check --force-exclude",
+        ".venv/bin/ruff format --check --force-exclude",
+        ".venv/bin/python tools/checks.py mypy",
+        ".venv/bin/python tools/checks.py clang-format",
+        ".venv/bin/python tools/checks.py codespell",
+    }

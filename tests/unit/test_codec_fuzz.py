@@ -14,8 +14,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import protocol_ref as P
 from tritonpy.stub import _codec as C
+
+import protocol_ref as P
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 FRAMES = [(GOLDEN / e["file"]).read_bytes()

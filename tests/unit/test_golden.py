@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-import protocol_ref as P
 from tritonpy.stub import _codec as C
+
+import protocol_ref as P
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 ROOT = GOLDEN.parents[1]

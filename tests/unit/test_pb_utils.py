@@ -234,7 +234,7 @@ def test_bytes_object_roundtrip():
 
 def test_bytes_from_s_array_strips_trailing_nuls_like_numpy():
     arr = np.array([b"abc", b"a\x00b", b"", b"xy\x00"], dtype="S4")
-    expected = [x for x in arr.tolist()]  # numpy's own view of the elements
+    expected = list(arr.tolist())  # numpy's own view of the elements
     data = wire_bytes(Tensor("S", arr)._to_wire()[3])
     assert data == serialize_reference(expected)
     assert data == pb.serialize_byte_tensor(arr)

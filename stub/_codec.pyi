@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+# Types of the compiled frame codec (stub/_codec.pyx); docs/protocol.md
+# is the specification.
+from typing import Any
+
+from _typeshed import ReadableBuffer
+
+MAGIC: int
+VERSION: int
+HEADER_SIZE: int
+MAX_FRAME: int
+MAX_NDIM: int
+INLINE_LIMIT: int
+
+FLAG_BODY_IN_ARENA: int
+FLAG_BATCH_DONE: int
+
+HELLO: int
+INIT: int
+INIT_DONE: int
+ARENA: int
+EXECUTE: int
+RESPONSES: int
+EXECUTE_DONE: int
+LOG: int
+FINALIZE: int
+FINALIZE_DONE: int
+ERROR: int
+RELEASE: int
+CANCEL: int
+SEND_ERROR: int
+IS_READY: int
+READY: int
+DRAIN: int
+BLS_REQUEST: int
+BLS_RESPONSE: int
+BLS_CANCEL: int
+BLS_ARENA: int
+BLS_RELEASE: int
+MODEL_CONTROL: int
+MODEL_CONTROL_DONE: int
+
+RESP_FINAL: int
+RESP_RESCHEDULE: int
+RESP_NO_RESPONSE: int
+RESP_BATCH_END: int
+
+LOC_INLINE: int
+LOC_ARENA: int
+LOC_RECEIVER_ARENA: int
+
+class ProtocolError(ValueError): ...
+
+def decode_header(buf: ReadableBuffer) -> tuple[int, int, int, int]: ...
+def decode_arena_ref(buf: ReadableBuffer) -> tuple[int, int]: ...
+def decode_body(ftype: int, buf: ReadableBuffer, start: int = 24) -> Any: ...
+
+class FrameWriter:
+    def begin(self, ftype: int, fid: int = 0, flags: int = 0) -> None: ...
+    def set_flags(self, flags: int) -> None: ...
+    def size(self) -> int: ...
+    def patch_u32(self, at: int, v: int) -> None: ...
+    def u8(self, v: int) -> None: ...
+    def u32(self, v: int) -> None: ...
+    def u64(self, v: int) -> None: ...
+    def f64(self, v: float) -> None: ...
+    def i64(self, v: int) -> None: ...
+    def string(self, s: str | bytes) -> None: ...
+    def raw(self, data: ReadableBuffer) -> None: ...
+    def pad8(self) -> None: ...
+    def tensor_head(self, name: str, dtype: int, dims: tuple[int, ...], byte_size: int) -> None: ...
+    def tensor_inline(
+        self, name: str, dtype: int, dims: tuple[int, ...], data: ReadableBuffer
+    ) -> None: ...
+    def tensor_arena(
+        self,
+        name: str,
+        dtype: int,
+        dims: tuple[int, ...],
+        byte_size: int,
+        arena_id: int,
+        offset: int,
+        location: int = ...,
+    ) -> None: ...
+    def json_body(self, obj: dict[str, Any]) -> None: ...
+    def body_bytes(self) -> bytes: ...
+    def finish(self) -> bytes: ...
+    def finish_in_arena(self, arena_id: int, offset: int) -> bytes: ...
+
+def encode_json(ftype: int, obj: dict[str, Any]) -> bytes: ...
+def encode_simple(ftype: int, body: Any, fid: int = 0) -> bytes: ...
+
+# Frame types and constants added to the .pyx before they reach this file.
+def __getattr__(name: str) -> Any: ...

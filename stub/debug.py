@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Resource counters of the stub, on when TRITONPY_DEBUG is set (to
+anything but 0) in the server's environment.
+
+Nothing is counted on the hot path: the counters are read from the
+engine's own tables on a 100 ms timer. Whenever the stub is idle (no
+request in flight) and the counters differ from the last idle line, one
+line goes to Triton's log::
+
+    tritonpy-debug stub <instance> idle: batches_total=12 batches=0 requests=0 ...
+
+After any load, the last such line of an instance must show zeros: the
+tests assert it (tests/integration/test_debug_counters.py).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+PERIOD = 0.1
+LOG_INFO = 0
+
+
+def enabled() -> bool:
+    return os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
+
+
+def counters(stub: Any, batches_total: int = 0) -> dict[str, int]:
+    engine = stub.engine
+    batches = list(engine.batches.values())
+    return {
+        # Batches received so far: tells a line written after some load
+        # from one written before it.
+        "batches_total": batches_total,
+        "batches": len(batches),
+        "requests": sum(len(b.requests) for b in batches),
+        # Senders of requests not yet complete (no final flag yet).
+        "senders": sum(1 for b in batches for r in b.requests if not r._sender._closed),
+        "tasks": sum(1 for b in batches if b.task is not None and not b.task.done()),
+        "pending_responses": len(engine._pending),
+        # BLS calls whose futures or iterators are still waiting.
+        "bls_calls": len(stub.bls._calls),
+        "arena_bytes": stub.own.live_bytes,
+        "arena_allocations": stub.own.live_count,
+    }
+
+
+class IdleReporter:
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+        self._last = ""
+        self._batches_total = 0
+
+    def start(self) -> None:
+        # Count batches by wrapping the engine's entry point (debug only:
+        # the hot path stays untouched otherwise).
+        engine = self._stub.engine
+        on_execute = engine.on_execute
+
+        def counting(batch_id: int, wire: list[tuple], buf: Any) -> None:
+            self._batches_total += 1
+            on_execute(batch_id, wire, buf)
+
+        engine.on_execute = counting
+        self._stub.loop.call_later(PERIOD, self._tick)
+
+    def _tick(self) -> None:
+        stub = self._stub
+        try:
+            now = counters(stub, self._batches_total)
+            if now["requests"] == 0:
+                # key=value pairs: Triton's log escapes quotes, so no JSON.
+                line = " ".join(f"{k}={v}" for k, v in now.items())
+                if line != self._last:
+                    self._last = line
+                    stub.log(LOG_INFO, f"tritonpy-debug stub {stub.instance} idle: {line}")
+        finally:
+            stub.loop.call_later(PERIOD, self._tick)
