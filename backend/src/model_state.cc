@@ -10,6 +10,22 @@
 
 namespace tritonpy {
 
+namespace {
+
+// The text of model config parameter `key` (its string_value); false when
+// the config does not set it.
+bool
+Parameter(const json::Value* params, const char* key, std::string* text)
+{
+  const json::Value* p = params != nullptr ? params->Find(key) : nullptr;
+  if (p == nullptr) return false;
+  const json::Value* sv = p->Find("string_value");
+  *text = sv != nullptr && sv->is_string() ? sv->as_string() : p->Serialize();
+  return true;
+}
+
+}  // namespace
+
 Status
 ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
 {
@@ -65,14 +81,18 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   const json::Value* policy = config.Find("model_transaction_policy");
   state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
   const json::Value* params = config.Find("parameters");
-  const json::Value* inflight =
-      params != nullptr ? params->Find("max_inflight_batches") : nullptr;
-  if (inflight != nullptr) {
-    const json::Value* sv = inflight->Find("string_value");
-    std::string text = sv != nullptr && sv->is_string() ? sv->as_string()
-                                                        : inflight->Serialize();
+  std::string text;
+  if (Parameter(params, "max_inflight_batches", &text)) {
     TRITONPY_RETURN_IF_ERROR(ParseMaxInflight(
         state->name_, text, &state->max_inflight_batches_));
+  }
+  state->execute_timeout_seconds_ =
+      state->backend_->settings().execute_timeout_seconds;
+  if (Parameter(params, "execute_timeout_seconds", &text)) {
+    TRITONPY_RETURN_IF_ERROR(
+        BackendState::ParseSeconds("execute_timeout_seconds", text,
+                                   &state->execute_timeout_seconds_)
+            .WithPrefix("model '" + state->name_ + "' parameter: "));
   }
 
   std::string file = config.GetString("default_model_filename", "");

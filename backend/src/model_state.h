@@ -34,6 +34,9 @@ class ModelState {
   // Model config parameter `max_inflight_batches` (default 128): how many
   // batches an async-execute instance keeps in flight before Execute blocks.
   uint32_t max_inflight_batches() const { return max_inflight_batches_; }
+  // Model config parameter `execute_timeout_seconds`, else the backend's
+  // execute-timeout-seconds; 0: execute is not bounded.
+  double execute_timeout_seconds() const { return execute_timeout_seconds_; }
 
  private:
   TRITONBACKEND_Model* model_ = nullptr;
@@ -47,6 +50,7 @@ class ModelState {
   int64_t max_batch_size_ = 0;
   bool decoupled_ = false;
   uint32_t max_inflight_batches_ = kDefaultMaxInflightBatches;
+  double execute_timeout_seconds_ = 0;
 
  public:
   static constexpr uint32_t kDefaultMaxInflightBatches = 128;
