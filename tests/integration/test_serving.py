@@ -241,6 +241,24 @@ def test_outputs_numpy_can_make_contiguous_are_accepted(
     assert out.tolist() == value and list(out.shape) == shape and out.dtype == np.int32
 
 
+@pytest.mark.parametrize("proto", PROTOCOLS)
+@pytest.mark.parametrize("dtype,shape,needle", [
+    ("INT32", [4], "data-type"),
+    ("FP32", [5], "shape"),
+])
+def test_wrong_client_inputs_get_triton_errors(
+        server: TritonServer, proto: str, dtype: str, shape: list[int], needle: str) -> None:
+    """Inputs that do not match the model config are refused by Triton
+    before the backend sees them; the model serves on."""
+    arr = np.ones(shape, np.int32 if dtype == "INT32" else np.float32)
+    with pytest.raises(InferenceServerException) as e:
+        infer(server, proto, "add_sub", {"INPUT0": (arr, dtype), "INPUT1": (arr, dtype)})
+    assert needle in str(e.value) and "add_sub" in str(e.value), str(e.value)
+    ok = np.ones(4, np.float32)
+    res = infer(server, proto, "add_sub", {"INPUT0": (ok, "FP32"), "INPUT1": (ok, "FP32")})
+    assert res.as_numpy("OUTPUT0").tolist() == [2, 2, 2, 2]
+
+
 def test_failed_initialize_leaves_model_unavailable_with_the_reason(server: TritonServer) -> None:
     with client(server, "http") as (_, c):
         with pytest.raises(InferenceServerException) as e:
