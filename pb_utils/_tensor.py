@@ -13,6 +13,7 @@ buffer already has the wire layout.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,21 @@ __all__ = ["Tensor"]
 
 _DL_CPU = 1
 _DL_CUDA_HOST = 3
+
+
+# No tensor larger than the machine's memory can be copied out of a model.
+_MEMORY_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _check_all_strings(name: str, items: Any) -> None:
+    """numpy turns a list mixing str with numbers or None into strings
+    ('1', 'None'): refuse that rather than send made-up text."""
+    for item in np.asarray(items, dtype=object).reshape(-1):
+        if not isinstance(item, (str, bytes)):
+            raise TritonModelException(
+                f"Tensor '{name}': the {type(items).__name__} mixes strings with "
+                f"{type(item).__name__} ({item!r}); numpy would turn it into "
+                f"text: pass an array of the dtype you mean")
 
 
 def _check_name(name: Any) -> str:
@@ -77,11 +93,14 @@ class Tensor:
             # The official constructor converts array-likes (pybind11
             # py::array); so do we.
             try:
-                numpy_array = np.asarray(numpy_array)
+                converted = np.asarray(numpy_array)
             except Exception as exc:
                 raise TritonModelException(
                     f"Tensor '{name}': cannot convert "
                     f"{type(numpy_array).__name__} to a numpy array: {exc}") from exc
+            if converted.dtype.kind in "US":
+                _check_all_strings(name, numpy_array)
+            numpy_array = converted
         code = code_of_dtype(numpy_array.dtype)
         if code == TYPE_INVALID and _is_bfloat16(numpy_array.dtype):
             # ml_dtypes.bfloat16: kept as its bits, as wire BF16 tensors are.
@@ -278,6 +297,13 @@ class Tensor:
     def _to_wire(self) -> tuple[str, int, tuple[int, ...], Any]:
         """(name, dtype code, dims, buffer of exactly the wire bytes)."""
         dtype = self._dtype
+        if self._array is not None and self._array.nbytes > _MEMORY_BYTES:
+            # A view (broadcast, memmap) may claim more than could ever be
+            # copied: refuse before trying.
+            raise TritonModelException(
+                f"Tensor '{self._name}' of shape {list(self._array.shape)} is "
+                f"{self._array.nbytes} bytes, more than this machine's memory "
+                f"({_MEMORY_BYTES} bytes)")
         if self._buf is not None and (dtype != TYPE_BYTES or self._array is None):
             # Untouched wire bytes (or a view onto them) go back as they came.
             return self._name, dtype, self._dims, self._buf

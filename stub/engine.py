@@ -190,8 +190,9 @@ class Engine:
 
     def _execute_failed(self, batch: _Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        self._end_with_error(batch, f"tritonpy: model '{self.model_name}': execute() raised "
-                                    f"{type(e).__name__}: {e}\n{tb}")
+        ids = ", ".join(f"'{r.request_id()}'" for r in batch.requests[:8])
+        self._end_with_error(batch, f"tritonpy: model '{self.model_name}', request(s) {ids}: "
+                                    f"execute() raised {type(e).__name__}: {e}\n{tb}")
 
     def _execute_cancelled(self, batch: _Batch) -> None:
         """Every request of an async batch was cancelled and so was its task:
@@ -386,7 +387,7 @@ class Engine:
                     if mv.format != "B" or mv.ndim != 1:
                         mv = mv.cast("B")
                 except Exception as e:  # noqa: BLE001
-                    raise type(e)(f"output '{t.name()}': {e}") from e
+                    raise ValueError(f"output '{t.name()}': {e}") from e
                 n = mv.nbytes
                 if n <= C.INLINE_LIMIT and n + 128 <= budget:
                     budget -= n + 128

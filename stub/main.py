@@ -11,8 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import select
 import signal
 import sys
+import threading
+import time
+
+# After tritonserver is gone, how long a stub may take to end on its own
+# (EOF on its socket) before it is killed.
+PARENT_GONE_GRACE = 2.0
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -21,6 +28,26 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     import uvloop
 
     return uvloop.new_event_loop()
+
+
+def _die_with_parent() -> None:
+    """A stub stuck in a model's code never reads the EOF of its socket:
+    a thread waiting on a pidfd of tritonserver kills the stub when the
+    server is gone (kill -9 or an exit timeout), so no stub outlives it."""
+    ppid = os.getppid()
+    try:
+        pidfd = os.pidfd_open(ppid)
+    except (AttributeError, OSError):
+        return  # kernels before 5.3: EOF is the only signal
+    if os.getppid() != ppid:  # the server died before we watched it
+        os._exit(1)
+
+    def watch() -> None:
+        select.select([pidfd], [], [])  # readable once the server has exited
+        time.sleep(PARENT_GONE_GRACE)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tritonpy-server-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # print() reaches the log at once
+
+    _die_with_parent()
 
     # Models import the official module name; give them ours.
     from tritonpy import pb_utils

@@ -55,9 +55,12 @@ ParseUnsigned(const std::string& key, const std::string& value,
   return Status();
 }
 
+}  // namespace
+
 // A duration in seconds: digits with an optional fraction ("5", "0.5").
 Status
-ParseSeconds(const std::string& key, const std::string& value, double* out)
+BackendState::ParseSeconds(const std::string& key, const std::string& value,
+                           double* out)
 {
   size_t dot = value.find('.');
   std::string whole = value.substr(0, dot);
@@ -69,14 +72,13 @@ ParseSeconds(const std::string& key, const std::string& value, double* out)
   double v = ok ? strtod(value.c_str(), nullptr) : -1;
   if (!ok || v > 86400) {
     return Status::InvalidArg(
-        "tritonpy: backend setting '" + key + "' must be a number of " +
-        "seconds from 0 to 86400, got '" + value + "'");
+        "tritonpy: '" + key + "' must be a number of seconds from 0 to " +
+        "86400, got '" + value + "'");
   }
   *out = v;
   return Status();
 }
 
-}  // namespace
 
 Status
 BackendState::ParseConfFile(const std::string& text,
@@ -141,6 +143,13 @@ BackendState::ApplySettings(const std::map<std::string, std::string>& kv,
             "tritonpy: ready-timeout-seconds must be more than 0");
       }
       settings->ready_timeout_seconds = v;
+    } else if (key == "execute-timeout-seconds") {
+      TRITONPY_RETURN_IF_ERROR(
+          ParseSeconds(key, value, &settings->execute_timeout_seconds));
+    } else if (key == "stub-restart-limit") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1000000, &v));
+      settings->stub_restart_limit = static_cast<int>(v);
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -222,7 +231,10 @@ BackendState::Create(TRITONBACKEND_Backend* backend,
       " finalize-grace-seconds=" +
       json::Value::Double(s.finalize_grace_seconds).Serialize() +
       " ready-timeout-seconds=" +
-      json::Value::Double(s.ready_timeout_seconds).Serialize());
+      json::Value::Double(s.ready_timeout_seconds).Serialize() +
+      " execute-timeout-seconds=" +
+      json::Value::Double(s.execute_timeout_seconds).Serialize() +
+      " stub-restart-limit=" + std::to_string(s.stub_restart_limit));
   *out = std::move(state);
   return Status();
 }

@@ -29,6 +29,15 @@ struct BackendSettings {
   double finalize_grace_seconds = 5;
   // How long a readiness query waits for the model's is_ready().
   double ready_timeout_seconds = 5;
+  // A batch whose execute runs longer than this gets its stub killed and
+  // restarted (its requests fail naming the timeout). 0: no limit. A model
+  // parameter `execute_timeout_seconds` overrides it per model.
+  double execute_timeout_seconds = 0;
+  // Stub deaths in a row, each within 5 s of its start and before it
+  // answered anything (or failed restarts), after which the instance stops
+  // restarting and stays unavailable, requests failing with the reason,
+  // until the model is loaded again. 0: restart forever.
+  int stub_restart_limit = 5;
 };
 
 class BackendState {
@@ -48,6 +57,10 @@ class BackendState {
   static Status ApplySettings(const std::map<std::string, std::string>& kv,
                               const std::string& origin,
                               BackendSettings* settings, bool log);
+  // Parses a duration: digits with an optional fraction, 0 to 86400
+  // seconds; the error names `key`.
+  static Status ParseSeconds(const std::string& key, const std::string& value,
+                             double* out);
   // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
   static Status ParseConfFile(const std::string& text,
                               std::map<std::string, std::string>* out);

@@ -45,6 +45,8 @@ LogIfError(TRITONSERVER_Error* err, const char* what)
 
 // CANCEL entries per frame: 16 bytes each, well under MAX_FRAME.
 constexpr size_t kMaxCancelEntries = 4096;
+// How long past finalize-grace-seconds a draining stub may keep requests.
+constexpr int64_t kDrainSlackMs = 2000;
 
 }  // namespace
 
@@ -150,6 +152,14 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
   std::shared_ptr<Batch> batch = it->second;
   batch->execute_done = true;
   batch->compute_end_ns = NowNs();
+  // The batch a sync instance sent ahead starts now, not when it was sent
+  // (statistics and the execute timeout count from here).
+  auto next = std::next(it);
+  if (next != batches_.end() && !next->second->execute_done &&
+      next->second->compute_start_ns < batch->compute_end_ns &&
+      SyncInstance()) {
+    next->second->compute_start_ns = batch->compute_end_ns;
+  }
   if (!status.ok()) {
     FailOpenRequests(batch.get(), status);
   } else if (!batch->decoupled) {
@@ -355,6 +365,50 @@ InstanceState::PollUnload()
       proto::FrameType::kDrain, 0, 0, [](std::vector<uint8_t>*) {});
   (void)channel->Send(frame);  // a failed send means the stub is gone: EOF
   drain_sent_ = true;
+  drain_sent_at_ = Clock::now();
+}
+
+std::string
+InstanceState::OverDeadline(bool* unloading)
+{
+  *unloading = false;
+  if (open_requests_ == 0) return "";
+  const auto now = Clock::now();
+  if (drain_sent_) {
+    // The stub answers every open request itself once the grace is over;
+    // one that cannot (stuck in a sync execute) is killed a little later.
+    const double grace = model_->backend().settings().finalize_grace_seconds;
+    if (now - drain_sent_at_ > std::chrono::milliseconds(static_cast<int64_t>(
+                                   1000 * grace) + kDrainSlackMs)) {
+      *unloading = true;
+      return "it kept " + std::to_string(open_requests_) +
+             " request(s) after the unload's finalize-grace-seconds (" +
+             json::Value::Double(grace).Serialize() + " s)";
+    }
+  }
+  const double limit = model_->execute_timeout_seconds();
+  if (limit <= 0) return "";
+  const uint64_t limit_ns = static_cast<uint64_t>(limit * 1e9);
+  const uint64_t now_ns = NowNs();
+  // A sync instance executes its batches in order: only the oldest one
+  // still executing has started (the others were sent ahead, see Execute).
+  const bool sync = SyncInstance();
+  for (const auto& [id, batch] : batches_) {
+    if (batch->execute_done) continue;
+    if (now_ns - batch->compute_start_ns < limit_ns) {
+      if (sync) break;
+      continue;
+    }
+    std::string ids;
+    for (size_t index : batch->wire_index) {
+      if (!ids.empty()) ids += ", ";
+      ids += "'" + batch->requests[index].id + "'";
+    }
+    return "execute of the batch with request(s) " + ids +
+           " ran longer than the execute timeout (" +
+           json::Value::Double(limit).Serialize() + " s)";
+  }
+  return "";
 }
 
 void

@@ -5,10 +5,12 @@
 
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 
 #include "execute_builder.h"
@@ -392,7 +394,11 @@ InstanceState::StartStub(std::unique_ptr<StubProcess>* process,
     // EOF lets a healthy stub exit by itself; then it is killed.
     ch->Shutdown();
     int status = 0;
-    if (proc->running() && !proc->WaitFor(2000, &status)) proc->KillAndReap();
+    if (proc->running()) {
+      if (!proc->WaitFor(2000, &status)) status = proc->KillAndReap();
+      s = Status::Error(s.code(), s.message() + "; the stub " +
+                                      StubProcess::DescribeStatus(status));
+    }
     peers_.Clear();
     metrics_->Clear();  // what a failed initialize() created
     return s;
@@ -508,9 +514,11 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   if (f.body_in_arena) release.push_back(f.body_ref);
   switch (f.type) {
     case proto::FrameType::kResponses:
+      stub_answered_ = true;
       TRITONPY_RETURN_IF_ERROR(OnResponses(f, body, &release));
       break;
     case proto::FrameType::kExecuteDone: {
+      stub_answered_ = true;
       proto::ExecuteDoneBody done;
       TRITONPY_RETURN_IF_ERROR(
           proto::DecodeExecuteDone(body, f.body_len, &done));
@@ -602,11 +610,14 @@ InstanceState::ReaderLoop()
     auto r = channel->Receive(&recv_buf_, &len, &fds, timeout_ms, &err,
                               wake_fd_);
     reader_blocking_.store(false);
+    std::string kill_reason;
+    bool unloading = false;
     if (r == Channel::RecvResult::kTimeout) {
       AdoptPendingBatches();
       PollCancellation(true);
       PollUnload();
-      continue;
+      kill_reason = OverDeadline(&unloading);
+      if (kill_reason.empty()) continue;
     }
     if (r == Channel::RecvResult::kFrame) {
       AdoptPendingBatches();
@@ -615,10 +626,17 @@ InstanceState::ReaderLoop()
       if (err.ok()) {
         PollCancellation(false);
         PollUnload();
-        continue;
+        kill_reason = OverDeadline(&unloading);
+        if (kill_reason.empty()) continue;
       }
     }
     CloseAll(&fds);
+    if (!kill_reason.empty()) {
+      TRITONPY_LOG_ERROR("tritonpy: killing the stub for " + Describe() +
+                         ": " + kill_reason);
+      if (!OnStubGone("", false, kill_reason, unloading)) return;
+      continue;
+    }
     bool violation = !err.ok();
     if (violation) {
       TRITONPY_LOG_ERROR(
@@ -630,7 +648,8 @@ InstanceState::ReaderLoop()
 }
 
 bool
-InstanceState::OnStubGone(const std::string& why, bool violation)
+InstanceState::OnStubGone(const std::string& why, bool violation,
+                          const std::string& killed_because, bool unloading)
 {
   std::shared_ptr<Channel> old;
   bool stopping;
@@ -641,7 +660,7 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
     std::lock_guard<std::mutex> lock(mu_);
     old = channel_;
     stopping = shutting_down_;
-    kill = kill_stub_ || violation;
+    kill = kill_stub_ || violation || !killed_because.empty();
     pid = pid_;
     if (state_ == StubState::kReady) state_ = StubState::kRestarting;
     cv_.notify_all();
@@ -660,35 +679,67 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
                     std::to_string(pid) + ") ";
   if (violation) {
     msg += "was killed after a protocol violation (" + why + "): ";
+  } else if (!killed_because.empty()) {
+    msg += "was killed because " + killed_because + ": ";
   } else if (stopping) {
     msg += "stopped: ";
   } else {
     msg += "died: ";
   }
   msg += StubProcess::DescribeStatus(status);
+  if (!kill && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+    msg += "; a SIGKILL nobody sent on purpose usually comes from the " +
+           std::string("kernel's out-of-memory killer");
+  }
   AdoptPendingBatches();
   if (stopping) {
     FailAllBatches(Status::Unavailable(
         "tritonpy: model '" + model_->name() +
         "' was unloaded with this request in flight"));
+  } else if (unloading) {
+    FailAllBatches(Status::Unavailable(
+        "tritonpy: model '" + model_->name() + "' was unloaded with this " +
+        "request in flight; " + msg));
   } else {
     FailAllBatches(Status::Unavailable(msg));
   }
+  const int limit = model_->backend().settings().stub_restart_limit;
+  // A stub that answered requests was healthy, however short its life.
+  bool crash_loop = killed_because.empty() && !stub_answered_ &&
+                    Clock::now() - stub_started_ < kHealthyUptime;
+  crash_streak_ = crash_loop ? crash_streak_ + 1 : 0;
+  auto give_up = [&](const std::string& last) {
+    // Called with mu_ held.
+    state_ = StubState::kDown;
+    down_reason_ = "the stub failed " + std::to_string(crash_streak_) +
+                   " times in a row, each within " +
+                   std::to_string(kHealthyUptime.count()) +
+                   " s of starting and before answering anything " +
+                   "(stub-restart-limit=" +
+                   std::to_string(limit) + "); last: " + last +
+                   "; load the model again to retry";
+    cv_.notify_all();
+    TRITONPY_LOG_ERROR("tritonpy: " + Describe() + " is unavailable: " +
+                       down_reason_);
+    return false;  // the reader exits; requests fail with down_reason_
+  };
   {
     std::lock_guard<std::mutex> lock(mu_);
     pid_ = -1;
-    if (shutting_down_) {
-      state_ = StubState::kStopped;
+    // An instance whose model is being unloaded is not restarted.
+    if (shutting_down_ || unloading) {
+      state_ = shutting_down_ ? StubState::kStopped : StubState::kDown;
+      if (unloading) down_reason_ = "the model is being unloaded";
       cv_.notify_all();
       return false;
     }
+    if (limit > 0 && crash_streak_ > limit) return give_up(msg);
     state_ = StubState::kRestarting;
     cv_.notify_all();
   }
   TRITONPY_LOG_WARN(msg + "; restarting it");
 
   int backoff_ms = restart_backoff_ms_;
-  bool crash_loop = Clock::now() - stub_started_ < kHealthyUptime;
   restart_backoff_ms_ =
       crash_loop ? std::min(restart_backoff_ms_ * 2, kMaxBackoffMs) : 100;
   bool wait_first = crash_loop;
@@ -720,6 +771,7 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
       state_ = StubState::kReady;
       down_reason_.clear();
       stub_started_ = Clock::now();
+      stub_answered_ = false;
       cv_.notify_all();
       TRITONPY_LOG_INFO(
           "tritonpy: restarted stub for " + Describe() + " (pid " +
@@ -731,6 +783,8 @@ InstanceState::OnStubGone(const std::string& why, bool violation)
       cv_.notify_all();
       return false;  // proc (if any) is killed by its destructor
     }
+    ++crash_streak_;
+    if (limit > 0 && crash_streak_ > limit) return give_up(s.message());
     state_ = StubState::kDown;
     down_reason_ = s.message();
     cv_.notify_all();

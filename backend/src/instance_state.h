@@ -109,7 +109,11 @@ class InstanceState {
   Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
   // The stub is gone (EOF, error, violation): reap it, fail every batch,
   // restart unless shutting down. Returns false when the reader must exit.
-  bool OnStubGone(const std::string& why, bool violation);
+  // `killed_because` (non-empty): the backend killed a healthy stub for
+  // that reason (a timeout); such a death never counts as a crash loop.
+  bool OnStubGone(const std::string& why, bool violation,
+                  const std::string& killed_because = "",
+                  bool unloading = false);
   void SendError(Channel* channel, const std::string& message);
   std::shared_ptr<Channel> CurrentChannel();
   // The running stub's model has a sync execute().
@@ -142,6 +146,10 @@ class InstanceState {
   // (docs/configuration.md). Returns -1, or how long the reader may block
   // before the line is due.
   int LogDebugCounters();
+  // Returns why the stub must be killed now, or "": a batch whose execute
+  // outran the execute timeout, or an unload whose grace ran out with
+  // work still in flight (*unloading set).
+  std::string OverDeadline(bool* unloading);
 
   // Execute helpers (instance_execute.cc).
   // Reports statistics and releases the requests of a batch that never
@@ -190,6 +198,10 @@ class InstanceState {
   std::thread reader_;
   std::chrono::steady_clock::time_point stub_started_;
   int restart_backoff_ms_ = 100;
+  // Deaths in a row within kHealthyUptime of starting without having
+  // answered anything, and failed restarts.
+  int crash_streak_ = 0;
+  bool stub_answered_ = false;  // RESPONSES or EXECUTE_DONE since it started
   std::map<uint64_t, std::shared_ptr<Batch>> batches_;
   size_t open_requests_ = 0;
   std::chrono::steady_clock::time_point last_cancel_poll_;
@@ -198,6 +210,7 @@ class InstanceState {
   uint64_t adopted_batches_ = 0;  // counted for the debug line only
   std::string last_debug_line_;
   std::chrono::steady_clock::time_point last_debug_log_;
+  std::chrono::steady_clock::time_point drain_sent_at_;
 
   // BLS calls and model control (bls.h); frames from the reader thread.
   std::unique_ptr<Bls> bls_;

@@ -10,6 +10,22 @@
 
 namespace tritonpy {
 
+namespace {
+
+// The text of model config parameter `key` (its string_value); false when
+// the config does not set it.
+bool
+Parameter(const json::Value* params, const char* key, std::string* text)
+{
+  const json::Value* p = params != nullptr ? params->Find(key) : nullptr;
+  if (p == nullptr) return false;
+  const json::Value* sv = p->Find("string_value");
+  *text = sv != nullptr && sv->is_string() ? sv->as_string() : p->Serialize();
+  return true;
+}
+
+}  // namespace
+
 Status
 ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
 {
@@ -65,19 +81,25 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   const json::Value* policy = config.Find("model_transaction_policy");
   state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
   const json::Value* params = config.Find("parameters");
-  auto count_param = [&](const char* key, uint32_t lo, uint32_t hi,
-                         uint32_t* out) -> Status {
-    const json::Value* p = params != nullptr ? params->Find(key) : nullptr;
-    if (p == nullptr) return Status();
-    const json::Value* sv = p->Find("string_value");
-    std::string text = sv != nullptr && sv->is_string() ? sv->as_string()
-                                                        : p->Serialize();
-    return ParseCount(state->name_, key, text, lo, hi, out);
-  };
-  TRITONPY_RETURN_IF_ERROR(count_param(
-      "max_inflight_batches", 1, 1u << 20, &state->max_inflight_batches_));
-  TRITONPY_RETURN_IF_ERROR(count_param(
-      "sync_prefetch_batches", 0, 64, &state->sync_prefetch_batches_));
+  std::string text;
+  if (Parameter(params, "max_inflight_batches", &text)) {
+    TRITONPY_RETURN_IF_ERROR(ParseCount(state->name_, "max_inflight_batches",
+                                        text, 1, 1u << 20,
+                                        &state->max_inflight_batches_));
+  }
+  if (Parameter(params, "sync_prefetch_batches", &text)) {
+    TRITONPY_RETURN_IF_ERROR(ParseCount(state->name_, "sync_prefetch_batches",
+                                        text, 0, 64,
+                                        &state->sync_prefetch_batches_));
+  }
+  state->execute_timeout_seconds_ =
+      state->backend_->settings().execute_timeout_seconds;
+  if (Parameter(params, "execute_timeout_seconds", &text)) {
+    TRITONPY_RETURN_IF_ERROR(
+        BackendState::ParseSeconds("execute_timeout_seconds", text,
+                                   &state->execute_timeout_seconds_)
+            .WithPrefix("model '" + state->name_ + "' parameter: "));
+  }
 
   std::string file = config.GetString("default_model_filename", "");
   if (file.empty()) file = "model.py";

@@ -38,6 +38,9 @@ class ModelState {
   // batches a sync-execute instance sends ahead of the one its model is
   // executing; 0 makes Execute wait for execute() like the official backend.
   uint32_t sync_prefetch_batches() const { return sync_prefetch_batches_; }
+  // Model config parameter `execute_timeout_seconds`, else the backend's
+  // execute-timeout-seconds; 0: execute is not bounded.
+  double execute_timeout_seconds() const { return execute_timeout_seconds_; }
 
  private:
   TRITONBACKEND_Model* model_ = nullptr;
@@ -52,6 +55,7 @@ class ModelState {
   bool decoupled_ = false;
   uint32_t max_inflight_batches_ = kDefaultMaxInflightBatches;
   uint32_t sync_prefetch_batches_ = kDefaultSyncPrefetchBatches;
+  double execute_timeout_seconds_ = 0;
 
  public:
   static constexpr uint32_t kDefaultMaxInflightBatches = 128;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import queue
 import signal
 import time
 from collections.abc import Iterator
@@ -14,16 +15,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from server import TritonServer, build_repository
 
+CRASH_MODELS = ["crash", "add_sub", "crash_stream", "bls_crash", "crash_pair"]
+STUBS = 6  # crash_pair has two instances
+
+# How each death reads in the error message.
+DEATHS = {"die": "killed by signal 9 (SIGKILL)", "exit": "exited with status 3",
+          "segv": "killed by signal 11 (SIGSEGV)"}
+
 
 @pytest.fixture(scope="module")
 def crash_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("crash")
-    srv = TritonServer(build_repository(work / "repo", ["crash", "add_sub"]), work)
+    srv = TritonServer(build_repository(work / "repo", CRASH_MODELS), work)
     try:
         srv.wait_ready()
         yield srv
@@ -34,22 +43,23 @@ def crash_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSer
         assert not [p for p in stubs if os.path.exists(f"/proc/{p}")], "stubs outlived the server"
 
 
-def ask(server: TritonServer, m: str) -> int:
+def ask(server: TritonServer, m: str, model: str = "crash") -> int:
     c = httpclient.InferenceServerClient(server.http_url, network_timeout=30)
     try:
         inp = httpclient.InferInput("MODE", [1], "BYTES")
         inp.set_data_from_numpy(np.array([m.encode()], dtype=object))
-        return int(c.infer("crash", [inp]).as_numpy("PID")[0])
+        return int(c.infer(model, [inp], request_id=f"req-{m}").as_numpy("PID")[0])
     finally:
         c.close()
 
 
-def wait_for_new_stub(server: TritonServer, old: int, timeout: float = 30) -> int:
+def wait_for_new_stub(server: TritonServer, old: int, timeout: float = 30,
+                      model: str = "crash") -> int:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            pid = ask(server, "ok")
+            pid = ask(server, "ok", model)
             if pid != old:
                 return pid
         except InferenceServerException as e:
@@ -58,16 +68,168 @@ def wait_for_new_stub(server: TritonServer, old: int, timeout: float = 30) -> in
     raise AssertionError(f"no new stub after {timeout}s: {last}")
 
 
-def test_stub_dying_in_execute_fails_that_request_and_restarts(crash_server: TritonServer) -> None:
+@pytest.mark.parametrize("how", DEATHS)
+def test_stub_dying_in_execute_fails_that_request_and_restarts(
+        crash_server: TritonServer, how: str) -> None:
     pid = ask(crash_server, "ok")
     start = time.monotonic()
     with pytest.raises(InferenceServerException) as e:
-        ask(crash_server, "die")
+        ask(crash_server, how)
     assert time.monotonic() - start < 5
     msg = str(e.value)
-    assert "crash" in msg and "signal 9" in msg, msg
+    assert "model 'crash' instance 'crash_0_0'" in msg and f"(pid {pid}) died" in msg, msg
+    assert DEATHS[how] in msg, msg
+    if how == "die":  # SIGKILL from nobody in the backend: most likely the OOM killer
+        assert "out-of-memory killer" in msg, msg
     new = wait_for_new_stub(crash_server, pid)
     assert new != pid and ask(crash_server, "ok") == new
+
+
+def test_memory_error_in_a_model_is_an_error_not_a_crash(crash_server: TritonServer) -> None:
+    """An allocation past the address-space limit the model set raises
+    MemoryError: that request fails, the stub lives on. (A real OOM kill is
+    a SIGKILL from the kernel: the "die" case above.)"""
+    pid = ask(crash_server, "ok")
+    with pytest.raises(InferenceServerException) as e:
+        ask(crash_server, "oom")
+    msg = str(e.value)
+    assert "MemoryError" in msg and "'crash'" in msg and "req-oom" in msg, msg
+    assert ask(crash_server, "ok") == pid
+
+
+@pytest.mark.parametrize("how", DEATHS)
+def test_stub_dying_mid_stream_fails_the_stream_at_once(
+        crash_server: TritonServer, how: str) -> None:
+    """The stream gets its error right after the death (the backend sees
+    EOF at once; the bound allows for a loaded 2-core box and the client's
+    threads), then a new stream on the restarted stub runs to its end."""
+    stream_ok(crash_server)  # the stub has answered: its death is no crash loop
+    events: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(crash_server.grpc_url)
+    c.start_stream(callback=lambda result, error: events.put((time.time(), result, error)))
+    try:
+        x = grpcclient.InferInput("MODE", [1], "BYTES")
+        x.set_data_from_numpy(np.array([how.encode()], dtype=object))
+        c.async_stream_infer("crash_stream", [x], request_id=f"stream-{how}")
+        die_at = None
+        while True:
+            t, result, error = events.get(timeout=30)
+            if error is not None:
+                break
+            if result.as_numpy("INDEX")[0] == 5:
+                die_at = float(result.as_numpy("DIE_AT")[0])
+        assert die_at is not None, "the stream failed before its sixth token"
+        delay = t - die_at
+        msg = str(error)
+        assert "model 'crash_stream'" in msg and DEATHS[how] in msg, msg
+        print(f"stream error {1000 * delay:.1f} ms after the stub's death ({how})")
+        assert delay < 0.5, f"error {delay:.3f} s after the death"
+    finally:
+        c.stop_stream()
+        c.close()
+    deadline = time.monotonic() + 30
+    while not stream_ok(crash_server, strict=False):
+        assert time.monotonic() < deadline, "no working stream after the restart"
+        time.sleep(0.1)
+
+
+def stream_ok(server: TritonServer, strict: bool = True) -> bool:
+    """One "ok" stream of crash_stream: six tokens in order."""
+    events: queue.Queue = queue.Queue()
+    c = grpcclient.InferenceServerClient(server.grpc_url)
+    c.start_stream(callback=lambda result, error: events.put((result, error)))
+    try:
+        x = grpcclient.InferInput("MODE", [1], "BYTES")
+        x.set_data_from_numpy(np.array([b"ok"], dtype=object))
+        c.async_stream_infer("crash_stream", [x])
+        got = []
+        for _ in range(6):
+            result, error = events.get(timeout=30)
+            if error is not None:
+                if strict:
+                    raise AssertionError(str(error))
+                return False
+            got.append(int(result.as_numpy("INDEX")[0]))
+        assert got == list(range(6)), got
+        return True
+    finally:
+        c.stop_stream()
+        c.close()
+
+
+def bls(server: TritonServer, mode: str) -> tuple[int, int]:
+    c = httpclient.InferenceServerClient(server.http_url, network_timeout=30)
+    try:
+        inp = httpclient.InferInput("MODE", [1], "BYTES")
+        inp.set_data_from_numpy(np.array([mode.encode()], dtype=object))
+        r = c.infer("bls_crash", [inp])
+        return int(r.as_numpy("PID")[0]), int(r.as_numpy("CALLER_PID")[0])
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("how", ["die", "segv"])
+def test_stub_dying_under_a_bls_call(crash_server: TritonServer, how: str) -> None:
+    """The callee dies during the caller's exec(): the caller gets the error
+    as the response of its call and keeps serving from the same stub."""
+    callee, caller = bls(crash_server, "ok")
+    with pytest.raises(InferenceServerException) as e:
+        bls(crash_server, how)
+    msg = str(e.value)
+    assert "bls_crash: the call to 'crash' failed" in msg and DEATHS[how] in msg, msg
+    wait_for_new_stub(crash_server, callee)
+    new_callee, same_caller = bls(crash_server, "ok")
+    assert new_callee != callee and same_caller == caller
+
+
+def test_only_the_dying_instance_fails(crash_server: TritonServer) -> None:
+    """Two instances under load; one dies: the one request it was running
+    fails, the other instance answers throughout."""
+    before = {ask(crash_server, "slow", "crash_pair") for _ in range(6)}
+    errors: list[str] = []
+    pids: list[int] = []
+
+    def worker(i: int) -> None:
+        try:
+            pids.append(ask(crash_server, "die" if i == 20 else "slow", "crash_pair"))
+        except InferenceServerException as e:
+            errors.append(str(e))
+
+    with cf.ThreadPoolExecutor(8) as pool:
+        list(pool.map(worker, range(60)))
+    assert len(errors) == 1, errors
+    assert "died" in errors[0] and "crash_pair" in errors[0], errors
+    # The survivor answered before and after the death.
+    assert len(before) == 2 and set(pids) & before, (before, set(pids))
+
+
+@pytest.mark.parametrize("forgery", ["forge_arena", "forge_overflow"])
+def test_forged_frames_kill_only_that_stub(crash_server: TritonServer, forgery: str) -> None:
+    """A model that writes its own frames with a body outside any arena (an
+    unknown arena; an offset whose sum with the length wraps around) gets
+    its stub killed and restarted; tritonserver and other models go on."""
+    pid = ask(crash_server, "ok")
+    with pytest.raises(InferenceServerException) as e:
+        ask(crash_server, forgery)
+    msg = str(e.value)
+    assert "protocol violation" in msg, msg
+    assert ("unknown stub arena" if forgery == "forge_arena" else "outside stub arena") in msg, msg
+    assert "model 'crash'" in msg, msg
+    assert crash_server._get("/v2/health/ready") == 200
+    wait_for_new_stub(crash_server, pid)
+    add_sub_works(crash_server)
+
+
+def add_sub_works(server: TritonServer) -> None:
+    c = httpclient.InferenceServerClient(server.http_url)
+    try:
+        x = httpclient.InferInput("INPUT0", [4], "FP32")
+        x.set_data_from_numpy(np.ones(4, np.float32))
+        y = httpclient.InferInput("INPUT1", [4], "FP32")
+        y.set_data_from_numpy(np.ones(4, np.float32))
+        assert c.infer("add_sub", [x, y]).as_numpy("OUTPUT0").tolist() == [2, 2, 2, 2]
+    finally:
+        c.close()
 
 
 def test_kill_9_under_load(crash_server: TritonServer) -> None:
@@ -93,22 +255,17 @@ def test_kill_9_under_load(crash_server: TritonServer) -> None:
     assert len(errors) < 200
     new = wait_for_new_stub(crash_server, pid)
     assert new != pid
-    # The other model never noticed.
-    c = httpclient.InferenceServerClient(crash_server.http_url)
-    try:
-        x = httpclient.InferInput("INPUT0", [4], "FP32")
-        x.set_data_from_numpy(np.ones(4, np.float32))
-        y = httpclient.InferInput("INPUT1", [4], "FP32")
-        y.set_data_from_numpy(np.ones(4, np.float32))
-        assert c.infer("add_sub", [x, y]).as_numpy("OUTPUT0").tolist() == [2, 2, 2, 2]
-    finally:
-        c.close()
+    add_sub_works(crash_server)  # the other model never noticed
 
 
-def test_ready_again_after_restart(crash_server: TritonServer) -> None:
+def test_requests_wait_out_a_restart(crash_server: TritonServer) -> None:
+    """A request arriving while the stub restarts waits for the new stub
+    instead of failing. (Triton 2.51 gives backends no way to report an
+    instance not ready, so /v2/models/crash/ready stays 200 meanwhile.)"""
     pid = ask(crash_server, "ok")
     os.kill(pid, signal.SIGKILL)
-    wait_for_new_stub(crash_server, pid)
+    time.sleep(0.2)  # the backend has seen the death and is restarting
+    assert ask(crash_server, "ok") != pid
     assert crash_server.model_ready("crash")
 
 
@@ -137,7 +294,7 @@ def test_stubs_inherit_no_descriptors(crash_server: TritonServer) -> None:
         return out
 
     stubs = crash_server.stubs()
-    assert len(stubs) == 2
+    assert len(stubs) == STUBS
     server_sockets = {t for t in fds(crash_server.proc.pid) if t.startswith("socket:")}
     seen: set[str] = set()
     for pid in stubs:

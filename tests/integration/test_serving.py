@@ -41,7 +41,7 @@ def client(server: TritonServer, proto: str) -> Iterator[tuple[Any, Any]]:
 
 
 def infer(server: TritonServer, proto: str, model: str, arrays: dict[str, tuple[np.ndarray, str]],
-          outputs: list[str] | None = None):
+          outputs: list[str] | None = None, request_id: str = ""):
     with client(server, proto) as (mod, c):
         inputs = []
         for name, (arr, dtype) in arrays.items():
@@ -49,7 +49,7 @@ def infer(server: TritonServer, proto: str, model: str, arrays: dict[str, tuple[
             i.set_data_from_numpy(arr)
             inputs.append(i)
         outs = [mod.InferRequestedOutput(n) for n in outputs] if outputs else None
-        return c.infer(model, inputs, outputs=outs)
+        return c.infer(model, inputs, outputs=outs, request_id=request_id)
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS)
@@ -175,8 +175,9 @@ def test_batched_request_with_several_rows(server: TritonServer) -> None:
     np.testing.assert_array_equal(res.as_numpy("OUT").ravel(), np.arange(5) * 2)
 
 
-def mode(server: TritonServer, proto: str, m: str):
-    return infer(server, proto, "errors", {"MODE": (np.array([m.encode()], dtype=object), "BYTES")})
+def mode(server: TritonServer, proto: str, m: str, request_id: str = ""):
+    return infer(server, proto, "errors", {"MODE": (np.array([m.encode()], dtype=object), "BYTES")},
+                 request_id=request_id)
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS)
@@ -209,6 +210,53 @@ def test_bad_output_names_model_request_and_output(server: TritonServer, proto: 
     msg = str(e.value)
     assert "errors" in msg and "'OUT'" in msg
     assert mode(server, proto, "ok").as_numpy("OUT").tolist() == [7]
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS)
+@pytest.mark.parametrize("m,needle", [
+    ("list_str", "the list mixes strings with int (1)"),
+    ("obj_int", "cannot serialize as BYTES: element 0 has type int"),
+    ("huge", "is 1099511627776 bytes, more than this machine's memory"),
+])
+def test_wrong_outputs_name_model_request_and_output(
+        server: TritonServer, proto: str, m: str, needle: str) -> None:
+    """A model returning what cannot be a tensor gets an error naming the
+    model, the request and the output; the model serves on."""
+    with pytest.raises(InferenceServerException) as e:
+        mode(server, proto, m, request_id=f"wrong-{m}")
+    msg = str(e.value)
+    assert needle in msg and "'errors'" in msg and f"'wrong-{m}'" in msg and "'OUT'" in msg, msg
+    assert mode(server, proto, "ok").as_numpy("OUT").tolist() == [7]
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS)
+@pytest.mark.parametrize("m,value,shape", [
+    ("noncontig", list(range(0, 16, 2)), [8]),  # copied into one contiguous run
+    ("zero_d", 7, []),  # a 0-d array is a tensor of shape []
+    ("np_scalar", 7, []),  # so is a numpy scalar, as np.asarray makes it
+])
+def test_outputs_numpy_can_make_contiguous_are_accepted(
+        server: TritonServer, proto: str, m: str, value: object, shape: list[int]) -> None:
+    out = mode(server, proto, m).as_numpy("OUT")
+    assert out.tolist() == value and list(out.shape) == shape and out.dtype == np.int32
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS)
+@pytest.mark.parametrize("dtype,shape,needle", [
+    ("INT32", [4], "data-type"),
+    ("FP32", [5], "shape"),
+])
+def test_wrong_client_inputs_get_triton_errors(
+        server: TritonServer, proto: str, dtype: str, shape: list[int], needle: str) -> None:
+    """Inputs that do not match the model config are refused by Triton
+    before the backend sees them; the model serves on."""
+    arr = np.ones(shape, np.int32 if dtype == "INT32" else np.float32)
+    with pytest.raises(InferenceServerException) as e:
+        infer(server, proto, "add_sub", {"INPUT0": (arr, dtype), "INPUT1": (arr, dtype)})
+    assert needle in str(e.value) and "add_sub" in str(e.value), str(e.value)
+    ok = np.ones(4, np.float32)
+    res = infer(server, proto, "add_sub", {"INPUT0": (ok, "FP32"), "INPUT1": (ok, "FP32")})
+    assert res.as_numpy("OUTPUT0").tolist() == [2, 2, 2, 2]
 
 
 def test_failed_initialize_leaves_model_unavailable_with_the_reason(server: TritonServer) -> None:

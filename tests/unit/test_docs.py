@@ -52,7 +52,7 @@ def test_every_backend_setting_is_documented() -> None:
 def test_every_model_parameter_is_documented() -> None:
     source = (ROOT / "backend" / "src" / "model_state.cc").read_text()
     params = set(re.findall(r'params->Find\("([a-z_]+)"\)', source))
-    params |= set(re.findall(r'count_param\(\s*"([a-z_]+)"', source))
+    params |= set(re.findall(r'Parameter\(params, "([a-z_]+)"', source))
     assert "max_inflight_batches" in params
     missing = sorted(p for p in params if f"`{p}`" not in CONFIG)
     assert not missing, f"docs/configuration.md does not list {missing}"

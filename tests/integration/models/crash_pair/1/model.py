@@ -1,0 +1,1 @@
+../../crash/1/model.py

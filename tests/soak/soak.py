@@ -1,0 +1,366 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Soak: mixed traffic at high concurrency against a real tritonserver,
+bounded in time and in requests, while descriptors, threads, RSS and
+resident arena bytes of the server and of every stub are sampled.
+
+    python tests/soak/soak.py --seconds 600 --concurrency 64
+    python tests/soak/soak.py --requests 100000
+
+The mix: add_sub over HTTP, identity with tensors from 4 B to 4 MiB (and
+now and then 64 MiB), BLS (bls_add_sub calling add_sub_any with sizes up
+to 1 MiB), decoupled streams of mock_llm over gRPC run to their end,
+async_sleep requests cancelled by a client timeout, and models answering
+with errors on purpose. Expected errors (the errors model, the client
+timeouts) are counted apart; anything else is unexpected.
+
+The report compares a baseline (after a warm-up, at rest) with the same
+figures at rest after the run; tests/integration/test_leaks.py runs a
+CI-sized version and asserts on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import random
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from server import TritonServer, build_repository  # noqa: E402
+
+MODELS = ["add_sub", "add_sub_any", "identity", "errors", "async_sleep", "mock_llm",
+          "bls_add_sub"]
+
+# Operation -> weight in the mix.
+MIX = {"add_sub": 30, "identity": 25, "bls": 10, "stream": 10, "cancel": 5, "error": 10,
+       "identity_large": 1}
+
+
+# ---------------------------------------------------------------- sampling
+
+def _fd_targets(pid: int) -> list[tuple[str, str]]:
+    out = []
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in names:
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            out.append((path, os.readlink(path)))
+        except OSError:
+            pass
+    return out
+
+
+def arenas(pid: int, stub: bool = False) -> list[tuple[int, int]]:
+    """(size, resident bytes) of each memfd arena `pid` owns, once each
+    (Python's mmap holds a second descriptor of every arena it maps). A
+    stub owns "tritonpy-stub-*"; it also maps the backend's arenas."""
+    prefix = "/memfd:tritonpy-stub" if stub else "/memfd:tritonpy"
+    seen = set()
+    out = []
+    for path, target in _fd_targets(pid):
+        if target.startswith(prefix):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if st.st_ino not in seen:
+                seen.add(st.st_ino)
+                out.append((st.st_size, st.st_blocks * 512))
+    return out
+
+
+def sample(pid: int, stub: bool = False) -> dict[str, int]:
+    """fds (sockets excluded: client connections come and go), threads,
+    RSS, and the memfd arenas this process owns: bytes resident in them
+    (arena_kib) and their size (arena_size_kib)."""
+    with open(f"/proc/{pid}/status") as f:
+        status = dict(line.split(":", 1) for line in f if ":" in line)
+    fds = sum(not t.startswith("socket:") for _, t in _fd_targets(pid))
+    owned = arenas(pid, stub)
+    return {"fds": fds, "threads": int(status["Threads"].strip()),
+            "rss_kib": int(status["VmRSS"].split()[0]),
+            "arena_kib": sum(r for _, r in owned) >> 10,
+            "arena_size_kib": sum(n for n, _ in owned) >> 10}
+
+
+def sample_all(server: TritonServer) -> dict[str, dict[str, int]]:
+    """Per process: "server", and each stub by its model instance name."""
+    out = {"server": sample(server.proc.pid)}
+    for pid in server.stubs():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            name = args[args.index(b"--instance") + 1].decode()
+        except (OSError, ValueError, IndexError):
+            name = str(pid)
+        try:
+            out[name] = sample(pid, stub=True)
+        except OSError:
+            pass
+    return out
+
+
+def growth(before: dict[str, dict[str, int]],
+           after: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    return {p: {k: after[p][k] - before[p][k] for k in before[p]}
+            for p in before if p in after}
+
+
+# ---------------------------------------------------------------- traffic
+
+@dataclass
+class Tally:
+    ok: Counter = field(default_factory=Counter)
+    expected: Counter = field(default_factory=Counter)
+    unexpected: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self, op: str, kind: str, message: str = "") -> None:
+        with self.lock:
+            if kind == "ok":
+                self.ok[op] += 1
+            elif kind == "expected":
+                self.expected[op] += 1
+            else:
+                self.unexpected.append(f"{op}: {message}")
+
+    @property
+    def total(self) -> int:
+        return sum(self.ok.values()) + sum(self.expected.values()) + len(self.unexpected)
+
+
+class Worker:
+    """One thread's clients (tritonclient's HTTP client is not thread-safe)."""
+
+    def __init__(self, server: TritonServer, seed: int) -> None:
+        self.http = httpclient.InferenceServerClient(server.http_url, network_timeout=120,
+                                                     connection_timeout=120)
+        self.grpc = grpcclient.InferenceServerClient(server.grpc_url)
+        self.rng = np.random.default_rng(seed)
+        self.pick = random.Random(seed)
+
+    def close(self) -> None:
+        self.http.close()
+        self.grpc.close()
+
+    def run(self, op: str) -> str:
+        """Runs one operation; returns "ok" or "expected", raises otherwise."""
+        return getattr(self, "op_" + op)()
+
+    def _fp32(self, name: str, arr: np.ndarray) -> httpclient.InferInput:
+        x = httpclient.InferInput(name, list(arr.shape), "FP32")
+        x.set_data_from_numpy(arr, binary_data=True)
+        return x
+
+    def op_add_sub(self) -> str:
+        a = self.rng.random(4, dtype=np.float32)
+        r = self.http.infer("add_sub", [self._fp32("INPUT0", a), self._fp32("INPUT1", a)])
+        assert np.allclose(r.as_numpy("OUTPUT0"), a + a)
+        return "ok"
+
+    def _identity(self, n: int) -> str:
+        a = self.rng.random(n, dtype=np.float32)
+        out = httpclient.InferRequestedOutput("OUT_FP32", binary_data=True)
+        r = self.http.infer("identity", [self._fp32("IN_FP32", a)], outputs=[out])
+        assert np.array_equal(r.as_numpy("OUT_FP32"), a)
+        return "ok"
+
+    def op_identity(self) -> str:
+        return self._identity(self.pick.choice([1, 256, 16 << 10, 256 << 10, 1 << 20]))
+
+    def op_identity_large(self) -> str:
+        return self._identity(16 << 20)  # 64 MiB
+
+    def op_bls(self) -> str:
+        n = self.pick.choice([4, 1024, 64 << 10, 256 << 10])
+        a = self.rng.random(n, dtype=np.float32)
+        t = httpclient.InferInput("TARGET", [1], "BYTES")
+        t.set_data_from_numpy(np.array([b"add_sub_any"], dtype=object))
+        r = self.http.infer("bls_add_sub", [self._fp32("INPUT0", a), self._fp32("INPUT1", a), t])
+        assert np.allclose(r.as_numpy("OUTPUT1"), 0)
+        return "ok"
+
+    def op_error(self) -> str:
+        mode = self.pick.choice(["bad_output", "raise", "error", "list_str"])
+        m = httpclient.InferInput("MODE", [1], "BYTES")
+        m.set_data_from_numpy(np.array([mode.encode()], dtype=object))
+        try:
+            self.http.infer("errors", [m])
+        except InferenceServerException:
+            return "expected"
+        raise AssertionError(f"errors/{mode} answered")
+
+    def op_cancel(self) -> str:
+        x = grpcclient.InferInput("IN", [1], "INT32")
+        x.set_data_from_numpy(np.array([1], np.int32))
+        s = grpcclient.InferInput("SLEEP_MS", [1], "FP32")
+        s.set_data_from_numpy(np.array([300], np.float32))
+        try:
+            self.grpc.infer("async_sleep", [x, s], client_timeout=0.05)
+        except InferenceServerException as e:
+            if "Deadline" in str(e) or "DEADLINE" in str(e.status() or ""):
+                return "expected"
+            raise
+        raise AssertionError("async_sleep answered before the client timeout")
+
+    def op_stream(self) -> str:
+        q: queue.Queue = queue.Queue()
+        self.grpc.start_stream(callback=lambda result, error: q.put(error))
+        try:
+            n = self.pick.choice([1, 8, 32])
+            p = grpcclient.InferInput("PROMPT", [1], "BYTES")
+            p.set_data_from_numpy(np.array([b"soak"], dtype=object))
+            k = grpcclient.InferInput("MAX_TOKENS", [1], "INT32")
+            k.set_data_from_numpy(np.array([n], np.int32))
+            self.grpc.async_stream_infer("mock_llm", [p, k])
+            for _ in range(n):
+                error = q.get(timeout=60)
+                if error is not None:
+                    raise error
+        finally:
+            self.grpc.stop_stream()
+        return "ok"
+
+
+def traffic(server: TritonServer, *, seconds: float, requests: int, concurrency: int,
+            seed: int = 0, mix: dict[str, int] | None = None) -> Tally:
+    """Runs the mix on `concurrency` threads until `seconds` passed or
+    `requests` operations were started, whichever comes first."""
+    mix = mix or MIX
+    ops, weights = list(mix), list(mix.values())
+    tally = Tally()
+    deadline = time.monotonic() + seconds
+    started = [0]
+    lock = threading.Lock()
+
+    def loop(i: int) -> None:
+        w = Worker(server, seed * 1000 + i)
+        try:
+            while time.monotonic() < deadline:
+                with lock:
+                    if started[0] >= requests:
+                        return
+                    started[0] += 1
+                op = w.pick.choices(ops, weights)[0]
+                try:
+                    tally.count(op, w.run(op))
+                except Exception as e:  # noqa: BLE001 - every failure is reported
+                    tally.count(op, "unexpected", f"{type(e).__name__}: {e}"[:500])
+        finally:
+            w.close()
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return tally
+
+
+def soak(server: TritonServer, *, seconds: float, requests: int, concurrency: int,
+         warmup_seconds: float = 5, sample_every: float = 10,
+         log=print) -> dict:
+    """Warm-up, baseline at rest, the run (sampled), the same figures at
+    rest again. Returns the report (also logged as it goes)."""
+    traffic(server, seconds=warmup_seconds, requests=10**9, concurrency=concurrency, seed=1)
+    time.sleep(1.0)
+    baseline = sample_all(server)
+    log(f"baseline: {json.dumps(baseline)}")
+    samples = []
+    stop = threading.Event()
+
+    def sampler() -> None:
+        start = time.monotonic()
+        while not stop.wait(sample_every):
+            s = sample_all(server)
+            samples.append({"t": round(time.monotonic() - start, 1), "procs": s})
+            srv = s["server"]
+            stubs_rss = sum(v["rss_kib"] for k, v in s.items() if k != "server")
+            log(f"t={samples[-1]['t']:>6}s server rss {srv['rss_kib'] >> 10} MiB "
+                f"fds {srv['fds']} threads {srv['threads']} arena {srv['arena_kib'] >> 10} MiB; "
+                f"stubs rss {stubs_rss >> 10} MiB")
+
+    t = threading.Thread(target=sampler, daemon=True)
+    t.start()
+    start = time.monotonic()
+    tally = traffic(server, seconds=seconds, requests=requests, concurrency=concurrency, seed=2)
+    elapsed = time.monotonic() - start
+    stop.set()
+    t.join()
+    time.sleep(2.0)  # at rest again: batches ended, arenas trimmed
+    after = sample_all(server)
+    report = {
+        "seconds": round(elapsed, 1), "operations": tally.total,
+        "ops_per_second": round(tally.total / elapsed, 1), "concurrency": concurrency,
+        "ok": dict(tally.ok), "expected_errors": dict(tally.expected),
+        "unexpected_errors": len(tally.unexpected),
+        "unexpected_examples": tally.unexpected[:10],
+        "baseline": baseline, "after": after, "growth": growth(baseline, after),
+        "samples": samples,
+    }
+    return report
+
+
+def summary(report: dict) -> str:
+    lines = [f"{report['operations']} operations in {report['seconds']} s "
+             f"({report['ops_per_second']}/s, concurrency {report['concurrency']}); "
+             f"unexpected errors: {report['unexpected_errors']}",
+             f"ok: {report['ok']}", f"expected errors: {report['expected_errors']}",
+             "growth from baseline to rest after the run (fds, threads, RSS KiB, arena KiB):"]
+    for proc, g in report["growth"].items():
+        b = report["baseline"][proc]
+        lines.append(f"  {proc:<22} fds {g['fds']:+d} threads {g['threads']:+d} "
+                     f"rss {g['rss_kib']:+d} ({100 * g['rss_kib'] / max(1, b['rss_kib']):+.1f}%) "
+                     f"arena {g['arena_kib']:+d}")
+    for e in report["unexpected_examples"]:
+        lines.append(f"  unexpected: {e}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=600, help="run at most this long")
+    parser.add_argument("--requests", type=int, default=10**9,
+                        help="start at most this many operations")
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--sample-every", type=float, default=10)
+    parser.add_argument("--json", type=Path, help="write the full report here")
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="tritonpy-soak-"))
+    srv = TritonServer(build_repository(work / "repo", MODELS), work)
+    try:
+        srv.wait_ready()
+        report = soak(srv, seconds=args.seconds, requests=args.requests,
+                      concurrency=args.concurrency, sample_every=args.sample_every)
+    finally:
+        code = srv.stop()
+    report["server_exit_code"] = code
+    report["load_average"] = os.getloadavg()
+    print(summary(report))
+    print(f"server exit code {code}; load average {report['load_average']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    return 0 if report["unexpected_errors"] == 0 and code == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
