@@ -55,22 +55,36 @@ class BuildExtAndBackend(build_ext):
 directives = {"language_level": "3", "embedsignature": True}
 macros = [("TRITONPY_DEBUG", "1")] if DEBUG else []
 ext_modules = cythonize(
-    [Extension(name, [path], define_macros=macros,
-               extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"])
-     for name, path in EXTENSIONS if os.path.exists(os.path.join(ROOT, path))],
+    [
+        Extension(
+            name,
+            [path],
+            define_macros=macros,
+            extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
+        )
+        for name, path in EXTENSIONS
+        if os.path.exists(os.path.join(ROOT, path))
+    ],
     compiler_directives=directives,
     compile_time_env={"TRITONPY_DEBUG": DEBUG},
 )
 
 setup(
     packages=["tritonpy", "tritonpy.stub", "tritonpy.pb_utils", "triton_python_backend_utils"],
-    package_dir={"tritonpy": "cli", "tritonpy.stub": "stub", "tritonpy.pb_utils": "pb_utils",
-                 "triton_python_backend_utils": "compat/triton_python_backend_utils"},
+    package_dir={
+        "tritonpy": "cli",
+        "tritonpy.stub": "stub",
+        "tritonpy.pb_utils": "pb_utils",
+        "triton_python_backend_utils": "compat/triton_python_backend_utils",
+    },
     # py.typed and the .pyi of the compiled modules: IDEs and mypy see the
     # model API's types in an installed tritonpy.
-    package_data={"tritonpy": ["py.typed"], "tritonpy.pb_utils": ["py.typed", "*.pyi"],
-                  "tritonpy.stub": ["py.typed", "*.pyi"],
-                  "triton_python_backend_utils": ["py.typed"]},
+    package_data={
+        "tritonpy": ["py.typed"],
+        "tritonpy.pb_utils": ["py.typed", "*.pyi"],
+        "tritonpy.stub": ["py.typed", "*.pyi"],
+        "triton_python_backend_utils": ["py.typed"],
+    },
     ext_modules=ext_modules,
     cmdclass={"build_ext": BuildExtAndBackend},
     zip_safe=False,

@@ -54,13 +54,24 @@ def ensure_wrk() -> str:
 def ensure_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
+
         return True
     except ImportError:
         pass
     try:
-        _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-              "matplotlib>=3.7"])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "matplotlib>=3.7",
+            ]
+        )
         import matplotlib  # noqa: F401,F811
+
         return True
     except (subprocess.CalledProcessError, ImportError) as e:
         log(f"matplotlib unavailable ({e}): no plots")
@@ -80,12 +91,19 @@ def ensure_stub_numpy() -> None:
     vpy = NUMPY_VENV / "bin" / "python"
     if not vpy.is_file():
         _run([str(SYSTEM_PYTHON), "-m", "venv", str(NUMPY_VENV)])
-    probe = subprocess.run([str(vpy), "-c", "import numpy, sys; print(numpy.__version__)"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(vpy), "-c", "import numpy, sys; print(numpy.__version__)"],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         _run([str(vpy), "-m", "pip", "install", "-q", "--disable-pip-version-check", "numpy<2"])
-    site = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     if not PTH.is_file() or PTH.read_text().strip() != site:
         try:
             PTH.parent.mkdir(parents=True, exist_ok=True)
@@ -93,7 +111,8 @@ def ensure_stub_numpy() -> None:
         except OSError as e:
             raise SetupError(
                 f"cannot write {PTH} ({e}): the official stub (system Python {STUB_PYTHON}, "
-                f"isolated mode) needs numpy; as root, write one line '{site}' into it") from e
+                f"isolated mode) needs numpy; as root, write one line '{site}' into it"
+            ) from e
     check = subprocess.run([str(SYSTEM_PYTHON), "-I", "-c", "import numpy"], capture_output=True)
     if check.returncode != 0:
         raise SetupError(f"{SYSTEM_PYTHON} -I still cannot import numpy after writing {PTH}")
@@ -126,8 +145,10 @@ def floor_backend_dir(work: Path) -> Path:
         cmake = shutil.which("cmake")
         if not cmake:
             raise SetupError("cmake is missing: the floor backend is built with it")
-        _run([cmake, "-S", str(FLOOR_SRC), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
-             stdout=subprocess.DEVNULL)
+        _run(
+            [cmake, "-S", str(FLOOR_SRC), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"],
+            stdout=subprocess.DEVNULL,
+        )
         _run([cmake, "--build", str(build), "-j", "2"], stdout=subprocess.DEVNULL)
     dest = work / "backends-floor" / "floor"
     dest.mkdir(parents=True, exist_ok=True)

@@ -153,8 +153,10 @@ async def main_async(a: argparse.Namespace) -> dict:
         work = run_unary(a, channel, out) if a.mode == "unary" else run_stream(a, channel, out)
         grace = max(10.0, a.end - a.start)
         try:
-            await asyncio.wait_for(asyncio.gather(work, cpu_window(a.start, a.end, out)),
-                                   timeout=a.end - time.time() + grace)
+            await asyncio.wait_for(
+                asyncio.gather(work, cpu_window(a.start, a.end, out)),
+                timeout=a.end - time.time() + grace,
+            )
         except asyncio.TimeoutError:
             out["timed_out"] = True
     return out
@@ -172,6 +174,7 @@ def main() -> int:
     a = p.parse_args()
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:
         pass

@@ -26,33 +26,58 @@ SATURATED = 0.9
 @dataclass
 class HttpBody:
     """An HTTP inference request, as wrk will send it."""
+
     path: str
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
 
 
 def json_body(model: str, inputs: list[tuple[str, str, list[int], list]]) -> HttpBody:
-    doc = {"inputs": [{"name": n, "datatype": dt, "shape": shape, "data": data}
-                      for n, dt, shape, data in inputs]}
-    return HttpBody(f"/v2/models/{model}/infer", json.dumps(doc, separators=(",", ":")).encode(),
-                    {"Content-Type": "application/json"})
+    doc = {
+        "inputs": [
+            {"name": n, "datatype": dt, "shape": shape, "data": data}
+            for n, dt, shape, data in inputs
+        ]
+    }
+    return HttpBody(
+        f"/v2/models/{model}/infer",
+        json.dumps(doc, separators=(",", ":")).encode(),
+        {"Content-Type": "application/json"},
+    )
 
 
 def binary_body(model: str, nbytes: int) -> HttpBody:
     """UINT8 [nbytes] in, OUTPUT0 back, both as binary tensor data."""
-    header = json.dumps({
-        "inputs": [{"name": "INPUT0", "datatype": "UINT8", "shape": [nbytes],
-                    "parameters": {"binary_data_size": nbytes}}],
-        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
-    }, separators=(",", ":")).encode()
-    return HttpBody(f"/v2/models/{model}/infer", header + bytes(nbytes),
-                    {"Content-Type": "application/octet-stream",
-                     "Inference-Header-Content-Length": str(len(header))})
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "datatype": "UINT8",
+                    "shape": [nbytes],
+                    "parameters": {"binary_data_size": nbytes},
+                }
+            ],
+            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+        },
+        separators=(",", ":"),
+    ).encode()
+    return HttpBody(
+        f"/v2/models/{model}/infer",
+        header + bytes(nbytes),
+        {
+            "Content-Type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(len(header)),
+        },
+    )
 
 
 def _lua_string(data: bytes) -> str:
-    return '"' + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:03d}"
-                         for b in data) + '"'
+    return (
+        '"'
+        + "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:03d}" for b in data)
+        + '"'
+    )
 
 
 def wrk_script(body: HttpBody, dest: Path) -> Path:
@@ -64,9 +89,11 @@ def wrk_script(body: HttpBody, dest: Path) -> Path:
         assert payload == bytes(len(payload))
     lines = ['wrk.method = "POST"']
     lines += [f'wrk.headers["{k}"] = "{v}"' for k, v in body.headers.items()]
-    lines.append(f"wrk.body = {_lua_string(header)}"
-                 + (f' .. string.rep("\\0", {len(payload)})' if payload else ""))
-    lines.append('''done = function(summary, latency, requests)
+    lines.append(
+        f"wrk.body = {_lua_string(header)}"
+        + (f' .. string.rep("\\0", {len(payload)})' if payload else "")
+    )
+    lines.append("""done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,'
     .. '"socket_errors":%d,"status_errors":%d,"timeouts":%d,'
@@ -74,7 +101,7 @@ def wrk_script(body: HttpBody, dest: Path) -> Path:
     summary.requests, summary.duration, summary.bytes,
     e.connect + e.read + e.write + e.timeout, e.status, e.timeout,
     latency:percentile(50), latency:percentile(90), latency:percentile(99)))
-end''')
+end""")
     dest.write_text("\n".join(lines) + "\n")
     return dest
 
@@ -84,14 +111,32 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def run_wrk(wrk: str, server: Server, script: Path, path: str, *, conns: int,
-            duration: float, warmup: float, max_threads: int = 2) -> dict:
+def run_wrk(
+    wrk: str,
+    server: Server,
+    script: Path,
+    path: str,
+    *,
+    conns: int,
+    duration: float,
+    warmup: float,
+    max_threads: int = 2,
+) -> dict:
     threads = max(1, min(conns, max_threads))
     url = f"http://{server.http}{path}"
 
     def once(seconds: float) -> tuple[subprocess.CompletedProcess, float, float, float]:
-        cmd = [wrk, f"-t{threads}", f"-c{conns}", f"-d{max(1, round(seconds))}s",
-               "--timeout", "30s", "-s", str(script), url]
+        cmd = [
+            wrk,
+            f"-t{threads}",
+            f"-c{conns}",
+            f"-d{max(1, round(seconds))}s",
+            "--timeout",
+            "30s",
+            "-s",
+            str(script),
+            url,
+        ]
         c0, s0, t0 = _children_cpu(), server.cpu_seconds(), time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.monotonic() - t0
@@ -103,13 +148,19 @@ def run_wrk(wrk: str, server: Server, script: Path, path: str, *, conns: int,
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
     if line is None:
         raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout}")
-    r = json.loads(line[len("WRKJSON "):])
+    r = json.loads(line[len("WRKJSON ") :])
     ok = r["requests"] - r["status_errors"]
     window = r["duration_us"] / 1e6
     return {
-        "ok": ok, "errors": r["status_errors"] + r["socket_errors"], "window_s": window,
-        "rps": ok / window, "p50_us": r["p50_us"], "p90_us": r["p90_us"], "p99_us": r["p99_us"],
-        "server_cpu_s": server_cpu, "client_cores": client_cpu / wall,
+        "ok": ok,
+        "errors": r["status_errors"] + r["socket_errors"],
+        "window_s": window,
+        "rps": ok / window,
+        "p50_us": r["p50_us"],
+        "p90_us": r["p90_us"],
+        "p99_us": r["p99_us"],
+        "server_cpu_s": server_cpu,
+        "client_cores": client_cpu / wall,
         "client_saturated": client_cpu / wall / threads >= SATURATED,
     }
 
@@ -121,18 +172,49 @@ def _percentile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(q / 100.0 * len(values)))]
 
 
-def run_grpc(server: Server, *, mode: str, model: str, conns: int, duration: float,
-             warmup: float, procs: int, tokens: int = 100, spinup: float = 1.5) -> dict:
+def run_grpc(
+    server: Server,
+    *,
+    mode: str,
+    model: str,
+    conns: int,
+    duration: float,
+    warmup: float,
+    procs: int,
+    tokens: int = 100,
+    spinup: float = 1.5,
+) -> dict:
     """Run ``procs`` grpc_load.py workers sharing ``conns`` and one window."""
     procs = max(1, min(procs, conns))
     start = time.time() + spinup + warmup
     end = start + duration
     shares = [conns // procs + (i < conns % procs) for i in range(procs)]
-    workers = [subprocess.Popen(
-        [sys.executable, str(GRPC_LOAD), "--target", server.grpc, "--mode", mode,
-         "--model", model, "--conns", str(n), "--tokens", str(tokens),
-         "--start", repr(start), "--end", repr(end)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in shares]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(GRPC_LOAD),
+                "--target",
+                server.grpc,
+                "--mode",
+                mode,
+                "--model",
+                model,
+                "--conns",
+                str(n),
+                "--tokens",
+                str(tokens),
+                "--start",
+                repr(start),
+                "--end",
+                repr(end),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in shares
+    ]
     time.sleep(max(0.0, start - time.time()))
     s0 = server.cpu_seconds()
     time.sleep(max(0.0, end - time.time()))
@@ -150,23 +232,37 @@ def run_grpc(server: Server, *, mode: str, model: str, conns: int, duration: flo
     ok = sum(o.get("ok", 0) for o in outs)
     errors = sum(o.get("errors", 0) for o in outs)
     cores = [o.get("client_cpu_s", 0.0) / duration for o in outs]
-    r = {"ok": ok, "errors": errors, "window_s": duration, "server_cpu_s": server_cpu,
-         "client_cores": sum(cores), "client_saturated": max(cores) >= SATURATED,
-         "error": next((o["error"] for o in outs if "error" in o), None),
-         "timed_out": any(o.get("timed_out") for o in outs)}
+    r = {
+        "ok": ok,
+        "errors": errors,
+        "window_s": duration,
+        "server_cpu_s": server_cpu,
+        "client_cores": sum(cores),
+        "client_saturated": max(cores) >= SATURATED,
+        "error": next((o["error"] for o in outs if "error" in o), None),
+        "timed_out": any(o.get("timed_out") for o in outs),
+    }
     if mode == "unary":
         lat = [x for o in outs for x in o["latency_us"]]
-        r.update(rps=ok / duration, p50_us=_percentile(lat, 50), p90_us=_percentile(lat, 90),
-                 p99_us=_percentile(lat, 99))
+        r.update(
+            rps=ok / duration,
+            p50_us=_percentile(lat, 50),
+            p90_us=_percentile(lat, 90),
+            p99_us=_percentile(lat, 99),
+        )
     else:
         ttft = [x for o in outs for x in o["ttft_us"]]
         itl = [x for o in outs for x in o["itl_us"]]
         toks = sum(o["tokens"] for o in outs)
-        r.update(tokens=toks, tok_s=toks / duration,
-                 ttft_p50_ms=_ms(_percentile(ttft, 50)), ttft_p99_ms=_ms(_percentile(ttft, 99)),
-                 itl_p50_us=_percentile(itl, 50), itl_p99_us=_percentile(itl, 99),
-                 samples={"ttft_ms": [x / 1000 for x in _thin(ttft)],
-                          "itl_us": _thin(itl)})
+        r.update(
+            tokens=toks,
+            tok_s=toks / duration,
+            ttft_p50_ms=_ms(_percentile(ttft, 50)),
+            ttft_p99_ms=_ms(_percentile(ttft, 99)),
+            itl_p50_us=_percentile(itl, 50),
+            itl_p99_us=_percentile(itl, 99),
+            samples={"ttft_ms": [x / 1000 for x in _thin(ttft)], "itl_us": _thin(itl)},
+        )
     return r
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 BACKENDS = {"tritonpy": "tritonpy", "official": "python", "floor": "floor"}
 
-ADD_SUB_PY = '''
+ADD_SUB_PY = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -28,9 +28,9 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(output_tensors=[
                 pb_utils.Tensor("OUTPUT0", x + y), pb_utils.Tensor("OUTPUT1", x - y)]))
         return responses
-'''
+"""
 
-IDENTITY_PY = '''
+IDENTITY_PY = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -39,9 +39,9 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(
                     "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
                 for r in requests]
-'''
+"""
 
-ASYNC_SLEEP_PY = '''
+ASYNC_SLEEP_PY = """
 import asyncio
 
 import triton_python_backend_utils as pb_utils
@@ -53,9 +53,9 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(
                     "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
                 for r in requests]
-'''
+"""
 
-STREAM_PY = '''
+STREAM_PY = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -73,9 +73,9 @@ class TritonPythonModel:
             if n <= 0:
                 sender.send(flags=final)
         return None
-'''
+"""
 
-BLS_PY = '''
+BLS_PY = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -93,35 +93,47 @@ class TritonPythonModel:
                 pb_utils.get_output_tensor_by_name(inner, "OUTPUT0"),
                 pb_utils.get_output_tensor_by_name(inner, "OUTPUT1")]))
         return responses
-'''
+"""
 
-_ADD_SUB_IO = '''input [
+_ADD_SUB_IO = """input [
   { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] },
   { name: "INPUT1", data_type: TYPE_FP32, dims: [ 4 ] }
 ]
 output [
   { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] },
   { name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 4 ] }
-]'''
+]"""
 
 # name -> (model.py source or None for floor-only, config body after backend)
 MODELS: dict[str, tuple[str, str]] = {
     "add_sub": (ADD_SUB_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
     "load_probe": (ADD_SUB_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
-    "identity": (IDENTITY_PY, '''max_batch_size: 0
+    "identity": (
+        IDENTITY_PY,
+        """max_batch_size: 0
 input [ { name: "INPUT0", data_type: TYPE_UINT8, dims: [ -1 ] } ]
-output [ { name: "OUTPUT0", data_type: TYPE_UINT8, dims: [ -1 ] } ]'''),
-    "batched": (IDENTITY_PY, '''max_batch_size: 64
+output [ { name: "OUTPUT0", data_type: TYPE_UINT8, dims: [ -1 ] } ]""",
+    ),
+    "batched": (
+        IDENTITY_PY,
+        """max_batch_size: 64
 dynamic_batching { max_queue_delay_microseconds: 100 }
 input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]
-output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]'''),
-    "async_sleep": (ASYNC_SLEEP_PY, '''max_batch_size: 0
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]""",
+    ),
+    "async_sleep": (
+        ASYNC_SLEEP_PY,
+        """max_batch_size: 0
 input [ { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]
-output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]'''),
-    "stream": (STREAM_PY, '''max_batch_size: 0
+output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]""",
+    ),
+    "stream": (
+        STREAM_PY,
+        """max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [ { name: "N", data_type: TYPE_INT32, dims: [ 1 ] } ]
-output [ { name: "TOKEN", data_type: TYPE_INT32, dims: [ 1 ] } ]'''),
+output [ { name: "TOKEN", data_type: TYPE_INT32, dims: [ 1 ] } ]""",
+    ),
     "bls": (BLS_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
 }
 
@@ -149,5 +161,6 @@ def write_repository(dest: Path, system: str) -> Path:
             (model / "1" / "model.py").write_text(header + source)
         (model / "config.pbtxt").write_text(
             f'name: "{name}"\nbackend: "{backend}"\n{body}\n'
-            'instance_group [ { kind: KIND_CPU, count: 1 } ]\n')
+            "instance_group [ { kind: KIND_CPU, count: 1 } ]\n"
+        )
     return dest

@@ -51,9 +51,12 @@ def _threads(pid: int) -> dict[int, tuple[str, int, int, int]]:
                 status = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue
-        out[int(tid)] = (name, int(st[11]) + int(st[12]),
-                         int(status["voluntary_ctxt_switches"]),
-                         int(status["nonvoluntary_ctxt_switches"]))
+        out[int(tid)] = (
+            name,
+            int(st[11]) + int(st[12]),
+            int(status["voluntary_ctxt_switches"]),
+            int(status["nonvoluntary_ctxt_switches"]),
+        )
     return out
 
 
@@ -81,8 +84,15 @@ def profile(system: str, model: str, conns: int, seconds: float, work: Path) -> 
     try:
         server.wait_ready()
         before = snapshot(server)
-        res = run_wrk(wrk, server, script, f"/v2/models/{model}/infer", conns=conns,
-                      duration=seconds, warmup=1.0)
+        res = run_wrk(
+            wrk,
+            server,
+            script,
+            f"/v2/models/{model}/infer",
+            conns=conns,
+            duration=seconds,
+            warmup=1.0,
+        )
         after = snapshot(server)
     finally:
         server.stop()
@@ -94,10 +104,12 @@ def profile(system: str, model: str, conns: int, seconds: float, work: Path) -> 
         g[0] += (ticks - t0) / TICK * 1e6 / n
         g[1] += (vol - v0) / n
         g[2] += (invol - i0) / n
-    lines = [f"{system} {model} @{conns}: {res['rps']:,.0f} req/s, p50 {res['p50_us']} us, "
-             f"{res['errors']} errors",
-             "| threads | CPU us / req | voluntary switches / req | involuntary / req |",
-             "|---|---|---|---|"]
+    lines = [
+        f"{system} {model} @{conns}: {res['rps']:,.0f} req/s, p50 {res['p50_us']} us, "
+        f"{res['errors']} errors",
+        "| threads | CPU us / req | voluntary switches / req | involuntary / req |",
+        "|---|---|---|---|",
+    ]
     total = [0.0, 0.0, 0.0]
     for role, (cpu, vol, invol) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
         lines.append(f"| {role} | {cpu:.1f} | {vol:.2f} | {invol:.2f} |")
@@ -108,8 +120,12 @@ def profile(system: str, model: str, conns: int, seconds: float, work: Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.split("\n")[0])
-    p.add_argument("--system", action="append", choices=["tritonpy", "official", "floor"],
-                   help="system(s) to profile, in turn (default all three)")
+    p.add_argument(
+        "--system",
+        action="append",
+        choices=["tritonpy", "official", "floor"],
+        help="system(s) to profile, in turn (default all three)",
+    )
     p.add_argument("--model", default="add_sub", choices=sorted(BODIES))
     p.add_argument("--conns", type=int, default=64)
     p.add_argument("--seconds", type=float, default=5.0)

@@ -24,7 +24,11 @@ MACHINE_MARK = "‡"
 
 
 def machine() -> dict:
-    info = {"cores": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()}
+    info = {
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"):
@@ -37,6 +41,7 @@ def machine() -> dict:
     except OSError:
         pass
     from tritonpy import install as inst
+
     try:
         site = inst.tritonserver().resolve().parents[3]
         dist = next(site.glob("nvidia_pytriton-*.dist-info"), None)
@@ -56,13 +61,20 @@ def aggregate(scen: Scenario, runs: list[dict]) -> dict:
     for m in scen.metrics:
         values = [r["metrics"][m.key] for r in ok if r["metrics"].get(m.key) is not None]
         if values:
-            metrics[m.key] = {"median": statistics.median(values), "min": min(values),
-                              "max": max(values), "n": len(values)}
-    out = {"status": "ok", "metrics": metrics,
-           "client_saturated": any(r.get("client_saturated") for r in ok),
-           "machine_saturated": any(r.get("machine_saturated") for r in ok),
-           "client_cores_max": max((r.get("client_cores") or 0.0) for r in ok),
-           "errors": sum(r.get("errors", 0) for r in ok)}
+            metrics[m.key] = {
+                "median": statistics.median(values),
+                "min": min(values),
+                "max": max(values),
+                "n": len(values),
+            }
+    out = {
+        "status": "ok",
+        "metrics": metrics,
+        "client_saturated": any(r.get("client_saturated") for r in ok),
+        "machine_saturated": any(r.get("machine_saturated") for r in ok),
+        "client_cores_max": max((r.get("client_cores") or 0.0) for r in ok),
+        "errors": sum(r.get("errors", 0) for r in ok),
+    }
     extra = {}
     for key in ("p50_us", "p99_us", "rps"):
         values = [r["extra"][key] for r in ok if r.get("extra", {}).get(key) is not None]
@@ -76,13 +88,25 @@ def aggregate(scen: Scenario, runs: list[dict]) -> dict:
     return out
 
 
-def build_doc(cfg: Config, scenarios: list[Scenario], systems: list[str],
-              results: dict[str, dict[str, list[dict]]], rounds: int, elapsed: float,
-              command: str | None) -> dict:
-    doc = {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "machine": machine(), "command": command or DEFAULT_COMMAND,
-           "config": dataclasses.asdict(cfg), "rounds": rounds, "elapsed_s": round(elapsed),
-           "systems": systems, "scenarios": []}
+def build_doc(
+    cfg: Config,
+    scenarios: list[Scenario],
+    systems: list[str],
+    results: dict[str, dict[str, list[dict]]],
+    rounds: int,
+    elapsed: float,
+    command: str | None,
+) -> dict:
+    doc = {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "command": command or DEFAULT_COMMAND,
+        "config": dataclasses.asdict(cfg),
+        "rounds": rounds,
+        "elapsed_s": round(elapsed),
+        "systems": systems,
+        "scenarios": [],
+    }
     for scen in scenarios:
         per = {s: aggregate(scen, results[scen.id].get(s, [])) for s in systems}
         ratios = {}
@@ -92,12 +116,24 @@ def build_doc(cfg: Config, scenarios: list[Scenario], systems: list[str],
                 ref = per.get(other, {}).get("metrics", {}).get(m.key)
                 if tp and ref and ref["median"]:
                     ratios.setdefault(m.key, {})[f"tritonpy/{other}"] = tp["median"] / ref["median"]
-        doc["scenarios"].append({
-            "id": scen.id, "group": scen.group, "title": scen.title, "model": scen.model,
-            "metrics": [dataclasses.asdict(m) for m in scen.metrics],
-            "results": per, "ratios": ratios,
-            "rounds": {s: [{k: v for k, v in r.items() if k != "samples"}
-                           for r in results[scen.id].get(s, [])] for s in systems}})
+        doc["scenarios"].append(
+            {
+                "id": scen.id,
+                "group": scen.group,
+                "title": scen.title,
+                "model": scen.model,
+                "metrics": [dataclasses.asdict(m) for m in scen.metrics],
+                "results": per,
+                "ratios": ratios,
+                "rounds": {
+                    s: [
+                        {k: v for k, v in r.items() if k != "samples"}
+                        for r in results[scen.id].get(s, [])
+                    ]
+                    for s in systems
+                },
+            }
+        )
     return doc
 
 
@@ -161,40 +197,55 @@ def notes(doc: dict) -> str:
     for sc in doc["scenarios"]:
         for s, res in sc["results"].items():
             if res["status"] not in ("ok", "n/a"):
-                out.append(f"- {sc['title']}, {s}: **{res['status']}**: "
-                           f"{short_reason(res.get('reason', ''))}")
-    sat = [f"{sc['title']} ({s}, {res['client_cores_max']:.2f} cores)"
-           for sc in doc["scenarios"] for s, res in sc["results"].items()
-           if res.get("client_saturated")]
+                out.append(
+                    f"- {sc['title']}, {s}: **{res['status']}**: "
+                    f"{short_reason(res.get('reason', ''))}"
+                )
+    sat = [
+        f"{sc['title']} ({s}, {res['client_cores_max']:.2f} cores)"
+        for sc in doc["scenarios"]
+        for s, res in sc["results"].items()
+        if res.get("client_saturated")
+    ]
     if sat:
-        out.append(f"- {SATURATION_MARK} the load generator saturated a core (≥0.9 core per "
-                   "client thread or process) in at least one round, so the server may have "
-                   "more to give: " + "; ".join(sat))
-    busy = [f"{sc['title']} ({s})" for sc in doc["scenarios"]
-            for s, res in sc["results"].items()
-            if res.get("machine_saturated") and not res.get("client_saturated")]
+        out.append(
+            f"- {SATURATION_MARK} the load generator saturated a core (≥0.9 core per "
+            "client thread or process) in at least one round, so the server may have "
+            "more to give: " + "; ".join(sat)
+        )
+    busy = [
+        f"{sc['title']} ({s})"
+        for sc in doc["scenarios"]
+        for s, res in sc["results"].items()
+        if res.get("machine_saturated") and not res.get("client_saturated")
+    ]
     if busy:
-        out.append(f"- {MACHINE_MARK} the load generator used at least a quarter of the "
-                   "machine's cores while client and server together used at least 90% of "
-                   "them: the client takes CPU the server could use, so the faster system "
-                   "is understated: " + "; ".join(busy))
+        out.append(
+            f"- {MACHINE_MARK} the load generator used at least a quarter of the "
+            "machine's cores while client and server together used at least 90% of "
+            "them: the client takes CPU the server could use, so the faster system "
+            "is understated: " + "; ".join(busy)
+        )
     return "\n".join(out)
 
 
 def markdown(doc: dict) -> str:
     m = doc["machine"]
     cfg = doc["config"]
-    return (f"Run {doc['date']} on {m.get('cpu', '?')}, {m.get('cores')} cores, "
-            f"{m.get('memory_gib', '?')} GiB, Linux {m.get('kernel')}; {m.get('server', '')}. "
-            f"{doc['rounds']} alternating round(s) of {', '.join(doc['systems'])}; "
-            f"{cfg['duration']} s measured per scenario after {cfg['warmup']} s warm-up; "
-            f"whole run {doc['elapsed_s'] / 60:.1f} min. Cells: median (min–max over rounds). "
-            "↑ higher is better, ↓ lower is better. CPU = tritonserver plus its stub "
-            "processes, from /proc.\n\n" + table(doc) + "\n\n" + notes(doc) + "\n")
+    return (
+        f"Run {doc['date']} on {m.get('cpu', '?')}, {m.get('cores')} cores, "
+        f"{m.get('memory_gib', '?')} GiB, Linux {m.get('kernel')}; {m.get('server', '')}. "
+        f"{doc['rounds']} alternating round(s) of {', '.join(doc['systems'])}; "
+        f"{cfg['duration']} s measured per scenario after {cfg['warmup']} s warm-up; "
+        f"whole run {doc['elapsed_s'] / 60:.1f} min. Cells: median (min–max over rounds). "
+        "↑ higher is better, ↓ lower is better. CPU = tritonserver plus its stub "
+        "processes, from /proc.\n\n" + table(doc) + "\n\n" + notes(doc) + "\n"
+    )
 
 
 def plots(doc: dict, out_dir: Path) -> list[Path]:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -213,17 +264,29 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
                 ys.append(value)
         return xs, ys
 
-    for name, keys, ylabel in (("add_sub_throughput.png", [("rps", "-")], "requests/s"),
-                               ("add_sub_latency.png", [("p50_us", "-"), ("p99_us", "--")],
-                                "latency (us), p50 solid, p99 dashed")):
+    for name, keys, ylabel in (
+        ("add_sub_throughput.png", [("rps", "-")], "requests/s"),
+        (
+            "add_sub_latency.png",
+            [("p50_us", "-"), ("p99_us", "--")],
+            "latency (us), p50 solid, p99 dashed",
+        ),
+    ):
         fig, axes = plt.subplots(1, 2, figsize=(8, 3.2), sharey=True)
         for ax, proto in zip(axes, ("http", "grpc"), strict=False):
             for system in doc["systems"]:
                 for key, style in keys:
                     xs, ys = series(proto, key, system)
                     if xs:
-                        ax.plot(xs, ys, style, marker="o", ms=3, color=colors[system],
-                                label=system if style == "-" else None)
+                        ax.plot(
+                            xs,
+                            ys,
+                            style,
+                            marker="o",
+                            ms=3,
+                            color=colors[system],
+                            label=system if style == "-" else None,
+                        )
             ax.set_xscale("log", base=2)
             ax.set_xticks(conns, [str(c) for c in conns])
             ax.set_title(f"add_sub, {proto.upper()}", fontsize=9)
@@ -252,8 +315,13 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
                     values = samples.get(key) or []
                     if values:
                         ys = [(i + 1) / len(values) for i in range(len(values))]
-                        ax.plot(values, ys, styles[j % 4], color=colors[system],
-                                label=f"{system}, {sc['title'].split()[1]} streams")
+                        ax.plot(
+                            values,
+                            ys,
+                            styles[j % 4],
+                            color=colors[system],
+                            label=f"{system}, {sc['title'].split()[1]} streams",
+                        )
         axes[0].set_xlabel("time to first token (ms)", fontsize=8)
         axes[1].set_xlabel("inter-token latency (us)", fontsize=8)
         for ax in axes:
@@ -274,15 +342,18 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
 def headline(doc: dict) -> str:
     by_id = {sc["id"]: sc for sc in doc["scenarios"]}
     parts = []
-    for sid, key, what in (("http_add_sub_c1", "p50_us", "HTTP add_sub p50 latency @1"),
-                           ("http_add_sub_c64", "rps", "HTTP add_sub req/s @64"),
-                           ("grpc_add_sub_c64", "rps", "gRPC add_sub req/s @64"),
-                           ("async_sleep_c256", "rps", "async 10 ms req/s @256")):
+    for sid, key, what in (
+        ("http_add_sub_c1", "p50_us", "HTTP add_sub p50 latency @1"),
+        ("http_add_sub_c64", "rps", "HTTP add_sub req/s @64"),
+        ("grpc_add_sub_c64", "rps", "gRPC add_sub req/s @64"),
+        ("async_sleep_c256", "rps", "async 10 ms req/s @256"),
+    ):
         r = by_id.get(sid, {}).get("ratios", {}).get(key, {})
         if "tritonpy/official" in r:
-            parts.append(f"{what}: tritonpy/official {r['tritonpy/official']:.2f}×"
-                         + (f", tritonpy/floor {r['tritonpy/floor']:.2f}×"
-                            if "tritonpy/floor" in r else ""))
+            parts.append(
+                f"{what}: tritonpy/official {r['tritonpy/official']:.2f}×"
+                + (f", tritonpy/floor {r['tritonpy/floor']:.2f}×" if "tritonpy/floor" in r else "")
+            )
     return "; ".join(parts)
 
 
@@ -309,7 +380,7 @@ Headline: {headline(doc) or "see the table"}.
 ## Reproduce
 
 ```sh
-{doc['command']}
+{doc["command"]}
 ```
 
 `make bench` sets up what it needs (wrk from Debian, matplotlib, numpy for
@@ -334,18 +405,18 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   {{"name":"INPUT1",...,"data":[1,1,1,1]}}]}}`; percentiles from wrk's histogram.
 - gRPC: `bench/grpc_load.py`, Python asyncio (grpc.aio, uvloop), requests
   serialized once and sent as raw bytes; 1 process at 1 connection, else
-  {doc['config']['grpc_procs']} processes sharing the connections and one
+  {doc["config"]["grpc_procs"]} processes sharing the connections and one
   measuring window. A Python client costs more CPU per request than the
   server: where it saturated a core the cell carries {SATURATION_MARK}.
 - identity: a UINT8 tensor in and out as binary tensor data over HTTP,
-  {doc['config']['identity_conns']} connections; MiB/s counts one direction.
+  {doc["config"]["identity_conns"]} connections; MiB/s counts one direction.
 - batched: identity on FP32 [1,4] with `max_batch_size: 64` and
   `dynamic_batching`; avg batch from the model statistics.
 - async: `async def execute` awaiting `asyncio.sleep(0.01)`, one instance;
   the floor answers from a timer thread after 10 ms. Measured over at least
-  {doc['config'].get('async_duration', 8)} s with no warm-up: a backend that
+  {doc["config"].get("async_duration", 8)} s with no warm-up: a backend that
   serialises the awaits queues 2.6 s of work at 256 connections.
-- stream: a decoupled model sending {doc['config']['tokens']} INT32 tokens per
+- stream: a decoupled model sending {doc["config"]["tokens"]} INT32 tokens per
   request from a plain `def execute`; each gRPC stream sends its next request
   when the last token arrives. TTFT counts requests sent in the window.
   Inter-token latency is the gap between consecutive tokens of one request
@@ -377,9 +448,19 @@ def render(doc: dict, out_dir: Path, with_plots: bool, publish: bool) -> str:
     return md
 
 
-def write_all(out_dir: Path, cfg: Config, scenarios: list[Scenario], systems: list[str],
-              results: dict, rounds: int, elapsed: float, with_plots: bool, *,
-              command: str | None = None, publish: bool = False) -> str:
+def write_all(
+    out_dir: Path,
+    cfg: Config,
+    scenarios: list[Scenario],
+    systems: list[str],
+    results: dict,
+    rounds: int,
+    elapsed: float,
+    with_plots: bool,
+    *,
+    command: str | None = None,
+    publish: bool = False,
+) -> str:
     doc = build_doc(cfg, scenarios, systems, results, rounds, elapsed, command)
     (out_dir / "bench.json").write_text(json.dumps(doc, indent=1))
     md = markdown(doc)

@@ -46,31 +46,53 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="tritonpy bench",
         description="Benchmark tritonpy against the official Python backend and a native "
-                    "floor backend in the same tritonserver: alternating rounds, medians "
-                    "with min/max, ratios. Writes a markdown table, JSON and PNG plots.")
-    p.add_argument("--smoke", action="store_true",
-                   help="tiny end-to-end run: 1 round, ~1 s per scenario, 10 tokens per stream")
+        "floor backend in the same tritonserver: alternating rounds, medians "
+        "with min/max, ratios. Writes a markdown table, JSON and PNG plots.",
+    )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny end-to-end run: 1 round, ~1 s per scenario, 10 tokens per stream",
+    )
     p.add_argument("--rounds", type=int, help=f"alternating rounds (default {d.rounds})")
-    p.add_argument("--duration", type=float, help=f"measured seconds per scenario (default {d.duration})")
+    p.add_argument(
+        "--duration", type=float, help=f"measured seconds per scenario (default {d.duration})"
+    )
     p.add_argument("--warmup", type=float, help=f"warm-up seconds, excluded (default {d.warmup})")
     p.add_argument("--conns", help="throughput connection counts (default 16,64,256)")
-    p.add_argument("--grpc-procs", type=int, help=f"gRPC load generator processes (default {d.grpc_procs})")
+    p.add_argument(
+        "--grpc-procs", type=int, help=f"gRPC load generator processes (default {d.grpc_procs})"
+    )
     p.add_argument("--identity-sizes", help="identity tensor sizes (default 1KiB,1MiB,16MiB)")
-    p.add_argument("--identity-conns", type=int, help=f"identity connections (default {d.identity_conns})")
+    p.add_argument(
+        "--identity-conns", type=int, help=f"identity connections (default {d.identity_conns})"
+    )
     p.add_argument("--async-conns", help="async model connection counts (default 64,256)")
     p.add_argument("--streams", help="concurrent gRPC streams (default 64,256)")
     p.add_argument("--tokens", type=int, help=f"tokens per stream request (default {d.tokens})")
-    p.add_argument("--budget-minutes", type=float,
-                   help=f"start no round that would end after this (default {d.budget_minutes})")
+    p.add_argument(
+        "--budget-minutes",
+        type=float,
+        help=f"start no round that would end after this (default {d.budget_minutes})",
+    )
     p.add_argument("--systems", default=",".join(SYSTEMS), help="subset of tritonpy,official,floor")
     p.add_argument("--only", default="", help="comma list of scenario id prefixes to run")
-    p.add_argument("--out", default=None,
-                   help="directory for table, JSON, plots (default bench/results, "
-                        "bench/results/smoke with --smoke)")
-    p.add_argument("--publish", action="store_true",
-                   help="also write docs/benchmarks.md and docs/benchmarks/*.png")
-    p.add_argument("--render", metavar="JSON",
-                   help="only re-render table, plots (and docs with --publish) from a bench.json")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="directory for table, JSON, plots (default bench/results, "
+        "bench/results/smoke with --smoke)",
+    )
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="also write docs/benchmarks.md and docs/benchmarks/*.png",
+    )
+    p.add_argument(
+        "--render",
+        metavar="JSON",
+        help="only re-render table, plots (and docs with --publish) from a bench.json",
+    )
     p.add_argument("--command", default=None, help=argparse.SUPPRESS)  # shown in the docs
     return p.parse_args(argv)
 
@@ -80,18 +102,28 @@ def make_config(a: argparse.Namespace) -> Config:
     if a.smoke:
         cfg.rounds, cfg.duration, cfg.warmup, cfg.tokens = 1, 1.0, 0.0, 10
         cfg.load_repeats, cfg.budget_minutes, cfg.async_duration = 1, 10.0, 1.0
-    for name, conv in (("rounds", int), ("duration", float), ("warmup", float),
-                       ("grpc_procs", int), ("identity_conns", int), ("tokens", int),
-                       ("budget_minutes", float), ("conns", _ints), ("async_conns", _ints),
-                       ("streams", _ints), ("identity_sizes", _sizes)):
+    for name, conv in (
+        ("rounds", int),
+        ("duration", float),
+        ("warmup", float),
+        ("grpc_procs", int),
+        ("identity_conns", int),
+        ("tokens", int),
+        ("budget_minutes", float),
+        ("conns", _ints),
+        ("async_conns", _ints),
+        ("streams", _ints),
+        ("identity_sizes", _sizes),
+    ):
         value = getattr(a, name)
         if value is not None:
             setattr(cfg, name, conv(value))
     return cfg
 
 
-def measure(ctx: Context, scen: Scenario, system: str, server: Server,
-            states: dict[str, tuple[str, str]]) -> dict:
+def measure(
+    ctx: Context, scen: Scenario, system: str, server: Server, states: dict[str, tuple[str, str]]
+) -> dict:
     """One scenario on one system in one round."""
     if not scen.applies_to(system):
         return {"status": "n/a", "reason": f"{system} has no {scen.model} model"}
@@ -100,11 +132,14 @@ def measure(ctx: Context, scen: Scenario, system: str, server: Server,
     if state != "READY":
         return {"status": missing, "reason": f"{scen.model} {state}: {reason}"[:400]}
     if scen.probe is not None:
-        code, body = server.request("POST", scen.probe.path, scen.probe.body, scen.probe.headers,
-                                    timeout=30)
+        code, body = server.request(
+            "POST", scen.probe.path, scen.probe.body, scen.probe.headers, timeout=30
+        )
         if code != 200:
-            return {"status": missing,
-                    "reason": f"probe HTTP {code}: {body.decode(errors='replace')}"[:400]}
+            return {
+                "status": missing,
+                "reason": f"probe HTTP {code}: {body.decode(errors='replace')}"[:400],
+            }
     try:
         raw = scen.run(ctx, server)
     except Exception as e:  # a broken scenario must not end the suite
@@ -117,13 +152,16 @@ def measure(ctx: Context, scen: Scenario, system: str, server: Server,
     cores = os.cpu_count() or 1
     client = raw.get("client_cores") or 0.0
     server_cores = raw["server_cpu_s"] / raw["window_s"] if raw.get("window_s") else 0.0
-    result = {"status": "ok", "metrics": {m.key: raw.get(m.key) for m in scen.metrics},
-              "errors": raw.get("errors", 0),
-              "client_cores": raw.get("client_cores"), "server_cores": server_cores,
-              "client_saturated": bool(raw.get("client_saturated")),
-              # the client takes a real share of a machine that is out of CPU
-              "machine_saturated": (client >= 0.25 * cores
-                                    and client + server_cores >= 0.9 * cores)}
+    result = {
+        "status": "ok",
+        "metrics": {m.key: raw.get(m.key) for m in scen.metrics},
+        "errors": raw.get("errors", 0),
+        "client_cores": raw.get("client_cores"),
+        "server_cores": server_cores,
+        "client_saturated": bool(raw.get("client_saturated")),
+        # the client takes a real share of a machine that is out of CPU
+        "machine_saturated": (client >= 0.25 * cores and client + server_cores >= 0.9 * cores),
+    }
     for key in ("p50_us", "p99_us", "rps"):  # kept for the plots
         if key in raw:
             result.setdefault("extra", {})[key] = raw[key]
@@ -132,14 +170,27 @@ def measure(ctx: Context, scen: Scenario, system: str, server: Server,
     return result
 
 
-def run_pass(ctx: Context, system: str, scenarios: list[Scenario], work: Path,
-             backends: Path, server_env: dict[str, str], extra_args: list[str],
-             round_no: int) -> dict[str, dict]:
+def run_pass(
+    ctx: Context,
+    system: str,
+    scenarios: list[Scenario],
+    work: Path,
+    backends: Path,
+    server_env: dict[str, str],
+    extra_args: list[str],
+    round_no: int,
+) -> dict[str, dict]:
     repo = work / f"repo-{system}"
     write_repository(repo, system)
     start_models = [m for m in models_for(system) if m not in ON_DEMAND]
-    server = Server(repo, backends, work / f"server-{system}-r{round_no}.log",
-                    models=start_models, env=server_env, extra_args=extra_args)
+    server = Server(
+        repo,
+        backends,
+        work / f"server-{system}-r{round_no}.log",
+        models=start_models,
+        env=server_env,
+        extra_args=extra_args,
+    )
     out: dict[str, dict] = {}
     try:
         server.wait_ready()
@@ -198,7 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         if "official" in systems:
             bdir, benv = env.official_backend_dir(work)
             # Sized like tritonpy's default arena so 16 MiB tensors need no growth.
-            setups["official"] = (bdir, benv, ["--backend-config=python,shm-default-byte-size=67108864"])
+            setups["official"] = (
+                bdir,
+                benv,
+                ["--backend-config=python,shm-default-byte-size=67108864"],
+            )
         if "floor" in systems:
             setups["floor"] = (env.floor_backend_dir(work), {}, [])
     except (env.SetupError, OSError, Exception) as e:
@@ -219,18 +274,40 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         for system in systems:
             bdir, benv, bargs = setups[system]
-            for sid, res in run_pass(ctx, system, scenarios, work, bdir, benv, bargs, r + 1).items():
+            for sid, res in run_pass(
+                ctx, system, scenarios, work, bdir, benv, bargs, r + 1
+            ).items():
                 results[sid][system].append(res)
         round_times.append(time.monotonic() - t0)
         rounds_done += 1
-        report.write_all(out_dir, cfg, scenarios, systems, results, rounds_done,
-                         time.monotonic() - began, plots, command=a.command)
+        report.write_all(
+            out_dir,
+            cfg,
+            scenarios,
+            systems,
+            results,
+            rounds_done,
+            time.monotonic() - began,
+            plots,
+            command=a.command,
+        )
 
-    doc = report.write_all(out_dir, cfg, scenarios, systems, results, rounds_done,
-                           time.monotonic() - began, plots, command=a.command,
-                           publish=a.publish)
-    env.log(f"done in {(time.monotonic() - began) / 60:.1f} min: {out_dir}/bench.md, "
-            f"bench.json" + (", docs/benchmarks.md" if a.publish else ""))
+    doc = report.write_all(
+        out_dir,
+        cfg,
+        scenarios,
+        systems,
+        results,
+        rounds_done,
+        time.monotonic() - began,
+        plots,
+        command=a.command,
+        publish=a.publish,
+    )
+    env.log(
+        f"done in {(time.monotonic() - began) / 60:.1f} min: {out_dir}/bench.md, "
+        f"bench.json" + (", docs/benchmarks.md" if a.publish else "")
+    )
     print(doc)
     return 0 if rounds_done else 1
 

@@ -70,8 +70,11 @@ class Scenario:
         return not (system == "floor" and self.model in FLOOR_MISSING)
 
 
-LAT = [Metric("p50_us", "p50 (us)", "lower"), Metric("p90_us", "p90 (us)", "lower"),
-       Metric("p99_us", "p99 (us)", "lower")]
+LAT = [
+    Metric("p50_us", "p50 (us)", "lower"),
+    Metric("p90_us", "p90 (us)", "lower"),
+    Metric("p99_us", "p99 (us)", "lower"),
+]
 CPU = Metric("cpu_s_per_1k", "CPU s / 1k req", "lower")
 TPUT = [Metric("rps", "req/s", "higher"), CPU]
 
@@ -83,24 +86,35 @@ def _size_label(n: int) -> str:
     return f"{n >> 20} MiB" if n >= MiB else f"{n >> 10} KiB"
 
 
-def _wrk(body: loads.HttpBody, conns: int, name: str,
-         slow: bool = False) -> Callable[[Context, Server], dict]:
+def _wrk(
+    body: loads.HttpBody, conns: int, name: str, slow: bool = False
+) -> Callable[[Context, Server], dict]:
     def run(ctx: Context, server: Server) -> dict:
         script = loads.wrk_script(body, ctx.scripts / f"{name}.lua")
         duration, warmup = ctx.cfg.duration, ctx.cfg.warmup
         if slow:
             duration, warmup = max(duration, ctx.cfg.async_duration), 0.0
-        return loads.run_wrk(ctx.wrk, server, script, body.path, conns=conns,
-                             duration=duration, warmup=warmup)
+        return loads.run_wrk(
+            ctx.wrk, server, script, body.path, conns=conns, duration=duration, warmup=warmup
+        )
+
     return run
 
 
 def _grpc(mode: str, model: str, conns: int) -> Callable[[Context, Server], dict]:
     def run(ctx: Context, server: Server) -> dict:
         procs = 1 if conns == 1 else ctx.cfg.grpc_procs
-        return loads.run_grpc(server, mode=mode, model=model, conns=conns,
-                              duration=ctx.cfg.duration, warmup=ctx.cfg.warmup,
-                              procs=procs, tokens=ctx.cfg.tokens)
+        return loads.run_grpc(
+            server,
+            mode=mode,
+            model=model,
+            conns=conns,
+            duration=ctx.cfg.duration,
+            warmup=ctx.cfg.warmup,
+            procs=procs,
+            tokens=ctx.cfg.tokens,
+        )
+
     return run
 
 
@@ -116,6 +130,7 @@ def _with_batches(inner: Callable[[Context, Server], dict], model: str):
         except (KeyError, TypeError):
             r["avg_batch"] = None
         return r
+
     return run
 
 
@@ -124,6 +139,7 @@ def _with_mib_s(inner: Callable[[Context, Server], dict], nbytes: int):
         r = inner(ctx, server)
         r["mib_s"] = r["rps"] * nbytes / MiB
         return r
+
     return run
 
 
@@ -145,64 +161,127 @@ def _load_time(ctx: Context, server: Server) -> dict:
         server.request("POST", "/v2/repository/models/load_probe/unload", b"")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and (
-                server.model_states().get("load_probe", ("",))[0] == "READY"
-                or set(server.stubs()) - before):
+            server.model_states().get("load_probe", ("",))[0] == "READY"
+            or set(server.stubs()) - before
+        ):
             time.sleep(0.05)
     times.sort()
-    return {"ok": len(times), "load_s": times[len(times) // 2],
-            "stub_rss_mib": sorted(rss)[len(rss) // 2] if rss else None,
-            "start_s": server.ready_s}
+    return {
+        "ok": len(times),
+        "load_s": times[len(times) // 2],
+        "stub_rss_mib": sorted(rss)[len(rss) // 2] if rss else None,
+        "start_s": server.ready_s,
+    }
 
 
 def build(cfg: Config) -> list[Scenario]:
     add_sub = loads.json_body("add_sub", ADD_SUB_INPUTS)
     out: list[Scenario] = []
     for c in (1, *cfg.conns):
-        out.append(Scenario(
-            f"http_add_sub_c{c}", "add_sub over HTTP (wrk, JSON)", f"HTTP add_sub @{c}", "add_sub",
-            LAT if c == 1 else TPUT, _wrk(add_sub, c, f"add_sub_c{c}"), add_sub))
+        out.append(
+            Scenario(
+                f"http_add_sub_c{c}",
+                "add_sub over HTTP (wrk, JSON)",
+                f"HTTP add_sub @{c}",
+                "add_sub",
+                LAT if c == 1 else TPUT,
+                _wrk(add_sub, c, f"add_sub_c{c}"),
+                add_sub,
+            )
+        )
     for c in (1, *cfg.conns):
-        out.append(Scenario(
-            f"grpc_add_sub_c{c}", "add_sub over gRPC (Python asyncio client)",
-            f"gRPC add_sub @{c}", "add_sub", LAT if c == 1 else TPUT,
-            _grpc("unary", "add_sub", c), add_sub))
+        out.append(
+            Scenario(
+                f"grpc_add_sub_c{c}",
+                "add_sub over gRPC (Python asyncio client)",
+                f"gRPC add_sub @{c}",
+                "add_sub",
+                LAT if c == 1 else TPUT,
+                _grpc("unary", "add_sub", c),
+                add_sub,
+            )
+        )
     for n in cfg.identity_sizes:
         body = loads.binary_body("identity", n)
-        out.append(Scenario(
-            f"identity_{_size_label(n).replace(' ', '')}",
-            f"identity, binary tensor data over HTTP @{cfg.identity_conns}",
-            f"identity {_size_label(n)}", "identity",
-            [Metric("mib_s", "MiB/s each way", "higher"), CPU],
-            _with_mib_s(_wrk(body, cfg.identity_conns, f"identity_{n}"), n), body))
+        out.append(
+            Scenario(
+                f"identity_{_size_label(n).replace(' ', '')}",
+                f"identity, binary tensor data over HTTP @{cfg.identity_conns}",
+                f"identity {_size_label(n)}",
+                "identity",
+                [Metric("mib_s", "MiB/s each way", "higher"), CPU],
+                _with_mib_s(_wrk(body, cfg.identity_conns, f"identity_{n}"), n),
+                body,
+            )
+        )
     batched = loads.json_body("batched", [("INPUT0", "FP32", [1, 4], [[1, 2, 3, 4]])])
-    out.append(Scenario(
-        f"batched_c{cfg.batched_conns}", "dynamic batching (HTTP)",
-        f"batched identity @{cfg.batched_conns}", "batched",
-        [*TPUT, Metric("avg_batch", "avg batch", "higher")],
-        _with_batches(_wrk(batched, cfg.batched_conns, "batched"), "batched"), batched))
+    out.append(
+        Scenario(
+            f"batched_c{cfg.batched_conns}",
+            "dynamic batching (HTTP)",
+            f"batched identity @{cfg.batched_conns}",
+            "batched",
+            [*TPUT, Metric("avg_batch", "avg batch", "higher")],
+            _with_batches(_wrk(batched, cfg.batched_conns, "batched"), "batched"),
+            batched,
+        )
+    )
     sleepy = loads.json_body("async_sleep", VEC_INPUT)
     for c in cfg.async_conns:
-        out.append(Scenario(
-            f"async_sleep_c{c}", "async def execute awaiting 10 ms (HTTP)",
-            f"async 10 ms @{c}", "async_sleep", TPUT, _wrk(sleepy, c, f"async_c{c}", slow=True), sleepy))
+        out.append(
+            Scenario(
+                f"async_sleep_c{c}",
+                "async def execute awaiting 10 ms (HTTP)",
+                f"async 10 ms @{c}",
+                "async_sleep",
+                TPUT,
+                _wrk(sleepy, c, f"async_c{c}", slow=True),
+                sleepy,
+            )
+        )
     for n in cfg.streams:
-        out.append(Scenario(
-            f"stream_s{n}", f"decoupled streaming, gRPC streams x {cfg.tokens} tokens",
-            f"stream {n} streams", "stream",
-            [Metric("tok_s", "tokens/s", "higher"), Metric("ttft_p50_ms", "TTFT p50 (ms)", "lower"),
-             Metric("ttft_p99_ms", "TTFT p99 (ms)", "lower"),
-             Metric("itl_p50_us", "inter-token p50 (us)", "lower"),
-             Metric("itl_p99_us", "inter-token p99 (us)", "lower"),
-             Metric("cpu_s_per_1k", "CPU s / 1k tokens", "lower")],
-            _grpc("stream", "stream", n)))
+        out.append(
+            Scenario(
+                f"stream_s{n}",
+                f"decoupled streaming, gRPC streams x {cfg.tokens} tokens",
+                f"stream {n} streams",
+                "stream",
+                [
+                    Metric("tok_s", "tokens/s", "higher"),
+                    Metric("ttft_p50_ms", "TTFT p50 (ms)", "lower"),
+                    Metric("ttft_p99_ms", "TTFT p99 (ms)", "lower"),
+                    Metric("itl_p50_us", "inter-token p50 (us)", "lower"),
+                    Metric("itl_p99_us", "inter-token p99 (us)", "lower"),
+                    Metric("cpu_s_per_1k", "CPU s / 1k tokens", "lower"),
+                ],
+                _grpc("stream", "stream", n),
+            )
+        )
     bls = loads.json_body("bls", ADD_SUB_INPUTS)
     for c in cfg.bls_conns:
-        out.append(Scenario(
-            f"bls_c{c}", "BLS: a model calling add_sub (HTTP)", f"BLS add_sub @{c}", "bls",
-            [LAT[0], LAT[2]] if c == 1 else TPUT, _wrk(bls, c, f"bls_c{c}"), bls))
-    out.append(Scenario(
-        "load", "model load and memory", "load_probe (1 instance)", "add_sub",
-        [Metric("load_s", "model load (s)", "lower"),
-         Metric("stub_rss_mib", "stub RSS / instance (MiB)", "lower"),
-         Metric("start_s", "server start to ready (s)", "lower")], _load_time))
+        out.append(
+            Scenario(
+                f"bls_c{c}",
+                "BLS: a model calling add_sub (HTTP)",
+                f"BLS add_sub @{c}",
+                "bls",
+                [LAT[0], LAT[2]] if c == 1 else TPUT,
+                _wrk(bls, c, f"bls_c{c}"),
+                bls,
+            )
+        )
+    out.append(
+        Scenario(
+            "load",
+            "model load and memory",
+            "load_probe (1 instance)",
+            "add_sub",
+            [
+                Metric("load_s", "model load (s)", "lower"),
+                Metric("stub_rss_mib", "stub RSS / instance (MiB)", "lower"),
+                Metric("start_s", "server start to ready (s)", "lower"),
+            ],
+            _load_time,
+        )
+    )
     return out

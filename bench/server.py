@@ -57,20 +57,41 @@ def rss_bytes(pid: int) -> int:
 
 
 class Server:
-    def __init__(self, repo: Path, backends: Path, log_path: Path, *, models: list[str],
-                 env: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        backends: Path,
+        log_path: Path,
+        *,
+        models: list[str],
+        env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
-        cmd = [str(inst.tritonserver()), f"--model-repository={repo}",
-               f"--backend-directory={backends}", f"--http-port={self.http_port}",
-               f"--grpc-port={self.grpc_port}", f"--metrics-port={self.metrics_port}",
-               "--model-control-mode=explicit", "--exit-on-error=false",
-               "--strict-readiness=false", "--log-verbose=0",
-               *(f"--load-model={m}" for m in models), *(extra_args or [])]
+        cmd = [
+            str(inst.tritonserver()),
+            f"--model-repository={repo}",
+            f"--backend-directory={backends}",
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-port={self.metrics_port}",
+            "--model-control-mode=explicit",
+            "--exit-on-error=false",
+            "--strict-readiness=false",
+            "--log-verbose=0",
+            *(f"--load-model={m}" for m in models),
+            *(extra_args or []),
+        ]
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
         self.ready_s: float | None = None
 
     @property
@@ -81,10 +102,17 @@ class Server:
     def grpc(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
-    def request(self, method: str, path: str, body: bytes | None = None,
-                headers: dict[str, str] | None = None, timeout: float = 120.0) -> tuple[int, bytes]:
-        req = urllib.request.Request(f"http://{self.http}{path}", data=body, method=method,
-                                     headers=headers or {})
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 120.0,
+    ) -> tuple[int, bytes]:
+        req = urllib.request.Request(
+            f"http://{self.http}{path}", data=body, method=method, headers=headers or {}
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, r.read()
@@ -97,8 +125,9 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"tritonserver exited with {self.proc.returncode}; "
-                                   f"log: {self.log_path}")
+                raise RuntimeError(
+                    f"tritonserver exited with {self.proc.returncode}; log: {self.log_path}"
+                )
             if self.request("GET", "/v2/health/ready", timeout=2)[0] == 200:
                 self.ready_s = time.monotonic() - self.started
                 return self.ready_s

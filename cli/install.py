@@ -24,13 +24,16 @@ class InstallError(RuntimeError):
 
 def library() -> Path:
     if not LIBRARY.is_file():
-        raise InstallError(f"the backend library is missing at {LIBRARY}: reinstall tritonpy "
-                           "(pip install .) so that CMake builds it")
+        raise InstallError(
+            f"the backend library is missing at {LIBRARY}: reinstall tritonpy "
+            "(pip install .) so that CMake builds it"
+        )
     return LIBRARY
 
 
-def install(backends_dir: str | os.PathLike[str], name: str = "tritonpy",
-            python: str | None = None) -> Path:
+def install(
+    backends_dir: str | os.PathLike[str], name: str = "tritonpy", python: str | None = None
+) -> Path:
     """Install the backend as ``<backends_dir>/<name>/libtriton_<name>.so``.
 
     ``name`` is ``tritonpy`` for models that say ``backend: "tritonpy"``, or
@@ -47,8 +50,10 @@ def install(backends_dir: str | os.PathLike[str], name: str = "tritonpy",
     shutil.copy2(library(), tmp)
     os.replace(tmp, target)  # atomic: a running server keeps its mapping
     conf = dest / CONF_NAME
-    conf.write_text("# written by `tritonpy install`; --backend-config overrides these\n"
-                    f"python-executable={python or sys.executable}\n")
+    conf.write_text(
+        "# written by `tritonpy install`; --backend-config overrides these\n"
+        f"python-executable={python or sys.executable}\n"
+    )
     return dest
 
 
@@ -84,10 +89,13 @@ def tritonserver() -> Path:
         return wheel
     found = shutil.which("tritonserver") or (
         "/opt/tritonserver/bin/tritonserver"
-        if os.path.isfile("/opt/tritonserver/bin/tritonserver") else None)
+        if os.path.isfile("/opt/tritonserver/bin/tritonserver")
+        else None
+    )
     if found:
         return Path(found)
     raise InstallError(
         "no tritonserver found: set TRITONSERVER=/path/to/tritonserver, or install the one "
         f"from PyPI with `pip install --no-deps --target {WHEEL_SERVER.parent.parent} "
-        "nvidia-pytriton==0.7.0` (what `make serve` does)")
+        "nvidia-pytriton==0.7.0` (what `make serve` does)"
+    )

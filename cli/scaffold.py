@@ -23,22 +23,22 @@ _HEADER = '''"""{name}: {summary}
 """
 '''
 
-_DEFAULT_LOOP = '''        responses = []
+_DEFAULT_LOOP = """        responses = []
         for request in requests:
             x = _input(request, "INPUT0")
             out = pb_utils.Tensor("OUTPUT0", x * 2)
             responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
         return responses
-'''
+"""
 
-_STREAM_LOOP = '''x = _input(request, "INPUT0")
+_STREAM_LOOP = """x = _input(request, "INPUT0")
 sender = request.get_response_sender()
 for value in x.reshape(-1):
     if request.is_cancelled():
         break
     out = pb_utils.Tensor("OUTPUT0", np.array([value * 2], np.float32))
     sender.send(pb_utils.InferenceResponse(output_tensors=[out]))
-'''
+"""
 
 _EXECUTE = {
     (False, False): "    def execute(self, requests):\n" + _DEFAULT_LOOP,
@@ -46,13 +46,15 @@ _EXECUTE = {
         "    async def execute(self, requests):\n"
         "        # Await I/O here (another service, a BLS call via async_exec()):\n"
         "        # other batches run meanwhile.\n"
-        "        await asyncio.sleep(0)\n" + _DEFAULT_LOOP),
+        "        await asyncio.sleep(0)\n" + _DEFAULT_LOOP
+    ),
     (True, False): (
         "    def execute(self, requests):\n"
         "        for request in requests:\n"
         + textwrap.indent(_STREAM_LOOP, " " * 12)
         + "            sender.send(flags=FINAL)\n"
-        "        return None\n"),
+        "        return None\n"
+    ),
     (True, True): (
         "    async def execute(self, requests):\n"
         "        # One task per request: the streams of a batch run side by side.\n"
@@ -62,22 +64,24 @@ _EXECUTE = {
         + textwrap.indent(_STREAM_LOOP, " " * 8).replace(
             "            sender.send(pb_utils.InferenceResponse(output_tensors=[out]))\n",
             "            sender.send(pb_utils.InferenceResponse(output_tensors=[out]))\n"
-            "            await asyncio.sleep(0)  # where a real model awaits its next token\n")
-        + "        sender.send(flags=FINAL)\n"),
+            "            await asyncio.sleep(0)  # where a real model awaits its next token\n",
+        )
+        + "        sender.send(flags=FINAL)\n"
+    ),
 }
 
 _INITIALIZE = {
-    False: '''    def initialize(self, args):
+    False: """    def initialize(self, args):
         self.model_config = json.loads(args["model_config"])
-''',
-    True: '''    def initialize(self, args):
+""",
+    True: """    def initialize(self, args):
         self.model_config = json.loads(args["model_config"])
         if not pb_utils.using_decoupled_model_transaction_policy(self.model_config):
             raise pb_utils.TritonModelException("{name} must be deployed decoupled")
-''',
+""",
 }
 
-_HELPERS = '''
+_HELPERS = """
 
 def _input(request, name):
     tensor = pb_utils.get_input_tensor_by_name(request, name)
@@ -88,47 +92,61 @@ def _input(request, name):
 
 
 class TritonPythonModel:
-'''
+"""
 
-_FINALIZE = '''
+_FINALIZE = """
     def finalize(self):
         pass
-'''
+"""
 
-_CONFIG = '''name: "{name}"
+_CONFIG = """name: "{name}"
 backend: "{backend}"
 max_batch_size: {max_batch_size}
 {extra}input [{{ name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] }}]
 output [{{ name: "OUTPUT0", data_type: TYPE_FP32, dims: [ {out_dims} ] }}]
 instance_group [{{ kind: KIND_CPU, count: 1 }}]
-'''
+"""
 
 
 class ScaffoldError(ValueError):
     pass
 
 
-def render(name: str, *, decoupled: bool = False, use_async: bool = False,
-           batching: bool = False, backend: str = "tritonpy") -> dict[str, str]:
+def render(
+    name: str,
+    *,
+    decoupled: bool = False,
+    use_async: bool = False,
+    batching: bool = False,
+    backend: str = "tritonpy",
+) -> dict[str, str]:
     """The files of the model folder, as {relative path: text}."""
     if not _NAME.match(name) or keyword.iskeyword(name):
         raise ScaffoldError(f"bad model name {name!r}: use letters, digits, '_', '-', '.'")
     if decoupled and batching:
-        raise ScaffoldError("--decoupled and --batching together are not scaffolded: a "
-                            "streaming model answers each request on its own")
+        raise ScaffoldError(
+            "--decoupled and --batching together are not scaffolded: a "
+            "streaming model answers each request on its own"
+        )
     if decoupled:
         summary = "a decoupled model that streams its input back, doubled."
-        contract = ("one response per element of INPUT0 with OUTPUT0 = [element * 2], "
-                    "then the final flag")
+        contract = (
+            "one response per element of INPUT0 with OUTPUT0 = [element * 2], then the final flag"
+        )
     else:
-        summary = ("doubles its input" + (" (batched by Triton's dynamic batcher)."
-                                          if batching else "."))
+        summary = "doubles its input" + (
+            " (batched by Triton's dynamic batcher)." if batching else "."
+        )
         contract = "OUTPUT0 = INPUT0 * 2"
     imports = ["import asyncio"] * use_async + ["import json", ""]
-    imports += ["import numpy as np"] * decoupled + ["import triton_python_backend_utils as pb_utils"]
+    imports += ["import numpy as np"] * decoupled + [
+        "import triton_python_backend_utils as pb_utils"
+    ]
     contract = textwrap.fill(
         "Generated by `tritonpy new`; runs on tritonpy and on the official Python backend. "
-        f"Contract: INPUT0 (FP32, any length) in, {contract}.", 76)
+        f"Contract: INPUT0 (FP32, any length) in, {contract}.",
+        76,
+    )
     model = _HEADER.format(name=name, summary=summary, contract=contract) + "\n"
     model += "\n".join(imports) + "\n"
     if decoupled:
@@ -140,17 +158,29 @@ def render(name: str, *, decoupled: bool = False, use_async: bool = False,
         extra = "model_transaction_policy { decoupled: true }\n"
     if batching:
         extra = "dynamic_batching { max_queue_delay_microseconds: 100 }\n"
-    config = _CONFIG.format(name=name, backend=backend, max_batch_size=8 if batching else 0,
-                            extra=extra, out_dims="1" if decoupled else "-1")
+    config = _CONFIG.format(
+        name=name,
+        backend=backend,
+        max_batch_size=8 if batching else 0,
+        extra=extra,
+        out_dims="1" if decoupled else "-1",
+    )
     return {"config.pbtxt": config, "1/model.py": model}
 
 
-def create(name: str, directory: str | Path = ".", *, decoupled: bool = False,
-           use_async: bool = False, batching: bool = False,
-           backend: str = "tritonpy") -> Path:
+def create(
+    name: str,
+    directory: str | Path = ".",
+    *,
+    decoupled: bool = False,
+    use_async: bool = False,
+    batching: bool = False,
+    backend: str = "tritonpy",
+) -> Path:
     """Write the model folder ``directory/name``; refuses to overwrite."""
-    files = render(name, decoupled=decoupled, use_async=use_async, batching=batching,
-                   backend=backend)
+    files = render(
+        name, decoupled=decoupled, use_async=use_async, batching=batching, backend=backend
+    )
     root = Path(directory) / name
     if root.exists():
         raise ScaffoldError(f"{root} already exists")

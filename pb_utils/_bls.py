@@ -26,8 +26,7 @@ _client: Any = None
 
 def _need_client() -> Any:
     if _client is None:
-        raise TritonModelException(
-            "BLS and the model loading API need a running tritonpy stub")
+        raise TritonModelException("BLS and the model loading API need a running tritonpy stub")
     return _client
 
 
@@ -91,18 +90,17 @@ def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None
         for key, value in files.items():
             if not isinstance(key, str) or not key.startswith("file:"):
                 raise TritonModelException(
-                    f"load_model: file key {key!r} must be a str starting with 'file:'")
+                    f"load_model: file key {key!r} must be a str starting with 'file:'"
+                )
             if not isinstance(value, (bytes, bytearray, memoryview)):
-                raise TritonModelException(
-                    f"load_model: the content of {key!r} must be bytes")
+                raise TritonModelException(f"load_model: the content of {key!r} must be bytes")
             enc[key] = base64.b64encode(bytes(value)).decode()
         if not config:
             raise TritonModelException("load_model: 'config' must be given with 'files'")
         msg["files"] = enc
     reply = _need_client().model_control(msg)
     if not reply.get("ok"):
-        raise TritonModelException(
-            f"load_model('{model_name}') failed: {reply.get('error', '')}")
+        raise TritonModelException(f"load_model('{model_name}') failed: {reply.get('error', '')}")
 
 
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
@@ -111,11 +109,10 @@ def unload_model(model_name: str, unload_dependents: bool = False) -> None:
     if not isinstance(model_name, str) or not model_name:
         raise TritonModelException("unload_model: model_name must be a non-empty str")
     reply = _need_client().model_control(
-        {"op": "unload", "model_name": model_name,
-         "unload_dependents": bool(unload_dependents)})
+        {"op": "unload", "model_name": model_name, "unload_dependents": bool(unload_dependents)}
+    )
     if not reply.get("ok"):
-        raise TritonModelException(
-            f"unload_model('{model_name}') failed: {reply.get('error', '')}")
+        raise TritonModelException(f"unload_model('{model_name}') failed: {reply.get('error', '')}")
 
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
@@ -124,8 +121,10 @@ def is_model_ready(model_name: str, model_version: str = "") -> bool:
     if not isinstance(model_name, str) or not model_name:
         raise TritonModelException("is_model_ready: model_name must be a non-empty str")
     reply = _need_client().model_control(
-        {"op": "is_ready", "model_name": model_name, "model_version": str(model_version)})
+        {"op": "is_ready", "model_name": model_name, "model_version": str(model_version)}
+    )
     if not reply.get("ok"):
         raise TritonModelException(
-            f"is_model_ready('{model_name}') failed: {reply.get('error', '')}")
+            f"is_model_ready('{model_name}') failed: {reply.get('error', '')}"
+        )
     return bool(reply.get("ready"))

@@ -11,8 +11,10 @@ from ._response import InferenceResponse
 from ._tensor import Tensor
 
 __all__ = [
-    "get_input_tensor_by_name", "get_output_tensor_by_name",
-    "get_input_config_by_name", "get_output_config_by_name",
+    "get_input_tensor_by_name",
+    "get_output_tensor_by_name",
+    "get_input_config_by_name",
+    "get_output_config_by_name",
     "using_decoupled_model_transaction_policy",
 ]
 
@@ -25,8 +27,7 @@ def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> 
     return None
 
 
-def get_output_tensor_by_name(inference_response: InferenceResponse,
-                              name: str) -> Tensor | None:
+def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
     """The response's output named ``name``, or None."""
     for tensor in inference_response.output_tensors():
         if tensor.name() == name:

@@ -44,8 +44,7 @@ class TritonError:
 
     def __init__(self, message: str, code: int = _ErrorCode.INTERNAL) -> None:
         if not isinstance(message, str):
-            raise TypeError(
-                f"TritonError message must be a str, got {type(message).__name__}")
+            raise TypeError(f"TritonError message must be a str, got {type(message).__name__}")
         try:
             self._code = _ErrorCode(code)
         except (ValueError, TypeError):

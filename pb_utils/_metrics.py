@@ -70,15 +70,19 @@ class MetricFamily:
         except ValueError:
             raise TritonModelException(
                 f"MetricFamily '{name}': kind must be MetricFamily.COUNTER, GAUGE or "
-                f"HISTOGRAM, got {kind!r}") from None
+                f"HISTOGRAM, got {kind!r}"
+            ) from None
         self._name = name
         self._description = description
         self._kind = kind
         self._client = _need_client()
         self._handle = self._client.family_new(name, description, int(kind))
 
-    def Metric(self, labels: dict[str, str] | None = None,  # noqa: N802 - official name
-               buckets: list[float] | None = None) -> Metric:
+    def Metric(
+        self,
+        labels: dict[str, str] | None = None,  # noqa: N802 - official name
+        buckets: list[float] | None = None,
+    ) -> Metric:
         """A series of this family with ``labels`` (str to str);
         histograms need ``buckets``, the upper bounds of their buckets."""
         what = f"{_KIND_NAMES[self._kind]} family '{self._name}'"
@@ -87,31 +91,36 @@ class MetricFamily:
         if not isinstance(labels, dict):
             raise TritonModelException(
                 f"Failed to create metric of {what}: labels must be a dict, "
-                f"got {type(labels).__name__}")
+                f"got {type(labels).__name__}"
+            )
         for key, value in labels.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise TritonModelException(
                     f"Failed to create metric of {what}: labels must map str to str, "
-                    f"got {key!r}: {value!r}")
+                    f"got {key!r}: {value!r}"
+                )
         bounds: list[float] = []
         if self._kind == MetricKind.HISTOGRAM:
             if buckets is None:
                 raise TritonModelException(
                     f"Failed to create metric of {what}: a histogram needs buckets "
-                    "(a list of bucket upper bounds)")
+                    "(a list of bucket upper bounds)"
+                )
             if not isinstance(buckets, (list, tuple)):
                 raise TritonModelException(
                     f"Failed to create metric of {what}: buckets must be a list, "
-                    f"got {type(buckets).__name__}")
+                    f"got {type(buckets).__name__}"
+                )
             try:
                 bounds = [float(b) for b in buckets]
             except (TypeError, ValueError):
                 raise TritonModelException(
-                    f"Failed to create metric of {what}: buckets must be numbers, "
-                    f"got {buckets!r}") from None
+                    f"Failed to create metric of {what}: buckets must be numbers, got {buckets!r}"
+                ) from None
         elif buckets is not None:
             raise TritonModelException(
-                f"Failed to create metric of {what}: only histograms take buckets")
+                f"Failed to create metric of {what}: only histograms take buckets"
+            )
         handle = self._client.metric_new(self._handle, list(labels.items()), bounds, what)
         return Metric._new(self, handle, dict(labels))
 
@@ -120,8 +129,10 @@ class MetricFamily:
             self._client.delete_family(self._handle)
 
     def __repr__(self) -> str:
-        return (f"MetricFamily({self._name!r}, {self._description!r}, "
-                f"MetricFamily.{MetricKind(self._kind).name})")
+        return (
+            f"MetricFamily({self._name!r}, {self._description!r}, "
+            f"MetricFamily.{MetricKind(self._kind).name})"
+        )
 
 
 class Metric:
@@ -129,8 +140,18 @@ class Metric:
     gauges ``increment()`` and ``set()``, histograms ``observe()``;
     ``value()`` reads a counter or gauge."""
 
-    __slots__ = ("_family", "_handle", "_kind", "_labels", "_client",
-                 "_delta", "_set", "_obs", "_dirty", "__weakref__")
+    __slots__ = (
+        "_family",
+        "_handle",
+        "_kind",
+        "_labels",
+        "_client",
+        "_delta",
+        "_set",
+        "_obs",
+        "_dirty",
+        "__weakref__",
+    )
 
     _family: MetricFamily
     _handle: int
@@ -162,7 +183,8 @@ class Metric:
     def _fail(self, action: str, why: str) -> TritonModelException:
         return TritonModelException(
             f"Failed to {action}: {_KIND_NAMES[self._kind]} '{self._family._name}' "
-            f"{self._labels} {why} (model '{self._client.model_name()}')")
+            f"{self._labels} {why} (model '{self._client.model_name()}')"
+        )
 
     # increment/set/observe repeat their few locked lines instead of
     # sharing a helper: they are the hot path, a call per request or more.
@@ -172,11 +194,13 @@ class Metric:
         v = float(value)
         kind = self._kind
         if kind == 2:
-            raise self._fail("increment metric value", "does not support increment(); "
-                             "use observe()")
+            raise self._fail(
+                "increment metric value", "does not support increment(); use observe()"
+            )
         if kind == 0 and v < 0.0:
-            raise self._fail("increment metric value", "can only be incremented by "
-                             f"non-negative values, got {v}")
+            raise self._fail(
+                "increment metric value", f"can only be incremented by non-negative values, got {v}"
+            )
         c = self._client
         with c.lock:
             self._delta += v
@@ -205,8 +229,9 @@ class Metric:
         """Record one observation in a histogram."""
         v = float(value)
         if self._kind != 2:
-            raise self._fail("observe metric value",
-                             "does not support observe(); only histograms do")
+            raise self._fail(
+                "observe metric value", "does not support observe(); only histograms do"
+            )
         c = self._client
         with c.lock:
             self._obs.append(v)

@@ -18,14 +18,14 @@ def parameters_to_json(parameters: Any) -> str:
     if parameters is None:
         return "{}"
     if not isinstance(parameters, dict):
-        raise TritonModelException(
-            f"Expect dict, got {type(parameters)}")
+        raise TritonModelException(f"Expect dict, got {type(parameters)}")
     for key, value in parameters.items():
         if not isinstance(key, str):
             raise TritonModelException(
-                f"Expect parameters keys to have type str, found type {type(key)}")
+                f"Expect parameters keys to have type str, found type {type(key)}"
+            )
         if not isinstance(value, (bool, int, str)):
             raise TritonModelException(
-                "Expect parameters values to have type bool/int/str, found type "
-                f"{type(value)}")
+                f"Expect parameters values to have type bool/int/str, found type {type(value)}"
+            )
     return json.dumps(parameters)

@@ -18,8 +18,11 @@ if TYPE_CHECKING:
     from ._sender import InferenceResponseSender
 
 __all__ = [
-    "InferenceRequest", "InferenceTrace", "PreferredMemory",
-    "TRITONSERVER_MEMORY_GPU", "TRITONSERVER_MEMORY_CPU",
+    "InferenceRequest",
+    "InferenceTrace",
+    "PreferredMemory",
+    "TRITONSERVER_MEMORY_GPU",
+    "TRITONSERVER_MEMORY_CPU",
 ]
 
 # PreferredMemory kinds, values as the official enum (GPU, CPU, then an
@@ -37,8 +40,11 @@ class PreferredMemory:
     __slots__ = ("_memory_type", "_device_id")
 
     def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
-        if preferred_memory_type not in (TRITONSERVER_MEMORY_GPU, TRITONSERVER_MEMORY_CPU,
-                                         _MEMORY_DEFAULT):
+        if preferred_memory_type not in (
+            TRITONSERVER_MEMORY_GPU,
+            TRITONSERVER_MEMORY_CPU,
+            _MEMORY_DEFAULT,
+        ):
             raise TypeError(f"invalid preferred_memory_type {preferred_memory_type!r}")
         self._memory_type = int(preferred_memory_type)
         self._device_id = int(preferred_device_id)
@@ -71,10 +77,23 @@ class InferenceRequest:
     """
 
     __slots__ = (
-        "_model_name", "_model_version", "_request_id", "_correlation_id",
-        "_flags", "_timeout", "_parameters", "_requested_output_names",
-        "_inputs", "_preferred_memory", "_trace", "_release_flags",
-        "_sender", "_cancelled", "_cancel_callbacks", "_batch", "_index",
+        "_model_name",
+        "_model_version",
+        "_request_id",
+        "_correlation_id",
+        "_flags",
+        "_timeout",
+        "_parameters",
+        "_requested_output_names",
+        "_inputs",
+        "_preferred_memory",
+        "_trace",
+        "_release_flags",
+        "_sender",
+        "_cancelled",
+        "_cancel_callbacks",
+        "_batch",
+        "_index",
     )
     _sender: InferenceResponseSender | None
     _cancel_callbacks: list[Callable[[InferenceRequest], Any]] | None
@@ -94,12 +113,19 @@ class InferenceRequest:
         trace: InferenceTrace | None = None,
         parameters: dict[str, bool | int | str] | None = None,
     ) -> None:
-        missing = [n for n, v in (("inputs", inputs),
-                                  ("requested_output_names", requested_output_names),
-                                  ("model_name", model_name)) if v is _REQUIRED]
+        missing = [
+            n
+            for n, v in (
+                ("inputs", inputs),
+                ("requested_output_names", requested_output_names),
+                ("model_name", model_name),
+            )
+            if v is _REQUIRED
+        ]
         if missing:
             raise TypeError(
-                "InferenceRequest() missing required argument(s): " + ", ".join(missing))
+                "InferenceRequest() missing required argument(s): " + ", ".join(missing)
+            )
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
         if not isinstance(model_name, str):
@@ -117,8 +143,9 @@ class InferenceRequest:
         self._parameters = parameters_to_json(parameters)
         self._requested_output_names = list(requested_output_names)
         self._inputs = inputs
-        self._preferred_memory = (preferred_memory if preferred_memory is not None
-                                  else _DEFAULT_MEMORY)
+        self._preferred_memory = (
+            preferred_memory if preferred_memory is not None else _DEFAULT_MEMORY
+        )
         self._trace = trace if trace is not None else InferenceTrace()
         self._release_flags = 0
         self._sender = None
@@ -128,9 +155,17 @@ class InferenceRequest:
         self._index = 0
 
     @classmethod
-    def _from_stub(cls, model_name: str, request_id: str, correlation_id: int | str,
-                   flags: int, timeout: int, parameters: str,
-                   requested_output_names: list[str], inputs: list[Tensor]) -> InferenceRequest:
+    def _from_stub(
+        cls,
+        model_name: str,
+        request_id: str,
+        correlation_id: int | str,
+        flags: int,
+        timeout: int,
+        parameters: str,
+        requested_output_names: list[str],
+        inputs: list[Tensor],
+    ) -> InferenceRequest:
         """A request as execute() sees it, built by the stub (no validation)."""
         self = cls.__new__(cls)
         self._model_name = model_name
@@ -188,7 +223,8 @@ class InferenceRequest:
         if self._sender is None:
             raise TritonModelException(
                 f"request '{self._request_id}' has no response sender: only requests "
-                "given to execute() have one")
+                "given to execute() have one"
+            )
         return self._sender
 
     def is_cancelled(self) -> bool:
@@ -254,9 +290,7 @@ class InferenceRequest:
     @overload
     def async_exec(self, decoupled: Literal[True]) -> Awaitable[ResponseIterator]: ...
     @overload
-    def async_exec(
-        self, decoupled: bool
-    ) -> Awaitable[InferenceResponse | ResponseIterator]: ...
+    def async_exec(self, decoupled: bool) -> Awaitable[InferenceResponse | ResponseIterator]: ...
 
     def async_exec(
         self, decoupled: bool = False
@@ -268,6 +302,8 @@ class InferenceRequest:
         return _bls.async_exec_request(self, decoupled)
 
     def __repr__(self) -> str:
-        return (f"InferenceRequest(model_name={self._model_name!r}, "
-                f"request_id={self._request_id!r}, "
-                f"inputs={[t.name() for t in self._inputs]})")
+        return (
+            f"InferenceRequest(model_name={self._model_name!r}, "
+            f"request_id={self._request_id!r}, "
+            f"inputs={[t.name() for t in self._inputs]})"
+        )

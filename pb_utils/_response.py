@@ -17,21 +17,23 @@ class InferenceResponse:
 
     __slots__ = ("_output_tensors", "_error", "_parameters")
 
-    def __init__(self, output_tensors: list[Tensor] | None = None,
-                 error: TritonError | None = None,
-                 parameters: dict[str, bool | int | str] | None = None) -> None:
+    def __init__(
+        self,
+        output_tensors: list[Tensor] | None = None,
+        error: TritonError | None = None,
+        parameters: dict[str, bool | int | str] | None = None,
+    ) -> None:
         if output_tensors is None:
             tensors: list[Tensor] = []
         elif isinstance(output_tensors, (list, tuple)):
             tensors = list(output_tensors)
         else:
             raise TypeError(
-                f"output_tensors must be a list of Tensor, got "
-                f"{type(output_tensors).__name__}")
+                f"output_tensors must be a list of Tensor, got {type(output_tensors).__name__}"
+            )
         for t in tensors:
             if not isinstance(t, Tensor):
-                raise TypeError(
-                    f"output_tensors must hold Tensor objects, got {type(t).__name__}")
+                raise TypeError(f"output_tensors must hold Tensor objects, got {type(t).__name__}")
         if error is not None and not isinstance(error, TritonError):
             raise TypeError(f"error must be a TritonError, got {type(error).__name__}")
         self._output_tensors = tensors

@@ -53,16 +53,19 @@ class InferenceResponseSender:
         if self._closed:
             raise TritonModelException(
                 f"the response sender of request '{self._request.request_id()}' is closed: "
-                "it already sent the final flag")
+                "it already sent the final flag"
+            )
         if response is not None and not isinstance(response, InferenceResponse):
             raise TritonModelException(
-                f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}")
+                f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
+            )
         if flags & ~_FINAL:
             raise TritonModelException(f"send(): unknown flags {flags:#x}")
         if response is None and not flags & _FINAL:
             raise TritonModelException(
                 "send() needs a response, the final flag "
-                "(TRITONSERVER_RESPONSE_COMPLETE_FINAL), or both")
+                "(TRITONSERVER_RESPONSE_COMPLETE_FINAL), or both"
+            )
         error, self._error = self._error, None
         if error is not None:
             raise TritonModelException(error)

@@ -50,13 +50,13 @@ def _check_all_strings(name: str, items: Any) -> None:
             raise TritonModelException(
                 f"Tensor '{name}': the {type(items).__name__} mixes strings with "
                 f"{type(item).__name__} ({item!r}); numpy would turn it into "
-                f"text: pass an array of the dtype you mean")
+                f"text: pass an array of the dtype you mean"
+            )
 
 
 def _check_name(name: Any) -> str:
     if not isinstance(name, str):
-        raise TritonModelException(
-            f"Tensor name must be a str, got {type(name).__name__}")
+        raise TritonModelException(f"Tensor name must be a str, got {type(name).__name__}")
     if not name:
         raise TritonModelException("Tensor name cannot be an empty string.")
     return name
@@ -88,8 +88,7 @@ class Tensor:
         self._name = _check_name(name)
         if not isinstance(numpy_array, np.ndarray):
             if numpy_array is None:
-                raise TritonModelException(
-                    f"Tensor '{name}': expected a numpy.ndarray, got None")
+                raise TritonModelException(f"Tensor '{name}': expected a numpy.ndarray, got None")
             # The official constructor converts array-likes (pybind11
             # py::array); so do we.
             try:
@@ -97,7 +96,8 @@ class Tensor:
             except Exception as exc:
                 raise TritonModelException(
                     f"Tensor '{name}': cannot convert "
-                    f"{type(numpy_array).__name__} to a numpy array: {exc}") from exc
+                    f"{type(numpy_array).__name__} to a numpy array: {exc}"
+                ) from exc
             if converted.dtype.kind in "US":
                 _check_all_strings(name, numpy_array)
             numpy_array = converted
@@ -110,7 +110,8 @@ class Tensor:
             raise TritonModelException(
                 f"Tensor '{name}': numpy dtype {numpy_array.dtype} is not "
                 f"supported (use bool, (u)int8-64, float16/32/64, "
-                f"ml_dtypes.bfloat16, or np.object_ / bytes / str for BYTES)")
+                f"ml_dtypes.bfloat16, or np.object_ / bytes / str for BYTES)"
+            )
         self._dtype = code
         self._dims = numpy_array.shape
         self._array = numpy_array
@@ -143,16 +144,22 @@ class Tensor:
         """A "dltensor" PyCapsule sharing this tensor's memory (CPU)."""
         if self._dtype == TYPE_BYTES:
             raise TritonModelException(
-                f"Tensor '{self._name}': DLPack does not have support for "
-                f"string tensors.")
+                f"Tensor '{self._name}': DLPack does not have support for string tensors."
+            )
         arr = self._fixed_array()
         if not arr.flags.c_contiguous or arr.dtype.byteorder == ">":
             arr = _native(arr)  # DLPack needs native order; we export dense
         code, bits = TO_DLPACK[self._dtype]
         return _dlpack.export(arr, code, bits)
 
-    def __dlpack__(self, stream: Any = None, *, max_version: Any = None,
-                   dl_device: Any = None, copy: bool | None = None) -> Any:
+    def __dlpack__(
+        self,
+        stream: Any = None,
+        *,
+        max_version: Any = None,
+        dl_device: Any = None,
+        copy: bool | None = None,
+    ) -> Any:
         if stream is not None and stream != -1:
             raise BufferError("CPU tensors take no stream (stream must be None)")
         if dl_device is not None and tuple(dl_device) != (_DL_CPU, 0):
@@ -180,18 +187,18 @@ class Tensor:
         if hasattr(tensor, "__dlpack__"):
             if not hasattr(tensor, "__dlpack_device__"):
                 raise TritonModelException(
-                    f"Tensor '{name}': object has __dlpack__ but no "
-                    f"__dlpack_device__")
+                    f"Tensor '{name}': object has __dlpack__ but no __dlpack_device__"
+                )
             device = tensor.__dlpack_device__()
             if int(device[0]) not in (_DL_CPU, _DL_CUDA_HOST):
                 raise TritonModelException(
                     f"Tensor '{name}': DLPack device type {int(device[0])} is "
-                    f"not supported yet (CPU tensors only)")
+                    f"not supported yet (CPU tensors only)"
+                )
             try:
                 capsule = tensor.__dlpack__(stream=None)
             except Exception as exc:  # e.g. numpy refuses read-only arrays
-                raise TritonModelException(
-                    f"Tensor '{name}': __dlpack__() failed: {exc}") from exc
+                raise TritonModelException(f"Tensor '{name}': __dlpack__() failed: {exc}") from exc
         else:
             capsule = tensor
         try:
@@ -200,12 +207,14 @@ class Tensor:
             raise TritonModelException(
                 f"Tensor '{name}': {exc}. Provided tensor is not supported: "
                 f"it must be a DLPack capsule or have `__dlpack__` and "
-                f"`__dlpack_device__` attributes") from exc
+                f"`__dlpack_device__` attributes"
+            ) from exc
         code = FROM_DLPACK.get((owner.code, owner.bits))
         if code is None:
             raise TritonModelException(
                 f"Tensor '{name}': DLPack data type (code {owner.code}, "
-                f"{owner.bits} bits) is not supported")
+                f"{owner.bits} bits) is not supported"
+            )
         np_dtype = WIRE_NUMPY[code]
         flat = np.frombuffer(memoryview(owner), dtype=np_dtype, count=owner.extent)
         shape = owner.shape
@@ -214,8 +223,8 @@ class Tensor:
             arr = flat.reshape(shape)
         else:
             arr = np.lib.stride_tricks.as_strided(
-                flat, shape=shape,
-                strides=tuple(s * np_dtype.itemsize for s in strides))
+                flat, shape=shape, strides=tuple(s * np_dtype.itemsize for s in strides)
+            )
         result = Tensor.__new__(Tensor)
         result._name = name
         result._dtype = code
@@ -225,14 +234,15 @@ class Tensor:
         return result
 
     def __repr__(self) -> str:
-        return (f"Tensor(name={self._name!r}, dtype={WIRE_NAMES[self._dtype]}, "
-                f"shape={list(self._dims)})")
+        return (
+            f"Tensor(name={self._name!r}, dtype={WIRE_NAMES[self._dtype]}, "
+            f"shape={list(self._dims)})"
+        )
 
     # ------------------------------------------------------------ stub side
 
     @classmethod
-    def _from_wire(cls, name: str, dtype: int, dims: tuple[int, ...],
-                   buf: Any) -> Tensor:
+    def _from_wire(cls, name: str, dtype: int, dims: tuple[int, ...], buf: Any) -> Tensor:
         """A tensor over wire bytes ``buf`` (C-contiguous, writable).
 
         Fixed-size types get a zero-copy view; BYTES is decoded on first
@@ -241,13 +251,13 @@ class Tensor:
         self = cls.__new__(cls)
         self._name = _check_name(name)
         if dtype not in ITEMSIZE:
-            raise TritonModelException(
-                f"Tensor '{name}': unknown Triton data type code {dtype}")
+            raise TritonModelException(f"Tensor '{name}': unknown Triton data type code {dtype}")
         dims = tuple(dims)
         for d in dims:
             if d < 0:
                 raise TritonModelException(
-                    f"Tensor '{name}': negative dimension in shape {list(dims)}")
+                    f"Tensor '{name}': negative dimension in shape {list(dims)}"
+                )
         view = memoryview(buf)
         if view.ndim != 1 or view.format not in ("B", "b", "c"):
             if view.nbytes == 0:
@@ -259,7 +269,8 @@ class Tensor:
             if view.nbytes != expected:
                 raise TritonModelException(
                     f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} "
-                    f"needs {expected} bytes, got {view.nbytes}")
+                    f"needs {expected} bytes, got {view.nbytes}"
+                )
         self._dtype = dtype
         self._dims = dims
         self._buf = view
@@ -267,15 +278,15 @@ class Tensor:
         return self
 
     @classmethod
-    def _from_stub(cls, name: str, dtype: int, dims: tuple[int, ...],
-                   view: memoryview) -> Tensor:
+    def _from_stub(cls, name: str, dtype: int, dims: tuple[int, ...], view: memoryview) -> Tensor:
         """``_from_wire`` for the stub's frame decoder, which has already
         checked the name, the data type code, the dimensions (>= 0) and
         that ``view`` is a flat byte view: only the byte size is left."""
         if dtype != TYPE_BYTES and view.nbytes != math.prod(dims) * ITEMSIZE[dtype]:
             raise TritonModelException(
                 f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} needs "
-                f"{math.prod(dims) * ITEMSIZE[dtype]} bytes, got {view.nbytes}")
+                f"{math.prod(dims) * ITEMSIZE[dtype]} bytes, got {view.nbytes}"
+            )
         self = cls.__new__(cls)
         self._name = name
         self._dtype = dtype
@@ -289,8 +300,13 @@ class Tensor:
         ``limit`` bytes, in one numpy copy; None for any other tensor (the
         stub then goes through ``_to_wire``)."""
         arr = self._array
-        if (self._buf is not None or arr is None or self._dtype == TYPE_BYTES
-                or arr.nbytes > limit or arr.dtype.byteorder == ">"):
+        if (
+            self._buf is not None
+            or arr is None
+            or self._dtype == TYPE_BYTES
+            or arr.nbytes > limit
+            or arr.dtype.byteorder == ">"
+        ):
             return None
         return arr.shape, arr.tobytes()
 
@@ -303,7 +319,8 @@ class Tensor:
             raise TritonModelException(
                 f"Tensor '{self._name}' of shape {list(self._array.shape)} is "
                 f"{self._array.nbytes} bytes, more than this machine's memory "
-                f"({_MEMORY_BYTES} bytes)")
+                f"({_MEMORY_BYTES} bytes)"
+            )
         if self._buf is not None and (dtype != TYPE_BYTES or self._array is None):
             # Untouched wire bytes (or a view onto them) go back as they came.
             return self._name, dtype, self._dims, self._buf
@@ -314,7 +331,8 @@ class Tensor:
                 data = _bytes.encode(arr, True)
             except (TypeError, ValueError) as exc:
                 raise TritonModelException(
-                    f"Tensor '{self._name}': cannot serialize as BYTES: {exc}") from exc
+                    f"Tensor '{self._name}': cannot serialize as BYTES: {exc}"
+                ) from exc
             return self._name, dtype, tuple(arr.shape), data
         # A flat uint8 view: the stub can take memoryview(buf) as plain bytes
         # (memoryview.cast refuses multi-dimensional zero-size views).
@@ -332,7 +350,8 @@ class Tensor:
                 flat = _bytes.decode(buf, math.prod(self._dims))
             except ValueError as exc:
                 raise TritonModelException(
-                    f"Tensor '{self._name}': malformed BYTES data: {exc}") from exc
+                    f"Tensor '{self._name}': malformed BYTES data: {exc}"
+                ) from exc
             arr = flat.reshape(self._dims)
         else:
             arr = np.frombuffer(buf, dtype=WIRE_NUMPY[self._dtype]).reshape(self._dims)
@@ -350,7 +369,8 @@ class Tensor:
     def _bf16_error(self) -> TritonModelException:
         return TritonModelException(
             f"Tensor '{self._name}': Tensor dtype is BF16 and cannot be "
-            f"converted to NumPy. Use to_dlpack() and from_dlpack() instead.")
+            f"converted to NumPy. Use to_dlpack() and from_dlpack() instead."
+        )
 
 
 def _is_bfloat16(dtype: np.dtype[Any]) -> bool:

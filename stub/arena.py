@@ -44,15 +44,25 @@ def _round_up(n: int, a: int) -> int:
 class _Arena:
     """One memfd with a first-fit free list (sorted by offset, coalesced)."""
 
-    __slots__ = ("id", "size", "fd", "map", "view", "_free_offs", "_free_sizes", "used",
-                 "keep_resident")
+    __slots__ = (
+        "id",
+        "size",
+        "fd",
+        "map",
+        "view",
+        "_free_offs",
+        "_free_sizes",
+        "used",
+        "keep_resident",
+    )
 
     def __init__(self, arena_id: int, size: int, keep_resident: int = 0) -> None:
         self.id = arena_id
         self.size = size
         self.keep_resident = keep_resident  # bytes from offset 0 never punched
-        self.fd = os.memfd_create(f"tritonpy-stub-{arena_id}",
-                                  os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        self.fd = os.memfd_create(
+            f"tritonpy-stub-{arena_id}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING
+        )
         os.fchmod(self.fd, 0o600)
         os.ftruncate(self.fd, size)
         # The backend refuses arenas that could shrink under its mapping.
@@ -107,8 +117,9 @@ class OwnArenas:
     """Arenas this process allocates from. ``announce(arena_id, size, fd)``
     is called once per new arena, before any frame refers to it."""
 
-    def __init__(self, announce: Callable[[int, int, int], None],
-                 default_size: int = DEFAULT_ARENA_SIZE) -> None:
+    def __init__(
+        self, announce: Callable[[int, int, int], None], default_size: int = DEFAULT_ARENA_SIZE
+    ) -> None:
         self._announce = announce
         self._default = default_size
         self._arenas: dict[int, _Arena] = {}
@@ -136,7 +147,7 @@ class OwnArenas:
             off = a.alloc(n)
             assert off is not None
         self._live[(a.id, off)] = n
-        return a.id, off, a.view[off:off + n]
+        return a.id, off, a.view[off : off + n]
 
     def free(self, arena_id: int, offset: int) -> None:
         with self._lock:
@@ -166,7 +177,9 @@ class PeerArenas:
         try:
             actual = os.fstat(fd).st_size
             if size > actual:
-                raise ValueError(f"arena {arena_id}: announced {size} bytes, the memfd has {actual}")
+                raise ValueError(
+                    f"arena {arena_id}: announced {size} bytes, the memfd has {actual}"
+                )
             if arena_id in self._maps:
                 raise ValueError(f"arena {arena_id} announced twice")
             if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
@@ -188,6 +201,8 @@ class PeerArenas:
         if v is None:
             raise ValueError(f"unknown backend arena {arena_id}")
         if offset > len(v) or n > len(v) - offset:
-            raise ValueError(f"{n} bytes at offset {offset} lie outside backend arena {arena_id}"
-                             f" of {len(v)} bytes")
-        return v[offset:offset + n]
+            raise ValueError(
+                f"{n} bytes at offset {offset} lie outside backend arena {arena_id}"
+                f" of {len(v)} bytes"
+            )
+        return v[offset : offset + n]

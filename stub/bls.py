@@ -62,10 +62,15 @@ class _Lease:
 
     __slots__ = ("__array_interface__", "_client", "_ref", "_keep", "__weakref__")
 
-    def __init__(self, client: BlsClient, ref: tuple[int, int], addr: int, n: int,
-                 keep: Any) -> None:
-        self.__array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (addr, False),
-                                    "version": 3}
+    def __init__(
+        self, client: BlsClient, ref: tuple[int, int], addr: int, n: int, keep: Any
+    ) -> None:
+        self.__array_interface__ = {
+            "shape": (n,),
+            "typestr": "|u1",
+            "data": (addr, False),
+            "version": 3,
+        }
         self._client = client
         self._ref = ref
         self._keep = keep  # the arena mapping must outlive the view
@@ -78,8 +83,19 @@ class _Lease:
 
 
 class _Call:
-    __slots__ = ("id", "client", "decoupled", "responses", "final", "future", "event",
-                 "deadline", "abandoned", "control", "reply")
+    __slots__ = (
+        "id",
+        "client",
+        "decoupled",
+        "responses",
+        "final",
+        "future",
+        "event",
+        "deadline",
+        "abandoned",
+        "control",
+        "reply",
+    )
 
     def __init__(self, client: BlsClient, call_id: int, decoupled: bool) -> None:
         self.id = call_id
@@ -168,7 +184,7 @@ class BlsClient:
             try:
                 for name, dtype, dims, nbytes, loc, a, b in outputs:
                     if loc == C.LOC_INLINE:
-                        data: Any = bytearray(buf[a:a + nbytes])
+                        data: Any = bytearray(buf[a : a + nbytes])
                     else:
                         data = self._lease(a, b, nbytes)
                     tensors.append(_TensorFromWire(name, dtype, dims, data))
@@ -219,8 +235,7 @@ class BlsClient:
                 call.reply = {"ok": False, "error": why}
                 self._push(call, None, True)
             else:
-                self._push(call, _Response(error=_TritonError(why, _TritonError.UNAVAILABLE)),
-                           True)
+                self._push(call, _Response(error=_TritonError(why, _TritonError.UNAVAILABLE)), True)
         self._calls.clear()
 
     # ---------------------------------------------------------------- releases
@@ -245,7 +260,8 @@ class BlsClient:
             self._release_scheduled = False
         for i in range(0, len(refs), _RELEASES_PER_FRAME):
             self.stub.channel.send(
-                C.encode_simple(C.BLS_RELEASE, refs[i:i + _RELEASES_PER_FRAME]))
+                C.encode_simple(C.BLS_RELEASE, refs[i : i + _RELEASES_PER_FRAME])
+            )
 
     # ---------------------------------------------------------------- calls out
 
@@ -259,7 +275,8 @@ class BlsClient:
         if self.stub.model is None or self.stub.engine.model is None:
             raise pb_utils.TritonModelException(
                 f"{what} is not available during initialize() in tritonpy yet: call it "
-                "from execute()")
+                "from execute()"
+            )
         if self.stub.channel.closed:
             raise pb_utils.TritonModelException(f"{what}: the server connection is closed")
 
@@ -287,9 +304,19 @@ class BlsClient:
         params = request._parameters
         if params == "{}":
             params = ""
-        return encode_bls_request(call.id, request._model_name, request._model_version,
-                                  request._request_id, corr, request._flags, request._timeout,
-                                  params, list(request._requested_output_names), ins, self.stub.own)
+        return encode_bls_request(
+            call.id,
+            request._model_name,
+            request._model_version,
+            request._request_id,
+            corr,
+            request._flags,
+            request._timeout,
+            params,
+            list(request._requested_output_names),
+            ins,
+            self.stub.own,
+        )
 
     def _start(self, call: _Call, frame: bytes) -> None:
         """Loop thread (or a reader in turn): register and send."""
@@ -314,21 +341,30 @@ class BlsClient:
         self.loop.call_soon_threadsafe(fn, *args)
 
     def _self_call(self, request: Any) -> bool:
-        return (request._model_name == self.stub.model_name and self.instance_count <= 1
-                and threading.get_ident() == self._loop_thread)
+        return (
+            request._model_name == self.stub.model_name
+            and self.instance_count <= 1
+            and threading.get_ident() == self._loop_thread
+        )
 
     def _deadline(self, request: Any) -> float:
-        return (time.monotonic() + request._timeout / 1e6 + _TIMEOUT_GRACE
-                if request._timeout > 0 else 0.0)
+        return (
+            time.monotonic() + request._timeout / 1e6 + _TIMEOUT_GRACE
+            if request._timeout > 0
+            else 0.0
+        )
 
     def exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.exec()")
         if self._self_call(request):
-            err = _Response(error=_TritonError(
-                f"model '{request._model_name}' called itself with a blocking exec() from its "
-                "only instance: the request could never run (it would deadlock). Use more "
-                "instances, or 'async def execute' with 'await async_exec()'",
-                _TritonError.UNAVAILABLE))
+            err = _Response(
+                error=_TritonError(
+                    f"model '{request._model_name}' called itself with a blocking exec() from its "
+                    "only instance: the request could never run (it would deadlock). Use more "
+                    "instances, or 'async def execute' with 'await async_exec()'",
+                    _TritonError.UNAVAILABLE,
+                )
+            )
             if decoupled:
                 call = _Call(self, 0, True)
                 call.responses.append(err)
@@ -351,8 +387,11 @@ class BlsClient:
             return _ITER(call)
         while not call.final:
             await self._wait_async(call)
-        return call.responses[-1] if call.responses else _Response(
-            error=_TritonError("BLS call ended without a response"))
+        return (
+            call.responses[-1]
+            if call.responses
+            else _Response(error=_TritonError("BLS call ended without a response"))
+        )
 
     def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
         self._check_usable("the model loading API")
@@ -378,8 +417,11 @@ class BlsClient:
     def _wait_final(self, call: _Call) -> Any:
         while not call.final:
             self._wait_sync(call)
-        return call.responses[-1] if call.responses else _Response(
-            error=_TritonError("BLS call ended without a response"))
+        return (
+            call.responses[-1]
+            if call.responses
+            else _Response(error=_TritonError("BLS call ended without a response"))
+        )
 
     def next_sync(self, call: _Call) -> Any:
         while not call.responses:
@@ -460,9 +502,17 @@ class BlsClient:
         self.cancel(call)
         call.abandoned = True
         self._calls.pop(call.id, None)
-        self._push(call, _Response(error=_TritonError(
-            f"BLS call timed out (no final response {_TIMEOUT_GRACE:.0f} s past the request's "
-            "timeout)", _TritonError.UNAVAILABLE)), True)
+        self._push(
+            call,
+            _Response(
+                error=_TritonError(
+                    f"BLS call timed out (no final response {_TIMEOUT_GRACE:.0f} s past the request's "
+                    "timeout)",
+                    _TritonError.UNAVAILABLE,
+                )
+            ),
+            True,
+        )
 
     def cancel(self, call: _Call) -> None:
         if call.final or call.id == 0:
@@ -476,10 +526,19 @@ def _wake(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
-def encode_bls_request(call_id: int, model_name: str, model_version: int, request_id: str,
-                       correlation: int | str | None, flags: int, timeout_us: int,
-                       parameters: str, requested: list[str], inputs: list[tuple],
-                       own: Any = None) -> bytes:
+def encode_bls_request(
+    call_id: int,
+    model_name: str,
+    model_version: int,
+    request_id: str,
+    correlation: int | str | None,
+    flags: int,
+    timeout_us: int,
+    parameters: str,
+    requested: list[str],
+    inputs: list[tuple],
+    own: Any = None,
+) -> bytes:
     """One BLS_REQUEST frame. ``inputs``: (name, dtype, dims, inline bytes or
     None, arena_id, offset, byte_size). A body too large for a frame goes
     into ``own`` (the stub's arenas)."""

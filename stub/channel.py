@@ -26,9 +26,13 @@ _BAD_FLAGS = int(socket.MSG_TRUNC | socket.MSG_CTRUNC)
 
 
 class Channel:
-    def __init__(self, fd: int, loop: asyncio.AbstractEventLoop,
-                 on_frame: Callable[[memoryview, list[int]], None],
-                 on_eof: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        fd: int,
+        loop: asyncio.AbstractEventLoop,
+        on_frame: Callable[[memoryview, list[int]], None],
+        on_eof: Callable[[str], None],
+    ) -> None:
         self.sock = socket.socket(fileno=fd)
         if self.sock.type != socket.SOCK_SEQPACKET:
             raise ValueError(f"fd {fd} is not a SOCK_SEQPACKET socket")
@@ -79,8 +83,9 @@ class Channel:
             return
         if flags & _BAD_FLAGS or n > _codec.MAX_FRAME:
             _close_all(fds)
-            raise _codec.ProtocolError(f"a message of more than {_codec.MAX_FRAME} bytes"
-                                       " or with too many descriptors")
+            raise _codec.ProtocolError(
+                f"a message of more than {_codec.MAX_FRAME} bytes or with too many descriptors"
+            )
         self._on_frame(self._view[:n], fds)
 
     def _eof(self, why: str) -> None:

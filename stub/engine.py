@@ -86,7 +86,7 @@ class Engine:
             inputs = []
             for name, dtype, dims, nbytes, loc, a, b in tensors:
                 if loc == C.LOC_INLINE:
-                    data = view[a:a + nbytes]
+                    data = view[a : a + nbytes]
                 else:
                     data = peer.view(a, b, nbytes)
                     if batch.arena_inputs is None:
@@ -94,8 +94,16 @@ class Engine:
                     start = peer.address(a) + b
                     batch.arena_inputs.append((start, start + nbytes, a, b))
                 inputs.append(_TensorFromStub(name, dtype, dims, data))
-            req = _RequestFromStub(self.model_name, rid, 0 if corr is None else corr,
-                                   flags, timeout, params, names, inputs)
+            req = _RequestFromStub(
+                self.model_name,
+                rid,
+                0 if corr is None else corr,
+                flags,
+                timeout,
+                params,
+                names,
+                inputs,
+            )
             req._batch = batch
             req._index = index
             req._sender = _NewSender(req, self)
@@ -136,10 +144,14 @@ class Engine:
 
     def _decoupled_returned(self, batch: _Batch, result: Any) -> None:
         if result is not None:
-            self._end_with_error(batch, (
-                f"tritonpy: model '{self.model_name}' is decoupled: execute() must return "
-                f"None and answer through response senders, it returned "
-                f"{type(result).__name__}"))
+            self._end_with_error(
+                batch,
+                (
+                    f"tritonpy: model '{self.model_name}' is decoupled: execute() must return "
+                    f"None and answer through response senders, it returned "
+                    f"{type(result).__name__}"
+                ),
+            )
             return
         for req in batch.requests:
             if req._release_flags & _RESCHEDULE and self._close(req):
@@ -154,8 +166,10 @@ class Engine:
             result = [batch.answers[i] for i in range(n)]
         problem = _check_result(result, n, batch)
         if problem:
-            self._end_with_error(batch, f"tritonpy: model '{self.model_name}': {problem}; "
-                                        "every request of the batch fails")
+            self._end_with_error(
+                batch,
+                f"tritonpy: model '{self.model_name}': {problem}; every request of the batch fails",
+            )
             return
         coalesce = batch.task is not None
         if not coalesce:
@@ -191,8 +205,11 @@ class Engine:
     def _execute_failed(self, batch: _Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         ids = ", ".join(f"'{r.request_id()}'" for r in batch.requests[:8])
-        self._end_with_error(batch, f"tritonpy: model '{self.model_name}', request(s) {ids}: "
-                                    f"execute() raised {type(e).__name__}: {e}\n{tb}")
+        self._end_with_error(
+            batch,
+            f"tritonpy: model '{self.model_name}', request(s) {ids}: "
+            f"execute() raised {type(e).__name__}: {e}\n{tb}",
+        )
 
     def _execute_cancelled(self, batch: _Batch) -> None:
         """Every request of an async batch was cancelled and so was its task:
@@ -202,7 +219,8 @@ class Engine:
             if self._close(req):
                 err = pb_utils.TritonError(
                     f"request '{req.request_id()}' to model '{self.model_name}' was cancelled",
-                    _CANCELLED)
+                    _CANCELLED,
+                )
                 self._queue(req, _Response(error=err), C.RESP_FINAL)
         self.flush()
         if self.decoupled:
@@ -263,7 +281,8 @@ class Engine:
             req._sender._closed = True
             raise pb_utils.TritonModelException(
                 f"model '{self.model_name}' is not decoupled: request '{req.request_id()}' "
-                "takes exactly one response, sent with the final flag")
+                "takes exactly one response, sent with the final flag"
+            )
         if batch.answers is None:
             batch.answers = {}
         batch.answers[req._index] = response
@@ -343,8 +362,9 @@ class Engine:
 
     # ---------------------------------------------------------------- entries
 
-    def _entry(self, req: Any, resp: Any, flags: int, frame_size: int,
-               by_ref: bool = False) -> tuple:
+    def _entry(
+        self, req: Any, resp: Any, flags: int, frame_size: int, by_ref: bool = False
+    ) -> tuple:
         """An entry ready to write: outputs already copied (inline bytes or
         an arena allocation), so the model may reuse its arrays at once. A
         bad output turns the entry into an error for this request alone.
@@ -396,8 +416,9 @@ class Engine:
                 budget -= 128
                 ref = _find_input(inputs, mv) if inputs else None
                 if ref is not None:
-                    out.append((name, dtype, tuple(dims), None, ref[0], ref[1], n,
-                                C.LOC_RECEIVER_ARENA))
+                    out.append(
+                        (name, dtype, tuple(dims), None, ref[0], ref[1], n, C.LOC_RECEIVER_ARENA)
+                    )
                     continue
                 aid, off, view = self.own.alloc(n)
                 allocated.append((aid, off))
@@ -421,13 +442,15 @@ class Engine:
             try:
                 req._cancel()
             except Exception:  # noqa: BLE001 - a callback's error must not stop the others
-                self.stub.log(2, f"model '{self.model_name}': a cancel callback raised:\n"
-                                 f"{traceback.format_exc()}")
+                self.stub.log(
+                    2,
+                    f"model '{self.model_name}': a cancel callback raised:\n"
+                    f"{traceback.format_exc()}",
+                )
             touched.append(batch)
         for batch in touched:
             task = batch.task
-            if task is not None and not task.done() and all(
-                    r._cancelled for r in batch.requests):
+            if task is not None and not task.done() and all(r._cancelled for r in batch.requests):
                 task.cancel()
 
     def on_send_error(self, batch_id: int, index: int, code: int, message: str) -> None:
@@ -450,7 +473,9 @@ class Engine:
                 if self._close(req):
                     err = pb_utils.TritonError(
                         f"model '{self.model_name}' was unloaded with request "
-                        f"'{req.request_id()}' in flight", _UNAVAILABLE)
+                        f"'{req.request_id()}' in flight",
+                        _UNAVAILABLE,
+                    )
                     self._queue(req, _Response(error=err), C.RESP_FINAL)
         self.flush()
         tasks = [b.task for b in self.batches.values() if b.task is not None and not b.task.done()]
@@ -512,16 +537,20 @@ def _write_entry(w: C.FrameWriter, entry: tuple) -> None:
 
 def _check_result(result: Any, n: int, batch: _Batch) -> str:
     if not isinstance(result, (list, tuple)):
-        return (f"execute() must return a list of pb_utils.InferenceResponse, "
-                f"got {type(result).__name__}")
+        return (
+            f"execute() must return a list of pb_utils.InferenceResponse, "
+            f"got {type(result).__name__}"
+        )
     if len(result) != n:
         return f"execute() returned {len(result)} responses for a batch of {n} requests"
     for i, r in enumerate(result):
         if r is None and batch.requests[i]._release_flags & _RESCHEDULE:
             continue
         if not isinstance(r, _Response):
-            return (f"element {i} of execute()'s result is a {type(r).__name__}, "
-                    "not a pb_utils.InferenceResponse")
+            return (
+                f"element {i} of execute()'s result is a {type(r).__name__}, "
+                "not a pb_utils.InferenceResponse"
+            )
     return ""
 
 

@@ -54,11 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tritonpy.stub",
         description="tritonpy stub process: runs one model instance for the tritonpy "
-                    "Triton backend. Started by the backend, not by hand.")
-    parser.add_argument("--fd", type=int, required=True,
-                        help="descriptor of this instance's SOCK_SEQPACKET socket")
-    parser.add_argument("--instance", default="",
-                        help="model instance name, used in messages")
+        "Triton backend. Started by the backend, not by hand.",
+    )
+    parser.add_argument(
+        "--fd", type=int, required=True, help="descriptor of this instance's SOCK_SEQPACKET socket"
+    )
+    parser.add_argument("--instance", default="", help="model instance name, used in messages")
     args = parser.parse_args(argv)
 
     # Ctrl-C on a foreground tritonserver reaches the whole process group:

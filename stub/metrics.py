@@ -112,13 +112,18 @@ class MetricClient:
     # ---------------------------------------------------------------- calls
 
     def family_new(self, name: str, description: str, kind: int) -> int:
-        return self._create((C.OP_FAMILY_NEW, 0, kind, name, description),
-                            f"Error when creating MetricFamily '{name}'")
+        return self._create(
+            (C.OP_FAMILY_NEW, 0, kind, name, description),
+            f"Error when creating MetricFamily '{name}'",
+        )
 
-    def metric_new(self, family: int, labels: list[tuple[str, str]], buckets: list[float],
-                   what: str) -> int:
-        return self._create((C.OP_METRIC_NEW, 0, family, labels, buckets),
-                            f"Error when creating a metric of {what} with labels {dict(labels)}")
+    def metric_new(
+        self, family: int, labels: list[tuple[str, str]], buckets: list[float], what: str
+    ) -> int:
+        return self._create(
+            (C.OP_METRIC_NEW, 0, family, labels, buckets),
+            f"Error when creating a metric of {what} with labels {dict(labels)}",
+        )
 
     def _create(self, op: tuple, failure: str) -> int:
         """Runs a FAMILY_NEW or METRIC_NEW ``op`` under a new handle."""
@@ -126,7 +131,8 @@ class MetricClient:
         reply = self._call((op[0], handle, *op[2:]))
         if not reply.get("ok"):
             raise TritonModelException(
-                f"{failure} (model '{self.model_name()}'): {reply.get('error', '')}")
+                f"{failure} (model '{self.model_name()}'): {reply.get('error', '')}"
+            )
         return handle
 
     def value(self, handle: int) -> float:
@@ -134,7 +140,8 @@ class MetricClient:
         if not reply.get("ok"):
             raise TritonModelException(
                 f"Failed to get metric value (model '{self.model_name()}'): "
-                f"{reply.get('error', '')}")
+                f"{reply.get('error', '')}"
+            )
         return float(reply.get("value", 0.0))
 
     def on_done(self, call_id: int, body: tuple) -> None:
@@ -145,7 +152,8 @@ class MetricClient:
         bls = self.stub.bls
         if self.stub.channel.closed:
             raise TritonModelException(
-                f"custom metrics of model '{self.model_name()}': the server connection is closed")
+                f"custom metrics of model '{self.model_name()}': the server connection is closed"
+            )
         _check_fits(op)  # before anything is queued
         call = _Call(bls, bls._new_id(), False)
         call.control = True
@@ -194,7 +202,8 @@ def _check_fits(op: tuple) -> int:
     if size > _FRAME_ROOM:
         raise TritonModelException(
             f"a metric name, description or label set of {size} bytes does not fit "
-            f"in one frame ({C.MAX_FRAME} bytes)")
+            f"in one frame ({C.MAX_FRAME} bytes)"
+        )
     return size
 
 
@@ -229,7 +238,7 @@ def _split(ops: list[tuple]) -> list[tuple]:
         if op[0] == C.OP_OBSERVE and len(op[2]) > _OBSERVE_CHUNK:
             values = op[2]
             for i in range(0, len(values), _OBSERVE_CHUNK):
-                out.append((C.OP_OBSERVE, op[1], values[i:i + _OBSERVE_CHUNK]))
+                out.append((C.OP_OBSERVE, op[1], values[i : i + _OBSERVE_CHUNK]))
         else:
             out.append(op)
     return out

@@ -57,9 +57,12 @@ class Stub:
     # ---------------------------------------------------------------- life
 
     def start(self) -> None:
-        hello = {"protocol": C.VERSION, "pid": os.getpid(),
-                 "python": ".".join(map(str, sys.version_info[:3])),
-                 "executable": sys.executable}
+        hello = {
+            "protocol": C.VERSION,
+            "pid": os.getpid(),
+            "python": ".".join(map(str, sys.version_info[:3])),
+            "executable": sys.executable,
+        }
         self.channel.send(C.encode_json(C.HELLO, hello))
         self.channel.start()
         if debug.enabled():
@@ -157,8 +160,11 @@ class Stub:
                     self._finalizing = True
                     self.loop.create_task(self._finalize())
             elif ftype == C.ERROR:
-                print(f"tritonpy stub {self.instance}: the backend reports: {body}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"tritonpy stub {self.instance}: the backend reports: {body}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             else:
                 raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
         except (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError) as e:
@@ -199,8 +205,10 @@ class Stub:
             if not callable(execute):
                 raise AttributeError("TritonPythonModel defines no execute(requests) method")
         except Exception as e:  # noqa: BLE001 - every failure must reach Triton
-            err = (f"tritonpy: model '{self.model_name}' failed to initialize: "
-                   f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+            err = (
+                f"tritonpy: model '{self.model_name}' failed to initialize: "
+                f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+            )
             self.model = None
             self.channel.send(C.encode_json(C.INIT_DONE, {"ok": False, "error": err}))
             return
@@ -209,11 +217,16 @@ class Stub:
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
         self.metrics.flush()  # what initialize() set goes first
-        self.channel.send(C.encode_json(C.INIT_DONE, {
-            "ok": True,
-            "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",
-            "is_ready": callable(getattr(self.model, "is_ready", None)),
-        }))
+        self.channel.send(
+            C.encode_json(
+                C.INIT_DONE,
+                {
+                    "ok": True,
+                    "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",
+                    "is_ready": callable(getattr(self.model, "is_ready", None)),
+                },
+            )
+        )
 
     async def _drain(self) -> None:
         grace = float(self.settings.get("finalize_grace_seconds", DEFAULT_FINALIZE_GRACE))
@@ -227,8 +240,10 @@ class Stub:
         try:
             await self.engine.drain(grace)
         except Exception:  # noqa: BLE001 - finalize must go on
-            self.log(LOG_ERROR, f"model '{self.model_name}': draining on unload failed:\n"
-                                f"{traceback.format_exc()}")
+            self.log(
+                LOG_ERROR,
+                f"model '{self.model_name}': draining on unload failed:\n{traceback.format_exc()}",
+            )
         reply: dict[str, Any] = {"ok": True}
         fin = getattr(self.model, "finalize", None)
         if fin is not None:
@@ -237,9 +252,12 @@ class Stub:
                 if inspect.isawaitable(result):
                     await result
             except Exception as e:  # noqa: BLE001
-                reply = {"ok": False, "error": f"tritonpy: model '{self.model_name}': finalize() "
-                                               f"raised {type(e).__name__}: {e}\n"
-                                               f"{traceback.format_exc()}"}
+                reply = {
+                    "ok": False,
+                    "error": f"tritonpy: model '{self.model_name}': finalize() "
+                    f"raised {type(e).__name__}: {e}\n"
+                    f"{traceback.format_exc()}",
+                }
         self.channel.send(C.encode_json(C.FINALIZE_DONE, reply))
         self.channel.flush_blocking()
         self.channel.close()

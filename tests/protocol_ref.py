@@ -32,21 +32,47 @@ BLS_REQUEST, BLS_RESPONSE, BLS_CANCEL, BLS_ARENA, BLS_RELEASE = 18, 19, 20, 21, 
 MODEL_CONTROL, MODEL_CONTROL_DONE = 23, 24
 METRIC, METRIC_DONE = 25, 26
 # METRIC operations.
-(OP_FAMILY_NEW, OP_FAMILY_DELETE, OP_METRIC_NEW, OP_METRIC_DELETE, OP_INCREMENT, OP_SET,
- OP_OBSERVE, OP_VALUE) = range(1, 9)
+(
+    OP_FAMILY_NEW,
+    OP_FAMILY_DELETE,
+    OP_METRIC_NEW,
+    OP_METRIC_DELETE,
+    OP_INCREMENT,
+    OP_SET,
+    OP_OBSERVE,
+    OP_VALUE,
+) = range(1, 9)
 RESP_FINAL = 1
 RESP_RESCHEDULE = 1 << 30
 RESP_NO_RESPONSE = 1 << 31
 RESP_BATCH_END = 1 << 29
 TYPE_NAMES = {
-    HELLO: "HELLO", INIT: "INIT", INIT_DONE: "INIT_DONE", ARENA: "ARENA",
-    EXECUTE: "EXECUTE", RESPONSES: "RESPONSES", EXECUTE_DONE: "EXECUTE_DONE",
-    LOG: "LOG", FINALIZE: "FINALIZE", FINALIZE_DONE: "FINALIZE_DONE",
-    ERROR: "ERROR", RELEASE: "RELEASE", CANCEL: "CANCEL", SEND_ERROR: "SEND_ERROR",
-    IS_READY: "IS_READY", READY: "READY", DRAIN: "DRAIN",
-    BLS_REQUEST: "BLS_REQUEST", BLS_RESPONSE: "BLS_RESPONSE", BLS_CANCEL: "BLS_CANCEL",
-    BLS_ARENA: "BLS_ARENA", BLS_RELEASE: "BLS_RELEASE", MODEL_CONTROL: "MODEL_CONTROL",
-    MODEL_CONTROL_DONE: "MODEL_CONTROL_DONE", METRIC: "METRIC", METRIC_DONE: "METRIC_DONE",
+    HELLO: "HELLO",
+    INIT: "INIT",
+    INIT_DONE: "INIT_DONE",
+    ARENA: "ARENA",
+    EXECUTE: "EXECUTE",
+    RESPONSES: "RESPONSES",
+    EXECUTE_DONE: "EXECUTE_DONE",
+    LOG: "LOG",
+    FINALIZE: "FINALIZE",
+    FINALIZE_DONE: "FINALIZE_DONE",
+    ERROR: "ERROR",
+    RELEASE: "RELEASE",
+    CANCEL: "CANCEL",
+    SEND_ERROR: "SEND_ERROR",
+    IS_READY: "IS_READY",
+    READY: "READY",
+    DRAIN: "DRAIN",
+    BLS_REQUEST: "BLS_REQUEST",
+    BLS_RESPONSE: "BLS_RESPONSE",
+    BLS_CANCEL: "BLS_CANCEL",
+    BLS_ARENA: "BLS_ARENA",
+    BLS_RELEASE: "BLS_RELEASE",
+    MODEL_CONTROL: "MODEL_CONTROL",
+    MODEL_CONTROL_DONE: "MODEL_CONTROL_DONE",
+    METRIC: "METRIC",
+    METRIC_DONE: "METRIC_DONE",
 }
 TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
 JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL, MODEL_CONTROL_DONE}
@@ -69,8 +95,11 @@ class Tensor:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "name": self.name, "dtype": self.dtype, "dims": list(self.dims),
-            "byte_size": self.byte_size, "location": self.location,
+            "name": self.name,
+            "dtype": self.dtype,
+            "dims": list(self.dims),
+            "byte_size": self.byte_size,
+            "location": self.location,
         }
         if self.location == 0:
             out["data_hex"] = self.data.hex()
@@ -81,8 +110,16 @@ class Tensor:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Tensor:
-        return cls(d["name"], d["dtype"], list(d["dims"]), d["byte_size"], d["location"],
-                   bytes.fromhex(d.get("data_hex", "")), d.get("arena_id", 0), d.get("offset", 0))
+        return cls(
+            d["name"],
+            d["dtype"],
+            list(d["dims"]),
+            d["byte_size"],
+            d["location"],
+            bytes.fromhex(d.get("data_hex", "")),
+            d.get("arena_id", 0),
+            d.get("offset", 0),
+        )
 
 
 # ---------------------------------------------------------------- writer
@@ -288,8 +325,10 @@ class _R:
 
     def take(self, n: int) -> bytes:
         if n < 0 or n > self.end - self.pos:
-            raise ProtocolError(f"truncated: need {n} bytes at {self.pos}, frame ends at {self.end}")
-        out = self.buf[self.pos:self.pos + n]
+            raise ProtocolError(
+                f"truncated: need {n} bytes at {self.pos}, frame ends at {self.end}"
+            )
+        out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -403,8 +442,13 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
     elif ftype == BLS_REQUEST:
         body = {"model_name": r.str(), "model_version": r.i64(), "request": _decode_request(r)}
     elif ftype == BLS_RESPONSE:
-        body = {"response_flags": r.u32(), "has_error": r.u8(), "error_code": r.u32(),
-                "error_message": r.str(), "parameters": r.str()}
+        body = {
+            "response_flags": r.u32(),
+            "has_error": r.u8(),
+            "error_code": r.u32(),
+            "error_message": r.str(),
+            "parameters": r.str(),
+        }
         if body["response_flags"] & ~RESP_FINAL:
             raise ProtocolError("unknown BLS response flags")
         body["outputs"] = [r.tensor() for _ in range(r.u32())]
@@ -421,8 +465,12 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
             cancels.append({"batch_id": bid, "request_index": idx})
         body = {"requests": cancels}
     elif ftype == SEND_ERROR:
-        body = {"batch_id": r.u64(), "request_index": r.u32(), "error_code": r.u32(),
-                "message": r.str()}
+        body = {
+            "batch_id": r.u64(),
+            "request_index": r.u32(),
+            "error_code": r.u32(),
+            "message": r.str(),
+        }
     elif ftype == READY:
         body = {"ready": r.u8(), "message": r.str()}
     elif ftype in (ARENA, BLS_ARENA):
@@ -435,12 +483,17 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         resps = []
         for _ in range(r.u32()):
             resp: dict[str, Any] = {
-                "batch_id": r.u64(), "request_index": r.u32(), "response_flags": r.u32(),
+                "batch_id": r.u64(),
+                "request_index": r.u32(),
+                "response_flags": r.u32(),
                 "has_error": r.u8(),
-                "error_code": r.u32(), "error_message": r.str(), "parameters": r.str(),
+                "error_code": r.u32(),
+                "error_message": r.str(),
+                "parameters": r.str(),
             }
-            if resp["response_flags"] & ~(RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE
-                                          | RESP_BATCH_END):
+            if resp["response_flags"] & ~(
+                RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE | RESP_BATCH_END
+            ):
                 raise ProtocolError("unknown response flags")
             resp["outputs"] = [r.tensor(receiver_arena_ok=True) for _ in range(r.u32())]
             resps.append(resp)
@@ -507,11 +560,19 @@ def inline(name: str, dtype: int, dims: list[int], data: bytes) -> dict[str, Any
     return Tensor(name, dtype, dims, len(data), 0, data).to_json()
 
 
-def request(request_id: str = "", inputs: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
+def request(
+    request_id: str = "", inputs: list[dict[str, Any]] | None = None, **kw: Any
+) -> dict[str, Any]:
     r: dict[str, Any] = {
-        "request_id": request_id, "correlation_kind": 0, "correlation_u64": 0,
-        "correlation_str": "", "flags": 0, "timeout_us": 0, "parameters": "",
-        "requested_outputs": [], "inputs": inputs or [],
+        "request_id": request_id,
+        "correlation_kind": 0,
+        "correlation_u64": 0,
+        "correlation_str": "",
+        "flags": 0,
+        "timeout_us": 0,
+        "parameters": "",
+        "requested_outputs": [],
+        "inputs": inputs or [],
     }
     r.update(kw)
     return r

@@ -30,8 +30,20 @@ PACKAGES = {
     "stub": "tritonpy/stub",
     "compat/triton_python_backend_utils": "triton_python_backend_utils",
 }
-CODESPELL_PATHS = ["README.md", "docs", "pb_utils", "stub", "cli", "backend", "examples", "tests",
-                   "tools", "bench", "deploy", ".devcontainer"]
+CODESPELL_PATHS = [
+    "README.md",
+    "docs",
+    "pb_utils",
+    "stub",
+    "cli",
+    "backend",
+    "examples",
+    "tests",
+    "tools",
+    "bench",
+    "deploy",
+    ".devcontainer",
+]
 
 
 def tool(name: str) -> str:
@@ -71,10 +83,18 @@ def run_mypy(extra: list[str] | None = None) -> int:
         tree = Path(tmp)
         names = source_tree(tree)
         examples = sorted(str(p) for p in (tree / "examples").glob("*.py"))
-        cmd = [tool("mypy"), "--config-file", str(ROOT / "pyproject.toml"),
-               "--cache-dir", str(ROOT / ".mypy_cache"), "--no-error-summary",
-               "tritonpy", "triton_python_backend_utils", *examples,
-               *(extra or [])]
+        cmd = [
+            tool("mypy"),
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(ROOT / ".mypy_cache"),
+            "--no-error-summary",
+            "tritonpy",
+            "triton_python_backend_utils",
+            *examples,
+            *(extra or []),
+        ]
         env = dict(os.environ, MYPYPATH=str(tree))
         out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
         text = out.stdout + out.stderr
@@ -85,8 +105,9 @@ def run_mypy(extra: list[str] | None = None) -> int:
 
 
 def backend_sources() -> list[str]:
-    return sorted(str(p) for d in ("backend",) for p in (ROOT / d).rglob("*")
-                  if p.suffix in (".cc", ".h"))
+    return sorted(
+        str(p) for d in ("backend",) for p in (ROOT / d).rglob("*") if p.suffix in (".cc", ".h")
+    )
 
 
 def run_clang_format(fix: bool) -> int:
@@ -99,15 +120,20 @@ def run_clang_format(fix: bool) -> int:
 
 def run_codespell() -> int:
     paths = [p for p in CODESPELL_PATHS if (ROOT / p).exists()]
-    out = subprocess.run([tool("codespell"), "--config", str(ROOT / ".codespellrc"), *paths],
-                         cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(
+        [tool("codespell"), "--config", str(ROOT / ".codespellrc"), *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     print(out.stdout + out.stderr, end="")
     return out.returncode
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="checks", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="checks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("check", choices=["mypy", "clang-format", "codespell"])
     p.add_argument("--fix", action="store_true", help="clang-format: rewrite the files")
     args = p.parse_args(argv)

@@ -31,14 +31,13 @@ RoundUp(uint64_t v, uint64_t to)
 }  // namespace
 
 Status
-MappedArena::Create(uint32_t id, uint64_t size,
-                    std::unique_ptr<MappedArena>* out)
+MappedArena::Create(
+    uint32_t id, uint64_t size, std::unique_ptr<MappedArena>* out)
 {
   int fd = memfd_create("tritonpy-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::Internal(Errno("tritonpy: memfd_create"));
   // memfds are created 0777 & ~umask; the protocol wants 0600.
-  if (fchmod(fd, 0600) != 0 ||
-      ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
     Status s = Status::Internal(Errno("tritonpy: sizing arena memfd"));
     close(fd);
     return s;
@@ -49,8 +48,9 @@ MappedArena::Create(uint32_t id, uint64_t size,
 }
 
 Status
-MappedArena::Map(uint32_t id, int fd, uint64_t size, bool writable,
-                 bool keep_fd, std::unique_ptr<MappedArena>* out)
+MappedArena::Map(
+    uint32_t id, int fd, uint64_t size, bool writable, bool keep_fd,
+    std::unique_ptr<MappedArena>* out)
 {
   if (size == 0) {
     close(fd);
@@ -226,15 +226,16 @@ PeerArenas::Add(uint32_t id, int fd, uint64_t size)
         " is not sealed against shrinking (F_SEAL_SHRINK)");
   }
   std::unique_ptr<MappedArena> arena;
-  TRITONPY_RETURN_IF_ERROR(MappedArena::Map(
-      id, fd, size, /*writable=*/false, /*keep_fd=*/false, &arena));
+  TRITONPY_RETURN_IF_ERROR(
+      MappedArena::Map(
+          id, fd, size, /*writable=*/false, /*keep_fd=*/false, &arena));
   arenas_[id] = std::move(arena);
   return Status();
 }
 
 Status
-PeerArenas::Resolve(uint32_t id, uint64_t offset, uint64_t size,
-                    const uint8_t** out) const
+PeerArenas::Resolve(
+    uint32_t id, uint64_t offset, uint64_t size, const uint8_t** out) const
 {
   auto it = arenas_.find(id);
   if (it == arenas_.end()) {

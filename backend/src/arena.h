@@ -38,12 +38,13 @@ constexpr uint64_t kKeepResidentBytes = 64 << 20;
 class MappedArena {
  public:
   // Creates a new memfd of `size` bytes, mapped read-write.
-  static Status Create(uint32_t id, uint64_t size,
-                       std::unique_ptr<MappedArena>* out);
+  static Status Create(
+      uint32_t id, uint64_t size, std::unique_ptr<MappedArena>* out);
   // Maps `fd` (size bytes). Takes ownership of fd; closes it after mapping
   // unless keep_fd.
-  static Status Map(uint32_t id, int fd, uint64_t size, bool writable,
-                    bool keep_fd, std::unique_ptr<MappedArena>* out);
+  static Status Map(
+      uint32_t id, int fd, uint64_t size, bool writable, bool keep_fd,
+      std::unique_ptr<MappedArena>* out);
   ~MappedArena();
   MappedArena(const MappedArena&) = delete;
   MappedArena& operator=(const MappedArena&) = delete;
@@ -55,7 +56,9 @@ class MappedArena {
 
  private:
   MappedArena(uint32_t id, int fd, uint8_t* base, uint64_t size)
-      : id_(id), fd_(fd), base_(base), size_(size) {}
+      : id_(id), fd_(fd), base_(base), size_(size)
+  {
+  }
   uint32_t id_;
   int fd_;
   uint8_t* base_;
@@ -114,8 +117,8 @@ class PeerArenas {
   Status Add(uint32_t id, int fd, uint64_t size);
   // Returns the address of [offset, offset + size) in arena `id`, or fails
   // when the arena is unknown or the range is outside it.
-  Status Resolve(uint32_t id, uint64_t offset, uint64_t size,
-                 const uint8_t** out) const;
+  Status Resolve(
+      uint32_t id, uint64_t offset, uint64_t size, const uint8_t** out) const;
   void Clear() { arenas_.clear(); }
   size_t count() const { return arenas_.size(); }
 

@@ -99,7 +99,8 @@ TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance)
   void* vmodel = nullptr;
   tritonpy::Status s =
       tritonpy::FromTriton(TRITONBACKEND_ModelInstanceModel(instance, &model));
-  if (s.ok()) s = tritonpy::FromTriton(TRITONBACKEND_ModelState(model, &vmodel));
+  if (s.ok())
+    s = tritonpy::FromTriton(TRITONBACKEND_ModelState(model, &vmodel));
   std::unique_ptr<tritonpy::InstanceState> state;
   if (s.ok()) {
     s = tritonpy::InstanceState::Create(

@@ -36,11 +36,12 @@ Trim(const std::string& s)
 }
 
 Status
-ParseUnsigned(const std::string& key, const std::string& value,
-              uint64_t max, uint64_t* out)
+ParseUnsigned(
+    const std::string& key, const std::string& value, uint64_t max,
+    uint64_t* out)
 {
-  if (value.empty() || value.find_first_not_of("0123456789") !=
-                           std::string::npos) {
+  if (value.empty() ||
+      value.find_first_not_of("0123456789") != std::string::npos) {
     return Status::InvalidArg(
         "tritonpy: backend setting '" + key + "' must be a non-negative " +
         "integer, got '" + value + "'");
@@ -59,8 +60,8 @@ ParseUnsigned(const std::string& key, const std::string& value,
 
 // A duration in seconds: digits with an optional fraction ("5", "0.5").
 Status
-BackendState::ParseSeconds(const std::string& key, const std::string& value,
-                           double* out)
+BackendState::ParseSeconds(
+    const std::string& key, const std::string& value, double* out)
 {
   size_t dot = value.find('.');
   std::string whole = value.substr(0, dot);
@@ -79,10 +80,9 @@ BackendState::ParseSeconds(const std::string& key, const std::string& value,
   return Status();
 }
 
-
 Status
-BackendState::ParseConfFile(const std::string& text,
-                            std::map<std::string, std::string>* out)
+BackendState::ParseConfFile(
+    const std::string& text, std::map<std::string, std::string>* out)
 {
   std::istringstream in(text);
   std::string line;
@@ -105,9 +105,9 @@ BackendState::ParseConfFile(const std::string& text,
 }
 
 Status
-BackendState::ApplySettings(const std::map<std::string, std::string>& kv,
-                            const std::string& origin,
-                            BackendSettings* settings, bool log)
+BackendState::ApplySettings(
+    const std::map<std::string, std::string>& kv, const std::string& origin,
+    BackendSettings* settings, bool log)
 {
   for (const auto& [key, value] : kv) {
     if (key == "python-executable") {
@@ -169,8 +169,8 @@ BackendState::ApplySettings(const std::map<std::string, std::string>& kv,
 }
 
 Status
-BackendState::Create(TRITONBACKEND_Backend* backend,
-                     std::unique_ptr<BackendState>* out)
+BackendState::Create(
+    TRITONBACKEND_Backend* backend, std::unique_ptr<BackendState>* out)
 {
   std::unique_ptr<BackendState> state(new BackendState());
   const char* name = nullptr;
@@ -207,8 +207,9 @@ BackendState::Create(TRITONBACKEND_Backend* backend,
       TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size));
   if (byte_size > 0) {
     json::Value doc;
-    TRITONPY_RETURN_IF_ERROR(json::Parse(buffer, byte_size, &doc)
-                                 .WithPrefix("tritonpy: backend config: "));
+    TRITONPY_RETURN_IF_ERROR(
+        json::Parse(buffer, byte_size, &doc)
+            .WithPrefix("tritonpy: backend config: "));
     const json::Value* cmdline = doc.Find("cmdline");
     if (cmdline != nullptr && cmdline->is_object()) {
       for (const auto& [key, value] : cmdline->members()) {
@@ -224,8 +225,8 @@ BackendState::Create(TRITONBACKEND_Backend* backend,
 
   const BackendSettings& s = state->settings_;
   TRITONPY_LOG_INFO(
-      "tritonpy: backend '" + state->name_ + "': python-executable=" +
-      s.python_executable +
+      "tritonpy: backend '" + state->name_ +
+      "': python-executable=" + s.python_executable +
       " stub-timeout-seconds=" + std::to_string(s.stub_timeout_seconds) +
       " arena-byte-size=" + std::to_string(s.arena_byte_size) +
       " finalize-grace-seconds=" +

@@ -42,8 +42,8 @@ struct BackendSettings {
 
 class BackendState {
  public:
-  static Status Create(TRITONBACKEND_Backend* backend,
-                       std::unique_ptr<BackendState>* out);
+  static Status Create(
+      TRITONBACKEND_Backend* backend, std::unique_ptr<BackendState>* out);
 
   const BackendSettings& settings() const { return settings_; }
   // Internally synchronised: usable through a const BackendState.
@@ -54,21 +54,22 @@ class BackendState {
 
   // Applies key/value pairs (file first, then command line) to `settings`,
   // logging ignored or unknown keys. Exposed for unit tests.
-  static Status ApplySettings(const std::map<std::string, std::string>& kv,
-                              const std::string& origin,
-                              BackendSettings* settings, bool log);
+  static Status ApplySettings(
+      const std::map<std::string, std::string>& kv, const std::string& origin,
+      BackendSettings* settings, bool log);
   // Parses a duration: digits with an optional fraction, 0 to 86400
   // seconds; the error names `key`.
-  static Status ParseSeconds(const std::string& key, const std::string& value,
-                             double* out);
+  static Status ParseSeconds(
+      const std::string& key, const std::string& value, double* out);
   // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
-  static Status ParseConfFile(const std::string& text,
-                              std::map<std::string, std::string>* out);
+  static Status ParseConfFile(
+      const std::string& text, std::map<std::string, std::string>* out);
 
  private:
   std::string name_;
   BackendSettings settings_;
-  std::unique_ptr<DrainWatcher> drain_watcher_ = std::make_unique<DrainWatcher>();
+  std::unique_ptr<DrainWatcher> drain_watcher_ =
+      std::make_unique<DrainWatcher>();
   std::unique_ptr<MetricStore> metric_store_ = std::make_unique<MetricStore>();
 };
 

@@ -26,24 +26,24 @@ namespace tritonpy {
 struct BatchRequest {
   TRITONBACKEND_Request* request = nullptr;
   TRITONBACKEND_ResponseFactory* factory = nullptr;  // decoupled mode only
-  std::string id;  // request id, for messages
+  std::string id;                                    // request id, for messages
   std::set<std::string> requested_outputs;
   uint64_t batch_size = 1;
-  uint32_t wire_pos = 0;   // request_index in the EXECUTE frame
-  bool responded = false;  // a response with FINAL was sent
-  bool failed = false;     // ... some response carried an error
-  bool complete = false;   // released (FINAL or RESCHEDULE); hands off
+  uint32_t wire_pos = 0;     // request_index in the EXECUTE frame
+  bool responded = false;    // a response with FINAL was sent
+  bool failed = false;       // ... some response carried an error
+  bool complete = false;     // released (FINAL or RESCHEDULE); hands off
   bool cancel_sent = false;  // a CANCEL entry went to the stub
 };
 
 struct Batch {
   uint64_t id = 0;
   bool decoupled = false;
-  std::vector<BatchRequest> requests;  // in Triton's order
-  std::vector<size_t> wire_index;      // EXECUTE position -> requests index
+  std::vector<BatchRequest> requests;   // in Triton's order
+  std::vector<size_t> wire_index;       // EXECUTE position -> requests index
   std::vector<Allocation> allocations;  // backend arena space of the frame
   std::vector<std::vector<uint8_t>> scratch;  // gathered inline inputs
-  size_t open = 0;            // requests not complete yet
+  size_t open = 0;                            // requests not complete yet
   bool execute_done = false;  // EXECUTE_DONE / BATCH_DONE arrived
   uint64_t exec_start_ns = 0;
   uint64_t compute_start_ns = 0;

@@ -142,10 +142,10 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
 
   std::mutex mu;
   std::condition_variable cv;
-  ArenaAllocator allocator;                          // guarded by mu
-  std::shared_ptr<Channel> current;                  // guarded by mu
-  std::shared_ptr<Channel> announced_to;             // guarded by mu
-  std::set<std::pair<uint32_t, uint64_t>> handed;    // guarded by mu
+  ArenaAllocator allocator;                            // guarded by mu
+  std::shared_ptr<Channel> current;                    // guarded by mu
+  std::shared_ptr<Channel> announced_to;               // guarded by mu
+  std::set<std::pair<uint32_t, uint64_t>> handed;      // guarded by mu
   std::map<uint64_t, std::shared_ptr<BlsCall>> calls;  // guarded by mu
 
   // Model-control workers, joined by ~Bls (finished ones on the way).
@@ -195,8 +195,7 @@ BlsCore::Alloc(
       // under mu so that no other response can overtake it.
       for (const MappedArena* arena : core->allocator.Unannounced()) {
         auto frame = proto::MakeFrame(
-            proto::FrameType::kBlsArena, 0, 0,
-            [&](std::vector<uint8_t>* out) {
+            proto::FrameType::kBlsArena, 0, 0, [&](std::vector<uint8_t>* out) {
               proto::EncodeArena({arena->id(), arena->size()}, out);
             });
         (void)call->channel->Send(frame, arena->fd());
@@ -266,8 +265,7 @@ BlsCore::MaybeForget(BlsCall* call)
 
 void
 BlsCore::OnResponse(
-    TRITONSERVER_InferenceResponse* response, const uint32_t flags,
-    void* userp)
+    TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp)
 {
   auto* call = static_cast<BlsCall*>(userp);
   std::shared_ptr<BlsCore> core = call->core;  // alive through this call
@@ -296,20 +294,20 @@ BlsCore::OnResponse(
         if (err != nullptr) break;
         switch (type) {
           case TRITONSERVER_PARAMETER_STRING:
-            params.Set(name, json::Value::String(
-                                 static_cast<const char*>(value)));
+            params.Set(
+                name, json::Value::String(static_cast<const char*>(value)));
             break;
           case TRITONSERVER_PARAMETER_INT:
-            params.Set(name, json::Value::Int(
-                                 *static_cast<const int64_t*>(value)));
+            params.Set(
+                name, json::Value::Int(*static_cast<const int64_t*>(value)));
             break;
           case TRITONSERVER_PARAMETER_BOOL:
-            params.Set(name,
-                       json::Value::Bool(*static_cast<const bool*>(value)));
+            params.Set(
+                name, json::Value::Bool(*static_cast<const bool*>(value)));
             break;
           case TRITONSERVER_PARAMETER_DOUBLE:
-            params.Set(name, json::Value::Double(
-                                 *static_cast<const double*>(value)));
+            params.Set(
+                name, json::Value::Double(*static_cast<const double*>(value)));
             break;
           default:
             break;  // bytes parameters are not forwarded
@@ -431,10 +429,11 @@ BlsCore::OnRequestRelease(
 
 // ---------------------------------------------------------------- Bls
 
-Bls::Bls(TRITONSERVER_Server* server, std::string describe,
-         uint64_t arena_byte_size)
-    : core_(std::make_shared<BlsCore>(
-          server, std::move(describe), arena_byte_size))
+Bls::Bls(
+    TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size)
+    : core_(
+          std::make_shared<BlsCore>(
+              server, std::move(describe), arena_byte_size))
 {
   TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(
       &core_->triton_allocator, BlsCore::Alloc, BlsCore::Release, nullptr);
@@ -565,8 +564,7 @@ BuildRequest(
       TRITONSERVER_InferenceRequestSetFlags(req, q.flags));
   if (q.timeout_us > 0) {
     TRITONPY_RETURN_IF_TRITON_ERROR(
-        TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(
-            req, q.timeout_us));
+        TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(req, q.timeout_us));
   }
   TRITONPY_RETURN_IF_ERROR(SetRequestParameters(req, q.parameters));
   for (size_t i = 0; i < q.inputs.size(); ++i) {
@@ -576,8 +574,8 @@ BuildRequest(
         t.dims.data(), t.dims.size()));
     TRITONPY_RETURN_IF_TRITON_ERROR(
         TRITONSERVER_InferenceRequestAppendInputData(
-            req, t.name.c_str(), data[i], t.byte_size,
-            TRITONSERVER_MEMORY_CPU, 0));
+            req, t.name.c_str(), data[i], t.byte_size, TRITONSERVER_MEMORY_CPU,
+            0));
   }
   for (const std::string& name : q.requested_outputs) {
     TRITONPY_RETURN_IF_TRITON_ERROR(
@@ -605,7 +603,8 @@ RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
         if (m.first.rfind("file:", 0) != 0 || !m.second.is_string()) {
           s = Status::InvalidArg(
               "load_model: every key of 'files' must start with 'file:' "
-              "and map to bytes, got '" + m.first + "'");
+              "and map to bytes, got '" +
+              m.first + "'");
           break;
         }
         std::string content;
@@ -760,8 +759,8 @@ Bls::OnFrame(
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const proto::Tensor& t = q.inputs[i];
     if (t.location == proto::kLocationArena) {
-      TRITONPY_RETURN_IF_ERROR(peers.Resolve(
-          t.ref.arena_id, t.ref.offset, t.byte_size, &src[i]));
+      TRITONPY_RETURN_IF_ERROR(
+          peers.Resolve(t.ref.arena_id, t.ref.offset, t.byte_size, &src[i]));
       release->push_back(t.ref);
     } else {
       src[i] = t.data;
@@ -778,7 +777,8 @@ Bls::OnFrame(
   uint64_t at = 0;
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const proto::Tensor& t = q.inputs[i];
-    if (t.byte_size > 0) std::memcpy(call->inputs.data() + at, src[i], t.byte_size);
+    if (t.byte_size > 0)
+      std::memcpy(call->inputs.data() + at, src[i], t.byte_size);
     data[i] = call->inputs.data() + at;
     at += (t.byte_size + 63) / 64 * 64;
   }
@@ -792,7 +792,8 @@ Bls::OnFrame(
   if (core->triton_allocator == nullptr) {
     BlsCore::FailEarly(
         channel, f.id,
-        Status::Unavailable("tritonpy: BLS is unavailable in " + core->describe));
+        Status::Unavailable(
+            "tritonpy: BLS is unavailable in " + core->describe));
     return Status();
   }
 

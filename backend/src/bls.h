@@ -53,10 +53,10 @@ class Bls {
   // space the frame used (inputs) is appended to `release`. A failed
   // Status is a protocol violation; every other failure is answered to the
   // stub as an error response.
-  Status OnFrame(const proto::FrameView& f, const uint8_t* body,
-                 const PeerArenas& peers,
-                 const std::shared_ptr<Channel>& channel,
-                 std::vector<proto::ArenaRef>* release);
+  Status OnFrame(
+      const proto::FrameView& f, const uint8_t* body, const PeerArenas& peers,
+      const std::shared_ptr<Channel>& channel,
+      std::vector<proto::ArenaRef>* release);
 
   // Reader thread, when the stub is gone: cancels its calls in flight and
   // frees every BLS allocation it held. Responses still to come are

@@ -72,9 +72,9 @@ Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
 }
 
 Channel::RecvResult
-Channel::Receive(std::vector<uint8_t>* buf, size_t* len,
-                 std::vector<int>* fds, int timeout_ms, Status* error,
-                 int wake_fd)
+Channel::Receive(
+    std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
+    int timeout_ms, Status* error, int wake_fd)
 {
   fds->clear();
   if (buf->size() < proto::kMaxFrame) buf->resize(proto::kMaxFrame);
@@ -149,4 +149,3 @@ Channel::Receive(std::vector<uint8_t>* buf, size_t* len,
 }
 
 }  // namespace tritonpy
-

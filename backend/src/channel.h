@@ -36,9 +36,9 @@ class Channel {
   // given and becomes readable first, it is drained and kTimeout returned:
   // another thread wants the reader's attention. On kError, `error` says
   // why (including MSG_TRUNC / MSG_CTRUNC).
-  RecvResult Receive(std::vector<uint8_t>* buf, size_t* len,
-                     std::vector<int>* fds, int timeout_ms, Status* error,
-                     int wake_fd = -1);
+  RecvResult Receive(
+      std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
+      int timeout_ms, Status* error, int wake_fd = -1);
 
   // Shuts the socket down both ways: a blocked Receive returns kEof and the
   // peer sees EOF. The descriptor stays open until destruction.

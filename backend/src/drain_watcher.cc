@@ -54,8 +54,9 @@ DrainWatcher::Run()
     busy.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(period_ms_),
-                   [this] { return stop_; });
+      cv_.wait_for(lock, std::chrono::milliseconds(period_ms_), [this] {
+        return stop_;
+      });
       if (stop_) return;
       for (const auto& t : targets_) {
         if (t->open_requests.load() > 0 && !t->unloading.load()) {

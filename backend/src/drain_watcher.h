@@ -55,7 +55,7 @@ class DrainWatcher {
   const int period_ms_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;                                 // guarded by mu_
+  bool stop_ = false;                                  // guarded by mu_
   std::vector<std::shared_ptr<DrainTarget>> targets_;  // guarded by mu_
   std::thread thread_;
 };

@@ -17,22 +17,28 @@ class Status {
  public:
   Status() = default;
 
-  static Status Error(TRITONSERVER_Error_Code code, std::string message) {
+  static Status Error(TRITONSERVER_Error_Code code, std::string message)
+  {
     return Status(code, std::move(message));
   }
-  static Status Internal(std::string message) {
+  static Status Internal(std::string message)
+  {
     return Status(TRITONSERVER_ERROR_INTERNAL, std::move(message));
   }
-  static Status InvalidArg(std::string message) {
+  static Status InvalidArg(std::string message)
+  {
     return Status(TRITONSERVER_ERROR_INVALID_ARG, std::move(message));
   }
-  static Status Unavailable(std::string message) {
+  static Status Unavailable(std::string message)
+  {
     return Status(TRITONSERVER_ERROR_UNAVAILABLE, std::move(message));
   }
-  static Status Unsupported(std::string message) {
+  static Status Unsupported(std::string message)
+  {
     return Status(TRITONSERVER_ERROR_UNSUPPORTED, std::move(message));
   }
-  static Status NotFound(std::string message) {
+  static Status NotFound(std::string message)
+  {
     return Status(TRITONSERVER_ERROR_NOT_FOUND, std::move(message));
   }
 
@@ -41,14 +47,17 @@ class Status {
   const std::string& message() const { return message_; }
 
   // Returns a copy whose message is "<prefix><message>".
-  Status WithPrefix(const std::string& prefix) const {
+  Status WithPrefix(const std::string& prefix) const
+  {
     if (ok()) return *this;
     return Status(code_, prefix + message_);
   }
 
  private:
   Status(TRITONSERVER_Error_Code code, std::string message)
-      : failed_(true), code_(code), message_(std::move(message)) {}
+      : failed_(true), code_(code), message_(std::move(message))
+  {
+  }
 
   bool failed_ = false;
   TRITONSERVER_Error_Code code_ = TRITONSERVER_ERROR_UNKNOWN;
@@ -62,10 +71,10 @@ class Status {
 
 // Evaluates `expr` (a Status) and returns it from the enclosing function if
 // it failed.
-#define TRITONPY_RETURN_IF_ERROR(expr)                           \
-  do {                                                           \
-    ::tritonpy::Status TRITONPY_CONCAT(s_, __LINE__) = (expr);   \
-    if (!TRITONPY_CONCAT(s_, __LINE__).ok()) {                   \
-      return TRITONPY_CONCAT(s_, __LINE__);                      \
-    }                                                            \
+#define TRITONPY_RETURN_IF_ERROR(expr)                         \
+  do {                                                         \
+    ::tritonpy::Status TRITONPY_CONCAT(s_, __LINE__) = (expr); \
+    if (!TRITONPY_CONCAT(s_, __LINE__).ok()) {                 \
+      return TRITONPY_CONCAT(s_, __LINE__);                    \
+    }                                                          \
   } while (false)

@@ -63,9 +63,9 @@ ReadParameters(TRITONBACKEND_Request* request, std::string* out)
 
 // Reads one request's metadata and input buffers.
 Status
-ReadRequest(const ModelState& model, TRITONBACKEND_Request* request,
-            BatchRequest* breq, proto::Request* wire,
-            std::vector<PendingInput>* inputs)
+ReadRequest(
+    const ModelState& model, TRITONBACKEND_Request* request, BatchRequest* breq,
+    proto::Request* wire, std::vector<PendingInput>* inputs)
 {
   const char* id = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_RequestId(request, &id));
@@ -140,11 +140,12 @@ ReadRequest(const ModelState& model, TRITONBACKEND_Request* request,
       if (mem == TRITONSERVER_MEMORY_GPU) {
         return Status::Unsupported(
             "tritonpy: model '" + model.name() + "' request '" + breq->id +
-            "': input '" + t.name + "' is in GPU memory; tritonpy supports "
+            "': input '" + t.name +
+            "' is in GPU memory; tritonpy supports "
             "CPU inputs only for now");
       }
-      if (size > 0) pending.parts.emplace_back(
-          static_cast<const uint8_t*>(buf), size);
+      if (size > 0)
+        pending.parts.emplace_back(static_cast<const uint8_t*>(buf), size);
       total += size;
     }
     if (total != byte_size) {
@@ -187,9 +188,9 @@ CopyParts(const PendingInput& in, uint8_t* dst)
 }  // namespace
 
 Status
-BuildExecute(const ModelState& model, TRITONBACKEND_Request** requests,
-             uint32_t count, ArenaAllocator* allocator, Batch* batch,
-             std::vector<uint8_t>* frame)
+BuildExecute(
+    const ModelState& model, TRITONBACKEND_Request** requests, uint32_t count,
+    ArenaAllocator* allocator, Batch* batch, std::vector<uint8_t>* frame)
 {
   proto::ExecuteBody body;
   body.requests.reserve(count);

@@ -24,8 +24,8 @@ namespace tritonpy {
 // batch->allocations. In decoupled mode each request sent to the stub gets
 // a response factory (BatchRequest::factory). Fails only when arena space
 // cannot be had; then the caller fails the remaining requests.
-Status BuildExecute(const ModelState& model, TRITONBACKEND_Request** requests,
-                    uint32_t count, ArenaAllocator* allocator, Batch* batch,
-                    std::vector<uint8_t>* frame);
+Status BuildExecute(
+    const ModelState& model, TRITONBACKEND_Request** requests, uint32_t count,
+    ArenaAllocator* allocator, Batch* batch, std::vector<uint8_t>* frame);
 
 }  // namespace tritonpy

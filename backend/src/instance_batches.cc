@@ -86,9 +86,10 @@ InstanceState::CompleteRequest(
     if (release_flags != TRITONSERVER_REQUEST_RELEASE_ALL) {
       // Never leak the request nor leave its client waiting: a failed
       // reschedule answers with the error and releases for good.
-      RespondWithError(req, why.WithPrefix(
-          "tritonpy: model '" + model_->name() +
-          "': rescheduling the request failed: "));
+      RespondWithError(
+          req, why.WithPrefix(
+                   "tritonpy: model '" + model_->name() +
+                   "': rescheduling the request failed: "));
       LogIfError(
           TRITONBACKEND_RequestRelease(
               req->request, TRITONSERVER_REQUEST_RELEASE_ALL),
@@ -186,8 +187,9 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
 }
 
 Status
-InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
-                           std::vector<proto::ArenaRef>* release)
+InstanceState::OnResponses(
+    const proto::FrameView& f, const uint8_t* body,
+    std::vector<proto::ArenaRef>* release)
 {
   proto::ResponsesBody rb;
   TRITONPY_RETURN_IF_ERROR(proto::DecodeResponses(body, f.body_len, &rb));
@@ -220,16 +222,14 @@ InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
   const bool batch_done = (f.flags & proto::kFlagBatchDone) != 0;
   if (batch_done) {
     auto it = batches_.find(f.id);
-    if (it == batches_.end() || it->second->execute_done ||
-        ended_here(f.id)) {
+    if (it == batches_.end() || it->second->execute_done || ended_here(f.id)) {
       return Violation(
           "BATCH_DONE for batch " + std::to_string(f.id) +
           ", which is not in flight");
     }
   }
   std::vector<std::vector<const uint8_t*>> data;
-  TRITONPY_RETURN_IF_ERROR(
-      ResolveOutputs(rb, peers_, owners, &data, release));
+  TRITONPY_RETURN_IF_ERROR(ResolveOutputs(rb, peers_, owners, &data, release));
 
   std::vector<proto::SendErrorBody> send_errors;
   for (size_t i = 0; i < rb.responses.size(); ++i) {
@@ -242,7 +242,8 @@ InstanceState::OnResponses(const proto::FrameView& f, const uint8_t* body,
           "tritonpy: model '" + model_->name() + "' sent a response for " +
           "request '" + req->id + "', which is already complete; it is " +
           "dropped");
-      if (batch_end) TRITONPY_RETURN_IF_ERROR(OnExecuteDone(r.batch_id, Status()));
+      if (batch_end)
+        TRITONPY_RETURN_IF_ERROR(OnExecuteDone(r.batch_id, Status()));
       continue;
     }
     Status send_error;
@@ -304,8 +305,7 @@ InstanceState::PollCancellation(bool force)
 {
   if (open_requests_ == 0) return;
   auto now = Clock::now();
-  if (!force &&
-      now - last_cancel_poll_ < std::chrono::milliseconds(kPollMs)) {
+  if (!force && now - last_cancel_poll_ < std::chrono::milliseconds(kPollMs)) {
     return;
   }
   last_cancel_poll_ = now;
@@ -378,8 +378,9 @@ InstanceState::OverDeadline(bool* unloading)
     // The stub answers every open request itself once the grace is over;
     // one that cannot (stuck in a sync execute) is killed a little later.
     const double grace = model_->backend().settings().finalize_grace_seconds;
-    if (now - drain_sent_at_ > std::chrono::milliseconds(static_cast<int64_t>(
-                                   1000 * grace) + kDrainSlackMs)) {
+    if (now - drain_sent_at_ >
+        std::chrono::milliseconds(
+            static_cast<int64_t>(1000 * grace) + kDrainSlackMs)) {
       *unloading = true;
       return "it kept " + std::to_string(open_requests_) +
              " request(s) after the unload's finalize-grace-seconds (" +
@@ -425,8 +426,8 @@ Status
 InstanceState::CheckReady()
 {
   const double timeout_s = model_->backend().settings().ready_timeout_seconds;
-  const auto timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(1000 * timeout_s));
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(1000 * timeout_s));
   std::shared_ptr<Channel> channel;
   uint64_t query_id = 0;
   uint64_t generation = 0;
@@ -452,8 +453,8 @@ InstanceState::CheckReady()
   std::unique_lock<std::mutex> lock(mu_);
   if (sent.ok()) {
     cv_.wait_for(lock, timeout, [&] {
-      return ready_answers_.count(query_id) != 0 ||
-             generation_ != generation || state_ != StubState::kReady;
+      return ready_answers_.count(query_id) != 0 || generation_ != generation ||
+             state_ != StubState::kReady;
     });
   }
   ready_queries_.erase(query_id);

@@ -74,8 +74,8 @@ InstanceState::FinishLocally(Batch* batch)
     if (req.complete) continue;
     RespondWithError(
         &req, Status::Internal(
-                  "tritonpy: model '" + model_->name() +
-                  "': request '" + req.id + "' was not executed"));
+                  "tritonpy: model '" + model_->name() + "': request '" +
+                  req.id + "' was not executed"));
     TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
         instance_, req.request, !req.failed, batch->exec_start_ns,
         batch->compute_start_ns, now, now);
@@ -119,8 +119,9 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   Status status;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(2 * timeout_s),
-                 [&] { return state_ != StubState::kRestarting; });
+    cv_.wait_for(lock, std::chrono::seconds(2 * timeout_s), [&] {
+      return state_ != StubState::kRestarting;
+    });
     if (state_ == StubState::kReady) {
       const bool async = traits_.async_execute;
       cv_.wait(lock, [&] {
@@ -221,8 +222,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   bool registered = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (state_ == StubState::kReady && channel_ == channel &&
-        !shutting_down_) {
+    if (state_ == StubState::kReady && channel_ == channel && !shutting_down_) {
       pending_.push_back(batch);
       ++inflight_batches_;
       ++executing_batches_;

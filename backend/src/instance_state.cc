@@ -47,15 +47,16 @@ constexpr auto kHealthyUptime = std::chrono::seconds(5);
 
 InstanceState::InstanceState(
     ModelState* model, TRITONBACKEND_ModelInstance* instance)
-    : model_(model), instance_(instance),
+    : model_(model),
+      instance_(instance),
       allocator_(model->backend().settings().arena_byte_size)
 {
   metrics_ = std::make_unique<InstanceMetrics>(
       &model->backend().metric_store(), "model '" + model->name() + "'");
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   const char* debug = getenv("TRITONPY_DEBUG");
-  debug_counters_ = debug != nullptr && debug[0] != '\0' &&
-                    std::string(debug) != "0";
+  debug_counters_ =
+      debug != nullptr && debug[0] != '\0' && std::string(debug) != "0";
 }
 
 int
@@ -75,13 +76,12 @@ InstanceState::LogDebugCounters()
     pending = pending_.size();
   }
   // key=value pairs: Triton's log escapes quotes, so no JSON.
-  std::string line =
-      "batches_total=" + std::to_string(adopted_batches_) +
-      " batches=" + std::to_string(batches_.size() + pending) +
-      " requests=" + std::to_string(open_requests_) +
-      " arena_bytes=" + std::to_string(arena_bytes) +
-      " bls_calls=" + std::to_string(bls_calls) +
-      " bls_arena_bytes=" + std::to_string(bls_bytes);
+  std::string line = "batches_total=" + std::to_string(adopted_batches_) +
+                     " batches=" + std::to_string(batches_.size() + pending) +
+                     " requests=" + std::to_string(open_requests_) +
+                     " arena_bytes=" + std::to_string(arena_bytes) +
+                     " bls_calls=" + std::to_string(bls_calls) +
+                     " bls_arena_bytes=" + std::to_string(bls_bytes);
   if (line == last_debug_line_) return -1;
   const auto now = Clock::now();
   const auto due = last_debug_log_ + std::chrono::milliseconds(kDebugPeriodMs);
@@ -104,8 +104,9 @@ InstanceState::Describe() const
 }
 
 Status
-InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
-                      std::unique_ptr<InstanceState>* out)
+InstanceState::Create(
+    ModelState* model, TRITONBACKEND_ModelInstance* instance,
+    std::unique_ptr<InstanceState>* out)
 {
   std::unique_ptr<InstanceState> state(new InstanceState(model, instance));
   const char* name = nullptr;
@@ -139,8 +140,7 @@ InstanceState::Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelServer(model->triton_model(), &server));
   state->bls_ = std::make_unique<Bls>(
-      server, state->Describe(),
-      model->backend().settings().arena_byte_size);
+      server, state->Describe(), model->backend().settings().arena_byte_size);
   state->drain_->server = server;
   state->drain_->model_name = model->name();
   state->drain_->model_version = static_cast<int64_t>(model->version());
@@ -154,12 +154,13 @@ InstanceState::~InstanceState()
 {
   model_->backend().drain_watcher().Unregister(drain_.get());
   const BackendSettings& settings = model_->backend().settings();
-  const auto wait = std::chrono::milliseconds(static_cast<int64_t>(
-      1000 * (settings.finalize_grace_seconds +
-              settings.stub_timeout_seconds)));
+  const auto wait = std::chrono::milliseconds(
+      static_cast<int64_t>(
+          1000 *
+          (settings.finalize_grace_seconds + settings.stub_timeout_seconds)));
   const std::string wait_text =
-      json::Value::Double(settings.finalize_grace_seconds +
-                          settings.stub_timeout_seconds)
+      json::Value::Double(
+          settings.finalize_grace_seconds + settings.stub_timeout_seconds)
           .Serialize();
   TRITONPY_LOG_INFO("tritonpy: stopping stub for " + Describe());
   std::shared_ptr<Channel> channel;
@@ -193,8 +194,9 @@ InstanceState::~InstanceState()
       clean = done;
       if (done) {
         // After FINALIZE_DONE the stub exits by itself; the reader reaps it.
-        cv_.wait_for(lock, std::chrono::seconds(settings.stub_timeout_seconds),
-                     [&] { return state_ == StubState::kStopped; });
+        cv_.wait_for(
+            lock, std::chrono::seconds(settings.stub_timeout_seconds),
+            [&] { return state_ == StubState::kStopped; });
       }
     }
   }
@@ -207,7 +209,7 @@ InstanceState::~InstanceState()
   // every request still open.
   if (channel != nullptr) channel->Shutdown();
   if (reader_.joinable()) reader_.join();
-  bls_.reset();  // cancels BLS calls still in flight
+  bls_.reset();      // cancels BLS calls still in flight
   metrics_.reset();  // deletes the stub's metrics from the server
   process_.reset();
   if (wake_fd_ >= 0) close(wake_fd_);
@@ -235,8 +237,8 @@ InstanceState::StartFailure(StubProcess* process, const std::string& why)
 }
 
 Status
-InstanceState::AwaitJson(Channel* channel, proto::FrameType want,
-                         int timeout_ms, std::string* json)
+InstanceState::AwaitJson(
+    Channel* channel, proto::FrameType want, int timeout_ms, std::string* json)
 {
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const char* want_name = proto::FrameTypeName(want);
@@ -273,8 +275,9 @@ InstanceState::AwaitJson(Channel* channel, proto::FrameType want,
     Status s = proto::DecodeHeader(recv_buf_.data(), len, &f);
     const uint8_t* body = nullptr;
     if (s.ok() && f.type != proto::FrameType::kArena && !fds.empty()) {
-      s = Violation(std::string("a ") + proto::FrameTypeName(f.type) +
-                    " frame carried file descriptors");
+      s = Violation(
+          std::string("a ") + proto::FrameTypeName(f.type) +
+          " frame carried file descriptors");
     }
     if (s.ok()) s = ResolveBody(f, &body);
     bool handled = false;
@@ -285,8 +288,9 @@ InstanceState::AwaitJson(Channel* channel, proto::FrameType want,
     if (s.ok()) s = HandleCommon(f, body, &fds, channel, &handled);
     CloseAll(&fds);
     if (s.ok() && !handled) {
-      s = Violation(std::string("unexpected ") + proto::FrameTypeName(f.type) +
-                    " frame while waiting for " + want_name);
+      s = Violation(
+          std::string("unexpected ") + proto::FrameTypeName(f.type) +
+          " frame while waiting for " + want_name);
     }
     if (!s.ok()) {
       SendError(channel, s.message());
@@ -296,8 +300,8 @@ InstanceState::AwaitJson(Channel* channel, proto::FrameType want,
 }
 
 Status
-InstanceState::Handshake(StubProcess* process, Channel* channel,
-                         StubTraits* traits)
+InstanceState::Handshake(
+    StubProcess* process, Channel* channel, StubTraits* traits)
 {
   const BackendSettings& settings = model_->backend().settings();
   std::string text;
@@ -320,18 +324,18 @@ InstanceState::Handshake(StubProcess* process, Channel* channel,
   args.Set("model_config", json::Value::String(model_->config_json()));
   args.Set("model_instance_kind", json::Value::String(kind_));
   args.Set("model_instance_name", json::Value::String(name_));
-  args.Set("model_instance_device_id",
-           json::Value::String(std::to_string(device_id_)));
+  args.Set(
+      "model_instance_device_id",
+      json::Value::String(std::to_string(device_id_)));
   args.Set("model_repository", json::Value::String(model_->repository()));
-  args.Set("model_version",
-           json::Value::String(std::to_string(model_->version())));
+  args.Set(
+      "model_version", json::Value::String(std::to_string(model_->version())));
   args.Set("model_name", json::Value::String(model_->name()));
   json::Value stub_settings = json::Value::Object();
   stub_settings.Set(
       "log_verbose",
-      json::Value::Int(TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)
-                           ? 1
-                           : 0));
+      json::Value::Int(
+          TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE) ? 1 : 0));
   stub_settings.Set("decoupled", json::Value::Bool(model_->decoupled()));
   stub_settings.Set(
       "finalize_grace_seconds",
@@ -356,8 +360,8 @@ InstanceState::Handshake(StubProcess* process, Channel* channel,
   s = AwaitJson(channel, proto::FrameType::kInitDone, -1, &text);
   if (!s.ok()) {
     return Status::Unavailable(
-        "tritonpy: " + Describe() + ": stub failed during initialize: " +
-        s.message());
+        "tritonpy: " + Describe() +
+        ": stub failed during initialize: " + s.message());
   }
   json::Value done;
   s = json::Parse(text, &done);
@@ -381,8 +385,9 @@ InstanceState::Handshake(StubProcess* process, Channel* channel,
 }
 
 Status
-InstanceState::StartStub(std::unique_ptr<StubProcess>* process,
-                         std::shared_ptr<Channel>* channel, StubTraits* traits)
+InstanceState::StartStub(
+    std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
+    StubTraits* traits)
 {
   auto proc = std::make_unique<StubProcess>();
   int fd = -1;
@@ -396,8 +401,9 @@ InstanceState::StartStub(std::unique_ptr<StubProcess>* process,
     int status = 0;
     if (proc->running()) {
       if (!proc->WaitFor(2000, &status)) status = proc->KillAndReap();
-      s = Status::Error(s.code(), s.message() + "; the stub " +
-                                      StubProcess::DescribeStatus(status));
+      s = Status::Error(
+          s.code(),
+          s.message() + "; the stub " + StubProcess::DescribeStatus(status));
     }
     peers_.Clear();
     metrics_->Clear();  // what a failed initialize() created
@@ -427,14 +433,14 @@ InstanceState::ResolveBody(const proto::FrameView& f, const uint8_t** body)
     *body = f.body;
     return Status();
   }
-  return peers_.Resolve(f.body_ref.arena_id, f.body_ref.offset, f.body_len,
-                        body);
+  return peers_.Resolve(
+      f.body_ref.arena_id, f.body_ref.offset, f.body_len, body);
 }
 
 Status
-InstanceState::HandleCommon(const proto::FrameView& f, const uint8_t* body,
-                            std::vector<int>* fds, Channel* channel,
-                            bool* handled)
+InstanceState::HandleCommon(
+    const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
+    Channel* channel, bool* handled)
 {
   *handled = true;
   switch (f.type) {
@@ -501,8 +507,9 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   proto::FrameView f;
   TRITONPY_RETURN_IF_ERROR(proto::DecodeHeader(msg, len, &f));
   if (f.type != proto::FrameType::kArena && !fds->empty()) {
-    return Violation(std::string("a ") + proto::FrameTypeName(f.type) +
-                     " frame carried file descriptors");
+    return Violation(
+        std::string("a ") + proto::FrameTypeName(f.type) +
+        " frame carried file descriptors");
   }
   const uint8_t* body = nullptr;
   TRITONPY_RETURN_IF_ERROR(ResolveBody(f, &body));
@@ -598,7 +605,8 @@ InstanceState::ReaderLoop()
         timeout_ms = SyncInstance() ? kSyncIdlePollMs : -1;
         if (debug_counters_) {
           const int due = LogDebugCounters();
-          if (due >= 0 && (timeout_ms < 0 || due < timeout_ms)) timeout_ms = due;
+          if (due >= 0 && (timeout_ms < 0 || due < timeout_ms))
+            timeout_ms = due;
         }
       } else {
         reader_blocking_.store(false);
@@ -607,8 +615,8 @@ InstanceState::ReaderLoop()
     size_t len = 0;
     std::vector<int> fds;
     Status err;
-    auto r = channel->Receive(&recv_buf_, &len, &fds, timeout_ms, &err,
-                              wake_fd_);
+    auto r =
+        channel->Receive(&recv_buf_, &len, &fds, timeout_ms, &err, wake_fd_);
     reader_blocking_.store(false);
     std::string kill_reason;
     bool unloading = false;
@@ -632,8 +640,8 @@ InstanceState::ReaderLoop()
     }
     CloseAll(&fds);
     if (!kill_reason.empty()) {
-      TRITONPY_LOG_ERROR("tritonpy: killing the stub for " + Describe() +
-                         ": " + kill_reason);
+      TRITONPY_LOG_ERROR(
+          "tritonpy: killing the stub for " + Describe() + ": " + kill_reason);
       if (!OnStubGone("", false, kill_reason, unloading)) return;
       continue;
     }
@@ -648,8 +656,9 @@ InstanceState::ReaderLoop()
 }
 
 bool
-InstanceState::OnStubGone(const std::string& why, bool violation,
-                          const std::string& killed_because, bool unloading)
+InstanceState::OnStubGone(
+    const std::string& why, bool violation, const std::string& killed_because,
+    bool unloading)
 {
   std::shared_ptr<Channel> old;
   bool stopping;
@@ -693,13 +702,15 @@ InstanceState::OnStubGone(const std::string& why, bool violation,
   }
   AdoptPendingBatches();
   if (stopping) {
-    FailAllBatches(Status::Unavailable(
-        "tritonpy: model '" + model_->name() +
-        "' was unloaded with this request in flight"));
+    FailAllBatches(
+        Status::Unavailable(
+            "tritonpy: model '" + model_->name() +
+            "' was unloaded with this request in flight"));
   } else if (unloading) {
-    FailAllBatches(Status::Unavailable(
-        "tritonpy: model '" + model_->name() + "' was unloaded with this " +
-        "request in flight; " + msg));
+    FailAllBatches(
+        Status::Unavailable(
+            "tritonpy: model '" + model_->name() + "' was unloaded with this " +
+            "request in flight; " + msg));
   } else {
     FailAllBatches(Status::Unavailable(msg));
   }
@@ -715,12 +726,11 @@ InstanceState::OnStubGone(const std::string& why, bool violation,
                    " times in a row, each within " +
                    std::to_string(kHealthyUptime.count()) +
                    " s of starting and before answering anything " +
-                   "(stub-restart-limit=" +
-                   std::to_string(limit) + "); last: " + last +
-                   "; load the model again to retry";
+                   "(stub-restart-limit=" + std::to_string(limit) +
+                   "); last: " + last + "; load the model again to retry";
     cv_.notify_all();
-    TRITONPY_LOG_ERROR("tritonpy: " + Describe() + " is unavailable: " +
-                       down_reason_);
+    TRITONPY_LOG_ERROR(
+        "tritonpy: " + Describe() + " is unavailable: " + down_reason_);
     return false;  // the reader exits; requests fail with down_reason_
   };
   {
@@ -746,8 +756,9 @@ InstanceState::OnStubGone(const std::string& why, bool violation,
   while (true) {
     if (wait_first) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms),
-                   [&] { return shutting_down_; });
+      cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] {
+        return shutting_down_;
+      });
       if (shutting_down_) {
         state_ = StubState::kStopped;
         cv_.notify_all();

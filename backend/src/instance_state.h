@@ -51,8 +51,9 @@ namespace tritonpy {
 class InstanceState {
  public:
   // Starts the stub (HELLO, INIT, INIT_DONE) and the reader thread.
-  static Status Create(ModelState* model, TRITONBACKEND_ModelInstance* instance,
-                       std::unique_ptr<InstanceState>* out);
+  static Status Create(
+      ModelState* model, TRITONBACKEND_ModelInstance* instance,
+      std::unique_ptr<InstanceState>* out);
   // Sends FINALIZE and waits (finalize-grace-seconds + stub-timeout-seconds)
   // for FINALIZE_DONE and the stub's exit, then kills it; fails every
   // request still open; joins the reader.
@@ -88,13 +89,15 @@ class InstanceState {
 
   // Spawns a stub and runs the handshake. On success the process and
   // channel are returned; on failure the process has been reaped.
-  Status StartStub(std::unique_ptr<StubProcess>* process,
-                   std::shared_ptr<Channel>* channel, StubTraits* traits);
+  Status StartStub(
+      std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
+      StubTraits* traits);
   Status Handshake(StubProcess* process, Channel* channel, StubTraits* traits);
   // Waits for a frame of type `want` (a JSON frame), handling LOG/ERROR/
   // ARENA meanwhile. timeout_ms < 0: no deadline.
-  Status AwaitJson(Channel* channel, proto::FrameType want, int timeout_ms,
-                   std::string* json);
+  Status AwaitJson(
+      Channel* channel, proto::FrameType want, int timeout_ms,
+      std::string* json);
   std::string StartFailure(StubProcess* process, const std::string& why);
 
   // Reader thread (instance_state.cc).
@@ -104,16 +107,17 @@ class InstanceState {
   // Frames valid at any time: LOG, ERROR, ARENA, METRIC (also while
   // initialize() runs). Sets *handled. `channel`: where to answer
   // (null: the current stub's).
-  Status HandleCommon(const proto::FrameView& f, const uint8_t* body,
-                      std::vector<int>* fds, Channel* channel, bool* handled);
+  Status HandleCommon(
+      const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
+      Channel* channel, bool* handled);
   Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
   // The stub is gone (EOF, error, violation): reap it, fail every batch,
   // restart unless shutting down. Returns false when the reader must exit.
   // `killed_because` (non-empty): the backend killed a healthy stub for
   // that reason (a timeout); such a death never counts as a crash loop.
-  bool OnStubGone(const std::string& why, bool violation,
-                  const std::string& killed_because = "",
-                  bool unloading = false);
+  bool OnStubGone(
+      const std::string& why, bool violation,
+      const std::string& killed_because = "", bool unloading = false);
   void SendError(Channel* channel, const std::string& message);
   std::shared_ptr<Channel> CurrentChannel();
   // The running stub's model has a sync execute().
@@ -121,8 +125,9 @@ class InstanceState {
 
   // Batches, reader thread only (instance_batches.cc).
   void AdoptPendingBatches();
-  Status OnResponses(const proto::FrameView& f, const uint8_t* body,
-                     std::vector<proto::ArenaRef>* release);
+  Status OnResponses(
+      const proto::FrameView& f, const uint8_t* body,
+      std::vector<proto::ArenaRef>* release);
   Status OnExecuteDone(uint64_t batch_id, const Status& status);
   void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
   // Fails every open request of `batch` with `status` (a final error
@@ -182,9 +187,9 @@ class InstanceState {
   std::vector<std::shared_ptr<Batch>> pending_;  // guarded by mu_
   uint32_t inflight_batches_ = 0;                // guarded by mu_
   // Batches sent whose execute() has not returned yet.
-  uint32_t executing_batches_ = 0;               // guarded by mu_
-  uint64_t next_query_id_ = 1;                   // guarded by mu_
-  std::set<uint64_t> ready_queries_;             // guarded by mu_
+  uint32_t executing_batches_ = 0;                      // guarded by mu_
+  uint64_t next_query_id_ = 1;                          // guarded by mu_
+  std::set<uint64_t> ready_queries_;                    // guarded by mu_
   std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_
 
   // Set by the reader before it blocks without a timeout; Execute then
@@ -223,7 +228,7 @@ class InstanceState {
 
   // Backend arenas: allocated by Execute, freed by whoever ends a batch.
   std::mutex alloc_mu_;
-  ArenaAllocator allocator_;          // guarded by alloc_mu_
+  ArenaAllocator allocator_;           // guarded by alloc_mu_
   uint64_t announced_generation_ = 0;  // guarded by alloc_mu_
 
   // Execute thread only.

@@ -203,8 +203,7 @@ Value::SerializeTo(std::string* out) const
       out->append(bool_ ? "true" : "false");
       break;
     case Type::kInt:
-      out->append(big_uint_ ? std::to_string(as_uint())
-                            : std::to_string(int_));
+      out->append(big_uint_ ? std::to_string(as_uint()) : std::to_string(int_));
       break;
     case Type::kDouble: {
       if (!std::isfinite(double_)) {

@@ -37,7 +37,8 @@ class Value {
   bool is_null() const { return type_ == Type::kNull; }
   bool is_bool() const { return type_ == Type::kBool; }
   bool is_int() const { return type_ == Type::kInt; }
-  bool is_number() const {
+  bool is_number() const
+  {
     return type_ == Type::kInt || type_ == Type::kDouble;
   }
   bool is_string() const { return type_ == Type::kString; }
@@ -49,7 +50,8 @@ class Value {
   uint64_t as_uint() const { return static_cast<uint64_t>(int_); }
   // True for an integer above INT64_MAX (as_int() is then meaningless).
   bool is_big_uint() const { return big_uint_; }
-  double as_double() const {
+  double as_double() const
+  {
     if (type_ != Type::kInt) return double_;
     return big_uint_ ? static_cast<double>(as_uint())
                      : static_cast<double>(int_);
@@ -62,19 +64,21 @@ class Value {
 
   // Objects. Find returns null when the key is absent (or this is not an
   // object). Set replaces an existing key.
-  const std::vector<std::pair<std::string, Value>>& members() const {
+  const std::vector<std::pair<std::string, Value>>& members() const
+  {
     return members_;
   }
   const Value* Find(const std::string& key) const;
   void Set(const std::string& key, Value v);
   // Appends a member without looking for an existing key (parser use).
-  void AddMember(std::string key, Value v) {
+  void AddMember(std::string key, Value v)
+  {
     members_.emplace_back(std::move(key), std::move(v));
   }
 
   // Convenience lookups with defaults for absent or mistyped members.
-  std::string GetString(const std::string& key,
-                        const std::string& dflt = "") const;
+  std::string GetString(
+      const std::string& key, const std::string& dflt = "") const;
   bool GetBool(const std::string& key, bool dflt = false) const;
   int64_t GetInt(const std::string& key, int64_t dflt = 0) const;
 
@@ -100,7 +104,9 @@ class Value {
 // Parses one JSON document (surrounding whitespace allowed). Nesting is
 // limited to 256 levels.
 Status Parse(const char* data, size_t size, Value* out);
-inline Status Parse(const std::string& s, Value* out) {
+inline Status
+Parse(const std::string& s, Value* out)
+{
   return Parse(s.data(), s.size(), out);
 }
 

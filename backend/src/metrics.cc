@@ -37,8 +37,9 @@ MetricStore::~MetricStore()
 }
 
 Status
-MetricStore::AcquireFamily(uint32_t kind, const std::string& name,
-                           const std::string& description, Family** out)
+MetricStore::AcquireFamily(
+    uint32_t kind, const std::string& name, const std::string& description,
+    Family** out)
 {
   std::string key = std::to_string(kind) + "/";
   AppendKeyPart(name, &key);
@@ -72,15 +73,17 @@ MetricStore::ReleaseFamilyLocked(Family* family)
   if (--family->refs > 0) return;
   Status s = FromTriton(TRITONSERVER_MetricFamilyDelete(family->family));
   if (!s.ok()) {
-    TRITONPY_LOG_ERROR("tritonpy: deleting metric family '" + family->name +
-                       "': " + s.message());
+    TRITONPY_LOG_ERROR(
+        "tritonpy: deleting metric family '" + family->name +
+        "': " + s.message());
   }
   families_.erase(family->key);
 }
 
 Status
-MetricStore::AcquireSeries(Family* family, const Labels& labels,
-                           const std::vector<double>& buckets, Series** out)
+MetricStore::AcquireSeries(
+    Family* family, const Labels& labels, const std::vector<double>& buckets,
+    Series** out)
 {
   Labels sorted = labels;
   std::sort(sorted.begin(), sorted.end());
@@ -134,8 +137,9 @@ MetricStore::ReleaseSeries(Series* series)
   if (--series->refs > 0) return;
   Status s = FromTriton(TRITONSERVER_MetricDelete(series->metric));
   if (!s.ok()) {
-    TRITONPY_LOG_ERROR("tritonpy: deleting a metric of family '" +
-                       series->family->name + "': " + s.message());
+    TRITONPY_LOG_ERROR(
+        "tritonpy: deleting a metric of family '" + series->family->name +
+        "': " + s.message());
   }
   Family* family = series->family;
   series_.erase(series->key);
@@ -159,8 +163,8 @@ MetricStore::series_count()
 // ---------------------------------------------------------------- instance
 
 Status
-InstanceMetrics::OnFrame(const proto::FrameView& f, const uint8_t* body,
-                         Channel* channel)
+InstanceMetrics::OnFrame(
+    const proto::FrameView& f, const uint8_t* body, Channel* channel)
 {
   proto::MetricBody m;
   TRITONPY_RETURN_IF_ERROR(proto::DecodeMetric(body, f.body_len, &m));
@@ -175,8 +179,8 @@ InstanceMetrics::OnFrame(const proto::FrameView& f, const uint8_t* body,
       done.error = s.message();
       done.value = value;
     } else if (!s.ok()) {
-      TRITONPY_LOG_ERROR("tritonpy: " + describe_ + ": custom metric: " +
-                         s.message());
+      TRITONPY_LOG_ERROR(
+          "tritonpy: " + describe_ + ": custom metric: " + s.message());
     }
   }
   if (f.id != 0 && channel != nullptr) {
@@ -265,8 +269,9 @@ InstanceMetrics::Run(const proto::MetricOp& op, double* value)
     case Op::kValue:
       TRITONPY_RETURN_IF_ERROR(SeriesOf(op.metric, &series));
       return FromTriton(TRITONSERVER_MetricValue(series->metric, value))
-          .WithPrefix(std::string(kKindNames[series->family->kind]) + " '" +
-                      series->family->name + "': ");
+          .WithPrefix(
+              std::string(kKindNames[series->family->kind]) + " '" +
+              series->family->name + "': ");
   }
   return Status::InvalidArg("unknown metric op");
 }

@@ -55,12 +55,14 @@ class MetricStore {
   ~MetricStore();
 
   // Thread-safe. An acquired entry stays valid until released.
-  Status AcquireFamily(uint32_t kind, const std::string& name,
-                       const std::string& description, Family** out);
+  Status AcquireFamily(
+      uint32_t kind, const std::string& name, const std::string& description,
+      Family** out);
   void ReleaseFamily(Family* family);
   // `buckets` are used by histograms only.
-  Status AcquireSeries(Family* family, const Labels& labels,
-                       const std::vector<double>& buckets, Series** out);
+  Status AcquireSeries(
+      Family* family, const Labels& labels, const std::vector<double>& buckets,
+      Series** out);
   void ReleaseSeries(Series* series);
 
   // Live Triton objects (for tests and logs).
@@ -90,8 +92,8 @@ class InstanceMetrics {
   // answered with METRIC_DONE (the outcome of its last op) on `channel`;
   // other failures are logged. Fails only for a malformed body.
   // Called by the one thread that reads the stub's socket.
-  Status OnFrame(const proto::FrameView& f, const uint8_t* body,
-                 Channel* channel);
+  Status OnFrame(
+      const proto::FrameView& f, const uint8_t* body, Channel* channel);
   // Drops every handle of the stub (it died or its instance is unloading).
   void Clear();
 

@@ -35,7 +35,8 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   TRITONBACKEND_Backend* backend = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_ModelBackend(model, &backend));
   void* vbackend = nullptr;
-  TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_BackendState(backend, &vbackend));
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_BackendState(backend, &vbackend));
   if (vbackend == nullptr) {
     return Status::Internal("tritonpy: backend state is missing");
   }
@@ -74,30 +75,30 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   TRITONPY_RETURN_IF_ERROR(FromTriton(err));
 
   json::Value config;
-  TRITONPY_RETURN_IF_ERROR(json::Parse(state->config_json_, &config)
-                               .WithPrefix("tritonpy: model '" +
-                                           state->name_ + "' config: "));
+  TRITONPY_RETURN_IF_ERROR(
+      json::Parse(state->config_json_, &config)
+          .WithPrefix("tritonpy: model '" + state->name_ + "' config: "));
   state->max_batch_size_ = config.GetInt("max_batch_size", 0);
   const json::Value* policy = config.Find("model_transaction_policy");
   state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
   const json::Value* params = config.Find("parameters");
   std::string text;
   if (Parameter(params, "max_inflight_batches", &text)) {
-    TRITONPY_RETURN_IF_ERROR(ParseCount(state->name_, "max_inflight_batches",
-                                        text, 1, 1u << 20,
-                                        &state->max_inflight_batches_));
+    TRITONPY_RETURN_IF_ERROR(ParseCount(
+        state->name_, "max_inflight_batches", text, 1, 1u << 20,
+        &state->max_inflight_batches_));
   }
   if (Parameter(params, "sync_prefetch_batches", &text)) {
-    TRITONPY_RETURN_IF_ERROR(ParseCount(state->name_, "sync_prefetch_batches",
-                                        text, 0, 64,
-                                        &state->sync_prefetch_batches_));
+    TRITONPY_RETURN_IF_ERROR(ParseCount(
+        state->name_, "sync_prefetch_batches", text, 0, 64,
+        &state->sync_prefetch_batches_));
   }
   state->execute_timeout_seconds_ =
       state->backend_->settings().execute_timeout_seconds;
   if (Parameter(params, "execute_timeout_seconds", &text)) {
     TRITONPY_RETURN_IF_ERROR(
-        BackendState::ParseSeconds("execute_timeout_seconds", text,
-                                   &state->execute_timeout_seconds_)
+        BackendState::ParseSeconds(
+            "execute_timeout_seconds", text, &state->execute_timeout_seconds_)
             .WithPrefix("model '" + state->name_ + "' parameter: "));
   }
 
@@ -108,17 +109,17 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   if (stat(state->model_file_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return Status::NotFound(
         "tritonpy: model '" + state->name_ + "' version " +
-        std::to_string(state->version_) + ": model file " +
-        state->model_file_ + " not found");
+        std::to_string(state->version_) + ": model file " + state->model_file_ +
+        " not found");
   }
   *out = std::move(state);
   return Status();
 }
 
 Status
-ModelState::ParseCount(const std::string& model, const std::string& name,
-                       const std::string& value, uint32_t lo, uint32_t hi,
-                       uint32_t* out)
+ModelState::ParseCount(
+    const std::string& model, const std::string& name, const std::string& value,
+    uint32_t lo, uint32_t hi, uint32_t* out)
 {
   // Digits only, at most 8 of them, within [lo, hi].
   bool digits = !value.empty() && value.size() <= 8 &&

@@ -17,8 +17,8 @@ namespace tritonpy {
 
 class ModelState {
  public:
-  static Status Create(TRITONBACKEND_Model* model,
-                       std::unique_ptr<ModelState>* out);
+  static Status Create(
+      TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out);
 
   TRITONBACKEND_Model* triton_model() const { return model_; }
   const BackendState& backend() const { return *backend_; }
@@ -62,9 +62,9 @@ class ModelState {
   static constexpr uint32_t kDefaultSyncPrefetchBatches = 1;
   // Parses an integer model parameter `name` from `lo` to `hi`. Exposed for
   // unit tests.
-  static Status ParseCount(const std::string& model, const std::string& name,
-                           const std::string& value, uint32_t lo, uint32_t hi,
-                           uint32_t* out);
+  static Status ParseCount(
+      const std::string& model, const std::string& name,
+      const std::string& value, uint32_t lo, uint32_t hi, uint32_t* out);
 };
 
 }  // namespace tritonpy

@@ -182,9 +182,9 @@ class Reader {
             "tensor '" + t->name + "': inline data past the end of the body");
       }
       TRITONPY_RETURN_IF_ERROR(Take(t->byte_size, &t->data));
-    } else if (t->location == kLocationArena ||
-               (receiver_arena_ok &&
-                t->location == kLocationReceiverArena)) {
+    } else if (
+        t->location == kLocationArena ||
+        (receiver_arena_ok && t->location == kLocationReceiverArena)) {
       t->data = nullptr;
       TRITONPY_RETURN_IF_ERROR(Ref(&t->ref));
     } else {

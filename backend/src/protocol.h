@@ -64,7 +64,7 @@ enum class FrameType : uint8_t {
 constexpr uint8_t kMaxFrameType = 26;
 
 // RESPONSES entry flags (response_flags).
-constexpr uint32_t kRespFinal = 1;            // TRITONSERVER_RESPONSE_COMPLETE_FINAL
+constexpr uint32_t kRespFinal = 1;  // TRITONSERVER_RESPONSE_COMPLETE_FINAL
 constexpr uint32_t kRespReschedule = 1u << 30;
 constexpr uint32_t kRespNoResponse = 1u << 31;
 // After this entry, the entry's batch is over (as BATCH_DONE would say).
@@ -242,7 +242,8 @@ Status DecodeError(const uint8_t* body, size_t len, ErrorBody* out);
 Status DecodeRelease(const uint8_t* body, size_t len, ReleaseBody* out);
 // FINALIZE and IS_READY: the body must be empty.
 Status DecodeEmpty(const uint8_t* body, size_t len);
-inline Status DecodeFinalize(const uint8_t* body, size_t len)
+inline Status
+DecodeFinalize(const uint8_t* body, size_t len)
 {
   return DecodeEmpty(body, len);
 }

@@ -25,8 +25,9 @@ ShapeString(const std::vector<int64_t>& dims)
 
 // Checks byte_size against the shape for fixed-size types.
 Status
-CheckByteSize(const std::string& model_name, const BatchRequest& req,
-              const proto::Tensor& t)
+CheckByteSize(
+    const std::string& model_name, const BatchRequest& req,
+    const proto::Tensor& t)
 {
   uint32_t elem = proto::DataTypeByteSize(t.dtype);
   if (elem == 0) return Status();  // BYTES: any size
@@ -43,8 +44,7 @@ CheckByteSize(const std::string& model_name, const BatchRequest& req,
         "tritonpy: model '" + model_name + "' request '" + req.id +
         "': output '" + t.name + "' has byte_size " +
         std::to_string(t.byte_size) + " but shape " + ShapeString(t.dims) +
-        (overflow ? " overflows"
-                  : " needs " + std::to_string(count * elem)));
+        (overflow ? " overflows" : " needs " + std::to_string(count * elem)));
   }
   return Status();
 }
@@ -85,10 +85,10 @@ SetParameters(const std::string& params, TRITONBACKEND_Response* response)
 
 // Fills `response` with the outputs the request asked for.
 Status
-FillResponse(const std::string& model_name, const BatchRequest& req,
-             const proto::Response& r,
-             const std::vector<const uint8_t*>& data,
-             TRITONBACKEND_Response* response)
+FillResponse(
+    const std::string& model_name, const BatchRequest& req,
+    const proto::Response& r, const std::vector<const uint8_t*>& data,
+    TRITONBACKEND_Response* response)
 {
   for (size_t i = 0; i < r.outputs.size(); ++i) {
     const proto::Tensor& t = r.outputs[i];
@@ -114,8 +114,8 @@ FillResponse(const std::string& model_name, const BatchRequest& req,
     memcpy(buffer, data[i], t.byte_size);
   }
   return SetParameters(r.parameters, response)
-      .WithPrefix("tritonpy: model '" + model_name + "' request '" + req.id +
-                  "': ");
+      .WithPrefix(
+          "tritonpy: model '" + model_name + "' request '" + req.id + "': ");
 }
 
 TRITONSERVER_Error_Code
@@ -136,8 +136,8 @@ NewResponse(BatchRequest* req, TRITONBACKEND_Response** response)
 }
 
 void
-NoteSendFailure(const BatchRequest& req, TRITONSERVER_Error* err,
-                Status* send_error)
+NoteSendFailure(
+    const BatchRequest& req, TRITONSERVER_Error* err, Status* send_error)
 {
   Status s = FromTriton(err);
   if (send_error != nullptr) {
@@ -145,15 +145,15 @@ NoteSendFailure(const BatchRequest& req, TRITONSERVER_Error* err,
     return;
   }
   TRITONPY_LOG_ERROR(
-      "tritonpy: request '" + req.id + "': sending a response failed: " +
-      s.message());
+      "tritonpy: request '" + req.id +
+      "': sending a response failed: " + s.message());
 }
 
 }  // namespace
 
 void
-SendErrorResponse(BatchRequest* req, const Status& status, uint32_t flags,
-                  Status* send_error)
+SendErrorResponse(
+    BatchRequest* req, const Status& status, uint32_t flags, Status* send_error)
 {
   req->failed = true;
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
@@ -186,8 +186,9 @@ namespace {
 // The address of [offset, offset + size) of backend arena `arena_id`, if
 // the range lies inside one allocation of `batch`.
 Status
-ResolveInBatch(const Batch& batch, const proto::ArenaRef& ref, uint64_t size,
-               const uint8_t** out)
+ResolveInBatch(
+    const Batch& batch, const proto::ArenaRef& ref, uint64_t size,
+    const uint8_t** out)
 {
   for (const Allocation& a : batch.allocations) {
     if (a.arena_id != ref.arena_id || ref.offset < a.offset) continue;
@@ -207,10 +208,11 @@ ResolveInBatch(const Batch& batch, const proto::ArenaRef& ref, uint64_t size,
 }  // namespace
 
 Status
-ResolveOutputs(const proto::ResponsesBody& body, const PeerArenas& peers,
-               const std::vector<std::shared_ptr<Batch>>& owners,
-               std::vector<std::vector<const uint8_t*>>* data,
-               std::vector<proto::ArenaRef>* to_release)
+ResolveOutputs(
+    const proto::ResponsesBody& body, const PeerArenas& peers,
+    const std::vector<std::shared_ptr<Batch>>& owners,
+    std::vector<std::vector<const uint8_t*>>* data,
+    std::vector<proto::ArenaRef>* to_release)
 {
   data->assign(body.responses.size(), {});
   for (size_t i = 0; i < body.responses.size(); ++i) {
@@ -235,9 +237,9 @@ namespace {
 // Sends the payload of `r` (outputs and parameters, or its error) as one
 // response with `flags`.
 void
-SendPayload(const std::string& model_name, BatchRequest* req,
-            const proto::Response& r, const std::vector<const uint8_t*>& data,
-            uint32_t flags, Status* send_error)
+SendPayload(
+    const std::string& model_name, BatchRequest* req, const proto::Response& r,
+    const std::vector<const uint8_t*>& data, uint32_t flags, Status* send_error)
 {
   if (r.has_error != 0) {
     SendErrorResponse(
@@ -259,7 +261,8 @@ SendPayload(const std::string& model_name, BatchRequest* req,
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
     req->responded = true;
   }
-  TRITONSERVER_Error* err = TRITONBACKEND_ResponseSend(response, flags, nullptr);
+  TRITONSERVER_Error* err =
+      TRITONBACKEND_ResponseSend(response, flags, nullptr);
   if (err != nullptr) {
     req->failed = true;
     NoteSendFailure(*req, err, send_error);
@@ -269,9 +272,10 @@ SendPayload(const std::string& model_name, BatchRequest* req,
 }  // namespace
 
 EntryOutcome
-WriteEntry(const std::string& model_name, bool decoupled, BatchRequest* req,
-           const proto::Response& entry,
-           const std::vector<const uint8_t*>& data, Status* send_error)
+WriteEntry(
+    const std::string& model_name, bool decoupled, BatchRequest* req,
+    const proto::Response& entry, const std::vector<const uint8_t*>& data,
+    Status* send_error)
 {
   const uint32_t f = entry.response_flags;
   const bool reschedule = (f & proto::kRespReschedule) != 0;
@@ -292,8 +296,9 @@ WriteEntry(const std::string& model_name, bool decoupled, BatchRequest* req,
                    "' returned no response for request '" + req->id + "'"));
       return EntryOutcome::kComplete;
     }
-    SendPayload(model_name, req, entry, data,
-                TRITONSERVER_RESPONSE_COMPLETE_FINAL, send_error);
+    SendPayload(
+        model_name, req, entry, data, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+        send_error);
     return EntryOutcome::kComplete;
   }
   const bool final = (f & proto::kRespFinal) != 0 && !reschedule;

@@ -19,8 +19,9 @@ namespace tritonpy {
 // Sends one error response of `req` with `flags` (through its factory in
 // decoupled mode). A failure of TRITONBACKEND_ResponseSend is returned in
 // *send_error when given, else logged.
-void SendErrorResponse(BatchRequest* req, const Status& status, uint32_t flags,
-                       Status* send_error = nullptr);
+void SendErrorResponse(
+    BatchRequest* req, const Status& status, uint32_t flags,
+    Status* send_error = nullptr);
 
 // Sends the final error response of `req` (if it has none yet).
 void RespondWithError(BatchRequest* req, const Status& status);
@@ -32,11 +33,11 @@ void RespondWithError(BatchRequest* req, const Status& status);
 // (*data)[i][j] is output j of entry i. Appends every stub arena reference
 // to `to_release`. Fails (a protocol violation) on a reference outside the
 // stub's arenas or outside the batch's allocations; then nothing was sent.
-Status ResolveOutputs(const proto::ResponsesBody& body,
-                      const PeerArenas& peers,
-                      const std::vector<std::shared_ptr<Batch>>& owners,
-                      std::vector<std::vector<const uint8_t*>>* data,
-                      std::vector<proto::ArenaRef>* to_release);
+Status ResolveOutputs(
+    const proto::ResponsesBody& body, const PeerArenas& peers,
+    const std::vector<std::shared_ptr<Batch>>& owners,
+    std::vector<std::vector<const uint8_t*>>* data,
+    std::vector<proto::ArenaRef>* to_release);
 
 // What one RESPONSES entry did to its request.
 enum class EntryOutcome {
@@ -57,9 +58,9 @@ enum class EntryOutcome {
 // Problems of the request itself (output size mismatch, Triton errors)
 // become an error response. A failed TRITONBACKEND_ResponseSend (or
 // SendFlags) is returned in *send_error, for a SEND_ERROR frame.
-EntryOutcome WriteEntry(const std::string& model_name, bool decoupled,
-                        BatchRequest* req, const proto::Response& entry,
-                        const std::vector<const uint8_t*>& data,
-                        Status* send_error);
+EntryOutcome WriteEntry(
+    const std::string& model_name, bool decoupled, BatchRequest* req,
+    const proto::Response& entry, const std::vector<const uint8_t*>& data,
+    Status* send_error);
 
 }  // namespace tritonpy

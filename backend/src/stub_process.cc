@@ -55,8 +55,9 @@ StubProcess::~StubProcess()
 }
 
 Status
-StubProcess::Spawn(const std::string& python, const std::string& instance_name,
-                   int* backend_fd)
+StubProcess::Spawn(
+    const std::string& python, const std::string& instance_name,
+    int* backend_fd)
 {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -67,9 +68,13 @@ StubProcess::Spawn(const std::string& python, const std::string& instance_name,
 
   // Everything the child needs is built before fork: between fork and
   // execve only async-signal-safe calls are allowed.
-  std::vector<std::string> args = {
-      python, "-m", "tritonpy.stub", "--fd", std::to_string(kStubFd),
-      "--instance", instance_name};
+  std::vector<std::string> args = {python,
+                                   "-m",
+                                   "tritonpy.stub",
+                                   "--fd",
+                                   std::to_string(kStubFd),
+                                   "--instance",
+                                   instance_name};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(&a[0]);
   argv.push_back(nullptr);

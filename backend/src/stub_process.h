@@ -26,8 +26,9 @@ class StubProcess {
   // with the child's end of the socket as fd 3 and every other descriptor
   // above 2 closed. Returns the backend's end (close-on-exec) in
   // *backend_fd.
-  Status Spawn(const std::string& python, const std::string& instance_name,
-               int* backend_fd);
+  Status Spawn(
+      const std::string& python, const std::string& instance_name,
+      int* backend_fd);
 
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }

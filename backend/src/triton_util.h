@@ -14,7 +14,9 @@
 namespace tritonpy {
 
 // Takes ownership of `err` (may be null) and returns it as a Status.
-inline Status FromTriton(TRITONSERVER_Error* err) {
+inline Status
+FromTriton(TRITONSERVER_Error* err)
+{
   if (err == nullptr) return Status();
   Status s = Status::Error(
       TRITONSERVER_ErrorCode(err), TRITONSERVER_ErrorMessage(err));
@@ -23,14 +25,18 @@ inline Status FromTriton(TRITONSERVER_Error* err) {
 }
 
 // A new TRITONSERVER_Error for `s`, or null when it is OK. The caller owns it.
-inline TRITONSERVER_Error* ToTriton(const Status& s) {
+inline TRITONSERVER_Error*
+ToTriton(const Status& s)
+{
   if (s.ok()) return nullptr;
   return TRITONSERVER_ErrorNew(s.code(), s.message().c_str());
 }
 
-inline void LogAt(
+inline void
+LogAt(
     TRITONSERVER_LogLevel level, const char* file, int line,
-    const std::string& msg) {
+    const std::string& msg)
+{
   TRITONSERVER_Error* err =
       TRITONSERVER_LogMessage(level, file, line, msg.c_str());
   if (err != nullptr) TRITONSERVER_ErrorDelete(err);
@@ -43,15 +49,14 @@ inline void LogAt(
 #define TRITONPY_LOG_INFO(msg) TRITONPY_LOG(TRITONSERVER_LOG_INFO, (msg))
 #define TRITONPY_LOG_WARN(msg) TRITONPY_LOG(TRITONSERVER_LOG_WARN, (msg))
 #define TRITONPY_LOG_ERROR(msg) TRITONPY_LOG(TRITONSERVER_LOG_ERROR, (msg))
-#define TRITONPY_LOG_VERBOSE(msg) \
-  TRITONPY_LOG(TRITONSERVER_LOG_VERBOSE, (msg))
+#define TRITONPY_LOG_VERBOSE(msg) TRITONPY_LOG(TRITONSERVER_LOG_VERBOSE, (msg))
 
 // Evaluates `expr` (a TRITONSERVER_Error*) and returns it as a Status from
 // the enclosing function if it is an error.
-#define TRITONPY_RETURN_IF_TRITON_ERROR(expr)                        \
-  do {                                                               \
-    TRITONSERVER_Error* TRITONPY_CONCAT(e_, __LINE__) = (expr);      \
-    if (TRITONPY_CONCAT(e_, __LINE__) != nullptr) {                  \
-      return ::tritonpy::FromTriton(TRITONPY_CONCAT(e_, __LINE__));  \
-    }                                                                \
+#define TRITONPY_RETURN_IF_TRITON_ERROR(expr)                       \
+  do {                                                              \
+    TRITONSERVER_Error* TRITONPY_CONCAT(e_, __LINE__) = (expr);     \
+    if (TRITONPY_CONCAT(e_, __LINE__) != nullptr) {                 \
+      return ::tritonpy::FromTriton(TRITONPY_CONCAT(e_, __LINE__)); \
+    }                                                               \
   } while (false)

@@ -97,10 +97,10 @@ ResolveChecked(uint32_t id, uint64_t offset, uint64_t size)
   if (!Peers().Resolve(id, 0, 0, &base).ok()) base = nullptr;
   if (base == nullptr || data < base || size > kArenaSize ||
       data - base > static_cast<ptrdiff_t>(kArenaSize - size)) {
-    std::fprintf(stderr,
-                 "Resolve(%u, %llu, %llu) accepted a range outside the arena\n",
-                 id, static_cast<unsigned long long>(offset),
-                 static_cast<unsigned long long>(size));
+    std::fprintf(
+        stderr, "Resolve(%u, %llu, %llu) accepted a range outside the arena\n",
+        id, static_cast<unsigned long long>(offset),
+        static_cast<unsigned long long>(size));
     std::abort();
   }
   return data;
@@ -194,8 +194,7 @@ LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     ++g_headers_ok;
     const uint8_t* body = f.body;
     if (f.body_in_arena) {
-      body = ResolveChecked(f.body_ref.arena_id, f.body_ref.offset,
-                            f.body_len);
+      body = ResolveChecked(f.body_ref.arena_id, f.body_ref.offset, f.body_len);
       if (body == nullptr) return 0;
     }
     DecodeBody(body, f.body_len);
@@ -235,14 +234,38 @@ LoadCorpus(const std::string& dir)
 
 // Integers that sit on the edges of length and offset checks.
 const uint64_t kInteresting[] = {
-    0, 1, 7, 8, 23, 24, 40, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000,
-    0x1ffff, 0x20000, 0xfff8, 0xfff0, 0xffc0, 0x7fffffff, 0x80000000, 0xfffffff8, 0xffffffff,
-    0x100000000ull, 0x7fffffffffffffffull, 0x8000000000000000ull,
-    0xfffffffffffffff8ull, 0xffffffffffffffffull};
+    0,
+    1,
+    7,
+    8,
+    23,
+    24,
+    40,
+    0x7f,
+    0x80,
+    0xff,
+    0x100,
+    0xffff,
+    0x10000,
+    0x1ffff,
+    0x20000,
+    0xfff8,
+    0xfff0,
+    0xffc0,
+    0x7fffffff,
+    0x80000000,
+    0xfffffff8,
+    0xffffffff,
+    0x100000000ull,
+    0x7fffffffffffffffull,
+    0x8000000000000000ull,
+    0xfffffffffffffff8ull,
+    0xffffffffffffffffull};
 
 void
-Mutate(std::vector<uint8_t>* m, const std::vector<std::vector<uint8_t>>& corpus,
-       std::mt19937_64* rng)
+Mutate(
+    std::vector<uint8_t>* m, const std::vector<std::vector<uint8_t>>& corpus,
+    std::mt19937_64* rng)
 {
   auto pick = [&](uint64_t n) { return n == 0 ? 0 : (*rng)() % n; };
   const int rounds = 1 + static_cast<int>(pick(6));
@@ -252,14 +275,15 @@ Mutate(std::vector<uint8_t>* m, const std::vector<std::vector<uint8_t>>& corpus,
         if (!m->empty()) (*m)[pick(m->size())] ^= 1u << pick(8);
         break;
       case 1:  // a random byte
-        if (!m->empty()) (*m)[pick(m->size())] = static_cast<uint8_t>(pick(256));
+        if (!m->empty())
+          (*m)[pick(m->size())] = static_cast<uint8_t>(pick(256));
         break;
       case 2: {  // an interesting u32 or u64 at an aligned offset
         size_t width = pick(2) ? 8 : 4;
         if (m->size() < width) break;
         size_t at = pick((m->size() - width) / 4 + 1) * 4;
         uint64_t v = kInteresting[pick(sizeof(kInteresting) / 8)];
-        if (pick(4) == 0) v += pick(3) - 1;  // off by one
+        if (pick(4) == 0) v += pick(3) - 1;      // off by one
         std::memcpy(m->data() + at, &v, width);  // little-endian host
         break;
       }
@@ -305,15 +329,17 @@ int
 main(int argc, char** argv)
 {
   if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: %s <corpus-dir> [--seconds S] [--seed N]\n", argv[0]);
+    std::fprintf(
+        stderr, "usage: %s <corpus-dir> [--seconds S] [--seed N]\n", argv[0]);
     return 2;
   }
   double seconds = 5;
   uint64_t seed = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--seconds") == 0) seconds = std::atof(argv[i + 1]);
-    if (std::strcmp(argv[i], "--seed") == 0) seed = std::strtoull(argv[i + 1], nullptr, 10);
+    if (std::strcmp(argv[i], "--seconds") == 0)
+      seconds = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--seed") == 0)
+      seed = std::strtoull(argv[i + 1], nullptr, 10);
   }
   auto corpus = LoadCorpus(argv[1]);
   if (corpus.empty()) {
@@ -324,8 +350,8 @@ main(int argc, char** argv)
     LLVMFuzzerTestOneInput(input.data(), input.size());
   }
   std::mt19937_64 rng(seed);
-  const auto end = std::chrono::steady_clock::now() +
-                   std::chrono::duration<double>(seconds);
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t runs = corpus.size();
   while (std::chrono::steady_clock::now() < end) {
     for (int i = 0; i < 256; ++i, ++runs) {

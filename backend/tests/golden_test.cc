@@ -151,8 +151,9 @@ MetricOpJson(const tp::MetricOp& op)
 // Decodes a whole frame the way the backend does, into the JSON shape of
 // protocol_ref.decode()["body"], and re-encodes it into *reencoded.
 Status
-DecodeFrame(const std::string& bytes, tp::FrameView* f, Value* body,
-            std::vector<uint8_t>* reencoded)
+DecodeFrame(
+    const std::string& bytes, tp::FrameView* f, Value* body,
+    std::vector<uint8_t>* reencoded)
 {
   const uint8_t* msg = reinterpret_cast<const uint8_t*>(bytes.data());
   TRITONPY_RETURN_IF_ERROR(tp::DecodeHeader(msg, bytes.size(), f));

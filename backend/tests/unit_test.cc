@@ -25,33 +25,35 @@ namespace {
 
 int failures = 0;
 
-#define CHECK(cond)                                               \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      ++failures;                                                 \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);     \
-    }                                                             \
+#define CHECK(cond)                                          \
+  do {                                                       \
+    if (!(cond)) {                                           \
+      ++failures;                                            \
+      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                        \
   } while (false)
 
 void
 TestJson()
 {
   Value v;
-  CHECK(tritonpy::json::Parse(
-            R"({"a":1,"b":[true,false,null],"c":"x\"\u00e9\n","d":-2.5,)"
-            R"("e":18446744073709551615,"f":{}})",
-            &v)
-            .ok());
+  CHECK(
+      tritonpy::json::Parse(
+          R"({"a":1,"b":[true,false,null],"c":"x\"\u00e9\n","d":-2.5,)"
+          R"("e":18446744073709551615,"f":{}})",
+          &v)
+          .ok());
   CHECK(v.GetInt("a") == 1);
   CHECK(v.Find("b")->items().size() == 3);
   CHECK(v.GetString("c") == "x\"\xc3\xa9\n");
   CHECK(v.Find("d")->as_double() == -2.5);
-  CHECK(v.Find("e")->is_big_uint() &&
-        v.Find("e")->as_uint() == 18446744073709551615ull);
+  CHECK(
+      v.Find("e")->is_big_uint() &&
+      v.Find("e")->as_uint() == 18446744073709551615ull);
   Value again;
   CHECK(tritonpy::json::Parse(v.Serialize(), &again).ok());
   CHECK(again == v);
-  const char* bad[] = {"",      "{",     "[1,]",  "{\"a\" 1}", "tru",
+  const char* bad[] = {"",        "{",   "[1,]",  "{\"a\" 1}",   "tru",
                        "\"\\x\"", "01x", "{} {}", "\"\\ud800\"", "-"};
   for (const char* b : bad) {
     Value x;
@@ -132,8 +134,9 @@ TestCodec()
   CHECK(f.id == 99 && f.flags == tp::kFlagBatchDone);
   tp::ResponsesBody back;
   CHECK(tp::DecodeResponses(f.body, f.body_len, &back).ok());
-  CHECK(back.responses.size() == 1 &&
-        back.responses[0].outputs[0].ref.offset == (1ull << 40));
+  CHECK(
+      back.responses.size() == 1 &&
+      back.responses[0].outputs[0].ref.offset == (1ull << 40));
   // BATCH_DONE is not allowed on EXECUTE_DONE.
   auto done = tp::MakeFrame(
       tp::FrameType::kExecuteDone, tp::kFlagBatchDone, 1,

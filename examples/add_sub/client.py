@@ -17,8 +17,10 @@ import tritonclient.http as httpclient
 
 def ask(module, url, model, x, y):
     client = module.InferenceServerClient(url)
-    inputs = [module.InferInput("INPUT0", list(x.shape), "FP32"),
-              module.InferInput("INPUT1", list(y.shape), "FP32")]
+    inputs = [
+        module.InferInput("INPUT0", list(x.shape), "FP32"),
+        module.InferInput("INPUT1", list(y.shape), "FP32"),
+    ]
     inputs[0].set_data_from_numpy(x)
     inputs[1].set_data_from_numpy(y)
     outputs = [module.InferRequestedOutput("OUTPUT0"), module.InferRequestedOutput("OUTPUT1")]

@@ -16,7 +16,8 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         self.out_types = {
             name: pb_utils.triton_string_to_numpy(
-                pb_utils.get_output_config_by_name(config, name)["data_type"])
+                pb_utils.get_output_config_by_name(config, name)["data_type"]
+            )
             for name in ("OUTPUT0", "OUTPUT1")
         }
 
@@ -27,10 +28,14 @@ class TritonPythonModel:
             y = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
             total = (x + y).astype(self.out_types["OUTPUT0"])
             gap = (x - y).astype(self.out_types["OUTPUT1"])
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUTPUT0", total),
-                pb_utils.Tensor("OUTPUT1", gap),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("OUTPUT0", total),
+                        pb_utils.Tensor("OUTPUT1", gap),
+                    ]
+                )
+            )
         return responses
 
     def finalize(self):

@@ -23,7 +23,9 @@ class TritonPythonModel:
         responses = []
         for r in requests:
             if r.is_cancelled():
-                err = pb_utils.TritonError("cancelled while sleeping", pb_utils.TritonError.CANCELLED)
+                err = pb_utils.TritonError(
+                    "cancelled while sleeping", pb_utils.TritonError.CANCELLED
+                )
                 responses.append(pb_utils.InferenceResponse(error=err))
             else:
                 x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()

@@ -25,16 +25,19 @@ def main():
     for _ in range(3):
         x = rng.random(4, dtype=np.float32)
         y = rng.random(4, dtype=np.float32)
-        inputs = [httpclient.InferInput("INPUT0", [4], "FP32"),
-                  httpclient.InferInput("INPUT1", [4], "FP32")]
+        inputs = [
+            httpclient.InferInput("INPUT0", [4], "FP32"),
+            httpclient.InferInput("INPUT1", [4], "FP32"),
+        ]
         inputs[0].set_data_from_numpy(x)
         inputs[1].set_data_from_numpy(y)
         result = client.infer("bls", inputs)
         total, gap = result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1")
         right = np.allclose(total, x + y) and np.allclose(gap, x - y)
         ok &= right
-        print(f"bls -> add_sub: {x} + {y} = {total}; difference {gap}  "
-              f"{'ok' if right else 'WRONG'}")
+        print(
+            f"bls -> add_sub: {x} + {y} = {total}; difference {gap}  {'ok' if right else 'WRONG'}"
+        )
     return 0 if ok else 1
 
 

@@ -18,15 +18,23 @@ class TritonPythonModel:
         for request in requests:
             inner = pb_utils.InferenceRequest(
                 model_name="add_sub",
-                inputs=[pb_utils.get_input_tensor_by_name(request, "INPUT0"),
-                        pb_utils.get_input_tensor_by_name(request, "INPUT1")],
-                requested_output_names=["OUTPUT0", "OUTPUT1"])
+                inputs=[
+                    pb_utils.get_input_tensor_by_name(request, "INPUT0"),
+                    pb_utils.get_input_tensor_by_name(request, "INPUT1"),
+                ],
+                requested_output_names=["OUTPUT0", "OUTPUT1"],
+            )
             answer = inner.exec()
             if answer.has_error():
                 # Pass the inner failure on, as this request's error.
                 responses.append(pb_utils.InferenceResponse(error=answer.error()))
                 continue
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.get_output_tensor_by_name(answer, "OUTPUT0"),
-                pb_utils.get_output_tensor_by_name(answer, "OUTPUT1")]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.get_output_tensor_by_name(answer, "OUTPUT0"),
+                        pb_utils.get_output_tensor_by_name(answer, "OUTPUT1"),
+                    ]
+                )
+            )
         return responses

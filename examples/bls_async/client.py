@@ -27,8 +27,10 @@ def main():
     for _ in range(args.requests):
         x = rng.random(4, dtype=np.float32)
         y = rng.random(4, dtype=np.float32)
-        inputs = [httpclient.InferInput("INPUT0", [4], "FP32"),
-                  httpclient.InferInput("INPUT1", [4], "FP32")]
+        inputs = [
+            httpclient.InferInput("INPUT0", [4], "FP32"),
+            httpclient.InferInput("INPUT1", [4], "FP32"),
+        ]
         inputs[0].set_data_from_numpy(x)
         inputs[1].set_data_from_numpy(y)
         sent.append((x, y, client.async_infer("bls_async", inputs)))
@@ -37,8 +39,10 @@ def main():
         if not np.allclose(job.get_result().as_numpy("OUTPUT0"), x * x - y * y, atol=1e-6):
             wrong += 1
     client.close()
-    print(f"bls_async -> add_sub: {args.requests - wrong} of {args.requests} answers "
-          f"{'ok' if not wrong else 'WRONG'}")
+    print(
+        f"bls_async -> add_sub: {args.requests - wrong} of {args.requests} answers "
+        f"{'ok' if not wrong else 'WRONG'}"
+    )
     return 0 if not wrong else 1
 
 

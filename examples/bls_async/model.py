@@ -21,9 +21,12 @@ class TritonPythonModel:
     async def answer(self, request):
         inner = pb_utils.InferenceRequest(
             model_name="add_sub",
-            inputs=[pb_utils.get_input_tensor_by_name(request, "INPUT0"),
-                    pb_utils.get_input_tensor_by_name(request, "INPUT1")],
-            requested_output_names=["OUTPUT0", "OUTPUT1"])
+            inputs=[
+                pb_utils.get_input_tensor_by_name(request, "INPUT0"),
+                pb_utils.get_input_tensor_by_name(request, "INPUT1"),
+            ],
+            requested_output_names=["OUTPUT0", "OUTPUT1"],
+        )
         reply = await inner.async_exec()
         if reply.has_error():
             return pb_utils.InferenceResponse(error=reply.error())

@@ -30,12 +30,15 @@ def main():
     for i, n in enumerate(args.steps):
         x = rng.integers(-9, 10, 4).astype(np.float32)
         xs[str(i)] = x
-        inputs = [grpcclient.InferInput("X", [4], "FP32"),
-                  grpcclient.InferInput("STEPS", [1], "INT32")]
+        inputs = [
+            grpcclient.InferInput("X", [4], "FP32"),
+            grpcclient.InferInput("STEPS", [1], "INT32"),
+        ]
         inputs[0].set_data_from_numpy(x)
         inputs[1].set_data_from_numpy(np.array([n], np.int32))
-        client.async_stream_infer("bls_decoupled", inputs, request_id=str(i),
-                                  enable_empty_final_response=True)
+        client.async_stream_infer(
+            "bls_decoupled", inputs, request_id=str(i), enable_empty_final_response=True
+        )
     got = {rid: [] for rid in xs}
     open_streams = len(xs)
     while open_streams:
@@ -53,12 +56,15 @@ def main():
     ok = True
     for i, n in enumerate(args.steps):
         rid = str(i)
-        right = ([k for k, _ in got[rid]] == list(range(1, n + 1))
-                 and all(np.array_equal(s, k * xs[rid]) for k, s in got[rid]))
+        right = [k for k, _ in got[rid]] == list(range(1, n + 1)) and all(
+            np.array_equal(s, k * xs[rid]) for k, s in got[rid]
+        )
         ok &= right
         last = got[rid][-1][1] if got[rid] else None
-        print(f"{n} steps of X = {xs[rid]} -> {len(got[rid])} responses, last {last}  "
-              f"{'ok' if right else 'WRONG'}")
+        print(
+            f"{n} steps of X = {xs[rid]} -> {len(got[rid])} responses, last {last}  "
+            f"{'ok' if right else 'WRONG'}"
+        )
     return 0 if ok else 1
 
 

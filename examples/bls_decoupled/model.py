@@ -27,7 +27,8 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         x = pb_utils.get_input_tensor_by_name(request, "X")
         ticks = await pb_utils.InferenceRequest(
-            model_name="square", requested_output_names=["OUT"],
+            model_name="square",
+            requested_output_names=["OUT"],
             inputs=[_renamed(pb_utils.get_input_tensor_by_name(request, "STEPS"), "IN")],
         ).async_exec(decoupled=True)
         total = pb_utils.Tensor("SUM", np.zeros(4, np.float32))
@@ -42,16 +43,21 @@ class TritonPythonModel:
             if not tick.output_tensors():  # the stream's empty last response
                 continue
             reply = await pb_utils.InferenceRequest(
-                model_name="add_sub", inputs=[_renamed(total, "INPUT0"), _renamed(x, "INPUT1")],
-                requested_output_names=["OUTPUT0"]).async_exec()
+                model_name="add_sub",
+                inputs=[_renamed(total, "INPUT0"), _renamed(x, "INPUT1")],
+                requested_output_names=["OUTPUT0"],
+            ).async_exec()
             if reply.has_error():
                 ticks.cancel()
                 sender.send(pb_utils.InferenceResponse(error=reply.error()), flags=FINAL)
                 return
             step += 1
             total = _renamed(pb_utils.get_output_tensor_by_name(reply, "OUTPUT0"), "SUM")
-            sender.send(pb_utils.InferenceResponse(
-                [total, pb_utils.Tensor("STEP", np.array([step], np.int32))]))
+            sender.send(
+                pb_utils.InferenceResponse(
+                    [total, pb_utils.Tensor("STEP", np.array([step], np.int32))]
+                )
+            )
         sender.send(flags=FINAL)
 
 

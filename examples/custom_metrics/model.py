@@ -21,22 +21,27 @@ class TritonPythonModel:
     def initialize(self, args):
         labels = {"model": args["model_name"]}
         self.requests = pb_utils.MetricFamily(
-            "custom_metrics_requests_total", "Requests handled by the model",
-            pb_utils.MetricFamily.COUNTER).Metric(labels)
+            "custom_metrics_requests_total",
+            "Requests handled by the model",
+            pb_utils.MetricFamily.COUNTER,
+        ).Metric(labels)
         self.size = pb_utils.MetricFamily(
-            "custom_metrics_last_size", "Elements in the last request",
-            pb_utils.MetricFamily.GAUGE).Metric(labels)
+            "custom_metrics_last_size", "Elements in the last request", pb_utils.MetricFamily.GAUGE
+        ).Metric(labels)
         self.latency = pb_utils.MetricFamily(
-            "custom_metrics_latency_seconds", "Time spent per request",
-            pb_utils.MetricFamily.HISTOGRAM).Metric(labels, buckets=[1e-5, 1e-4, 1e-3, 1e-2])
+            "custom_metrics_latency_seconds",
+            "Time spent per request",
+            pb_utils.MetricFamily.HISTOGRAM,
+        ).Metric(labels, buckets=[1e-5, 1e-4, 1e-3, 1e-2])
 
     def execute(self, requests):
         responses = []
         for request in requests:
             start = time.perf_counter()
             x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
-            responses.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("OUTPUT0", (x * 2).astype(np.float32))]))
+            responses.append(
+                pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", (x * 2).astype(np.float32))])
+            )
             self.requests.increment(1)
             self.size.set(x.size)
             self.latency.observe(time.perf_counter() - start)

@@ -16,9 +16,11 @@ import tritonclient.grpc.aio as aioclient
 
 
 def request(prompt, tokens, delay_ms, rid):
-    inputs = [aioclient.InferInput("PROMPT", [1], "BYTES"),
-              aioclient.InferInput("MAX_TOKENS", [1], "INT32"),
-              aioclient.InferInput("TOKEN_DELAY_MS", [1], "FP32")]
+    inputs = [
+        aioclient.InferInput("PROMPT", [1], "BYTES"),
+        aioclient.InferInput("MAX_TOKENS", [1], "INT32"),
+        aioclient.InferInput("TOKEN_DELAY_MS", [1], "FP32"),
+    ]
     inputs[0].set_data_from_numpy(np.array([prompt.encode()], dtype=object))
     inputs[1].set_data_from_numpy(np.array([tokens], np.int32))
     inputs[2].set_data_from_numpy(np.array([delay_ms], np.float32))
@@ -48,13 +50,16 @@ async def main():
     args = parser.parse_args()
     async with aioclient.InferenceServerClient(args.grpc) as client:
         start = time.monotonic()
-        results = await asyncio.gather(*(one_stream(client, i, args.tokens, args.delay_ms)
-                                         for i in range(args.streams)))
+        results = await asyncio.gather(
+            *(one_stream(client, i, args.tokens, args.delay_ms) for i in range(args.streams))
+        )
         elapsed = time.monotonic() - start
     ok = all(r == list(range(args.tokens)) for r in results)
     total = args.streams * args.tokens
-    print(f"{args.streams} streams x {args.tokens} tokens in {elapsed:.2f} s "
-          f"({total / elapsed:.0f} tokens/s): {'ok' if ok else 'WRONG'}")
+    print(
+        f"{args.streams} streams x {args.tokens} tokens in {elapsed:.2f} s "
+        f"({total / elapsed:.0f} tokens/s): {'ok' if ok else 'WRONG'}"
+    )
     return 0 if ok else 1
 
 

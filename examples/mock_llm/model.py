@@ -28,8 +28,9 @@ class TritonPythonModel:
 
     async def _stream(self, request):
         prompt = _scalar(request, "PROMPT", b"")
-        words = (prompt.decode(errors="replace") if isinstance(prompt, bytes)
-                 else str(prompt)).split() or ["token"]
+        words = (
+            prompt.decode(errors="replace") if isinstance(prompt, bytes) else str(prompt)
+        ).split() or ["token"]
         count = int(_scalar(request, "MAX_TOKENS", 16))
         delay = float(_scalar(request, "TOKEN_DELAY_MS", 0)) / 1000
         sender = request.get_response_sender()
@@ -39,8 +40,13 @@ class TritonPythonModel:
             else:
                 await asyncio.sleep(0)  # let the other streams run
             token = words[i % len(words)]
-            sender.send(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("TEXT", np.array([token.encode()], dtype=object)),
-                 pb_utils.Tensor("INDEX", np.array([i], np.int32))],
-                parameters={"index": i}))
+            sender.send(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("TEXT", np.array([token.encode()], dtype=object)),
+                        pb_utils.Tensor("INDEX", np.array([i], np.int32)),
+                    ],
+                    parameters={"index": i},
+                )
+            )
         sender.send(flags=FINAL)

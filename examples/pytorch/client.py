@@ -43,9 +43,11 @@ def main():
         probs = job.get_result().as_numpy("PROBS")
         right = probs.shape == (len(rows), 3) and np.allclose(probs, expected(rows), atol=1e-5)
         ok &= right
-        print(f"{len(rows)} rows -> classes {probs.argmax(axis=1).tolist()}, "
-              f"top probability {[round(float(p), 3) for p in probs.max(axis=1)]}  "
-              f"{'ok' if right else 'WRONG'}")
+        print(
+            f"{len(rows)} rows -> classes {probs.argmax(axis=1).tolist()}, "
+            f"top probability {[round(float(p), 3) for p in probs.max(axis=1)]}  "
+            f"{'ok' if right else 'WRONG'}"
+        )
     client.close()
     return 0 if ok else 1
 

@@ -32,10 +32,13 @@ class TritonPythonModel:
         self.layer.eval()
 
     def execute(self, requests):
-        batches = [torch.from_dlpack(pb_utils.get_input_tensor_by_name(r, "FEATURES"))
-                   for r in requests]
+        batches = [
+            torch.from_dlpack(pb_utils.get_input_tensor_by_name(r, "FEATURES")) for r in requests
+        ]
         with torch.inference_mode():
             probs = torch.softmax(self.layer(torch.cat(batches)), dim=1)
         # Each request gets its own rows back, still without a copy.
-        return [pb_utils.InferenceResponse([pb_utils.Tensor.from_dlpack("PROBS", part)])
-                for part in torch.split(probs, [len(b) for b in batches])]
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor.from_dlpack("PROBS", part)])
+            for part in torch.split(probs, [len(b) for b in batches])
+        ]

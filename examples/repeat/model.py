@@ -22,8 +22,9 @@ class TritonPythonModel:
             values = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy().copy()
             delay = pb_utils.get_input_tensor_by_name(request, "DELAY")
             pause = float(delay.as_numpy()[0]) / 1000 if delay is not None else 0.0
-            worker = threading.Thread(target=self._answer,
-                                      args=(request, values, pause), daemon=True)
+            worker = threading.Thread(
+                target=self._answer, args=(request, values, pause), daemon=True
+            )
             worker.start()
             self.workers.append(worker)
         self.workers = [w for w in self.workers if w.is_alive()]
@@ -36,10 +37,14 @@ class TritonPythonModel:
                 break
             if pause:
                 time.sleep(pause)
-            sender.send(pb_utils.InferenceResponse([
-                pb_utils.Tensor("OUT", np.array([v], np.int32)),
-                pb_utils.Tensor("IDX", np.array([i], np.uint32)),
-            ]))
+            sender.send(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("OUT", np.array([v], np.int32)),
+                        pb_utils.Tensor("IDX", np.array([i], np.uint32)),
+                    ]
+                )
+            )
         sender.send(flags=FINAL)
 
     def finalize(self):

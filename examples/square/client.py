@@ -2,7 +2,7 @@
 # Copyright (c) The tritonpy authors.
 """Stream requests to the square model over gRPC and check every answer.
 
-    python examples/square/client.py [--grpc localhost:8001] [N ...]
+python examples/square/client.py [--grpc localhost:8001] [N ...]
 """
 
 import argparse
@@ -26,8 +26,9 @@ def main():
         inp = grpcclient.InferInput("IN", [1], "INT32")
         inp.set_data_from_numpy(np.array([n], np.int32))
         # Ask Triton to tell us when a request is over, even with no response.
-        client.async_stream_infer("square", [inp], request_id=str(i),
-                                  enable_empty_final_response=True)
+        client.async_stream_infer(
+            "square", [inp], request_id=str(i), enable_empty_final_response=True
+        )
     got = {str(i): [] for i in range(len(args.counts))}
     open_requests = len(args.counts)
     while open_requests:

@@ -29,148 +29,487 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
     b = struct.pack("<4i", 1, -2, 3, 2**31 - 1)
     words = b"".join(struct.pack("<I", len(w)) + w for w in (b"hello", b"", "h\u00e9".encode()))
     return [
-        ("hello.bin", P.HELLO, {"json": {"protocol": 1, "pid": 4242, "python": "3.11.7",
-                                         "executable": "/usr/bin/python3"}}, 0, 0),
-        ("init.bin", P.INIT, {"json": {
-            "args": {"model_config": "{\"name\":\"add_sub\"}", "model_instance_kind": "CPU",
-                     "model_instance_name": "add_sub_0_0", "model_instance_device_id": "0",
-                     "model_repository": "/models/add_sub", "model_version": "1",
-                     "model_name": "add_sub"},
-            "model_file": "/models/add_sub/1/model.py", "model_dir": "/models/add_sub/1",
-            "settings": {"log_verbose": 0}}}, 0, 0),
+        (
+            "hello.bin",
+            P.HELLO,
+            {
+                "json": {
+                    "protocol": 1,
+                    "pid": 4242,
+                    "python": "3.11.7",
+                    "executable": "/usr/bin/python3",
+                }
+            },
+            0,
+            0,
+        ),
+        (
+            "init.bin",
+            P.INIT,
+            {
+                "json": {
+                    "args": {
+                        "model_config": '{"name":"add_sub"}',
+                        "model_instance_kind": "CPU",
+                        "model_instance_name": "add_sub_0_0",
+                        "model_instance_device_id": "0",
+                        "model_repository": "/models/add_sub",
+                        "model_version": "1",
+                        "model_name": "add_sub",
+                    },
+                    "model_file": "/models/add_sub/1/model.py",
+                    "model_dir": "/models/add_sub/1",
+                    "settings": {"log_verbose": 0},
+                }
+            },
+            0,
+            0,
+        ),
         ("init_done_ok.bin", P.INIT_DONE, {"json": {"ok": True}}, 0, 0),
-        ("init_done_error.bin", P.INIT_DONE, {"json": {"ok": False, "error": "boom\nTraceback"}}, 0, 0),
+        (
+            "init_done_error.bin",
+            P.INIT_DONE,
+            {"json": {"ok": False, "error": "boom\nTraceback"}},
+            0,
+            0,
+        ),
         ("arena.bin", P.ARENA, {"arena_id": 3, "size": 64 << 20}, 0, 0),
-        ("execute_add_sub.bin", P.EXECUTE, {"requests": [P.request(
-            "req-1", [P.inline("INPUT0", FP32, [4], a), P.inline("INPUT1", FP32, [4], a)],
-            requested_outputs=["OUTPUT0", "OUTPUT1"])]}, 7, 0),
-        ("execute_batch.bin", P.EXECUTE, {"requests": [
-            P.request("", [P.inline("IN", INT32, [1, 4], b)]),
-            P.request("second", [P.inline("IN", INT32, [2, 2], b)], correlation_kind=1,
-                      correlation_u64=2**63 + 5, flags=3, timeout_us=1500000,
-                      parameters="{\"k\":\"v\",\"n\":3,\"b\":true}"),
-            P.request("third", [P.inline("IN", INT32, [0, 4], b"")], correlation_kind=2,
-                      correlation_str="seq-\u00e9"),
-        ]}, 2**40 + 1, 0),
-        ("execute_types.bin", P.EXECUTE, {"requests": [P.request("t", [
-            P.inline("S", BYTES, [3], words),
-            P.inline("B", BOOL, [3], b"\x01\x00\x01"),
-            P.inline("H", FP16, [1], b"\x00\x3c"),
-            P.inline("Z", BF16, [2], b"\x80\x3f\x00\x40"),
-            P.inline("SCALAR", UINT64, [], struct.pack("<Q", 9)),
-            P.Tensor("BIG", FP32, [1024, 1024], 4 << 20, 1, b"", 3, 4096).to_json(),
-        ])]}, 9, 0),
-        ("execute_in_arena.bin", P.EXECUTE, {"arena_id": 1, "offset": 128, "body_len": 200000},
-         11, P.FLAG_BODY_IN_ARENA),
-        ("responses_add_sub.bin", P.RESPONSES, {"responses": [{
-            "batch_id": 7, "request_index": 0, "response_flags": 1, "has_error": 0, "error_code": 0,
-            "error_message": "", "parameters": "",
-            "outputs": [P.inline("OUTPUT0", FP32, [4], a), P.inline("OUTPUT1", FP32, [4], a)]}]},
-         7, P.FLAG_BATCH_DONE),
-        ("responses_mixed.bin", P.RESPONSES, {"responses": [
-            {"batch_id": 2**40 + 1, "request_index": 1, "response_flags": 1, "has_error": 1,
-             "error_code": 3,
-             "error_message": "model 'm': bad input", "parameters": "", "outputs": []},
-            {"batch_id": 2**40 + 1, "request_index": 0, "response_flags": 1, "has_error": 0,
-             "error_code": 0, "error_message": "", "parameters": "{\"p\":1}",
-             "outputs": [P.Tensor("OUT", FP32, [256, 1024], 1 << 20, 1, b"", 1, 64).to_json()]},
-        ]}, 2**40 + 1, P.FLAG_BATCH_DONE),
-        ("responses_partial.bin", P.RESPONSES, {"responses": [
-            {"batch_id": 5, "request_index": 2, "response_flags": 1, "has_error": 0,
-             "error_code": 0, "error_message": "", "parameters": "", "outputs": []}]}, 0, 0),
-        ("responses_decoupled.bin", P.RESPONSES, {"responses": [
-            {"batch_id": 8, "request_index": 0, "response_flags": 0, "has_error": 0,
-             "error_code": 0, "error_message": "", "parameters": "{\"t\":\"x\"}",
-             "outputs": [P.inline("TOKEN", INT32, [1], struct.pack("<i", 17))]},
-            {"batch_id": 9, "request_index": 3, "response_flags": P.RESP_FINAL | P.RESP_NO_RESPONSE,
-             "has_error": 0, "error_code": 0, "error_message": "", "parameters": "",
-             "outputs": []},
-            {"batch_id": 9, "request_index": 1,
-             "response_flags": P.RESP_RESCHEDULE | P.RESP_NO_RESPONSE, "has_error": 0,
-             "error_code": 0, "error_message": "", "parameters": "", "outputs": []},
-            {"batch_id": 10, "request_index": 0, "response_flags": P.RESP_FINAL, "has_error": 1,
-             "error_code": 7, "error_message": "cancelled", "parameters": "", "outputs": []},
-        ]}, 0, 0),
-        ("responses_batch_end.bin", P.RESPONSES, {"responses": [
-            {"batch_id": 21, "request_index": 0, "response_flags": P.RESP_FINAL | P.RESP_BATCH_END,
-             "has_error": 0, "error_code": 0, "error_message": "", "parameters": "",
-             "outputs": [P.inline("OUT", INT32, [1], struct.pack("<i", 21))]},
-            {"batch_id": 22, "request_index": 1, "response_flags": P.RESP_FINAL, "has_error": 1,
-             "error_code": 3, "error_message": "bad", "parameters": "", "outputs": []},
-            {"batch_id": 22, "request_index": 0, "response_flags": P.RESP_FINAL | P.RESP_BATCH_END,
-             "has_error": 0, "error_code": 0, "error_message": "", "parameters": "",
-             "outputs": []},
-        ]}, 0, 0),
-        ("responses_receiver_arena.bin", P.RESPONSES, {"responses": [
-            {"batch_id": 12, "request_index": 0, "response_flags": 1, "has_error": 0,
-             "error_code": 0, "error_message": "", "parameters": "",
-             "outputs": [P.Tensor("OUTPUT0", UINT8, [1 << 20], 1 << 20, 2, b"", 1, 4096).to_json(),
-                         P.Tensor("OUTPUT1", UINT8, [8], 8, 1, b"", 2, 64).to_json()]}]},
-         12, P.FLAG_BATCH_DONE),
+        (
+            "execute_add_sub.bin",
+            P.EXECUTE,
+            {
+                "requests": [
+                    P.request(
+                        "req-1",
+                        [P.inline("INPUT0", FP32, [4], a), P.inline("INPUT1", FP32, [4], a)],
+                        requested_outputs=["OUTPUT0", "OUTPUT1"],
+                    )
+                ]
+            },
+            7,
+            0,
+        ),
+        (
+            "execute_batch.bin",
+            P.EXECUTE,
+            {
+                "requests": [
+                    P.request("", [P.inline("IN", INT32, [1, 4], b)]),
+                    P.request(
+                        "second",
+                        [P.inline("IN", INT32, [2, 2], b)],
+                        correlation_kind=1,
+                        correlation_u64=2**63 + 5,
+                        flags=3,
+                        timeout_us=1500000,
+                        parameters='{"k":"v","n":3,"b":true}',
+                    ),
+                    P.request(
+                        "third",
+                        [P.inline("IN", INT32, [0, 4], b"")],
+                        correlation_kind=2,
+                        correlation_str="seq-\u00e9",
+                    ),
+                ]
+            },
+            2**40 + 1,
+            0,
+        ),
+        (
+            "execute_types.bin",
+            P.EXECUTE,
+            {
+                "requests": [
+                    P.request(
+                        "t",
+                        [
+                            P.inline("S", BYTES, [3], words),
+                            P.inline("B", BOOL, [3], b"\x01\x00\x01"),
+                            P.inline("H", FP16, [1], b"\x00\x3c"),
+                            P.inline("Z", BF16, [2], b"\x80\x3f\x00\x40"),
+                            P.inline("SCALAR", UINT64, [], struct.pack("<Q", 9)),
+                            P.Tensor("BIG", FP32, [1024, 1024], 4 << 20, 1, b"", 3, 4096).to_json(),
+                        ],
+                    )
+                ]
+            },
+            9,
+            0,
+        ),
+        (
+            "execute_in_arena.bin",
+            P.EXECUTE,
+            {"arena_id": 1, "offset": 128, "body_len": 200000},
+            11,
+            P.FLAG_BODY_IN_ARENA,
+        ),
+        (
+            "responses_add_sub.bin",
+            P.RESPONSES,
+            {
+                "responses": [
+                    {
+                        "batch_id": 7,
+                        "request_index": 0,
+                        "response_flags": 1,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": "",
+                        "outputs": [
+                            P.inline("OUTPUT0", FP32, [4], a),
+                            P.inline("OUTPUT1", FP32, [4], a),
+                        ],
+                    }
+                ]
+            },
+            7,
+            P.FLAG_BATCH_DONE,
+        ),
+        (
+            "responses_mixed.bin",
+            P.RESPONSES,
+            {
+                "responses": [
+                    {
+                        "batch_id": 2**40 + 1,
+                        "request_index": 1,
+                        "response_flags": 1,
+                        "has_error": 1,
+                        "error_code": 3,
+                        "error_message": "model 'm': bad input",
+                        "parameters": "",
+                        "outputs": [],
+                    },
+                    {
+                        "batch_id": 2**40 + 1,
+                        "request_index": 0,
+                        "response_flags": 1,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": '{"p":1}',
+                        "outputs": [
+                            P.Tensor("OUT", FP32, [256, 1024], 1 << 20, 1, b"", 1, 64).to_json()
+                        ],
+                    },
+                ]
+            },
+            2**40 + 1,
+            P.FLAG_BATCH_DONE,
+        ),
+        (
+            "responses_partial.bin",
+            P.RESPONSES,
+            {
+                "responses": [
+                    {
+                        "batch_id": 5,
+                        "request_index": 2,
+                        "response_flags": 1,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": "",
+                        "outputs": [],
+                    }
+                ]
+            },
+            0,
+            0,
+        ),
+        (
+            "responses_decoupled.bin",
+            P.RESPONSES,
+            {
+                "responses": [
+                    {
+                        "batch_id": 8,
+                        "request_index": 0,
+                        "response_flags": 0,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": '{"t":"x"}',
+                        "outputs": [P.inline("TOKEN", INT32, [1], struct.pack("<i", 17))],
+                    },
+                    {
+                        "batch_id": 9,
+                        "request_index": 3,
+                        "response_flags": P.RESP_FINAL | P.RESP_NO_RESPONSE,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": "",
+                        "outputs": [],
+                    },
+                    {
+                        "batch_id": 9,
+                        "request_index": 1,
+                        "response_flags": P.RESP_RESCHEDULE | P.RESP_NO_RESPONSE,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": "",
+                        "outputs": [],
+                    },
+                    {
+                        "batch_id": 10,
+                        "request_index": 0,
+                        "response_flags": P.RESP_FINAL,
+                        "has_error": 1,
+                        "error_code": 7,
+                        "error_message": "cancelled",
+                        "parameters": "",
+                        "outputs": [],
+                    },
+                ]
+            },
+            0,
+            0,
+        ),
+        (
+            "responses_batch_end.bin",
+            P.RESPONSES,
+            {
+                "responses": [
+                    {
+                        "batch_id": 21,
+                        "request_index": 0,
+                        "response_flags": P.RESP_FINAL | P.RESP_BATCH_END,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": "",
+                        "outputs": [P.inline("OUT", INT32, [1], struct.pack("<i", 21))],
+                    },
+                    {
+                        "batch_id": 22,
+                        "request_index": 1,
+                        "response_flags": P.RESP_FINAL,
+                        "has_error": 1,
+                        "error_code": 3,
+                        "error_message": "bad",
+                        "parameters": "",
+                        "outputs": [],
+                    },
+                    {
+                        "batch_id": 22,
+                        "request_index": 0,
+                        "response_flags": P.RESP_FINAL | P.RESP_BATCH_END,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": "",
+                        "outputs": [],
+                    },
+                ]
+            },
+            0,
+            0,
+        ),
+        (
+            "responses_receiver_arena.bin",
+            P.RESPONSES,
+            {
+                "responses": [
+                    {
+                        "batch_id": 12,
+                        "request_index": 0,
+                        "response_flags": 1,
+                        "has_error": 0,
+                        "error_code": 0,
+                        "error_message": "",
+                        "parameters": "",
+                        "outputs": [
+                            P.Tensor(
+                                "OUTPUT0", UINT8, [1 << 20], 1 << 20, 2, b"", 1, 4096
+                            ).to_json(),
+                            P.Tensor("OUTPUT1", UINT8, [8], 8, 1, b"", 2, 64).to_json(),
+                        ],
+                    }
+                ]
+            },
+            12,
+            P.FLAG_BATCH_DONE,
+        ),
         ("execute_done_ok.bin", P.EXECUTE_DONE, {"ok": 1, "error": ""}, 5, 0),
         ("execute_done_error.bin", P.EXECUTE_DONE, {"ok": 0, "error": "Traceback: boom"}, 5, 0),
         ("log.bin", P.LOG, {"level": 1, "file": "model.py", "line": 42, "message": "warned"}, 0, 0),
         ("finalize.bin", P.FINALIZE, {}, 0, 0),
         ("finalize_done.bin", P.FINALIZE_DONE, {"json": {"ok": True}}, 0, 0),
         ("error.bin", P.ERROR, {"message": "bad frame"}, 0, 0),
-        ("cancel.bin", P.CANCEL, {"requests": [{"batch_id": 9, "request_index": 3},
-                                                {"batch_id": 2**63, "request_index": 0}]}, 0, 0),
-        ("send_error.bin", P.SEND_ERROR, {"batch_id": 9, "request_index": 1, "error_code": 7,
-                                          "message": "request cancelled"}, 0, 0),
+        (
+            "cancel.bin",
+            P.CANCEL,
+            {
+                "requests": [
+                    {"batch_id": 9, "request_index": 3},
+                    {"batch_id": 2**63, "request_index": 0},
+                ]
+            },
+            0,
+            0,
+        ),
+        (
+            "send_error.bin",
+            P.SEND_ERROR,
+            {"batch_id": 9, "request_index": 1, "error_code": 7, "message": "request cancelled"},
+            0,
+            0,
+        ),
         ("is_ready.bin", P.IS_READY, {}, 3, 0),
         ("drain.bin", P.DRAIN, {}, 0, 0),
         ("ready.bin", P.READY, {"ready": 0, "message": "warming up"}, 3, 0),
-        ("release.bin", P.RELEASE, {"allocations": [{"arena_id": 1, "offset": 64},
-                                                    {"arena_id": 2, "offset": 1 << 33}]}, 0, 0),
-        ("bls_request.bin", P.BLS_REQUEST, {"model_name": "add_sub", "model_version": -1,
-                                            "request": P.request(
-            "bls-1", [P.inline("INPUT0", FP32, [4], a),
-                      P.Tensor("INPUT1", FP32, [4], 16, 1, b"", 2, 128).to_json()],
-            requested_outputs=["OUTPUT0"], correlation_kind=2, correlation_str="seq-7",
-            flags=1, timeout_us=250000, parameters="{\"x\":1}")}, 12, 0),
-        ("bls_response.bin", P.BLS_RESPONSE, {
-            "response_flags": 1, "has_error": 0, "error_code": 0, "error_message": "",
-            "parameters": "{\"n\":2}",
-            "outputs": [P.inline("OUTPUT0", FP32, [4], a),
-                        P.Tensor("OUTPUT1", FP32, [1024], 4096, 1, b"", 1, 192).to_json()]},
-         12, 0),
-        ("bls_response_error.bin", P.BLS_RESPONSE, {
-            "response_flags": 1, "has_error": 1, "error_code": 2,
-            "error_message": "Request for unknown model: 'nope' is not found",
-            "parameters": "", "outputs": []}, 13, 0),
-        ("bls_response_stream.bin", P.BLS_RESPONSE, {
-            "response_flags": 0, "has_error": 0, "error_code": 0, "error_message": "",
-            "parameters": "", "outputs": [P.inline("OUT", INT32, [1], struct.pack("<i", 3))]},
-         14, 0),
+        (
+            "release.bin",
+            P.RELEASE,
+            {"allocations": [{"arena_id": 1, "offset": 64}, {"arena_id": 2, "offset": 1 << 33}]},
+            0,
+            0,
+        ),
+        (
+            "bls_request.bin",
+            P.BLS_REQUEST,
+            {
+                "model_name": "add_sub",
+                "model_version": -1,
+                "request": P.request(
+                    "bls-1",
+                    [
+                        P.inline("INPUT0", FP32, [4], a),
+                        P.Tensor("INPUT1", FP32, [4], 16, 1, b"", 2, 128).to_json(),
+                    ],
+                    requested_outputs=["OUTPUT0"],
+                    correlation_kind=2,
+                    correlation_str="seq-7",
+                    flags=1,
+                    timeout_us=250000,
+                    parameters='{"x":1}',
+                ),
+            },
+            12,
+            0,
+        ),
+        (
+            "bls_response.bin",
+            P.BLS_RESPONSE,
+            {
+                "response_flags": 1,
+                "has_error": 0,
+                "error_code": 0,
+                "error_message": "",
+                "parameters": '{"n":2}',
+                "outputs": [
+                    P.inline("OUTPUT0", FP32, [4], a),
+                    P.Tensor("OUTPUT1", FP32, [1024], 4096, 1, b"", 1, 192).to_json(),
+                ],
+            },
+            12,
+            0,
+        ),
+        (
+            "bls_response_error.bin",
+            P.BLS_RESPONSE,
+            {
+                "response_flags": 1,
+                "has_error": 1,
+                "error_code": 2,
+                "error_message": "Request for unknown model: 'nope' is not found",
+                "parameters": "",
+                "outputs": [],
+            },
+            13,
+            0,
+        ),
+        (
+            "bls_response_stream.bin",
+            P.BLS_RESPONSE,
+            {
+                "response_flags": 0,
+                "has_error": 0,
+                "error_code": 0,
+                "error_message": "",
+                "parameters": "",
+                "outputs": [P.inline("OUT", INT32, [1], struct.pack("<i", 3))],
+            },
+            14,
+            0,
+        ),
         ("bls_cancel.bin", P.BLS_CANCEL, {}, 14, 0),
         ("bls_arena.bin", P.BLS_ARENA, {"arena_id": 1, "size": 64 << 20}, 0, 0),
-        ("bls_release.bin", P.BLS_RELEASE, {"allocations": [{"arena_id": 1, "offset": 192}]},
-         0, 0),
-        ("model_control.bin", P.MODEL_CONTROL, {"json": {
-            "op": "load", "model_name": "m", "config": "{\"backend\":\"python\"}",
-            "files": {"file:1/model.py": "cHJpbnQoKQ=="}}}, 5, 0),
-        ("model_control_done.bin", P.MODEL_CONTROL_DONE, {"json": {
-            "ok": False, "error": "load failed", "ready": False}}, 5, 0),
-        ("metric_create.bin", P.METRIC, {"ops": [
-            {"op": P.OP_INCREMENT, "metric": 3, "value": 2.5},
-            {"op": P.OP_FAMILY_NEW, "family": 4, "kind": 2, "name": "latency_seconds",
-             "description": "time per request, \u00e9"},
-            {"op": P.OP_METRIC_NEW, "metric": 5, "family": 4,
-             "labels": [["model", "m"], ["route", "a b"]], "buckets": [0.005, 0.5, 10.0]},
-        ]}, 31, 0),
-        ("metric_updates.bin", P.METRIC, {"ops": [
-            {"op": P.OP_INCREMENT, "metric": 1, "value": 3.0},
-            {"op": P.OP_SET, "metric": 2, "value": -0.25},
-            {"op": P.OP_INCREMENT, "metric": 2, "value": 1.5},
-            {"op": P.OP_OBSERVE, "metric": 5, "values": [0.001, 0.75, 1e300]},
-            {"op": P.OP_METRIC_DELETE, "metric": 6},
-            {"op": P.OP_FAMILY_DELETE, "family": 7},
-        ]}, 0, 0),
+        ("bls_release.bin", P.BLS_RELEASE, {"allocations": [{"arena_id": 1, "offset": 192}]}, 0, 0),
+        (
+            "model_control.bin",
+            P.MODEL_CONTROL,
+            {
+                "json": {
+                    "op": "load",
+                    "model_name": "m",
+                    "config": '{"backend":"python"}',
+                    "files": {"file:1/model.py": "cHJpbnQoKQ=="},
+                }
+            },
+            5,
+            0,
+        ),
+        (
+            "model_control_done.bin",
+            P.MODEL_CONTROL_DONE,
+            {"json": {"ok": False, "error": "load failed", "ready": False}},
+            5,
+            0,
+        ),
+        (
+            "metric_create.bin",
+            P.METRIC,
+            {
+                "ops": [
+                    {"op": P.OP_INCREMENT, "metric": 3, "value": 2.5},
+                    {
+                        "op": P.OP_FAMILY_NEW,
+                        "family": 4,
+                        "kind": 2,
+                        "name": "latency_seconds",
+                        "description": "time per request, \u00e9",
+                    },
+                    {
+                        "op": P.OP_METRIC_NEW,
+                        "metric": 5,
+                        "family": 4,
+                        "labels": [["model", "m"], ["route", "a b"]],
+                        "buckets": [0.005, 0.5, 10.0],
+                    },
+                ]
+            },
+            31,
+            0,
+        ),
+        (
+            "metric_updates.bin",
+            P.METRIC,
+            {
+                "ops": [
+                    {"op": P.OP_INCREMENT, "metric": 1, "value": 3.0},
+                    {"op": P.OP_SET, "metric": 2, "value": -0.25},
+                    {"op": P.OP_INCREMENT, "metric": 2, "value": 1.5},
+                    {"op": P.OP_OBSERVE, "metric": 5, "values": [0.001, 0.75, 1e300]},
+                    {"op": P.OP_METRIC_DELETE, "metric": 6},
+                    {"op": P.OP_FAMILY_DELETE, "family": 7},
+                ]
+            },
+            0,
+            0,
+        ),
         ("metric_value.bin", P.METRIC, {"ops": [{"op": P.OP_VALUE, "metric": 1}]}, 32, 0),
         ("metric_done.bin", P.METRIC_DONE, {"ok": 1, "error": "", "value": 42.5}, 32, 0),
-        ("metric_done_error.bin", P.METRIC_DONE, {
-            "ok": 0, "error": "Family name already exists with different type",
-            "value": 0.0}, 31, 0),
+        (
+            "metric_done_error.bin",
+            P.METRIC_DONE,
+            {"ok": 0, "error": "Family name already exists with different type", "value": 0.0},
+            31,
+            0,
+        ),
     ]
 
 
@@ -219,8 +558,11 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_huge_string.bin", bytes(huge_str), "string length past the end"),
         ("bad_huge_count.bin", bytes(huge_count), "count past the end"),
         ("bad_ndim.bin", bytes(big_ndim), "ndim over 64"),
-        ("bad_location.bin", bytes(receiver_loc),
-         "location 2 (receiver's arena) is for RESPONSES outputs only"),
+        (
+            "bad_location.bin",
+            bytes(receiver_loc),
+            "location 2 (receiver's arena) is for RESPONSES outputs only",
+        ),
         ("bad_padding.bin", bytes(bad_pad), "non-zero padding"),
         ("bad_response_flags.bin", bytes(bad_rflags), "unknown response flag bit 29"),
         ("bad_bls_response_flags.bin", bad_bls_flags, "unknown BLS response flag bit 30"),
@@ -237,8 +579,9 @@ def main(out: Path = HERE) -> None:
         assert len(buf) <= P.MAX_FRAME
         assert P.decode(buf)["body"] == json.loads(json.dumps(body)), name
         frames[name] = buf
-        entries.append({"file": name, "type": P.TYPE_NAMES[ftype], "id": fid, "flags": flags,
-                        "body": body})
+        entries.append(
+            {"file": name, "type": P.TYPE_NAMES[ftype], "id": fid, "flags": flags, "body": body}
+        )
     for name, buf, why in invalid(frames):
         try:
             P.decode(buf)

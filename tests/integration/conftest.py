@@ -13,8 +13,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from server import TritonServer, build_repository  # noqa: E402
 
 # Models the shared server loads at start; tests load others explicitly.
-SHARED_MODELS = ["add_sub", "add_sub_python", "identity", "batched", "errors",
-                 "multifile", "custom_filename", "shapes", "init_fail"]
+SHARED_MODELS = [
+    "add_sub",
+    "add_sub_python",
+    "identity",
+    "batched",
+    "errors",
+    "multifile",
+    "custom_filename",
+    "shapes",
+    "init_fail",
+]
 START_MODELS = [m for m in SHARED_MODELS if m != "init_fail"]
 
 

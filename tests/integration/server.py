@@ -60,20 +60,34 @@ def children(pid: int) -> list[int]:
 
 
 class TritonServer:
-    def __init__(self, repo: Path, workdir: Path, *, args: list[str] | None = None,
-                 backend_dir: Path | None = None, prefix: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        workdir: Path,
+        *,
+        args: list[str] | None = None,
+        backend_dir: Path | None = None,
+        prefix: list[str] | None = None,
+    ) -> None:
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         self.repo = repo
         self.backends = backend_dir or inst.backend_dir(workdir / "backends")
         self.log_path = workdir / f"tritonserver-{self.http_port}.log"
-        cmd = [*(prefix or []), str(inst.tritonserver()), f"--model-repository={repo}",
-               f"--backend-directory={self.backends}",
-               f"--http-port={self.http_port}", f"--grpc-port={self.grpc_port}",
-               f"--metrics-port={self.metrics_port}", "--log-verbose=" + os.environ.get("TRITONPY_TEST_LOG_VERBOSE", "0"),
-               *(args or [])]
+        cmd = [
+            *(prefix or []),
+            str(inst.tritonserver()),
+            f"--model-repository={repo}",
+            f"--backend-directory={self.backends}",
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-port={self.metrics_port}",
+            "--log-verbose=" + os.environ.get("TRITONPY_TEST_LOG_VERBOSE", "0"),
+            *(args or []),
+        ]
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
     @property
     def http_url(self) -> str:
@@ -99,7 +113,9 @@ class TritonServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"tritonserver exited with {self.proc.returncode}:\n{self.log()[-4000:]}")
+                raise RuntimeError(
+                    f"tritonserver exited with {self.proc.returncode}:\n{self.log()[-4000:]}"
+                )
             if self._get(path) == 200:
                 return
             time.sleep(0.1)
@@ -128,5 +144,4 @@ class TritonServer:
         keeps the model alive although every request was released, and
         exits 1 when its exit timeout runs out; that alone is tolerated."""
         code = self.stop()
-        assert code == 0 or (code == 1 and "Exit timeout expired" in self.log()), \
-            self.log()[-3000:]
+        assert code == 0 or (code == 1 and "Exit timeout expired" in self.log()), self.log()[-3000:]

@@ -135,18 +135,33 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("backend_engine")
     repo = work / "repo"
     write_model(repo, "sleepy", SLEEPY, SLEEPY_CONFIG.format(name="sleepy", extra=""))
-    write_model(repo, "sleepy_one", SLEEPY,
-                SLEEPY_CONFIG.format(name="sleepy_one", extra=inflight("1")))
-    write_model(repo, "sleepy_bad", SLEEPY,
-                SLEEPY_CONFIG.format(name="sleepy_bad", extra=inflight("zero")))
+    write_model(
+        repo, "sleepy_one", SLEEPY, SLEEPY_CONFIG.format(name="sleepy_one", extra=inflight("1"))
+    )
+    write_model(
+        repo, "sleepy_bad", SLEEPY, SLEEPY_CONFIG.format(name="sleepy_bad", extra=inflight("zero"))
+    )
     write_model(repo, "threaded", THREADED, THREADED_CONFIG)
-    for name, extra in (("serial", ""), ("serial_p0", prefetch("0")),
-                        ("serial_p4", prefetch("4")), ("serial_bad", prefetch("65"))):
+    for name, extra in (
+        ("serial", ""),
+        ("serial_p0", prefetch("0")),
+        ("serial_p4", prefetch("4")),
+        ("serial_bad", prefetch("65")),
+    ):
         write_model(repo, name, SERIAL, SLEEPY_CONFIG.format(name=name, extra=extra))
-    server = TritonServer(repo, work, args=[
-        "--model-control-mode=explicit", "--load-model=sleepy",
-        "--load-model=sleepy_one", "--load-model=threaded",
-        "--load-model=serial", "--load-model=serial_p0", "--load-model=serial_p4"])
+    server = TritonServer(
+        repo,
+        work,
+        args=[
+            "--model-control-mode=explicit",
+            "--load-model=sleepy",
+            "--load-model=sleepy_one",
+            "--load-model=threaded",
+            "--load-model=serial",
+            "--load-model=serial_p0",
+            "--load-model=serial_p4",
+        ],
+    )
     try:
         server.wait_ready()
         yield server
@@ -160,14 +175,17 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
 def run_sleepers(server: TritonServer, model: str, n: int, ms: float) -> float:
     async def run() -> float:
         async with httpaio.InferenceServerClient(server.http_url) as c:
+
             async def one() -> None:
                 x = httpaio.InferInput("SLEEP_MS", [1], "FP32")
                 x.set_data_from_numpy(np.array([ms], np.float32))
                 await c.infer(model, [x])
+
             await one()  # warm
             start = time.monotonic()
             await asyncio.gather(*(one() for _ in range(n)))
             return time.monotonic() - start
+
     return asyncio.run(run())
 
 
@@ -181,12 +199,16 @@ def test_max_inflight_batches_one_serialises(srv: TritonServer) -> None:
     assert elapsed >= 1.1, f"4 x 300 ms took {elapsed:.2f} s with max_inflight_batches 1"
 
 
-@pytest.mark.parametrize(("model", "param", "value"), [
-    ("sleepy_bad", "max_inflight_batches", "zero"),
-    ("serial_bad", "sync_prefetch_batches", "65"),
-])
-def test_bad_count_parameter_fails_the_load(srv: TritonServer, model: str, param: str,
-                                            value: str) -> None:
+@pytest.mark.parametrize(
+    ("model", "param", "value"),
+    [
+        ("sleepy_bad", "max_inflight_batches", "zero"),
+        ("serial_bad", "sync_prefetch_batches", "65"),
+    ],
+)
+def test_bad_count_parameter_fails_the_load(
+    srv: TritonServer, model: str, param: str, value: str
+) -> None:
     c = httpclient.InferenceServerClient(srv.http_url)
     try:
         with pytest.raises(InferenceServerException) as e:
@@ -207,11 +229,13 @@ def sleep_input(ms: float) -> list:
 def test_sync_execute_never_overlaps(srv: TritonServer, model: str) -> None:
     """Batches sent ahead (sync_prefetch_batches) wait for execute() to
     return: 12 concurrent 50 ms requests run one after another."""
+
     async def run() -> tuple[float, list[int]]:
         async with httpaio.InferenceServerClient(srv.http_url) as c:
             start = time.monotonic()
             rs = await asyncio.gather(*(c.infer(model, sleep_input(50)) for _ in range(12)))
             return time.monotonic() - start, [int(r.as_numpy("PID")[0]) for r in rs]
+
     elapsed, counts = asyncio.run(run())
     assert len(set(counts)) == 12, counts  # each saw its own execute()
     assert elapsed >= 0.55, f"12 x 50 ms took {elapsed:.2f} s on a sync instance"
@@ -220,12 +244,14 @@ def test_sync_execute_never_overlaps(srv: TritonServer, model: str) -> None:
 def test_stub_death_fails_the_batch_sent_ahead_too(srv: TritonServer) -> None:
     """The running batch and the one queued behind it in the stub both fail
     with the death; the restarted stub serves the next request."""
+
     async def run() -> list:
         async with httpaio.InferenceServerClient(srv.http_url) as c:
             first = asyncio.ensure_future(c.infer("serial_p4", sleep_input(1000)))
             await asyncio.sleep(0.3)
             second = asyncio.ensure_future(c.infer("serial_p4", sleep_input(10)))
             return await asyncio.gather(first, second, return_exceptions=True)
+
     results = asyncio.run(run())
     for r in results:
         assert isinstance(r, InferenceServerException), r
@@ -279,16 +305,20 @@ def test_stub_death_fails_streams_fast_and_recovers(srv: TritonServer) -> None:
     before = set(srv.stubs())
     errors: queue.Queue = queue.Queue()
     c = grpcclient.InferenceServerClient(srv.grpc_url)
-    c.start_stream(callback=lambda result, error: (
-        errors.put((time.monotonic(), error)) if error else None))
+    c.start_stream(
+        callback=lambda result, error: errors.put((time.monotonic(), error)) if error else None
+    )
     try:
         for i in range(3):
             x = grpcclient.InferInput("N", [1], "INT32")
             x.set_data_from_numpy(np.array([100000], np.int32))
             c.async_stream_infer("threaded", [x], request_id=f"s{i}")
         time.sleep(0.5)
-        threaded = [p for p in before if "threaded" in
-                    open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")]
+        threaded = [
+            p
+            for p in before
+            if "threaded" in open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")
+        ]
         assert len(threaded) == 1, threaded
         killed = time.monotonic()
         os.kill(threaded[0], signal.SIGKILL)

@@ -26,7 +26,11 @@ def test_bench_smoke(tmp_path: Path) -> None:
     out = tmp_path / "results"
     proc = subprocess.run(
         [sys.executable, "-m", "tritonpy", "bench", "--smoke", "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=400)
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
 
     doc = json.loads((out / "bench.json").read_text())

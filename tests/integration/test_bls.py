@@ -23,8 +23,18 @@ from tritonclient.utils import InferenceServerException
 
 from server import EXAMPLES, TritonServer, build_repository
 
-MODELS = ["add_sub", "add_sub_any", "square", "async_sleep", "bls", "bls_add_sub", "bls_add_sub_async",
-          "bls_square_stream", "bls_self", "bls_loader"]
+MODELS = [
+    "add_sub",
+    "add_sub_any",
+    "square",
+    "async_sleep",
+    "bls",
+    "bls_add_sub",
+    "bls_add_sub_async",
+    "bls_square_stream",
+    "bls_self",
+    "bls_loader",
+]
 # In the repository, loaded by the tests through the model loading API.
 UNLOADED = ["repeat"]
 
@@ -32,9 +42,11 @@ UNLOADED = ["repeat"]
 @pytest.fixture(scope="module")
 def bls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("bls")
-    srv = TritonServer(build_repository(work / "repo", MODELS + UNLOADED), work,
-                       args=["--model-control-mode=explicit",
-                             *(f"--load-model={m}" for m in MODELS)])
+    srv = TritonServer(
+        build_repository(work / "repo", MODELS + UNLOADED),
+        work,
+        args=["--model-control-mode=explicit", *(f"--load-model={m}" for m in MODELS)],
+    )
     try:
         srv.wait_ready()
         yield srv
@@ -63,8 +75,12 @@ def _close_clients() -> Iterator[None]:
 def add_sub_inputs(x: np.ndarray, y: np.ndarray, **extra: np.ndarray) -> list:
     ins = []
     for name, arr in (("INPUT0", x), ("INPUT1", y), *extra.items()):
-        dtype = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64",
-                 np.dtype(np.int32): "INT32", np.dtype(object): "BYTES"}[arr.dtype]
+        dtype = {
+            np.dtype(np.float32): "FP32",
+            np.dtype(np.int64): "INT64",
+            np.dtype(np.int32): "INT32",
+            np.dtype(object): "BYTES",
+        }[arr.dtype]
         t = httpclient.InferInput(name, list(arr.shape), dtype)
         t.set_data_from_numpy(arr)
         ins.append(t)
@@ -93,8 +109,10 @@ def test_sync_bls_under_concurrent_load(bls_server: TritonServer) -> None:
         try:
             x = X + i
             r = c.infer("bls_add_sub", add_sub_inputs(x, Y))
-            return bool(np.allclose(r.as_numpy("OUTPUT0"), x + Y)
-                        and np.allclose(r.as_numpy("OUTPUT1"), x - Y))
+            return bool(
+                np.allclose(r.as_numpy("OUTPUT0"), x + Y)
+                and np.allclose(r.as_numpy("OUTPUT1"), x - Y)
+            )
         finally:
             c.close()
 
@@ -132,8 +150,15 @@ def test_timeout_is_a_response_error(bls_server: TritonServer, model: str) -> No
     c = http_client(bls_server, 30)
     t0 = time.monotonic()
     with pytest.raises(InferenceServerException, match="(?i)time"):
-        c.infer(model, add_sub_inputs(X, Y, TARGET=np.array([b"async_sleep"], object),
-                                      TIMEOUT_US=np.array([100_000], np.int64)))
+        c.infer(
+            model,
+            add_sub_inputs(
+                X,
+                Y,
+                TARGET=np.array([b"async_sleep"], object),
+                TIMEOUT_US=np.array([100_000], np.int64),
+            ),
+        )
     assert time.monotonic() - t0 < 3.0
 
 
@@ -166,8 +191,9 @@ def stream(bls_server: TritonServer, n: int, **extra: np.ndarray) -> list:
     c.start_stream(callback=lambda result, error: got.put((result, error)))
     ins = []
     for name, arr in (("IN", np.array([n], np.int32)), *extra.items()):
-        t = grpcclient.InferInput(name, [1], {np.dtype(np.int32): "INT32",
-                                              np.dtype(bool): "BOOL"}[arr.dtype])
+        t = grpcclient.InferInput(
+            name, [1], {np.dtype(np.int32): "INT32", np.dtype(bool): "BOOL"}[arr.dtype]
+        )
         t.set_data_from_numpy(arr)
         ins.append(t)
     c.async_stream_infer("bls_square_stream", ins, enable_empty_final_response=True)
@@ -191,6 +217,7 @@ def test_decoupled_model_streams_from_square(bls_server: TritonServer, sync: boo
 
 def test_many_streams_at_once(bls_server: TritonServer) -> None:
     import concurrent.futures as cf
+
     with cf.ThreadPoolExecutor(16) as pool:
         results = list(pool.map(lambda n: stream(bls_server, n % 7), range(48)))
     assert results == [[n % 7] * (n % 7) for n in range(48)]
@@ -226,11 +253,13 @@ def test_load_unload_and_is_model_ready(bls_server: TritonServer) -> None:
 
 def test_load_with_config_and_files(bls_server: TritonServer) -> None:
     source = (EXAMPLES / "add_sub" / "model.py").read_text()
-    config = ('{"name":"files_add_sub","backend":"tritonpy","max_batch_size":0,'
-              '"input":[{"name":"INPUT0","data_type":"TYPE_FP32","dims":[4]},'
-              '{"name":"INPUT1","data_type":"TYPE_FP32","dims":[4]}],'
-              '"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[4]},'
-              '{"name":"OUTPUT1","data_type":"TYPE_FP32","dims":[4]}]}')
+    config = (
+        '{"name":"files_add_sub","backend":"tritonpy","max_batch_size":0,'
+        '"input":[{"name":"INPUT0","data_type":"TYPE_FP32","dims":[4]},'
+        '{"name":"INPUT1","data_type":"TYPE_FP32","dims":[4]}],'
+        '"output":[{"name":"OUTPUT0","data_type":"TYPE_FP32","dims":[4]},'
+        '{"name":"OUTPUT1","data_type":"TYPE_FP32","dims":[4]}]}'
+    )
     assert load(bls_server, "load_files", "files_add_sub", config=config, file=source) is True
     c = http_client(bls_server)
     r = c.infer("files_add_sub", add_sub_inputs(X, Y))
@@ -243,17 +272,22 @@ def test_load_of_a_missing_model_is_an_error(bls_server: TritonServer) -> None:
 
 
 def test_bls_example_client(bls_server: TritonServer) -> None:
-    out = subprocess.run([sys.executable, str(EXAMPLES / "bls" / "client.py"),
-                          "--http", bls_server.http_url], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "bls" / "client.py"), "--http", bls_server.http_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("ok") == 3
 
 
 def test_stub_threads_unchanged(bls_server: TritonServer) -> None:
     """The async BLS instance runs no extra threads after many calls."""
+
     def threads_of(pid: int) -> int:
         return len(list(Path(f"/proc/{pid}/task").iterdir()))
+
     c = http_client(bls_server)
     c.infer("bls_add_sub_async", add_sub_inputs(X, Y))
     before = {p: threads_of(p) for p in bls_server.stubs()}

@@ -26,8 +26,12 @@ def test_help(cmd: list[str]) -> None:
 
 
 def test_backend_dir_has_both_names(tmp_path: Path) -> None:
-    out = subprocess.run([*TRITONPY, "backend-dir", "--dir", str(tmp_path / "b")],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [*TRITONPY, "backend-dir", "--dir", str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     d = Path(out.stdout.strip())
     for name in ("tritonpy", "python"):
         lib = d / name / f"libtriton_{name}.so"
@@ -40,8 +44,11 @@ def test_install_into_existing_backends_dir(tmp_path: Path) -> None:
     other = tmp_path / "backends" / "onnxruntime"
     other.mkdir(parents=True)
     (other / "libtriton_onnxruntime.so").write_bytes(b"keep me")
-    subprocess.run([*TRITONPY, "install", str(tmp_path / "backends"), "--as", "python"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*TRITONPY, "install", str(tmp_path / "backends"), "--as", "python"],
+        check=True,
+        capture_output=True,
+    )
     assert (tmp_path / "backends" / "python" / "libtriton_python.so").is_file()
     assert (other / "libtriton_onnxruntime.so").read_bytes() == b"keep me"
 
@@ -50,17 +57,29 @@ def test_serve_runs_a_repository(tmp_path: Path) -> None:
     repo = build_repository(tmp_path / "repo", ["add_sub"])
     http, grpc, metrics = free_ports(3)
     env = {**os.environ, "TRITONPY_BACKEND_DIR": str(tmp_path / "backends")}
-    proc = subprocess.Popen([*TRITONPY, "serve", str(repo), "--", f"--http-port={http}",
-                             f"--grpc-port={grpc}", f"--metrics-port={metrics}"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            *TRITONPY,
+            "serve",
+            str(repo),
+            "--",
+            f"--http-port={http}",
+            f"--grpc-port={grpc}",
+            f"--metrics-port={metrics}",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         status = 0
         while time.monotonic() < deadline and status != 200:
             try:
-                status = urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/health/ready",
-                                                timeout=2).status
+                status = urllib.request.urlopen(
+                    f"http://127.0.0.1:{http}/v2/health/ready", timeout=2
+                ).status
             except OSError:
                 time.sleep(0.2)
         assert status == 200

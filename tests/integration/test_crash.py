@@ -25,8 +25,11 @@ CRASH_MODELS = ["crash", "add_sub", "crash_stream", "bls_crash", "crash_pair"]
 STUBS = 6  # crash_pair has two instances
 
 # How each death reads in the error message.
-DEATHS = {"die": "killed by signal 9 (SIGKILL)", "exit": "exited with status 3",
-          "segv": "killed by signal 11 (SIGSEGV)"}
+DEATHS = {
+    "die": "killed by signal 9 (SIGKILL)",
+    "exit": "exited with status 3",
+    "segv": "killed by signal 11 (SIGSEGV)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +56,9 @@ def ask(server: TritonServer, m: str, model: str = "crash") -> int:
         c.close()
 
 
-def wait_for_new_stub(server: TritonServer, old: int, timeout: float = 30,
-                      model: str = "crash") -> int:
+def wait_for_new_stub(
+    server: TritonServer, old: int, timeout: float = 30, model: str = "crash"
+) -> int:
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     while time.monotonic() < deadline:
@@ -70,7 +74,8 @@ def wait_for_new_stub(server: TritonServer, old: int, timeout: float = 30,
 
 @pytest.mark.parametrize("how", DEATHS)
 def test_stub_dying_in_execute_fails_that_request_and_restarts(
-        crash_server: TritonServer, how: str) -> None:
+    crash_server: TritonServer, how: str
+) -> None:
     pid = ask(crash_server, "ok")
     start = time.monotonic()
     with pytest.raises(InferenceServerException) as e:
@@ -99,7 +104,8 @@ def test_memory_error_in_a_model_is_an_error_not_a_crash(crash_server: TritonSer
 
 @pytest.mark.parametrize("how", DEATHS)
 def test_stub_dying_mid_stream_fails_the_stream_at_once(
-        crash_server: TritonServer, how: str) -> None:
+    crash_server: TritonServer, how: str
+) -> None:
     """The stream gets its error right after the death (the backend sees
     EOF at once; the bound allows for a loaded 2-core box and the client's
     threads), then a new stream on the restarted stub runs to its end."""
@@ -250,8 +256,10 @@ def test_kill_9_under_load(crash_server: TritonServer) -> None:
         for f in futures:
             f.result(timeout=120)
     assert errors, "killing the stub mid-load should fail its in-flight request"
-    assert all("crash" in m and ("died" in m or "restart" in m or "unavailable" in m.lower())
-               for m in errors), errors[:3]
+    assert all(
+        "crash" in m and ("died" in m or "restart" in m or "unavailable" in m.lower())
+        for m in errors
+    ), errors[:3]
     assert len(errors) < 200
     new = wait_for_new_stub(crash_server, pid)
     assert new != pid
@@ -284,6 +292,7 @@ def test_server_shutdown_leaves_no_stub(tmp_path: Path) -> None:
 def test_stubs_inherit_no_descriptors(crash_server: TritonServer) -> None:
     """Each stub holds exactly one socket (its own), nothing of the server's
     (listening ports, other stubs' sockets, the backend's arenas)."""
+
     def fds(pid: int) -> list[str]:
         out = []
         for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -328,15 +337,21 @@ def test_server_kill_9_leaves_no_stub(tmp_path: Path) -> None:
 def test_tiny_dev_shm_does_not_matter(tmp_path: Path) -> None:
     """Shared memory is not a deployment knob: with /dev/shm mounted at 1 MB
     (a private mount namespace), a 256 MB tensor still round-trips."""
-    wrapper = ["unshare", "-m", "sh", "-c",
-               'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec "$@"', "tiny-shm"]
-    srv = TritonServer(build_repository(tmp_path / "repo", ["identity"]), tmp_path,
-                       prefix=wrapper)
+    wrapper = [
+        "unshare",
+        "-m",
+        "sh",
+        "-c",
+        'mount -t tmpfs -o size=1m tmpfs /dev/shm && exec "$@"',
+        "tiny-shm",
+    ]
+    srv = TritonServer(build_repository(tmp_path / "repo", ["identity"]), tmp_path, prefix=wrapper)
     try:
         srv.wait_ready()
         data = np.arange(64 << 20, dtype=np.float32)  # 256 MiB
-        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=300,
-                                             connection_timeout=300)
+        c = httpclient.InferenceServerClient(
+            srv.http_url, network_timeout=300, connection_timeout=300
+        )
         try:
             x = httpclient.InferInput("IN_FP32", list(data.shape), "FP32")
             x.set_data_from_numpy(data, binary_data=True)

@@ -24,8 +24,17 @@ from tritonclient.utils import InferenceServerException
 
 from server import TritonServer, build_repository
 
-MODELS = ["add_sub", "add_sub_any", "identity", "errors", "square", "repeat", "async_sleep", "bls_add_sub",
-          "bls_square_stream"]
+MODELS = [
+    "add_sub",
+    "add_sub_any",
+    "identity",
+    "errors",
+    "square",
+    "repeat",
+    "async_sleep",
+    "bls_add_sub",
+    "bls_square_stream",
+]
 LINE = re.compile(r"tritonpy-debug (stub|backend) (.*?) idle: ((?:\w+=\d+ ?)+)")
 # Fields that tell how much work was seen, not what is still held.
 PROGRESS = {"batches_total"}
@@ -37,8 +46,9 @@ def debug_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSer
     saved = os.environ.get("TRITONPY_DEBUG")
     os.environ["TRITONPY_DEBUG"] = "1"  # inherited by tritonserver and its stubs
     try:
-        srv = TritonServer(build_repository(work / "repo", MODELS), work,
-                           args=["--exit-timeout-secs=10"])
+        srv = TritonServer(
+            build_repository(work / "repo", MODELS), work, args=["--exit-timeout-secs=10"]
+        )
     finally:
         if saved is None:
             del os.environ["TRITONPY_DEBUG"]
@@ -62,24 +72,35 @@ def last_lines(server: TritonServer, model: str) -> dict[tuple[str, str], dict[s
     return out
 
 
-def wait_idle(server: TritonServer, model: str, before: dict[tuple[str, str], dict[str, int]],
-              timeout: float = 20.0) -> dict[tuple[str, str], dict[str, int]]:
+def wait_idle(
+    server: TritonServer,
+    model: str,
+    before: dict[tuple[str, str], dict[str, int]],
+    timeout: float = 20.0,
+) -> dict[tuple[str, str], dict[str, int]]:
     """Wait until both sides of ``model`` wrote an idle line after the load
     (batches_total moved) with every resource counter at zero."""
     deadline = time.monotonic() + timeout
     while True:
         now = last_lines(server, model)
         sides = {side for side, _ in now}
-        moved = [k for k, v in now.items()
-                 if v["batches_total"] > before.get(k, {}).get("batches_total", 0)]
-        held = {k: {f: n for f, n in v.items() if n and f not in PROGRESS}
-                for k, v in now.items()}
-        if sides == {"stub", "backend"} and {s for s, _ in moved} == sides and \
-                not any(held.values()):
+        moved = [
+            k
+            for k, v in now.items()
+            if v["batches_total"] > before.get(k, {}).get("batches_total", 0)
+        ]
+        held = {k: {f: n for f, n in v.items() if n and f not in PROGRESS} for k, v in now.items()}
+        if (
+            sides == {"stub", "backend"}
+            and {s for s, _ in moved} == sides
+            and not any(held.values())
+        ):
             return now
         if time.monotonic() > deadline:
-            raise AssertionError(f"{model}: counters not back to zero after the load; last "
-                                 f"idle lines {now}, before the load {before}")
+            raise AssertionError(
+                f"{model}: counters not back to zero after the load; last "
+                f"idle lines {now}, before the load {before}"
+            )
         time.sleep(0.1)
 
 
@@ -90,8 +111,7 @@ def check(server: TritonServer, model: str, load: Any) -> dict[tuple[str, str], 
     stub = [v for (side, _), v in after.items() if side == "stub"]
     assert stub and set(stub[0]) >= {"requests", "senders", "tasks", "bls_calls", "arena_bytes"}
     backend = [v for (side, _), v in after.items() if side == "backend"]
-    assert backend and set(backend[0]) >= {"batches", "requests", "arena_bytes",
-                                           "bls_arena_bytes"}
+    assert backend and set(backend[0]) >= {"batches", "requests", "arena_bytes", "bls_arena_bytes"}
     return after
 
 
@@ -112,8 +132,12 @@ def add_sub_inputs(n: int, target: str = "") -> list[httpclient.InferInput]:
     return out
 
 
-def stream(server: TritonServer, model: str, inputs: list[grpcclient.InferInput],
-           cancel_after: int | None = None) -> int:
+def stream(
+    server: TritonServer,
+    model: str,
+    inputs: list[grpcclient.InferInput],
+    cancel_after: int | None = None,
+) -> int:
     """One request on a gRPC stream; returns the responses received. With
     ``cancel_after`` the stream is cancelled after that many responses."""
     results: queue.Queue = queue.Queue()
@@ -145,6 +169,7 @@ def test_default_mode_returns_to_zero(debug_server: TritonServer) -> None:
             for _ in range(5):
                 r = c.infer("add_sub_any", add_sub_inputs(n))
                 assert r.as_numpy("OUTPUT0").shape == (n,)
+
     check(debug_server, "add_sub_any", load)
 
     def big_identity() -> None:
@@ -154,6 +179,7 @@ def test_default_mode_returns_to_zero(debug_server: TritonServer) -> None:
         out = httpclient.InferRequestedOutput("OUT_FP32", binary_data=True)
         for _ in range(3):
             assert c.infer("identity", [t], outputs=[out]).as_numpy("OUT_FP32").sum() == 1 << 20
+
     check(debug_server, "identity", big_identity)
 
 
@@ -163,12 +189,14 @@ def test_decoupled_returns_to_zero(debug_server: TritonServer) -> None:
             x = grpcclient.InferInput("IN", [1], "INT32")
             x.set_data_from_numpy(np.array([n], np.int32))
             assert stream(debug_server, "square", [x]) == n
+
     check(debug_server, "square", load)
 
     def from_thread() -> None:
         x = grpcclient.InferInput("IN", [4], "INT32")
         x.set_data_from_numpy(np.arange(4, dtype=np.int32))
         assert stream(debug_server, "repeat", [x]) == 4
+
     check(debug_server, "repeat", from_thread)
 
 
@@ -183,6 +211,7 @@ def test_errors_return_to_zero(debug_server: TritonServer) -> None:
             else:
                 with pytest.raises(InferenceServerException):
                     c.infer("errors", [t])
+
     check(debug_server, "errors", load)
 
 
@@ -199,6 +228,7 @@ def test_cancellation_returns_to_zero(debug_server: TritonServer) -> None:
                     c.infer("async_sleep", [x, s], client_timeout=0.3)
         finally:
             c.close()
+
     check(debug_server, "async_sleep", client_timeout)
 
     def cancelled_stream() -> None:
@@ -207,6 +237,7 @@ def test_cancellation_returns_to_zero(debug_server: TritonServer) -> None:
         d = grpcclient.InferInput("DELAY", [1], "UINT32")
         d.set_data_from_numpy(np.array([50], np.uint32))
         assert stream(debug_server, "repeat", [x, d], cancel_after=2) == 2
+
     check(debug_server, "repeat", cancelled_stream)
 
 
@@ -218,4 +249,5 @@ def test_bls_returns_to_zero(debug_server: TritonServer) -> None:
             for _ in range(3):
                 r = c.infer("bls_add_sub", add_sub_inputs(n, target))
                 assert r.as_numpy("OUTPUT1").shape == (n,)
+
     check(debug_server, "bls_add_sub", load)

@@ -23,8 +23,19 @@ from tritonclient.utils import InferenceServerException
 
 from server import EXAMPLES, TritonServer, build_repository
 
-MODELS = ["dlpack_torch", "dlpack_jax", "pytorch", "jax", "add_sub", "square", "bls_async",
-          "bls_decoupled", "preprocessing", "iris_preprocess", "iris_classify"]
+MODELS = [
+    "dlpack_torch",
+    "dlpack_jax",
+    "pytorch",
+    "jax",
+    "add_sub",
+    "square",
+    "bls_async",
+    "bls_decoupled",
+    "preprocessing",
+    "iris_preprocess",
+    "iris_classify",
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +64,7 @@ def infer(srv: TritonServer, model: str, inputs: dict[str, tuple[np.ndarray, str
 
 # ------------------------------------------------------------------ torch in a model
 
+
 @pytest.mark.parametrize("shape", [(2, 3), (300, 200)], ids=["inline", "arena"])
 def test_torch_model_computes_on_shared_inputs(interop_server: TritonServer, shape) -> None:
     x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
@@ -66,14 +78,18 @@ def test_torch_model_computes_on_shared_inputs(interop_server: TritonServer, sha
 
 def test_torch_model_bf16_through_dlpack(interop_server: TritonServer) -> None:
     b = np.array([1.0, -2.5, 0.15625, 1.0e38, 0.0], ml_dtypes.bfloat16)
-    res = infer(interop_server, "dlpack_torch",
-                {"X": (np.ones((1, 1), np.float32), "FP32"), "B": (b, "BF16")})
+    res = infer(
+        interop_server,
+        "dlpack_torch",
+        {"X": (np.ones((1, 1), np.float32), "FP32"), "B": (b, "BF16")},
+    )
     out = res.as_numpy("B2")
     assert out.dtype == ml_dtypes.bfloat16
     assert out.astype(np.float32).tolist() == (b.astype(np.float32) * 2).tolist()
 
 
 # ------------------------------------------------------------------ jax in a model
+
 
 def test_jax_model_borrows_arena_inputs(interop_server: TritonServer) -> None:
     x = np.linspace(-3, 3, 50_000, dtype=np.float32)  # 200 KB: in a shared-memory arena
@@ -94,18 +110,25 @@ def test_jax_model_small_inputs_and_bf16(interop_server: TritonServer) -> None:
 
 # ------------------------------------------------------------------ example clients
 
-@pytest.mark.parametrize("example,flag,count", [
-    ("pytorch", "--http", 4),
-    ("jax", "--grpc", 4),
-    ("bls_async", "--http", 1),
-    ("bls_decoupled", "--grpc", 3),
-    ("preprocessing", "--http", 6),
-])
-def test_example_client(interop_server: TritonServer, example: str, flag: str,
-                        count: int) -> None:
+
+@pytest.mark.parametrize(
+    "example,flag,count",
+    [
+        ("pytorch", "--http", 4),
+        ("jax", "--grpc", 4),
+        ("bls_async", "--http", 1),
+        ("bls_decoupled", "--grpc", 3),
+        ("preprocessing", "--http", 6),
+    ],
+)
+def test_example_client(interop_server: TritonServer, example: str, flag: str, count: int) -> None:
     url = interop_server.http_url if flag == "--http" else interop_server.grpc_url
-    out = subprocess.run([sys.executable, str(EXAMPLES / example / "client.py"), flag, url],
-                         capture_output=True, text=True, timeout=180)
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / example / "client.py"), flag, url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count(" ok") == count and "WRONG" not in out.stdout, out.stdout
 
@@ -136,9 +159,12 @@ def test_bls_decoupled_cancel_ends_the_inner_stream(interop_server: TritonServer
     c = grpcclient.InferenceServerClient(interop_server.grpc_url)
     c.start_stream(callback=lambda result, error: results.put((result, error)))
     try:
+
         def ask(n: int, rid: str) -> None:
-            inputs = [grpcclient.InferInput("X", [4], "FP32"),
-                      grpcclient.InferInput("STEPS", [1], "INT32")]
+            inputs = [
+                grpcclient.InferInput("X", [4], "FP32"),
+                grpcclient.InferInput("STEPS", [1], "INT32"),
+            ]
             inputs[0].set_data_from_numpy(np.ones(4, np.float32))
             inputs[1].set_data_from_numpy(np.array([n], np.int32))
             c.async_stream_infer("bls_decoupled", inputs, request_id=rid)

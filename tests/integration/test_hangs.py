@@ -23,9 +23,12 @@ from server import TritonServer, build_repository
 GRACE = 1  # finalize-grace-seconds of these servers
 EXIT_TIMEOUT = 3
 MODELS = ["crash", "crash_timeout", "crash_loop"]
-ARGS = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in MODELS),
-        f"--backend-config=tritonpy,finalize-grace-seconds={GRACE}",
-        "--backend-config=tritonpy,stub-restart-limit=2"]
+ARGS = [
+    "--model-control-mode=explicit",
+    *(f"--load-model={m}" for m in MODELS),
+    f"--backend-config=tritonpy,finalize-grace-seconds={GRACE}",
+    "--backend-config=tritonpy,stub-restart-limit=2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -140,9 +143,14 @@ def test_shutdown_with_a_hung_model_ends_within_its_grace(tmp_path: Path) -> Non
     --exit-timeout-secs for client connections (the hung request holds
     one) and in-flight work, then exits 1 ("Exit timeout expired"). The
     hung stub does not outlive it."""
-    srv = TritonServer(build_repository(tmp_path / "repo", ["crash"]), tmp_path,
-                       args=[f"--backend-config=tritonpy,finalize-grace-seconds={GRACE}",
-                             f"--exit-timeout-secs={EXIT_TIMEOUT}"])
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", ["crash"]),
+        tmp_path,
+        args=[
+            f"--backend-config=tritonpy,finalize-grace-seconds={GRACE}",
+            f"--exit-timeout-secs={EXIT_TIMEOUT}",
+        ],
+    )
     try:
         srv.wait_ready()
         stubs = srv.stubs()

@@ -51,9 +51,11 @@ def snapshot(pid: int) -> dict[str, int]:
         except OSError:
             pass
     # Client connections come and go with the clients: count the rest.
-    return {"fds": sum(not t.startswith("socket:") for t in fds),
-            "threads": int(status["Threads"].strip()),
-            "rss_kib": int(status["VmRSS"].split()[0])}
+    return {
+        "fds": sum(not t.startswith("socket:") for t in fds),
+        "threads": int(status["Threads"].strip()),
+        "rss_kib": int(status["VmRSS"].split()[0]),
+    }
 
 
 def traffic(server: TritonServer, rounds: int) -> None:
@@ -98,6 +100,7 @@ def traffic(server: TritonServer, rounds: int) -> None:
                 g.stop_stream()
             finally:
                 g.close()
+
             def add(first: int) -> None:
                 # One client per thread: tritonclient's HTTP client is not
                 # thread-safe.
@@ -111,6 +114,7 @@ def traffic(server: TritonServer, rounds: int) -> None:
                         c.infer("add_sub", [a, b])
                 finally:
                     c.close()
+
             with cf.ThreadPoolExecutor(8) as pool:
                 list(pool.map(add, range(0, 200, 25)))
     finally:
@@ -136,8 +140,15 @@ def test_mixed_traffic_leaves_no_growth(leak_server: TritonServer) -> None:
 def test_soak_in_small(leak_server: TritonServer) -> None:
     """The soak script's mix, sized for CI: no unexpected error, and at
     rest afterwards nothing grew beyond noise."""
-    report = soak.soak(leak_server, seconds=10, requests=10**9, concurrency=16,
-                       warmup_seconds=3, sample_every=5, log=lambda _: None)
+    report = soak.soak(
+        leak_server,
+        seconds=10,
+        requests=10**9,
+        concurrency=16,
+        warmup_seconds=3,
+        sample_every=5,
+        log=lambda _: None,
+    )
     print(soak.summary(report))
     assert report["unexpected_errors"] == 0, report["unexpected_examples"]
     assert report["operations"] > 100 and report["ok"].get("stream") and report["ok"].get("bls")
@@ -161,8 +172,9 @@ def test_arenas_shrink_after_a_burst_of_large_tensors(leak_server: TritonServer)
     """128 MiB inputs (backend arenas) and 64 MiB outputs made by a model
     (its stub's arena) grow the arenas; at rest, their resident bytes are
     back under the 64 MiB each side keeps for reuse."""
-    c = httpclient.InferenceServerClient(leak_server.http_url, network_timeout=300,
-                                         connection_timeout=300)
+    c = httpclient.InferenceServerClient(
+        leak_server.http_url, network_timeout=300, connection_timeout=300
+    )
     try:
         for _ in range(2):
             big = np.ones(32 << 20, np.float32)  # 128 MiB
@@ -175,15 +187,17 @@ def test_arenas_shrink_after_a_burst_of_large_tensors(leak_server: TritonServer)
             a.set_data_from_numpy(half, binary_data=True)
             b = httpclient.InferInput("INPUT1", [half.size], "FP32")
             b.set_data_from_numpy(half, binary_data=True)
-            outs = [httpclient.InferRequestedOutput(n, binary_data=True)
-                    for n in ("OUTPUT0", "OUTPUT1")]
+            outs = [
+                httpclient.InferRequestedOutput(n, binary_data=True) for n in ("OUTPUT0", "OUTPUT1")
+            ]
             r = c.infer("add_sub_any", [a, b], outputs=outs)
             assert r.as_numpy("OUTPUT0")[-1] == 2
     finally:
         c.close()
     time.sleep(1.0)
-    stub = next(p for p in leak_server.stubs()
-                if b"add_sub_any" in Path(f"/proc/{p}/cmdline").read_bytes())
+    stub = next(
+        p for p in leak_server.stubs() if b"add_sub_any" in Path(f"/proc/{p}/cmdline").read_bytes()
+    )
     for pid in (leak_server.proc.pid, stub):
         owned = soak.arenas(pid, stub=pid == stub)
         print(pid, [(n >> 20, r >> 20) for n, r in owned], "MiB (size, resident)")

@@ -51,9 +51,14 @@ def entry(log: str, text: str) -> str | None:
 
 def test_levels_files_and_lines(tmp_path: Path) -> None:
     log, line = run(tmp_path, ["--log-verbose=0"])
-    expect = {"info": ("I", line), "warn": ("W", line + 1), "error": ("E", line + 2),
-              "log-error": ("E", line + 4), "log-info": ("I", line + 5),
-              "log-warning": ("W", line + 6)}
+    expect = {
+        "info": ("I", line),
+        "warn": ("W", line + 1),
+        "error": ("E", line + 2),
+        "log-error": ("E", line + 4),
+        "log-info": ("I", line + 5),
+        "log-warning": ("W", line + 6),
+    }
     for what, (level, lineno) in expect.items():
         got = entry(log, f"mark-7f3 {what}")
         assert got is not None, (what, log[-3000:])
@@ -73,8 +78,16 @@ def test_verbose_shows_with_log_verbose(tmp_path: Path) -> None:
 @pytest.mark.parametrize("off", ["info", "warning", "error"])
 def test_disabled_levels_stay_out(tmp_path: Path, off: str) -> None:
     log, _ = run(tmp_path, [f"--log-{off}=false"])
-    shown = {what: entry(log, f"mark-7f3 {what}") is not None
-             for what in ("info", "warn", "error", "log-info", "log-warning", "log-error")}
-    levels = {"info": "info", "log-info": "info", "warn": "warning",
-              "log-warning": "warning", "error": "error", "log-error": "error"}
+    shown = {
+        what: entry(log, f"mark-7f3 {what}") is not None
+        for what in ("info", "warn", "error", "log-info", "log-warning", "log-error")
+    }
+    levels = {
+        "info": "info",
+        "log-info": "info",
+        "warn": "warning",
+        "log-warning": "warning",
+        "error": "error",
+        "log-error": "error",
+    }
     assert shown == {what: levels[what] != off for what in shown}, shown

@@ -27,9 +27,11 @@ MODELS = ["metrics", "metrics_pair"]
 @pytest.fixture(scope="module")
 def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("metrics")
-    srv = TritonServer(build_repository(work / "repo", MODELS), work,
-                       args=["--model-control-mode=explicit",
-                             *(f"--load-model={m}" for m in MODELS)])
+    srv = TritonServer(
+        build_repository(work / "repo", MODELS),
+        work,
+        args=["--model-control-mode=explicit", *(f"--load-model={m}" for m in MODELS)],
+    )
     try:
         srv.wait_ready()
         yield srv
@@ -156,21 +158,29 @@ def test_burst_of_updates_is_counted_exactly(metrics_server: TritonServer) -> No
 def test_two_instances_share_one_series(metrics_server: TritonServer) -> None:
     srv = metrics_server
     text = scrape(srv)
-    pids = {sample(text, "tritonpy_test_stub", model="metrics_pair", pid=str(p)) for p in
-            {int(call(srv, "metrics_pair", "pid")) for _ in range(8)}}
+    pids = {
+        sample(text, "tritonpy_test_stub", model="metrics_pair", pid=str(p))
+        for p in {int(call(srv, "metrics_pair", "pid")) for _ in range(8)}
+    }
     assert pids == {1.0}
     base = sample(text, "tritonpy_test_requests_total", model="metrics_pair") or 0.0
     for _ in range(20):
         call(srv, "metrics_pair", "update", 1.0)
     # Both instances created the family and the series; there is one line.
     text = scrape(srv)
-    lines = [ln for ln in text.splitlines()
-             if ln.startswith("tritonpy_test_requests_total{") and "metrics_pair" in ln]
+    lines = [
+        ln
+        for ln in text.splitlines()
+        if ln.startswith("tritonpy_test_requests_total{") and "metrics_pair" in ln
+    ]
     assert len(lines) == 1, lines
     assert sample(text, "tritonpy_test_requests_total", model="metrics_pair") == base + 20
     assert json.loads(call(srv, "metrics_pair", "value"))["requests"] == base + 20
-    stub_lines = [ln for ln in text.splitlines()
-                  if ln.startswith("tritonpy_test_stub{") and "metrics_pair" in ln]
+    stub_lines = [
+        ln
+        for ln in text.splitlines()
+        if ln.startswith("tritonpy_test_stub{") and "metrics_pair" in ln
+    ]
     assert len(stub_lines) == 2, stub_lines
 
 
@@ -204,8 +214,15 @@ def test_unload_removes_the_series(metrics_server: TritonServer) -> None:
     assert sample(scrape(srv), "tritonpy_test_requests_total", model="metrics_pair") is not None
     control(srv, "unload", "metrics_pair")
     wait_until(lambda: not srv.model_ready("metrics_pair"))
-    wait_until(lambda: not [ln for ln in scrape(srv).splitlines()
-                            if ln.startswith("tritonpy_test") and "metrics_pair" in ln])
+    wait_until(
+        lambda: (
+            not [
+                ln
+                for ln in scrape(srv).splitlines()
+                if ln.startswith("tritonpy_test") and "metrics_pair" in ln
+            ]
+        )
+    )
     text = scrape(srv)
     assert sample(text, "tritonpy_test_requests_total", model="metrics") is not None
     control(srv, "load", "metrics_pair")
@@ -220,9 +237,18 @@ def test_example_client(tmp_path_factory: pytest.TempPathFactory) -> None:
     try:
         srv.wait_ready()
         out = subprocess.run(
-            [sys.executable, str(EXAMPLES / "custom_metrics" / "client.py"),
-             "--http", srv.http_url, "--metrics", f"localhost:{srv.metrics_port}"],
-            capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                str(EXAMPLES / "custom_metrics" / "client.py"),
+                "--http",
+                srv.http_url,
+                "--metrics",
+                f"localhost:{srv.metrics_port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         assert 'custom_metrics_requests_total{model="custom_metrics"} 5' in out.stdout, out.stdout
         assert "custom_metrics_latency_seconds_count" in out.stdout

@@ -35,8 +35,12 @@ def new_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServe
     work = tmp_path_factory.mktemp("new")
     repo = work / "repo"
     for name, flags in VARIANTS.items():
-        out = subprocess.run([*TRITONPY, "new", name, "--dir", str(repo), *flags],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [*TRITONPY, "new", name, "--dir", str(repo), *flags],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert Path(out.stdout.strip()) == repo / name
     srv = TritonServer(repo, work)
     try:
@@ -48,26 +52,37 @@ def new_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServe
 
 
 def test_new_writes_the_documented_files(tmp_path: Path) -> None:
-    out = subprocess.run([*TRITONPY, "new", "m", "--dir", str(tmp_path), "--decoupled"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [*TRITONPY, "new", "m", "--dir", str(tmp_path), "--decoupled"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     root = Path(out.stdout.strip())
-    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == \
-        ["1/model.py", "config.pbtxt"]
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) == [
+        "1/model.py",
+        "config.pbtxt",
+    ]
     config = (root / "config.pbtxt").read_text()
     assert 'name: "m"' in config and "decoupled: true" in config
     # A second run refuses to overwrite the model.
-    again = subprocess.run([*TRITONPY, "new", "m", "--dir", str(tmp_path)],
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        [*TRITONPY, "new", "m", "--dir", str(tmp_path)], capture_output=True, text=True
+    )
     assert again.returncode == 2 and "already exists" in again.stderr
 
 
-@pytest.mark.parametrize("flags,message", [
-    (["bad name"], "bad model name"),
-    (["ok", "--decoupled", "--batching"], "not scaffolded"),
-])
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["bad name"], "bad model name"),
+        (["ok", "--decoupled", "--batching"], "not scaffolded"),
+    ],
+)
 def test_new_rejects(tmp_path: Path, flags: list[str], message: str) -> None:
-    out = subprocess.run([*TRITONPY, "new", *flags, "--dir", str(tmp_path)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [*TRITONPY, "new", *flags, "--dir", str(tmp_path)], capture_output=True, text=True
+    )
     assert out.returncode == 2 and message in out.stderr
     assert not any(tmp_path.iterdir())
 

@@ -40,8 +40,14 @@ def client(server: TritonServer, proto: str) -> Iterator[tuple[Any, Any]]:
         c.close()
 
 
-def infer(server: TritonServer, proto: str, model: str, arrays: dict[str, tuple[np.ndarray, str]],
-          outputs: list[str] | None = None, request_id: str = ""):
+def infer(
+    server: TritonServer,
+    proto: str,
+    model: str,
+    arrays: dict[str, tuple[np.ndarray, str]],
+    outputs: list[str] | None = None,
+    request_id: str = "",
+):
     with client(server, proto) as (mod, c):
         inputs = []
         for name, (arr, dtype) in arrays.items():
@@ -76,8 +82,8 @@ FIXED = {
     "UINT64": np.array([0, 2**64 - 1, 7], np.uint64),
     "INT8": np.array([-128, 0, 127], np.int8),
     "INT16": np.array([-32768, 0, 32767], np.int16),
-    "INT32": np.array([-2**31, 0, 2**31 - 1], np.int32),
-    "INT64": np.array([-2**63, 0, 2**63 - 1], np.int64),
+    "INT32": np.array([-(2**31), 0, 2**31 - 1], np.int32),
+    "INT64": np.array([-(2**63), 0, 2**63 - 1], np.int64),
     "FP16": np.array([0.5, -1.25, 65504], np.float16),
     "FP32": np.array([0.5, -1.25, 3.4e38], np.float32),
     "FP64": np.array([0.5, -1.25, 1e300], np.float64),
@@ -152,13 +158,17 @@ def test_default_model_filename(server: TritonServer, proto: str) -> None:
 def test_dynamic_batching_under_concurrent_load(server: TritonServer) -> None:
     """64 concurrent clients against 2 instances with a dynamic batcher: each
     client gets its own answer, batches really form, both instances serve."""
+
     def one(i: int) -> tuple[int, int, int]:
         with client(server, "http") as (_, c):
             inp = httpclient.InferInput("IN", [1, 1], "INT32")
             inp.set_data_from_numpy(np.array([[i]], np.int32))
             res = c.infer("batched", [inp])
-        return int(res.as_numpy("OUT")[0, 0]), int(res.as_numpy("BATCH")[0, 0]), \
-            int(res.as_numpy("PID")[0, 0])
+        return (
+            int(res.as_numpy("OUT")[0, 0]),
+            int(res.as_numpy("BATCH")[0, 0]),
+            int(res.as_numpy("PID")[0, 0]),
+        )
 
     with cf.ThreadPoolExecutor(64) as pool:
         results = list(pool.map(one, range(512)))
@@ -176,18 +186,27 @@ def test_batched_request_with_several_rows(server: TritonServer) -> None:
 
 
 def mode(server: TritonServer, proto: str, m: str, request_id: str = ""):
-    return infer(server, proto, "errors", {"MODE": (np.array([m.encode()], dtype=object), "BYTES")},
-                 request_id=request_id)
+    return infer(
+        server,
+        proto,
+        "errors",
+        {"MODE": (np.array([m.encode()], dtype=object), "BYTES")},
+        request_id=request_id,
+    )
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS)
-@pytest.mark.parametrize("m,needle", [
-    ("raise", "the model raised on purpose"),
-    ("count", "returned 0 responses for a batch of 1"),
-    ("type", "not a pb_utils.InferenceResponse"),
-])
+@pytest.mark.parametrize(
+    "m,needle",
+    [
+        ("raise", "the model raised on purpose"),
+        ("count", "returned 0 responses for a batch of 1"),
+        ("type", "not a pb_utils.InferenceResponse"),
+    ],
+)
 def test_batch_errors_reach_the_client_and_the_model_serves_on(
-        server: TritonServer, proto: str, m: str, needle: str) -> None:
+    server: TritonServer, proto: str, m: str, needle: str
+) -> None:
     with pytest.raises(InferenceServerException) as e:
         mode(server, proto, m)
     assert needle in str(e.value) and "errors" in str(e.value)
@@ -213,13 +232,17 @@ def test_bad_output_names_model_request_and_output(server: TritonServer, proto: 
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS)
-@pytest.mark.parametrize("m,needle", [
-    ("list_str", "the list mixes strings with int (1)"),
-    ("obj_int", "cannot serialize as BYTES: element 0 has type int"),
-    ("huge", "is 1099511627776 bytes, more than this machine's memory"),
-])
+@pytest.mark.parametrize(
+    "m,needle",
+    [
+        ("list_str", "the list mixes strings with int (1)"),
+        ("obj_int", "cannot serialize as BYTES: element 0 has type int"),
+        ("huge", "is 1099511627776 bytes, more than this machine's memory"),
+    ],
+)
 def test_wrong_outputs_name_model_request_and_output(
-        server: TritonServer, proto: str, m: str, needle: str) -> None:
+    server: TritonServer, proto: str, m: str, needle: str
+) -> None:
     """A model returning what cannot be a tensor gets an error naming the
     model, the request and the output; the model serves on."""
     with pytest.raises(InferenceServerException) as e:
@@ -230,24 +253,32 @@ def test_wrong_outputs_name_model_request_and_output(
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS)
-@pytest.mark.parametrize("m,value,shape", [
-    ("noncontig", list(range(0, 16, 2)), [8]),  # copied into one contiguous run
-    ("zero_d", 7, []),  # a 0-d array is a tensor of shape []
-    ("np_scalar", 7, []),  # so is a numpy scalar, as np.asarray makes it
-])
+@pytest.mark.parametrize(
+    "m,value,shape",
+    [
+        ("noncontig", list(range(0, 16, 2)), [8]),  # copied into one contiguous run
+        ("zero_d", 7, []),  # a 0-d array is a tensor of shape []
+        ("np_scalar", 7, []),  # so is a numpy scalar, as np.asarray makes it
+    ],
+)
 def test_outputs_numpy_can_make_contiguous_are_accepted(
-        server: TritonServer, proto: str, m: str, value: object, shape: list[int]) -> None:
+    server: TritonServer, proto: str, m: str, value: object, shape: list[int]
+) -> None:
     out = mode(server, proto, m).as_numpy("OUT")
     assert out.tolist() == value and list(out.shape) == shape and out.dtype == np.int32
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS)
-@pytest.mark.parametrize("dtype,shape,needle", [
-    ("INT32", [4], "data-type"),
-    ("FP32", [5], "shape"),
-])
+@pytest.mark.parametrize(
+    "dtype,shape,needle",
+    [
+        ("INT32", [4], "data-type"),
+        ("FP32", [5], "shape"),
+    ],
+)
 def test_wrong_client_inputs_get_triton_errors(
-        server: TritonServer, proto: str, dtype: str, shape: list[int], needle: str) -> None:
+    server: TritonServer, proto: str, dtype: str, shape: list[int], needle: str
+) -> None:
     """Inputs that do not match the model config are refused by Triton
     before the backend sees them; the model serves on."""
     arr = np.ones(shape, np.int32 if dtype == "INT32" else np.float32)
@@ -273,9 +304,19 @@ def test_failed_initialize_leaves_model_unavailable_with_the_reason(server: Trit
 
 
 def test_example_client(server: TritonServer) -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "add_sub" / "client.py"),
-                          "--http", server.http_url, "--grpc", server.grpc_url],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "examples" / "add_sub" / "client.py"),
+            "--http",
+            server.http_url,
+            "--grpc",
+            server.grpc_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("ok") == 2
 

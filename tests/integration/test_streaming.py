@@ -28,16 +28,31 @@ from tritonclient.utils import InferenceServerException
 
 from server import TritonServer, build_repository
 
-MODELS = ["square", "repeat", "mock_llm", "async_sleep", "params", "params_decoupled",
-          "iterate", "iterate_decoupled", "add_sub"]
+MODELS = [
+    "square",
+    "repeat",
+    "mock_llm",
+    "async_sleep",
+    "params",
+    "params_decoupled",
+    "iterate",
+    "iterate_decoupled",
+    "add_sub",
+]
 
 
 @pytest.fixture(scope="module")
 def engine_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("engine")
-    srv = TritonServer(build_repository(work / "repo", MODELS), work,
-                       args=["--model-control-mode=explicit", "--exit-timeout-secs=10",
-                             *(f"--load-model={m}" for m in MODELS)])
+    srv = TritonServer(
+        build_repository(work / "repo", MODELS),
+        work,
+        args=[
+            "--model-control-mode=explicit",
+            "--exit-timeout-secs=10",
+            *(f"--load-model={m}" for m in MODELS),
+        ],
+    )
     try:
         srv.wait_ready()
         yield srv
@@ -51,8 +66,10 @@ def engine_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSe
 def test_async_execute_runs_batches_concurrently(engine_server: TritonServer) -> None:
     """64 requests that each await 200 ms, on one instance: about 200 ms in
     all, not 64 x 200 ms."""
+
     async def run() -> float:
         async with httpaio.InferenceServerClient(engine_server.http_url) as c:
+
             async def one(i: int) -> int:
                 x = httpaio.InferInput("IN", [1], "INT32")
                 x.set_data_from_numpy(np.array([i], np.int32))
@@ -60,11 +77,13 @@ def test_async_execute_runs_batches_concurrently(engine_server: TritonServer) ->
                 s.set_data_from_numpy(np.array([200], np.float32))
                 r = await c.infer("async_sleep", [x, s])
                 return int(r.as_numpy("OUT")[0])
+
             await one(-1)  # warm
             start = time.monotonic()
             got = await asyncio.gather(*(one(i) for i in range(64)))
             assert got == list(range(64))
             return time.monotonic() - start
+
     elapsed = asyncio.run(run())
     assert elapsed < 3.0, f"64 x 200 ms took {elapsed:.2f} s: batches did not overlap"
 
@@ -90,8 +109,9 @@ def test_async_request_cancelled_by_client_timeout(engine_server: TritonServer) 
 # ------------------------------------------------------------------ decoupled
 
 
-def stream(server: TritonServer, model: str, requests: list[tuple[list[Any], str]],
-           timeout: float = 30) -> dict[str, list[Any]]:
+def stream(
+    server: TritonServer, model: str, requests: list[tuple[list[Any], str]], timeout: float = 30
+) -> dict[str, list[Any]]:
     """Send requests on one gRPC stream; collect responses per request id
     until each got its final flag."""
     results: queue.Queue = queue.Queue()
@@ -159,11 +179,14 @@ def test_many_streams_on_one_async_instance(engine_server: TritonServer) -> None
 def test_stream_cancelled_mid_way_frees_the_request(engine_server: TritonServer) -> None:
     """Cancel a slow stream from the client: the model sees it, stops, and
     the instance goes on serving other streams."""
+
     async def run() -> int:
         async with grpcaio.InferenceServerClient(engine_server.grpc_url) as client:
-            inputs = [grpcaio.InferInput("PROMPT", [1], "BYTES"),
-                      grpcaio.InferInput("MAX_TOKENS", [1], "INT32"),
-                      grpcaio.InferInput("TOKEN_DELAY_MS", [1], "FP32")]
+            inputs = [
+                grpcaio.InferInput("PROMPT", [1], "BYTES"),
+                grpcaio.InferInput("MAX_TOKENS", [1], "INT32"),
+                grpcaio.InferInput("TOKEN_DELAY_MS", [1], "FP32"),
+            ]
             inputs[0].set_data_from_numpy(np.array([b"slow stream"], dtype=object))
             inputs[1].set_data_from_numpy(np.array([100000], np.int32))
             inputs[2].set_data_from_numpy(np.array([5], np.float32))
@@ -180,6 +203,7 @@ def test_stream_cancelled_mid_way_frees_the_request(engine_server: TritonServer)
                     it.cancel()
                     break
             return n
+
     assert asyncio.run(run()) == 5
     # Still serving.
     got = stream(engine_server, "square", [([i32("IN", [3])], "after")])
@@ -190,11 +214,15 @@ def test_generate_stream_sse(engine_server: TritonServer) -> None:
     body = json.dumps({"PROMPT": "hello world", "MAX_TOKENS": 4}).encode()
     req = urllib.request.Request(
         f"http://127.0.0.1:{engine_server.http_port}/v2/models/mock_llm/generate_stream",
-        data=body, headers={"Content-Type": "application/json"}, method="POST")
+        data=body,
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         text = r.read().decode()
-    events = [json.loads(line[len("data: "):]) for line in text.splitlines()
-              if line.startswith("data: ")]
+    events = [
+        json.loads(line[len("data: ") :]) for line in text.splitlines() if line.startswith("data: ")
+    ]
     assert [e["TEXT"] for e in events] == ["hello", "world", "hello", "world"]
     assert [e["INDEX"] for e in events] == [0, 1, 2, 3]
 
@@ -204,15 +232,22 @@ def test_generate_stream_sse(engine_server: TritonServer) -> None:
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-@pytest.mark.parametrize("client,args", [
-    ("square/client.py", ["3", "0", "5"]),
-    ("mock_llm/client.py", ["--streams", "16", "--tokens", "10"]),
-])
-def test_example_streaming_clients(engine_server: TritonServer, client: str,
-                                   args: list[str]) -> None:
-    out = subprocess.run([sys.executable, str(EXAMPLES / client),
-                          "--grpc", engine_server.grpc_url, *args],
-                         capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize(
+    "client,args",
+    [
+        ("square/client.py", ["3", "0", "5"]),
+        ("mock_llm/client.py", ["--streams", "16", "--tokens", "10"]),
+    ],
+)
+def test_example_streaming_clients(
+    engine_server: TritonServer, client: str, args: list[str]
+) -> None:
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / client), "--grpc", engine_server.grpc_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "WRONG" not in out.stdout and "ok" in out.stdout
 
@@ -303,15 +338,23 @@ def test_reschedule_decoupled(engine_server: TritonServer) -> None:
 
 
 def test_unload_with_streams_in_flight(tmp_path: Path) -> None:
-    srv = TritonServer(build_repository(tmp_path / "repo", ["mock_llm"]), tmp_path,
-                       args=["--model-control-mode=explicit", "--load-model=mock_llm",
-                             "--backend-config=tritonpy,finalize-grace-seconds=0.5"])
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", ["mock_llm"]),
+        tmp_path,
+        args=[
+            "--model-control-mode=explicit",
+            "--load-model=mock_llm",
+            "--backend-config=tritonpy,finalize-grace-seconds=0.5",
+        ],
+    )
     try:
         srv.wait_ready()
         stubs = srv.stubs()
         errors: queue.Queue = queue.Queue()
         c = grpcclient.InferenceServerClient(srv.grpc_url)
-        c.start_stream(callback=lambda result, error: errors.put(error) if error is not None else None)
+        c.start_stream(
+            callback=lambda result, error: errors.put(error) if error is not None else None
+        )
         for i in range(4):
             p = grpcclient.InferInput("PROMPT", [1], "BYTES")
             p.set_data_from_numpy(np.array([b"long"], dtype=object))
@@ -342,9 +385,15 @@ def test_unload_with_streams_in_flight(tmp_path: Path) -> None:
 
 
 def test_unload_with_async_batches_in_flight(tmp_path: Path) -> None:
-    srv = TritonServer(build_repository(tmp_path / "repo", ["async_sleep"]), tmp_path,
-                       args=["--model-control-mode=explicit", "--load-model=async_sleep",
-                             "--backend-config=tritonpy,finalize-grace-seconds=0.3"])
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", ["async_sleep"]),
+        tmp_path,
+        args=[
+            "--model-control-mode=explicit",
+            "--load-model=async_sleep",
+            "--backend-config=tritonpy,finalize-grace-seconds=0.3",
+        ],
+    )
     try:
         srv.wait_ready()
         stubs = srv.stubs()

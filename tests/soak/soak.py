@@ -43,15 +43,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from server import TritonServer, build_repository  # noqa: E402
 
-MODELS = ["add_sub", "add_sub_any", "identity", "errors", "async_sleep", "mock_llm",
-          "bls_add_sub"]
+MODELS = ["add_sub", "add_sub_any", "identity", "errors", "async_sleep", "mock_llm", "bls_add_sub"]
 
 # Operation -> weight in the mix.
-MIX = {"add_sub": 30, "identity": 25, "bls": 10, "stream": 10, "cancel": 5, "error": 10,
-       "identity_large": 1}
+MIX = {
+    "add_sub": 30,
+    "identity": 25,
+    "bls": 10,
+    "stream": 10,
+    "cancel": 5,
+    "error": 10,
+    "identity_large": 1,
+}
 
 
 # ---------------------------------------------------------------- sampling
+
 
 def _fd_targets(pid: int) -> list[tuple[str, str]]:
     out = []
@@ -95,10 +102,13 @@ def sample(pid: int, stub: bool = False) -> dict[str, int]:
         status = dict(line.split(":", 1) for line in f if ":" in line)
     fds = sum(not t.startswith("socket:") for _, t in _fd_targets(pid))
     owned = arenas(pid, stub)
-    return {"fds": fds, "threads": int(status["Threads"].strip()),
-            "rss_kib": int(status["VmRSS"].split()[0]),
-            "arena_kib": sum(r for _, r in owned) >> 10,
-            "arena_size_kib": sum(n for n, _ in owned) >> 10}
+    return {
+        "fds": fds,
+        "threads": int(status["Threads"].strip()),
+        "rss_kib": int(status["VmRSS"].split()[0]),
+        "arena_kib": sum(r for _, r in owned) >> 10,
+        "arena_size_kib": sum(n for n, _ in owned) >> 10,
+    }
 
 
 def sample_all(server: TritonServer) -> dict[str, dict[str, int]]:
@@ -118,13 +128,14 @@ def sample_all(server: TritonServer) -> dict[str, dict[str, int]]:
     return out
 
 
-def growth(before: dict[str, dict[str, int]],
-           after: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    return {p: {k: after[p][k] - before[p][k] for k in before[p]}
-            for p in before if p in after}
+def growth(
+    before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    return {p: {k: after[p][k] - before[p][k] for k in before[p]} for p in before if p in after}
 
 
 # ---------------------------------------------------------------- traffic
+
 
 @dataclass
 class Tally:
@@ -151,8 +162,9 @@ class Worker:
     """One thread's clients (tritonclient's HTTP client is not thread-safe)."""
 
     def __init__(self, server: TritonServer, seed: int) -> None:
-        self.http = httpclient.InferenceServerClient(server.http_url, network_timeout=120,
-                                                     connection_timeout=120)
+        self.http = httpclient.InferenceServerClient(
+            server.http_url, network_timeout=120, connection_timeout=120
+        )
         self.grpc = grpcclient.InferenceServerClient(server.grpc_url)
         self.rng = np.random.default_rng(seed)
         self.pick = random.Random(seed)
@@ -240,8 +252,15 @@ class Worker:
         return "ok"
 
 
-def traffic(server: TritonServer, *, seconds: float, requests: int, concurrency: int,
-            seed: int = 0, mix: dict[str, int] | None = None) -> Tally:
+def traffic(
+    server: TritonServer,
+    *,
+    seconds: float,
+    requests: int,
+    concurrency: int,
+    seed: int = 0,
+    mix: dict[str, int] | None = None,
+) -> Tally:
     """Runs the mix on `concurrency` threads until `seconds` passed or
     `requests` operations were started, whichever comes first."""
     mix = mix or MIX
@@ -275,9 +294,16 @@ def traffic(server: TritonServer, *, seconds: float, requests: int, concurrency:
     return tally
 
 
-def soak(server: TritonServer, *, seconds: float, requests: int, concurrency: int,
-         warmup_seconds: float = 5, sample_every: float = 10,
-         log=print) -> dict:
+def soak(
+    server: TritonServer,
+    *,
+    seconds: float,
+    requests: int,
+    concurrency: int,
+    warmup_seconds: float = 5,
+    sample_every: float = 10,
+    log=print,
+) -> dict:
     """Warm-up, baseline at rest, the run (sampled), the same figures at
     rest again. Returns the report (also logged as it goes)."""
     traffic(server, seconds=warmup_seconds, requests=10**9, concurrency=concurrency, seed=1)
@@ -294,9 +320,11 @@ def soak(server: TritonServer, *, seconds: float, requests: int, concurrency: in
             samples.append({"t": round(time.monotonic() - start, 1), "procs": s})
             srv = s["server"]
             stubs_rss = sum(v["rss_kib"] for k, v in s.items() if k != "server")
-            log(f"t={samples[-1]['t']:>6}s server rss {srv['rss_kib'] >> 10} MiB "
+            log(
+                f"t={samples[-1]['t']:>6}s server rss {srv['rss_kib'] >> 10} MiB "
                 f"fds {srv['fds']} threads {srv['threads']} arena {srv['arena_kib'] >> 10} MiB; "
-                f"stubs rss {stubs_rss >> 10} MiB")
+                f"stubs rss {stubs_rss >> 10} MiB"
+            )
 
     t = threading.Thread(target=sampler, daemon=True)
     t.start()
@@ -308,39 +336,51 @@ def soak(server: TritonServer, *, seconds: float, requests: int, concurrency: in
     time.sleep(2.0)  # at rest again: batches ended, arenas trimmed
     after = sample_all(server)
     report = {
-        "seconds": round(elapsed, 1), "operations": tally.total,
-        "ops_per_second": round(tally.total / elapsed, 1), "concurrency": concurrency,
-        "ok": dict(tally.ok), "expected_errors": dict(tally.expected),
+        "seconds": round(elapsed, 1),
+        "operations": tally.total,
+        "ops_per_second": round(tally.total / elapsed, 1),
+        "concurrency": concurrency,
+        "ok": dict(tally.ok),
+        "expected_errors": dict(tally.expected),
         "unexpected_errors": len(tally.unexpected),
         "unexpected_examples": tally.unexpected[:10],
-        "baseline": baseline, "after": after, "growth": growth(baseline, after),
+        "baseline": baseline,
+        "after": after,
+        "growth": growth(baseline, after),
         "samples": samples,
     }
     return report
 
 
 def summary(report: dict) -> str:
-    lines = [f"{report['operations']} operations in {report['seconds']} s "
-             f"({report['ops_per_second']}/s, concurrency {report['concurrency']}); "
-             f"unexpected errors: {report['unexpected_errors']}",
-             f"ok: {report['ok']}", f"expected errors: {report['expected_errors']}",
-             "growth from baseline to rest after the run (fds, threads, RSS KiB, arena KiB):"]
+    lines = [
+        f"{report['operations']} operations in {report['seconds']} s "
+        f"({report['ops_per_second']}/s, concurrency {report['concurrency']}); "
+        f"unexpected errors: {report['unexpected_errors']}",
+        f"ok: {report['ok']}",
+        f"expected errors: {report['expected_errors']}",
+        "growth from baseline to rest after the run (fds, threads, RSS KiB, arena KiB):",
+    ]
     for proc, g in report["growth"].items():
         b = report["baseline"][proc]
-        lines.append(f"  {proc:<22} fds {g['fds']:+d} threads {g['threads']:+d} "
-                     f"rss {g['rss_kib']:+d} ({100 * g['rss_kib'] / max(1, b['rss_kib']):+.1f}%) "
-                     f"arena {g['arena_kib']:+d}")
+        lines.append(
+            f"  {proc:<22} fds {g['fds']:+d} threads {g['threads']:+d} "
+            f"rss {g['rss_kib']:+d} ({100 * g['rss_kib'] / max(1, b['rss_kib']):+.1f}%) "
+            f"arena {g['arena_kib']:+d}"
+        )
     for e in report["unexpected_examples"]:
         lines.append(f"  unexpected: {e}")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=600, help="run at most this long")
-    parser.add_argument("--requests", type=int, default=10**9,
-                        help="start at most this many operations")
+    parser.add_argument(
+        "--requests", type=int, default=10**9, help="start at most this many operations"
+    )
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--sample-every", type=float, default=10)
     parser.add_argument("--json", type=Path, help="write the full report here")
@@ -349,8 +389,13 @@ def main(argv: list[str] | None = None) -> int:
     srv = TritonServer(build_repository(work / "repo", MODELS), work)
     try:
         srv.wait_ready()
-        report = soak(srv, seconds=args.seconds, requests=args.requests,
-                      concurrency=args.concurrency, sample_every=args.sample_every)
+        report = soak(
+            srv,
+            seconds=args.seconds,
+            requests=args.requests,
+            concurrency=args.concurrency,
+            sample_every=args.sample_every,
+        )
     finally:
         code = srv.stop()
     report["server_exit_code"] = code

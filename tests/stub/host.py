@@ -31,8 +31,11 @@ class StubHost:
         child_fd = child.fileno()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tritonpy.stub", "--fd", str(child_fd), "--instance", "t_0"],
-            pass_fds=(child_fd,), env={**os.environ, **(env or {})},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            pass_fds=(child_fd,),
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         child.close()
         self.stub_arenas: dict[int, mmap.mmap] = {}
         self.my_arenas: dict[int, tuple[int, mmap.mmap]] = {}
@@ -41,7 +44,9 @@ class StubHost:
     # -- raw frames
 
     def send(self, frame: bytes, fds: tuple[int, ...] = ()) -> None:
-        anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
+        anc = (
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())] if fds else []
+        )
         self.sock.sendmsg([frame], anc)
 
     def recv(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -64,7 +69,11 @@ class StubHost:
             frame = P.decode(data)
             if frame["flags"] & P.FLAG_BODY_IN_ARENA:
                 ref = frame["body"]
-                raw = bytes(self.stub_arenas[ref["arena_id"]][ref["offset"]:ref["offset"] + ref["body_len"]])
+                raw = bytes(
+                    self.stub_arenas[ref["arena_id"]][
+                        ref["offset"] : ref["offset"] + ref["body_len"]
+                    ]
+                )
                 frame["body"] = P.decode_body(P.TYPE_VALUES[frame["type"]], b"\0" * 24 + raw, 24)
                 frame["arena_ref"] = ref
             if frame["type"] == "ARENA":
@@ -72,7 +81,9 @@ class StubHost:
                 st = os.fstat(fds[0])
                 assert st.st_mode & 0o777 == 0o600, oct(st.st_mode)
                 assert fcntl.fcntl(fds[0], fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK
-                self.stub_arenas[frame["body"]["arena_id"]] = mmap.mmap(fds[0], frame["body"]["size"])
+                self.stub_arenas[frame["body"]["arena_id"]] = mmap.mmap(
+                    fds[0], frame["body"]["size"]
+                )
                 os.close(fds[0])
             else:
                 assert not fds, f"{frame['type']} frame carried descriptors"
@@ -91,18 +102,32 @@ class StubHost:
 
     # -- conversation
 
-    def handshake(self, model_dir: Path, *, model_file: str = "model.py",
-                  config: dict[str, Any] | None = None,
-                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    def handshake(
+        self,
+        model_dir: Path,
+        *,
+        model_file: str = "model.py",
+        config: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         hello = self.recv_type("HELLO")
         assert hello["body"]["json"]["protocol"] == 1
         cfg = config or {"name": "m"}
-        args = {"model_config": json.dumps(cfg), "model_instance_kind": "CPU",
-                "model_instance_name": "t_0", "model_instance_device_id": "0",
-                "model_repository": str(model_dir.parent), "model_version": "1",
-                "model_name": cfg["name"]}
-        init = {"args": args, "model_file": str(model_dir / model_file),
-                "model_dir": str(model_dir), "settings": {"log_verbose": 0, **(settings or {})}}
+        args = {
+            "model_config": json.dumps(cfg),
+            "model_instance_kind": "CPU",
+            "model_instance_name": "t_0",
+            "model_instance_device_id": "0",
+            "model_repository": str(model_dir.parent),
+            "model_version": "1",
+            "model_name": cfg["name"],
+        }
+        init = {
+            "args": args,
+            "model_file": str(model_dir / model_file),
+            "model_dir": str(model_dir),
+            "settings": {"log_verbose": 0, **(settings or {})},
+        }
         self.send(P.encode(P.INIT, {"json": init}))
         return self.recv_type("INIT_DONE")["body"]["json"]
 
@@ -154,7 +179,7 @@ class StubHost:
         if t["location"] == 0:
             return bytes.fromhex(t["data_hex"])
         m = self.stub_arenas[t["arena_id"]]
-        return bytes(m[t["offset"]:t["offset"] + t["byte_size"]])
+        return bytes(m[t["offset"] : t["offset"] + t["byte_size"]])
 
     def wait(self, timeout: float = 10.0) -> int:
         return self.proc.wait(timeout)

@@ -42,7 +42,7 @@ def finals(n: int) -> Any:
     return lambda got: sum(1 for e in got if e.get("response_flags", 0) & FINAL) >= n
 
 
-ASYNC_SLEEP = '''
+ASYNC_SLEEP = """
 import asyncio
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -51,7 +51,7 @@ class TritonPythonModel:
         await asyncio.sleep(0.2)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", r.inputs()[0].as_numpy())])
                 for r in requests]
-'''
+"""
 
 
 def test_async_batches_run_concurrently(host: StubHost, tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_async_batches_run_concurrently(host: StubHost, tmp_path: Path) -> None:
     assert by_batch == {b + 1: b for b in range(20)}
 
 
-DECOUPLED_REPEAT = '''
+DECOUPLED_REPEAT = """
 import threading, asyncio
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -91,7 +91,7 @@ class TritonPythonModel:
                     sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]),
                                 flags=FINAL if i == n - 1 else 0)
         return None
-'''
+"""
 
 
 def test_decoupled_inline_sends_are_coalesced(host: StubHost, tmp_path: Path) -> None:
@@ -101,8 +101,9 @@ def test_decoupled_inline_sends_are_coalesced(host: StubHost, tmp_path: Path) ->
     while len(frames) < 2:
         frames.append(host.recv())
     responses, done = frames
-    assert responses["type"] == "RESPONSES" and len(responses["body"]["responses"]) == 5, \
+    assert responses["type"] == "RESPONSES" and len(responses["body"]["responses"]) == 5, (
         "five sends in one execute() must leave as one frame"
+    )
     entries = responses["body"]["responses"]
     assert [value(host, e) for e in entries] == [0, 1, 2, 3, 4]
     assert [e["response_flags"] for e in entries] == [0, 0, 0, 0, FINAL]
@@ -127,19 +128,28 @@ def test_decoupled_zero_responses(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_decoupled_execute_returning_a_list_is_an_error(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 return [pb_utils.InferenceResponse([]) for _ in requests]
-    '''), settings={"decoupled": True})
+    """,
+        ),
+        settings={"decoupled": True},
+    )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("x")]}, id=1))
     done = host.recv_type("EXECUTE_DONE")
     assert done["body"]["ok"] == 0 and "must return None" in done["body"]["error"]
 
 
 def test_send_after_final_raises_and_harms_nothing(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -154,7 +164,10 @@ def test_send_after_final_raises_and_harms_nothing(host: StubHost, tmp_path: Pat
                 s2 = requests[1].get_response_sender()
                 s2.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([len(msg)], np.int32))]),
                         flags=FINAL)
-    '''), settings={"decoupled": True})
+    """,
+        ),
+        settings={"decoupled": True},
+    )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("a"), P.request("b")]}, id=1))
     got = host.entries(lambda g: any("execute_done" in e for e in g))
     flags = {e["request_index"]: e["response_flags"] for e in got if "batch_id" in e}
@@ -163,7 +176,10 @@ def test_send_after_final_raises_and_harms_nothing(host: StubHost, tmp_path: Pat
 
 
 def test_default_mode_answer_through_the_sender(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -174,13 +190,15 @@ def test_default_mode_answer_through_the_sender(host: StubHost, tmp_path: Path) 
                         pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([5], np.int32))]),
                         flags=FINAL)
                 return None
-    '''))
+    """,
+        )
+    )
     reply = host.execute(1, [P.request("a"), P.request("b")])
     assert reply["type"] == "RESPONSES" and reply["flags"] == P.FLAG_BATCH_DONE
     assert [value(host, e) for e in reply["body"]["responses"]] == [5, 5]
 
 
-CANCELLABLE = '''
+CANCELLABLE = """
 import asyncio
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -199,7 +217,7 @@ class TritonPythonModel:
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([-1], np.int32))]),
                         flags=FINAL)
             raise
-'''
+"""
 
 
 def test_cancel_wakes_the_task(host: StubHost, tmp_path: Path) -> None:
@@ -218,12 +236,18 @@ def test_cancel_wakes_the_task(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_cancel_without_handler_ends_with_cancelled(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import asyncio
         class TritonPythonModel:
             async def execute(self, requests):
                 await asyncio.sleep(60)
-    '''), settings={"decoupled": True})
+    """,
+        ),
+        settings={"decoupled": True},
+    )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("s", [])]}, id=2))
     host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 2, "request_index": 0}]}))
     got = host.entries(lambda g: any("execute_done" in e for e in g), timeout=3)
@@ -232,7 +256,10 @@ def test_cancel_without_handler_ends_with_cancelled(host: StubHost, tmp_path: Pa
 
 
 def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import asyncio
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -247,7 +274,10 @@ def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
                 r.get_response_sender().send(
                     pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([len(seen)], np.int32))]),
                     flags=FINAL)
-    '''), settings={"decoupled": True})
+    """,
+        ),
+        settings={"decoupled": True},
+    )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("w", []), P.request("v", [])]}, id=5))
     time.sleep(0.1)
     host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 5, "request_index": 0}]}))
@@ -257,14 +287,20 @@ def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_reschedule_in_decoupled_mode(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 for r in requests:
                     r.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
                 return None
-    '''), settings={"decoupled": True})
+    """,
+        ),
+        settings={"decoupled": True},
+    )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("a")]}, id=1))
     got = host.entries(lambda g: any("execute_done" in e for e in g))
     (entry,) = [e for e in got if "batch_id" in e]
@@ -272,7 +308,10 @@ def test_reschedule_in_decoupled_mode(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_reschedule_in_default_mode(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -285,25 +324,35 @@ def test_reschedule_in_default_mode(host: StubHost, tmp_path: Path) -> None:
                     else:
                         out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([1], np.int32))]))
                 return out
-    '''))
+    """,
+        )
+    )
     reply = host.execute(1, [P.request("again"), P.request("done")])
     flags = [e["response_flags"] for e in reply["body"]["responses"]]
     assert flags == [RESCHEDULE | NO_RESPONSE, FINAL]
 
 
-@pytest.mark.parametrize("source,ready,needle", [
-    ("def is_ready(self):\n        return True", 1, ""),
-    ("def is_ready(self):\n        return False", 0, "returned False"),
-    ("async def is_ready(self):\n        return True", 1, ""),
-    ("def is_ready(self):\n        raise RuntimeError('disk gone')", 0, "disk gone"),
-])
+@pytest.mark.parametrize(
+    "source,ready,needle",
+    [
+        ("def is_ready(self):\n        return True", 1, ""),
+        ("def is_ready(self):\n        return False", 0, "returned False"),
+        ("async def is_ready(self):\n        return True", 1, ""),
+        ("def is_ready(self):\n        raise RuntimeError('disk gone')", 0, "disk gone"),
+    ],
+)
 def test_is_ready(host: StubHost, tmp_path: Path, source: str, ready: int, needle: str) -> None:
-    done = host.handshake(write_model(tmp_path, f'''
+    done = host.handshake(
+        write_model(
+            tmp_path,
+            f"""
 class TritonPythonModel:
     def execute(self, requests):
         return []
     {source}
-'''))
+""",
+        )
+    )
     assert done["is_ready"] is True
     host.send(P.encode(P.IS_READY, {}, id=77))
     reply = host.recv_type("READY")
@@ -312,12 +361,18 @@ class TritonPythonModel:
 
 
 def test_unload_with_streams_in_flight(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import asyncio
         class TritonPythonModel:
             async def execute(self, requests):
                 await asyncio.sleep(60)
-    '''), settings={"decoupled": True, "finalize_grace_seconds": 0.3})
+    """,
+        ),
+        settings={"decoupled": True, "finalize_grace_seconds": 0.3},
+    )
     for b in range(3):
         host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"s{b}")]}, id=b + 1))
     time.sleep(0.1)
@@ -336,7 +391,10 @@ def test_unload_with_streams_in_flight(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import asyncio
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -353,17 +411,29 @@ def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> Non
                     code = 1 if "gone away" in str(e) else 2
                 s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([code], np.int32))]),
                        flags=FINAL)
-    '''), settings={"decoupled": True})
+    """,
+        ),
+        settings={"decoupled": True},
+    )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("e")]}, id=1))
     host.entries(lambda g: len(g) >= 1)
-    host.send(P.encode(P.SEND_ERROR, {"batch_id": 1, "request_index": 0, "error_code": 4,
-                                      "message": "the client has gone away"}))
+    host.send(
+        P.encode(
+            P.SEND_ERROR,
+            {
+                "batch_id": 1,
+                "request_index": 0,
+                "error_code": 4,
+                "message": "the client has gone away",
+            },
+        )
+    )
     got = host.entries(finals(1))
     final = next(e for e in got if e.get("response_flags", 0) & FINAL)
     assert value(host, final) == 1
 
 
-STRESS = '''
+STRESS = """
 import asyncio
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -377,29 +447,34 @@ class TritonPythonModel:
             await asyncio.sleep(0)
             s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]),
                    flags=FINAL if i == n - 1 else 0)
-'''
+"""
 
 
 def test_many_streams_every_token_in_order(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, STRESS), settings={"decoupled": True})
     streams, tokens = 128, 50
     for b in range(streams):
-        host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"s{b}", [i32("N", tokens)])]},
-                           id=b + 1))
+        host.send(
+            P.encode(P.EXECUTE, {"requests": [P.request(f"s{b}", [i32("N", tokens)])]}, id=b + 1)
+        )
     got = host.entries(finals(streams), timeout=30)
     per: dict[int, list[int]] = {}
     final_count: dict[int, int] = {}
     frames_entries = [e for e in got if "batch_id" in e]
     for e in frames_entries:
         per.setdefault(e["batch_id"], []).append(value(host, e))
-        final_count[e["batch_id"]] = final_count.get(e["batch_id"], 0) + (e["response_flags"] & FINAL)
+        final_count[e["batch_id"]] = final_count.get(e["batch_id"], 0) + (
+            e["response_flags"] & FINAL
+        )
     assert len(per) == streams
     assert all(v == list(range(tokens)) for v in per.values())
     assert all(c == 1 for c in final_count.values())
 
 
 def test_logger_reaches_the_backend_with_file_and_line(host: StubHost, tmp_path: Path) -> None:
-    d = write_model(tmp_path, '''
+    d = write_model(
+        tmp_path,
+        """
         import threading
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -413,7 +488,8 @@ def test_logger_reaches_the_backend_with_file_and_line(host: StubHost, tmp_path:
                 t = threading.Thread(target=pb_utils.Logger.log_info, args=("from a thread",))
                 t.start(); t.join()
                 return [pb_utils.InferenceResponse([]) for _ in requests]
-    ''')
+    """,
+    )
     host.handshake(d)
     host.execute(1, [P.request("x")])
     host.send(P.encode(P.FINALIZE, {}))
@@ -429,14 +505,17 @@ def test_logger_reaches_the_backend_with_file_and_line(host: StubHost, tmp_path:
 
 
 def test_logger_verbose_when_the_server_is_verbose(host: StubHost, tmp_path: Path) -> None:
-    d = write_model(tmp_path, '''
+    d = write_model(
+        tmp_path,
+        """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def initialize(self, args):
                 pb_utils.Logger.log_verbose("chatty")
             def execute(self, requests):
                 return []
-    ''')
+    """,
+    )
     host.handshake(d, settings={"log_verbose": 1})
     host.send(P.encode(P.FINALIZE, {}))
     host.recv_type("FINALIZE_DONE")

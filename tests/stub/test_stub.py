@@ -21,7 +21,7 @@ from host import StubHost
 
 FP32, INT32, BYTES = 11, 8, 13
 
-ADD_SUB = '''
+ADD_SUB = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -37,7 +37,7 @@ class TritonPythonModel:
             out.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("SUM", a + b), pb_utils.Tensor("DIFF", a - b)]))
         return out
-'''
+"""
 
 
 def write_model(tmp_path: Path, source: str, name: str = "model.py") -> Path:
@@ -72,8 +72,9 @@ def test_add_sub_inline(host: StubHost, tmp_path: Path) -> None:
 
 def test_requested_outputs_only(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, ADD_SUB))
-    reply = host.execute(1, [P.request("r", [f32("A", [1]), f32("B", [2])],
-                                       requested_outputs=["DIFF"])])
+    reply = host.execute(
+        1, [P.request("r", [f32("A", [1]), f32("B", [2])], requested_outputs=["DIFF"])]
+    )
     assert [t["name"] for t in reply["body"]["responses"][0]["outputs"]] == ["DIFF"]
 
 
@@ -85,10 +86,15 @@ def test_large_tensors_go_through_arenas(host: StubHost, tmp_path: Path) -> None
     arena = host.new_arena(5, 16 << 20)
     a = np.arange(n, dtype=np.float32)
     b = np.full(n, 2.0, dtype=np.float32)
-    arena[0:4 * n] = a.tobytes()
-    arena[4 * n:8 * n] = b.tobytes()
-    req = P.request("big", [P.Tensor("A", FP32, [n], 4 * n, 1, b"", 5, 0).to_json(),
-                            P.Tensor("B", FP32, [n], 4 * n, 1, b"", 5, 4 * n).to_json()])
+    arena[0 : 4 * n] = a.tobytes()
+    arena[4 * n : 8 * n] = b.tobytes()
+    req = P.request(
+        "big",
+        [
+            P.Tensor("A", FP32, [n], 4 * n, 1, b"", 5, 0).to_json(),
+            P.Tensor("B", FP32, [n], 4 * n, 1, b"", 5, 4 * n).to_json(),
+        ],
+    )
     reply = host.execute(2, [req])
     outs = reply["body"]["responses"][0]["outputs"]
     assert all(t["location"] == 1 for t in outs)
@@ -100,10 +106,12 @@ def test_large_tensors_go_through_arenas(host: StubHost, tmp_path: Path) -> None
     # The freed space is reused by the next batch: no new arena is needed.
     reply = host.execute(3, [req])
     outs2 = reply["body"]["responses"][0]["outputs"]
-    assert {(t["arena_id"], t["offset"]) for t in outs2} == {(t["arena_id"], t["offset"]) for t in outs}
+    assert {(t["arena_id"], t["offset"]) for t in outs2} == {
+        (t["arena_id"], t["offset"]) for t in outs
+    }
 
 
-ALIASES = '''
+ALIASES = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -117,7 +125,7 @@ class TritonPythonModel:
                 pb_utils.Tensor("COPY", x.copy()),
                 pb_utils.get_input_tensor_by_name(r, "IN")]))
         return out
-'''
+"""
 
 
 def test_outputs_aliasing_inputs_are_sent_by_reference(host: StubHost, tmp_path: Path) -> None:
@@ -127,10 +135,14 @@ def test_outputs_aliasing_inputs_are_sent_by_reference(host: StubHost, tmp_path:
     n = 1 << 20
     arena = host.new_arena(4, 4 << 20)
     data = np.random.default_rng(1).integers(0, 255, n, dtype=np.uint8)
-    arena[4096:4096 + n] = data.tobytes()
+    arena[4096 : 4096 + n] = data.tobytes()
     req = P.request("r", [P.Tensor("IN", 2, [n], n, 1, b"", 4, 4096).to_json()])
     outs = {t["name"]: t for t in host.execute(1, [req])["body"]["responses"][0]["outputs"]}
-    assert (outs["SAME"]["location"], outs["SAME"]["arena_id"], outs["SAME"]["offset"]) == (2, 4, 4096)
+    assert (outs["SAME"]["location"], outs["SAME"]["arena_id"], outs["SAME"]["offset"]) == (
+        2,
+        4,
+        4096,
+    )
     assert (outs["IN"]["location"], outs["IN"]["offset"]) == (2, 4096)
     assert (outs["HALF"]["location"], outs["HALF"]["offset"]) == (2, 4096 + n // 2)
     assert outs["HALF"]["byte_size"] == n // 2
@@ -151,39 +163,54 @@ def test_batch_of_many_requests_each_gets_its_own_answer(host: StubHost, tmp_pat
 
 def test_huge_batch_metadata_travels_in_an_arena(host: StubHost, tmp_path: Path) -> None:
     """A batch whose response frame exceeds MAX_FRAME is sent BODY_IN_ARENA."""
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 return [pb_utils.InferenceResponse([pb_utils.Tensor(f"O{i}", np.zeros(200, np.float32))
                         for i in range(8)]) for _ in requests]
-    '''))
+    """,
+        )
+    )
     reply = host.execute(4, [P.request(f"r{i}") for i in range(40)])
     assert "arena_ref" in reply, "a 256 KiB response frame must travel in the arena"
     assert len(reply["body"]["responses"]) == 40
 
 
 def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
-    res = host.handshake(write_model(tmp_path, '''
+    res = host.handshake(
+        write_model(
+            tmp_path,
+            """
         class TritonPythonModel:
             def initialize(self, args):
                 raise RuntimeError("no weights here")
-    '''))
+    """,
+        )
+    )
     assert res["ok"] is False
     assert "no weights here" in res["error"] and "Traceback" in res["error"]
     assert "'m'" in res["error"]
 
 
 def test_execute_raising_fails_the_batch_and_serves_on(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 if requests[0].request_id() == "boom":
                     raise ValueError("exploded")
                 return [pb_utils.InferenceResponse([]) for _ in requests]
-    '''))
+    """,
+        )
+    )
     reply = host.execute(1, [P.request("boom")])
     assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
     assert "exploded" in reply["body"]["error"] and "ValueError" in reply["body"]["error"]
@@ -191,26 +218,38 @@ def test_execute_raising_fails_the_batch_and_serves_on(host: StubHost, tmp_path:
     assert reply["type"] == "RESPONSES"
 
 
-@pytest.mark.parametrize("body,needle", [
-    ("return [pb_utils.InferenceResponse([])]", "returned 1 responses for a batch of 2"),
-    ("return [pb_utils.InferenceResponse([]), 'x']", "element 1"),
-    ("return None", "must return a list"),
-])
-def test_bad_execute_results_fail_the_whole_batch(host: StubHost, tmp_path: Path,
-                                                  body: str, needle: str) -> None:
-    host.handshake(write_model(tmp_path, f'''
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ("return [pb_utils.InferenceResponse([])]", "returned 1 responses for a batch of 2"),
+        ("return [pb_utils.InferenceResponse([]), 'x']", "element 1"),
+        ("return None", "must return a list"),
+    ],
+)
+def test_bad_execute_results_fail_the_whole_batch(
+    host: StubHost, tmp_path: Path, body: str, needle: str
+) -> None:
+    host.handshake(
+        write_model(
+            tmp_path,
+            f"""
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 {body}
-    '''))
+    """,
+        )
+    )
     reply = host.execute(1, [P.request("a"), P.request("b")])
     assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
     assert needle in reply["body"]["error"]
 
 
 def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -223,7 +262,9 @@ def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> No
                         t = pb_utils.Tensor("OUT", np.array([1, 2], np.int32))
                     out.append(pb_utils.InferenceResponse([t]))
                 return out
-    '''))
+    """,
+        )
+    )
     reply = host.execute(1, [P.request("good"), P.request("bad")])
     good, bad = reply["body"]["responses"]
     assert not good["has_error"] and good["outputs"][0]["name"] == "OUT"
@@ -232,19 +273,27 @@ def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> No
 
 
 def test_error_response_keeps_code(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 err = pb_utils.TritonError("not here", pb_utils.TritonError.NOT_FOUND)
                 return [pb_utils.InferenceResponse(error=err) for _ in requests]
-    '''))
+    """,
+        )
+    )
     resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
     assert resp["has_error"] and resp["error_code"] == 2 and resp["error_message"] == "not here"
 
 
 def test_async_execute_is_awaited(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import asyncio
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -253,13 +302,17 @@ def test_async_execute_is_awaited(host: StubHost, tmp_path: Path) -> None:
                 await asyncio.sleep(0.01)
                 return [pb_utils.InferenceResponse([pb_utils.Tensor("O", np.ones(2, np.int32))])
                         for _ in requests]
-    '''))
+    """,
+        )
+    )
     resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
     assert host.tensor_bytes(resp["outputs"][0]) == struct.pack("<2i", 1, 1)
 
 
 def test_multi_file_model_and_custom_filename(host: StubHost, tmp_path: Path) -> None:
-    d = write_model(tmp_path, '''
+    d = write_model(
+        tmp_path,
+        """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         from helpers import VALUE
@@ -267,7 +320,9 @@ def test_multi_file_model_and_custom_filename(host: StubHost, tmp_path: Path) ->
             def execute(self, requests):
                 return [pb_utils.InferenceResponse([pb_utils.Tensor("O", np.array([VALUE]))])
                         for _ in requests]
-    ''', name="custom.py")
+    """,
+        name="custom.py",
+    )
     (d / "helpers.py").write_text("VALUE = 41 + 1\n")
     assert host.handshake(d, model_file="custom.py")["ok"] is True
     resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
@@ -275,7 +330,9 @@ def test_multi_file_model_and_custom_filename(host: StubHost, tmp_path: Path) ->
 
 
 def test_finalize_then_exit_zero(host: StubHost, tmp_path: Path) -> None:
-    d = write_model(tmp_path, '''
+    d = write_model(
+        tmp_path,
+        """
         import os
         class TritonPythonModel:
             def initialize(self, args):
@@ -284,7 +341,8 @@ def test_finalize_then_exit_zero(host: StubHost, tmp_path: Path) -> None:
                 return []
             def finalize(self):
                 open(self.flag, "w").close()
-    ''')
+    """,
+    )
     assert host.handshake(d)["ok"] is True
     host.send(P.encode(P.FINALIZE, {}))
     assert host.recv_type("FINALIZE_DONE")["body"]["json"] == {"ok": True}
@@ -300,12 +358,18 @@ def test_eof_makes_the_stub_leave_at_once(host: StubHost, tmp_path: Path) -> Non
     assert time.monotonic() - start < 3
 
 
-@pytest.mark.parametrize("garbage", [
-    b"\x00" * 10,
-    b"XXXX" + bytes(40),
-    P.encode(P.EXECUTE, {"requests": []}, id=1)[:-1] + b"",
-], ids=["short", "magic", "badlen"])
-def test_garbage_gets_an_error_frame_and_exit(host: StubHost, tmp_path: Path, garbage: bytes) -> None:
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00" * 10,
+        b"XXXX" + bytes(40),
+        P.encode(P.EXECUTE, {"requests": []}, id=1)[:-1] + b"",
+    ],
+    ids=["short", "magic", "badlen"],
+)
+def test_garbage_gets_an_error_frame_and_exit(
+    host: StubHost, tmp_path: Path, garbage: bytes
+) -> None:
     host.handshake(write_model(tmp_path, ADD_SUB))
     frame = bytearray(garbage)
     host.send(bytes(frame))
@@ -345,7 +409,10 @@ def test_sigint_is_ignored(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_strings_round_trip(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, '''
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -356,7 +423,9 @@ def test_strings_round_trip(host: StubHost, tmp_path: Path) -> None:
                     out.append(pb_utils.InferenceResponse([pb_utils.Tensor(
                         "S", np.array([x[::-1] for x in s], dtype=object))]))
                 return out
-    '''))
+    """,
+        )
+    )
     words = [b"hello", b"", "h\u00e9".encode()]
     data = b"".join(struct.pack("<I", len(w)) + w for w in words)
     resp = host.execute(1, [P.request("s", [P.inline("S", BYTES, [3], data)])])

@@ -23,7 +23,7 @@ from test_stub import f32, write_model
 
 FP32 = 11
 
-CALLER = '''
+CALLER = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -43,15 +43,32 @@ class TritonPythonModel:
             y = pb_utils.get_output_tensor_by_name(resp, "Y").as_numpy()
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", y * 2)]))
         return out
-'''
+"""
 
 
-def bls_reply(host: StubHost, call_id: int, outputs: list[dict], *, final: bool = True,
-              error: tuple[int, str] | None = None, params: str = "") -> None:
-    host.send(P.encode(P.BLS_RESPONSE, {
-        "response_flags": 1 if final else 0, "has_error": int(error is not None),
-        "error_code": error[0] if error else 0, "error_message": error[1] if error else "",
-        "parameters": params, "outputs": outputs}, id=call_id))
+def bls_reply(
+    host: StubHost,
+    call_id: int,
+    outputs: list[dict],
+    *,
+    final: bool = True,
+    error: tuple[int, str] | None = None,
+    params: str = "",
+) -> None:
+    host.send(
+        P.encode(
+            P.BLS_RESPONSE,
+            {
+                "response_flags": 1 if final else 0,
+                "has_error": int(error is not None),
+                "error_code": error[0] if error else 0,
+                "error_message": error[1] if error else "",
+                "parameters": params,
+                "outputs": outputs,
+            },
+            id=call_id,
+        )
+    )
 
 
 def bls_arena(host: StubHost, arena_id: int, size: int) -> mmap.mmap:
@@ -95,10 +112,12 @@ def test_error_response_reaches_the_model(host: StubHost, tmp_path: Path) -> Non
     req = host.recv_type("BLS_REQUEST")
     bls_reply(host, req["id"], [], error=(2, "unknown model 'target'"))
     resp = host.recv_type("RESPONSES")["body"]["responses"][0]
-    assert resp["has_error"] and resp["error_code"] == 2 and "unknown model" in resp["error_message"]
+    assert (
+        resp["has_error"] and resp["error_code"] == 2 and "unknown model" in resp["error_message"]
+    )
 
 
-ZERO_COPY = '''
+ZERO_COPY = """
 import gc
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -112,17 +131,19 @@ class TritonPythonModel:
         del y, resp
         gc.collect()
         return [pb_utils.InferenceResponse([pb_utils.Tensor("S", np.array([total], np.float32))])]
-'''
+"""
 
 
 def test_arena_outputs_are_read_in_place_and_released(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, ZERO_COPY))
     m = bls_arena(host, 1, 1 << 20)
     data = np.arange(1024, dtype=np.float32)
-    m[4096:4096 + data.nbytes] = data.tobytes()
+    m[4096 : 4096 + data.nbytes] = data.tobytes()
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
-    bls_reply(host, req["id"], [P.Tensor("BIG", FP32, [1024], data.nbytes, 1, b"", 1, 4096).to_json()])
+    bls_reply(
+        host, req["id"], [P.Tensor("BIG", FP32, [1024], data.nbytes, 1, b"", 1, 4096).to_json()]
+    )
     seen = set()
     while True:
         f = host.recv()
@@ -137,7 +158,7 @@ def test_arena_outputs_are_read_in_place_and_released(host: StubHost, tmp_path: 
     m.close()
 
 
-DECOUPLED = '''
+DECOUPLED = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -148,7 +169,7 @@ class TritonPythonModel:
         vals = [int(pb_utils.get_output_tensor_by_name(r, "OUT").as_numpy()[0])
                 for r in it if r.output_tensors()]
         return [pb_utils.InferenceResponse([pb_utils.Tensor("N", np.array(vals, np.int32))])]
-'''
+"""
 
 
 def test_decoupled_exec_streams_until_final(host: StubHost, tmp_path: Path) -> None:
@@ -162,7 +183,7 @@ def test_decoupled_exec_streams_until_final(host: StubHost, tmp_path: Path) -> N
     assert np.frombuffer(host.tensor_bytes(out), np.int32).tolist() == [0, 1, 2]
 
 
-ASYNC_MANY = '''
+ASYNC_MANY = """
 import asyncio
 import threading
 import numpy as np
@@ -178,7 +199,7 @@ class TritonPythonModel:
         vals = [int(pb_utils.get_output_tensor_by_name(r, "O").as_numpy()[0]) for r in got]
         assert threading.active_count() == before
         return [pb_utils.InferenceResponse([pb_utils.Tensor("V", np.array(vals, np.int32))])]
-'''
+"""
 
 
 def test_200_async_exec_in_flight(host: StubHost, tmp_path: Path) -> None:
@@ -191,10 +212,11 @@ def test_200_async_exec_in_flight(host: StubHost, tmp_path: Path) -> None:
     resp = host.recv_type("RESPONSES")["body"]["responses"][0]
     assert not resp["has_error"], resp
     assert np.frombuffer(host.tensor_bytes(resp["outputs"][0]), np.int32).tolist() == [
-        3 * i for i in range(200)]
+        3 * i for i in range(200)
+    ]
 
 
-SELF_CALL = '''
+SELF_CALL = """
 import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
@@ -202,7 +224,7 @@ class TritonPythonModel:
         resp = pb_utils.InferenceRequest(model_name="m", inputs=[],
                                          requested_output_names=[]).exec()
         return [pb_utils.InferenceResponse(error=resp.error())]
-'''
+"""
 
 
 def test_self_call_fails_instead_of_deadlocking(host: StubHost, tmp_path: Path) -> None:
@@ -212,7 +234,7 @@ def test_self_call_fails_instead_of_deadlocking(host: StubHost, tmp_path: Path) 
     assert resp["has_error"] and "deadlock" in resp["error_message"]
 
 
-TIMEOUT = '''
+TIMEOUT = """
 import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
@@ -220,7 +242,7 @@ class TritonPythonModel:
         resp = pb_utils.InferenceRequest(model_name="slow", inputs=[],
                                          requested_output_names=[], timeout=1000).exec()
         return [pb_utils.InferenceResponse(error=resp.error())]
-'''
+"""
 
 
 def test_timeout_is_enforced_when_no_answer_comes(host: StubHost, tmp_path: Path) -> None:
@@ -236,7 +258,7 @@ def test_timeout_is_enforced_when_no_answer_comes(host: StubHost, tmp_path: Path
     bls_reply(host, req["id"], [], error=(7, "cancelled"))  # late answer is dropped
 
 
-CONTROL = '''
+CONTROL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -251,16 +273,18 @@ class TritonPythonModel:
             err = str(e)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("R", np.array([ready], bool))],
                                            error=pb_utils.TritonError(err) if err else None)]
-'''
+"""
 
 
 def test_model_control_round_trips(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, CONTROL))
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     seen = []
-    for reply in ({"ok": True, "error": "", "ready": False},
-                  {"ok": True, "error": "", "ready": True},
-                  {"ok": False, "error": "nope", "ready": False}):
+    for reply in (
+        {"ok": True, "error": "", "ready": False},
+        {"ok": True, "error": "", "ready": True},
+        {"ok": False, "error": "nope", "ready": False},
+    ):
         f = host.recv_type("MODEL_CONTROL")
         seen.append(f["body"]["json"])
         host.send(P.encode(P.MODEL_CONTROL_DONE, {"json": reply}, id=f["id"]))
@@ -271,7 +295,7 @@ def test_model_control_round_trips(host: StubHost, tmp_path: Path) -> None:
     assert resp["has_error"] and "nope" in resp["error_message"]
 
 
-THREADS = '''
+THREADS = """
 import threading
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -287,7 +311,7 @@ class TritonPythonModel:
         for t in ts: t.start()
         for t in ts: t.join()   # the loop thread is blocked here
         return [pb_utils.InferenceResponse([pb_utils.Tensor("V", np.array(results, np.int32))])]
-'''
+"""
 
 
 def test_exec_from_threads_while_execute_blocks(host: StubHost, tmp_path: Path) -> None:
@@ -299,4 +323,8 @@ def test_exec_from_threads_while_execute_blocks(host: StubHost, tmp_path: Path) 
         bls_reply(host, req["id"], [P.inline("O", 8, [1], struct.pack("<i", i + 100))])
     resp = host.recv_type("RESPONSES")["body"]["responses"][0]
     assert np.frombuffer(host.tensor_bytes(resp["outputs"][0]), np.int32).tolist() == [
-        100, 101, 102, 103]
+        100,
+        101,
+        102,
+        103,
+    ]

@@ -50,11 +50,28 @@ def until(host: StubHost, ftype: str) -> dict[str, Any]:
 
 def start(host: StubHost, d: Path) -> dict[str, Any]:
     assert host.recv_type("HELLO")
-    args = {"model_config": json.dumps({"name": "m"}), "model_instance_kind": "CPU",
-            "model_instance_name": "t_0", "model_instance_device_id": "0",
-            "model_repository": str(d.parent), "model_version": "1", "model_name": "m"}
-    host.send(P.encode(P.INIT, {"json": {"args": args, "model_file": str(d / "model.py"),
-                                         "model_dir": str(d), "settings": {"log_verbose": 0}}}))
+    args = {
+        "model_config": json.dumps({"name": "m"}),
+        "model_instance_kind": "CPU",
+        "model_instance_name": "t_0",
+        "model_instance_device_id": "0",
+        "model_repository": str(d.parent),
+        "model_version": "1",
+        "model_name": "m",
+    }
+    host.send(
+        P.encode(
+            P.INIT,
+            {
+                "json": {
+                    "args": args,
+                    "model_file": str(d / "model.py"),
+                    "model_dir": str(d),
+                    "settings": {"log_verbose": 0},
+                }
+            },
+        )
+    )
     return until(host, "INIT_DONE")["body"]["json"]
 
 
@@ -62,7 +79,7 @@ def ops(host: StubHost) -> list[dict[str, Any]]:
     return [op for f in host.metric_frames for op in f["body"]["ops"]]
 
 
-MODEL = '''
+MODEL = """
     import threading
     import numpy as np
     import triton_python_backend_utils as pb_utils
@@ -108,7 +125,7 @@ MODEL = '''
                 out.append(pb_utils.InferenceResponse(
                     [pb_utils.Tensor("V", np.array([value], np.float64))]))
             return out
-'''
+"""
 
 
 def run(host: StubHost, batch_id: int, mode: str) -> dict[str, Any]:
@@ -120,9 +137,13 @@ def test_creation_waits_and_names_handles(host: StubHost, tmp_path: Path) -> Non
     assert start(host, write_model(tmp_path, MODEL))["ok"]
     created = [op for op in ops(host) if op["op"] in (P.OP_FAMILY_NEW, P.OP_METRIC_NEW)]
     assert [(op["op"], op.get("name")) for op in created] == [
-        (P.OP_FAMILY_NEW, "c_total"), (P.OP_METRIC_NEW, None),
-        (P.OP_FAMILY_NEW, "g"), (P.OP_METRIC_NEW, None),
-        (P.OP_FAMILY_NEW, "h"), (P.OP_METRIC_NEW, None)]
+        (P.OP_FAMILY_NEW, "c_total"),
+        (P.OP_METRIC_NEW, None),
+        (P.OP_FAMILY_NEW, "g"),
+        (P.OP_METRIC_NEW, None),
+        (P.OP_FAMILY_NEW, "h"),
+        (P.OP_METRIC_NEW, None),
+    ]
     assert all(f["id"] for f in host.metric_frames)  # each one a call
     fam_c, met_c, _, met_g, fam_h, met_h = created
     assert fam_c["kind"] == 0 and fam_h["kind"] == 2
@@ -133,27 +154,32 @@ def test_creation_waits_and_names_handles(host: StubHost, tmp_path: Path) -> Non
     assert len(set(handles)) == 6 and 0 not in handles
 
 
-def test_updates_coalesce_into_one_frame_before_the_response(host: StubHost,
-                                                             tmp_path: Path) -> None:
+def test_updates_coalesce_into_one_frame_before_the_response(
+    host: StubHost, tmp_path: Path
+) -> None:
     start(host, write_model(tmp_path, MODEL))
     met_c, met_g, met_h = [op["metric"] for op in ops(host) if op["op"] == P.OP_METRIC_NEW]
     host.metric_frames.clear()
     run(host, 1, "updates")
     # One frame, no call id, sent before RESPONSES (until() saw it first).
     assert len(host.metric_frames) == 1 and host.metric_frames[0]["id"] == 0
-    assert sorted(ops(host), key=lambda op: (op["metric"], op["op"])) == sorted([
-        {"op": P.OP_INCREMENT, "metric": met_c, "value": 3.0},
-        {"op": P.OP_SET, "metric": met_g, "value": 5.0},
-        {"op": P.OP_INCREMENT, "metric": met_g, "value": 2.0},
-        {"op": P.OP_OBSERVE, "metric": met_h, "values": [0.5, 3.0]},
-    ], key=lambda op: (op["metric"], op["op"]))
+    assert sorted(ops(host), key=lambda op: (op["metric"], op["op"])) == sorted(
+        [
+            {"op": P.OP_INCREMENT, "metric": met_c, "value": 3.0},
+            {"op": P.OP_SET, "metric": met_g, "value": 5.0},
+            {"op": P.OP_INCREMENT, "metric": met_g, "value": 2.0},
+            {"op": P.OP_OBSERVE, "metric": met_h, "values": [0.5, 3.0]},
+        ],
+        key=lambda op: (op["metric"], op["op"]),
+    )
     host.metric_frames.clear()
     run(host, 2, "threads")  # 4 threads x 1000 increments: none lost
     assert sum(op["value"] for op in ops(host) if op["op"] == P.OP_INCREMENT) == 4000.0
 
 
-def test_value_carries_pending_updates_and_returns_the_answer(host: StubHost,
-                                                              tmp_path: Path) -> None:
+def test_value_carries_pending_updates_and_returns_the_answer(
+    host: StubHost, tmp_path: Path
+) -> None:
     start(host, write_model(tmp_path, MODEL))
     met_c = next(op["metric"] for op in ops(host) if op["op"] == P.OP_METRIC_NEW)
     host.metric_frames.clear()
@@ -161,8 +187,10 @@ def test_value_carries_pending_updates_and_returns_the_answer(host: StubHost,
     assert struct.unpack("<d", host.tensor_bytes(resp["outputs"][0]))[0] == 7.5
     (frame,) = host.metric_frames
     assert frame["id"] != 0
-    assert frame["body"]["ops"] == [{"op": P.OP_INCREMENT, "metric": met_c, "value": 4.0},
-                                    {"op": P.OP_VALUE, "metric": met_c}]
+    assert frame["body"]["ops"] == [
+        {"op": P.OP_INCREMENT, "metric": met_c, "value": 4.0},
+        {"op": P.OP_VALUE, "metric": met_c},
+    ]
 
 
 def test_collected_objects_are_deleted_metric_first(host: StubHost, tmp_path: Path) -> None:
@@ -177,16 +205,20 @@ def test_collected_objects_are_deleted_metric_first(host: StubHost, tmp_path: Pa
     run(host, 2, "none")
     got = ops(host)
     deletes = [op for op in got if op["op"] in (P.OP_METRIC_DELETE, P.OP_FAMILY_DELETE)]
-    assert deletes == [{"op": P.OP_METRIC_DELETE, "metric": met},
-                       {"op": P.OP_FAMILY_DELETE, "family": fam}]
+    assert deletes == [
+        {"op": P.OP_METRIC_DELETE, "metric": met},
+        {"op": P.OP_FAMILY_DELETE, "family": fam},
+    ]
     assert got.index(deletes[0]) > got.index({"op": P.OP_INCREMENT, "metric": met, "value": 2.0})
 
 
-def test_a_refused_creation_raises_with_the_servers_reason(host: StubHost,
-                                                          tmp_path: Path) -> None:
+def test_a_refused_creation_raises_with_the_servers_reason(host: StubHost, tmp_path: Path) -> None:
     start(host, write_model(tmp_path, MODEL))
-    host.replies[P.OP_FAMILY_NEW] = {"ok": 0, "error": "Family name already exists with "
-                                     "different type", "value": 0.0}
+    host.replies[P.OP_FAMILY_NEW] = {
+        "ok": 0,
+        "error": "Family name already exists with different type",
+        "value": 0.0,
+    }
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("create_fails")]}, id=1))
     done = until(host, "EXECUTE_DONE")["body"]
     assert done["ok"] == 0

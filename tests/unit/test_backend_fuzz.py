@@ -22,9 +22,12 @@ def test_cpp_frame_decoder_survives_mutated_golden_frames() -> None:
     binary = ROOT / "build" / "cmake" / "tritonpy_fuzz_protocol"
     assert binary.is_file(), f"{binary} was not built (pip install .)"
     seed = time.time_ns() % (1 << 32)  # a new corner each run; printed to replay it
-    out = subprocess.run([str(binary), str(GOLDEN), "--seconds", str(FUZZ_SECONDS),
-                          "--seed", str(seed)],
-                         capture_output=True, text=True, timeout=FUZZ_SECONDS + 120)
+    out = subprocess.run(
+        [str(binary), str(GOLDEN), "--seconds", str(FUZZ_SECONDS), "--seed", str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=FUZZ_SECONDS + 120,
+    )
     print(out.stdout)
     assert out.returncode == 0, f"seed {seed}:\n{out.stdout}{out.stderr[-4000:]}"
     m = re.search(r"(\d+) inputs \((\d+) valid headers, (\d+) bodies decoded\)", out.stdout)

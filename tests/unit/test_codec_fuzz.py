@@ -19,8 +19,11 @@ from tritonpy.stub import _codec as C
 import protocol_ref as P
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-FRAMES = [(GOLDEN / e["file"]).read_bytes()
-          for e in json.loads((GOLDEN / "frames.json").read_text()) if not e.get("invalid")]
+FRAMES = [
+    (GOLDEN / e["file"]).read_bytes()
+    for e in json.loads((GOLDEN / "frames.json").read_text())
+    if not e.get("invalid")
+]
 
 
 def decode(buf: bytes) -> None:

@@ -44,8 +44,9 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 def test_kustomization_lists_every_manifest() -> None:
     objs = manifests()
     kust = objs.pop("Kustomization")
-    assert sorted(kust["resources"]) == sorted(p.name for p in K8S.glob("*.yaml")
-                                               if p.name != "kustomization.yaml")
+    assert sorted(kust["resources"]) == sorted(
+        p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
     assert set(objs) == {"Deployment", "Service", "PersistentVolumeClaim"}
 
 

@@ -24,8 +24,15 @@ from tritonpy.pb_utils import Tensor, TritonModelException  # noqa: E402
 TYPE_BF16 = 14
 
 TORCH_TYPES = {
-    torch.bool: 1, torch.uint8: 2, torch.int8: 6, torch.int16: 7, torch.int32: 8,
-    torch.int64: 9, torch.float16: 10, torch.float32: 11, torch.float64: 12,
+    torch.bool: 1,
+    torch.uint8: 2,
+    torch.int8: 6,
+    torch.int16: 7,
+    torch.int32: 8,
+    torch.int64: 9,
+    torch.float16: 10,
+    torch.float32: 11,
+    torch.float64: 12,
     torch.bfloat16: TYPE_BF16,
 }
 
@@ -34,7 +41,7 @@ def aligned(arr: np.ndarray, align: int = 64) -> np.ndarray:
     """A copy of ``arr`` whose data starts on an ``align``-byte boundary."""
     raw = np.empty(arr.nbytes + align, np.uint8)
     start = (-raw.ctypes.data) % align
-    out = raw[start:start + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    out = raw[start : start + arr.nbytes].view(arr.dtype).reshape(arr.shape)
     out[...] = arr
     return out
 
@@ -49,6 +56,7 @@ def pointer(t: Tensor) -> int:
 
 
 # ------------------------------------------------------------------ torch
+
 
 @pytest.mark.parametrize("dtype", list(TORCH_TYPES), ids=str)
 def test_torch_to_tensor_and_back_zero_copy(dtype):
@@ -84,11 +92,13 @@ def test_torch_capsule_and_writes_through():
 @pytest.mark.parametrize("view", ["transpose", "step", "slice", "expand", "permute"])
 def test_torch_non_contiguous_into_from_dlpack(view):
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
-    src = {"transpose": lambda: base.T,
-           "step": lambda: base[:, ::2],
-           "slice": lambda: base[1:3, 2:5],
-           "expand": lambda: torch.arange(3, dtype=torch.float32).expand(4, 3),
-           "permute": lambda: base.reshape(2, 3, 4).permute(2, 0, 1)}[view]()
+    src = {
+        "transpose": lambda: base.T,
+        "step": lambda: base[:, ::2],
+        "slice": lambda: base[1:3, 2:5],
+        "expand": lambda: torch.arange(3, dtype=torch.float32).expand(4, 3),
+        "permute": lambda: base.reshape(2, 3, 4).permute(2, 0, 1),
+    }[view]()
     assert not src.is_contiguous()
     t = Tensor.from_dlpack("NC", src)
     assert t.shape() == list(src.shape)
@@ -146,6 +156,7 @@ def test_torch_refusals_name_the_tensor():
 
 # ------------------------------------------------------------------ jax
 
+
 def test_jax_reads_tensor_without_copy_when_aligned():
     # XLA's CPU client borrows only 64-byte aligned memory (and copies
     # otherwise); tritonpy's shared-memory arenas are 64-byte aligned.
@@ -188,11 +199,14 @@ def test_jax_transposed_into_from_dlpack():
     y = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3).T
     t = Tensor.from_dlpack("T", y)
     np.testing.assert_array_equal(t.as_numpy(), np.arange(6.0).reshape(2, 3).T)
-    assert wire_bytes(t) == np.ascontiguousarray(np.arange(6.0, dtype=np.float32)
-                                                 .reshape(2, 3).T).tobytes()
+    assert (
+        wire_bytes(t)
+        == np.ascontiguousarray(np.arange(6.0, dtype=np.float32).reshape(2, 3).T).tobytes()
+    )
 
 
 # ------------------------------------------------------------------ torch <-> jax
+
 
 def test_torch_to_jax_through_a_tensor():
     src = torch.from_numpy(aligned(np.arange(16, dtype=np.float32)))

@@ -28,12 +28,25 @@ def test_every_public_name_is_documented(name: str) -> None:
     assert documented(name), f"docs/api.md does not document pb_utils.{name}"
 
 
-@pytest.mark.parametrize("cls", ["Tensor", "InferenceRequest", "InferenceResponse",
-                                 "InferenceResponseSender", "ResponseIterator", "TritonError",
-                                 "Logger", "InferenceTrace"])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        "Tensor",
+        "InferenceRequest",
+        "InferenceResponse",
+        "InferenceResponseSender",
+        "ResponseIterator",
+        "TritonError",
+        "Logger",
+        "InferenceTrace",
+    ],
+)
 def test_every_public_method_is_documented(cls: str) -> None:
-    methods = [n for n, _ in inspect.getmembers(getattr(pb_utils, cls), callable)
-               if not n.startswith("_") and n not in ("mro",)]
+    methods = [
+        n
+        for n, _ in inspect.getmembers(getattr(pb_utils, cls), callable)
+        if not n.startswith("_") and n not in ("mro",)
+    ]
     assert methods
     missing = [m for m in methods if not documented(m)]
     assert not missing, f"docs/api.md does not document {cls}.{missing}"
@@ -42,8 +55,9 @@ def test_every_public_method_is_documented(cls: str) -> None:
 def test_every_backend_setting_is_documented() -> None:
     source = (ROOT / "backend" / "src" / "backend_state.cc").read_text()
     keys = set(re.findall(r'key == "([a-z-]+)"', source))
-    keys |= set(re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source.split("namespace {")[1]
-                           .split("Trim(")[0]))
+    keys |= set(
+        re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source.split("namespace {")[1].split("Trim(")[0])
+    )
     assert {"python-executable", "arena-byte-size", "shm-region-prefix-name"} <= keys
     missing = sorted(k for k in keys if f"`{k}`" not in CONFIG)
     assert not missing, f"docs/configuration.md does not list {missing}"

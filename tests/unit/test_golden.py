@@ -31,8 +31,12 @@ INVALID = [e for e in ENTRIES if e.get("invalid")]
 
 def test_golden_files_are_current(tmp_path: Path) -> None:
     """make_golden.py regenerates exactly the committed files."""
-    out = subprocess.run([sys.executable, str(GOLDEN / "make_golden.py"), str(tmp_path)],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(GOLDEN / "make_golden.py"), str(tmp_path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     assert "wrote" in out.stdout
     fresh = sorted(p.name for p in tmp_path.iterdir())
     assert fresh == sorted(p.name for p in GOLDEN.iterdir() if p.suffix in (".bin", ".json"))
@@ -42,10 +46,15 @@ def test_golden_files_are_current(tmp_path: Path) -> None:
 
 def _tensor(buf: bytes, t: tuple) -> dict[str, Any]:
     name, dtype, dims, nbytes, loc, a, b = t
-    d: dict[str, Any] = {"name": name, "dtype": dtype, "dims": list(dims),
-                         "byte_size": nbytes, "location": loc}
+    d: dict[str, Any] = {
+        "name": name,
+        "dtype": dtype,
+        "dims": list(dims),
+        "byte_size": nbytes,
+        "location": loc,
+    }
     if loc == 0:
-        d["data_hex"] = bytes(buf[a:a + nbytes]).hex()
+        d["data_hex"] = bytes(buf[a : a + nbytes]).hex()
     else:
         d["arena_id"], d["offset"] = a, b
     return d
@@ -54,12 +63,17 @@ def _tensor(buf: bytes, t: tuple) -> dict[str, Any]:
 def _request(buf: bytes, q: tuple) -> dict[str, Any]:
     rid, corr, rflags, timeout, params, names, inputs = q
     kind = 0 if corr is None else (1 if isinstance(corr, int) else 2)
-    return {"request_id": rid, "correlation_kind": kind,
-            "correlation_u64": corr if kind == 1 else 0,
-            "correlation_str": corr if kind == 2 else "",
-            "flags": rflags, "timeout_us": timeout, "parameters": params,
-            "requested_outputs": names,
-            "inputs": [_tensor(buf, t) for t in inputs]}
+    return {
+        "request_id": rid,
+        "correlation_kind": kind,
+        "correlation_u64": corr if kind == 1 else 0,
+        "correlation_str": corr if kind == 2 else "",
+        "flags": rflags,
+        "timeout_us": timeout,
+        "parameters": params,
+        "requested_outputs": names,
+        "inputs": [_tensor(buf, t) for t in inputs],
+    }
 
 
 def _cython_decode(buf: bytes) -> dict[str, Any]:
@@ -67,8 +81,12 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     name = P.TYPE_NAMES[ftype]
     if flags & C.FLAG_BODY_IN_ARENA:
         aid, off = C.decode_arena_ref(buf)
-        return {"type": name, "id": fid, "flags": flags,
-                "body": {"arena_id": aid, "offset": off, "body_len": body_len}}
+        return {
+            "type": name,
+            "id": fid,
+            "flags": flags,
+            "body": {"arena_id": aid, "offset": off, "body_len": body_len},
+        }
     body = C.decode_body(ftype, buf)
     out: dict[str, Any]
     if ftype in P.JSON_TYPES:
@@ -80,13 +98,17 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     elif ftype == C.EXECUTE:
         out = {"requests": [_request(buf, q) for q in body]}
     elif ftype == C.BLS_REQUEST:
-        out = {"model_name": body[0], "model_version": body[1],
-               "request": _request(buf, body[2])}
+        out = {"model_name": body[0], "model_version": body[1], "request": _request(buf, body[2])}
     elif ftype == C.BLS_RESPONSE:
         rf, err, params, outs = body
-        out = {"response_flags": rf, "has_error": int(err is not None),
-               "error_code": err[0] if err else 0, "error_message": err[1] if err else "",
-               "parameters": params, "outputs": [_tensor(buf, t) for t in outs]}
+        out = {
+            "response_flags": rf,
+            "has_error": int(err is not None),
+            "error_code": err[0] if err else 0,
+            "error_message": err[1] if err else "",
+            "parameters": params,
+            "outputs": [_tensor(buf, t) for t in outs],
+        }
     elif ftype == C.BLS_CANCEL:
         out = {}
     elif ftype == C.BLS_ARENA:
@@ -94,12 +116,21 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     elif ftype == C.BLS_RELEASE:
         out = {"allocations": [{"arena_id": a, "offset": o} for a, o in body]}
     elif ftype == C.RESPONSES:
-        out = {"responses": [
-            {"batch_id": bid, "request_index": idx, "response_flags": rf,
-             "has_error": int(err is not None),
-             "error_code": err[0] if err else 0, "error_message": err[1] if err else "",
-             "parameters": params, "outputs": [_tensor(buf, t) for t in outs]}
-            for bid, idx, rf, err, params, outs in body]}
+        out = {
+            "responses": [
+                {
+                    "batch_id": bid,
+                    "request_index": idx,
+                    "response_flags": rf,
+                    "has_error": int(err is not None),
+                    "error_code": err[0] if err else 0,
+                    "error_message": err[1] if err else "",
+                    "parameters": params,
+                    "outputs": [_tensor(buf, t) for t in outs],
+                }
+                for bid, idx, rf, err, params, outs in body
+            ]
+        }
     elif ftype in (C.IS_READY, C.DRAIN):
         out = {}
     elif ftype == C.CANCEL:
@@ -202,11 +233,19 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
             w.u32(len(r["outputs"]))
             for t in r["outputs"]:
                 if t["location"] == 0:
-                    w.tensor_inline(t["name"], t["dtype"], tuple(t["dims"]),
-                                    bytes.fromhex(t["data_hex"]))
+                    w.tensor_inline(
+                        t["name"], t["dtype"], tuple(t["dims"]), bytes.fromhex(t["data_hex"])
+                    )
                 else:
-                    w.tensor_arena(t["name"], t["dtype"], tuple(t["dims"]), t["byte_size"],
-                                   t["arena_id"], t["offset"], t["location"])
+                    w.tensor_arena(
+                        t["name"],
+                        t["dtype"],
+                        tuple(t["dims"]),
+                        t["byte_size"],
+                        t["arena_id"],
+                        t["offset"],
+                        t["location"],
+                    )
         return w.finish()
     if ftype == C.ARENA:
         return C.encode_simple(ftype, (body["arena_id"], body["size"]), entry["id"])
@@ -224,6 +263,7 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
         return C.encode_simple(ftype, None, entry["id"])
     if ftype == C.METRIC:
         from tritonpy.stub.metrics import encode_metric
+
         frames = encode_metric([_metric_op_tuple(op) for op in body["ops"]], entry["id"])
         assert len(frames) == 1
         return frames[0]
@@ -234,26 +274,73 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
         return w.finish()
     if ftype == C.BLS_REQUEST:
         from tritonpy.stub.bls import encode_bls_request
+
         q = body["request"]
         corr = (None, q["correlation_u64"], q["correlation_str"])[q["correlation_kind"]]
         ins = []
         for t in q["inputs"]:
             if t["location"] == 0:
-                ins.append((t["name"], t["dtype"], tuple(t["dims"]), bytes.fromhex(t["data_hex"]),
-                            0, 0, t["byte_size"]))
+                ins.append(
+                    (
+                        t["name"],
+                        t["dtype"],
+                        tuple(t["dims"]),
+                        bytes.fromhex(t["data_hex"]),
+                        0,
+                        0,
+                        t["byte_size"],
+                    )
+                )
             else:
-                ins.append((t["name"], t["dtype"], tuple(t["dims"]), None,
-                            t["arena_id"], t["offset"], t["byte_size"]))
-        return encode_bls_request(entry["id"], body["model_name"], body["model_version"],
-                                  q["request_id"], corr, q["flags"], q["timeout_us"],
-                                  q["parameters"], q["requested_outputs"], ins)
+                ins.append(
+                    (
+                        t["name"],
+                        t["dtype"],
+                        tuple(t["dims"]),
+                        None,
+                        t["arena_id"],
+                        t["offset"],
+                        t["byte_size"],
+                    )
+                )
+        return encode_bls_request(
+            entry["id"],
+            body["model_name"],
+            body["model_version"],
+            q["request_id"],
+            corr,
+            q["flags"],
+            q["timeout_us"],
+            q["parameters"],
+            q["requested_outputs"],
+            ins,
+        )
     return C.encode_json(ftype, body["json"])
 
 
-STUB_SENDS = [e for e in VALID if e["type"] in
-              ("HELLO", "INIT_DONE", "ARENA", "RESPONSES", "EXECUTE_DONE", "LOG",
-               "FINALIZE_DONE", "ERROR", "RELEASE", "READY", "BLS_REQUEST", "BLS_CANCEL",
-               "BLS_RELEASE", "MODEL_CONTROL", "METRIC") and not e["flags"] & 1]
+STUB_SENDS = [
+    e
+    for e in VALID
+    if e["type"]
+    in (
+        "HELLO",
+        "INIT_DONE",
+        "ARENA",
+        "RESPONSES",
+        "EXECUTE_DONE",
+        "LOG",
+        "FINALIZE_DONE",
+        "ERROR",
+        "RELEASE",
+        "READY",
+        "BLS_REQUEST",
+        "BLS_CANCEL",
+        "BLS_RELEASE",
+        "MODEL_CONTROL",
+        "METRIC",
+    )
+    and not e["flags"] & 1
+]
 
 
 @pytest.mark.parametrize("entry", STUB_SENDS, ids=lambda e: e["file"])
@@ -266,15 +353,24 @@ def test_metric_frames_split_and_carry_the_call_id_last() -> None:
     """Pending ops that exceed a frame go in several METRIC frames; only
     the last carries the call id, and a long OBSERVE list is cut into ops."""
     from tritonpy.stub.metrics import encode_metric
-    ops = [(C.OP_OBSERVE, 1, [float(i) for i in range(40000)]),
-           (C.OP_INCREMENT, 2, 1.0), (C.OP_VALUE, 2)]
+
+    ops = [
+        (C.OP_OBSERVE, 1, [float(i) for i in range(40000)]),
+        (C.OP_INCREMENT, 2, 1.0),
+        (C.OP_VALUE, 2),
+    ]
     frames = encode_metric(ops, 77)
     assert len(frames) > 2
     decoded = [P.decode(f) for f in frames]
     assert [d["id"] for d in decoded] == [0] * (len(frames) - 1) + [77]
     assert all(len(f) <= P.MAX_FRAME for f in frames)
-    observed = [v for d in decoded for op in d["body"]["ops"] if op["op"] == C.OP_OBSERVE
-                for v in op["values"]]
+    observed = [
+        v
+        for d in decoded
+        for op in d["body"]["ops"]
+        if op["op"] == C.OP_OBSERVE
+        for v in op["values"]
+    ]
     assert observed == [float(i) for i in range(40000)]
     assert decoded[-1]["body"]["ops"][-1] == {"op": C.OP_VALUE, "metric": 2}
 
@@ -285,13 +381,19 @@ def test_writer_body_in_arena() -> None:
     w.u32(0)
     body = w.body_bytes()
     frame = w.finish_in_arena(1, 128)
-    assert P.decode(frame) == {"type": "RESPONSES", "id": 11, "flags": 1,
-                               "body": {"arena_id": 1, "offset": 128, "body_len": len(body)}}
+    assert P.decode(frame) == {
+        "type": "RESPONSES",
+        "id": 11,
+        "flags": 1,
+        "body": {"arena_id": 1, "offset": 128, "body_len": len(body)},
+    }
 
 
 def _golden_test_binary() -> Path | None:
-    for candidate in (os.environ.get("TRITONPY_GOLDEN_TEST"),
-                      ROOT / "build" / "cmake" / "tritonpy_golden_test"):
+    for candidate in (
+        os.environ.get("TRITONPY_GOLDEN_TEST"),
+        ROOT / "build" / "cmake" / "tritonpy_golden_test",
+    ):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None

@@ -51,6 +51,7 @@ def serialize_reference(values: list[bytes]) -> bytes:
 
 # ------------------------------------------------------------------ module
 
+
 def test_public_names():
     public = {n for n in dir(pb) if not n.startswith("_")}
     assert public == set(pb.__all__)
@@ -68,6 +69,7 @@ def test_constants():
 
 
 # ------------------------------------------------------------------ dtype tables
+
 
 @pytest.mark.parametrize("code,np_type,_", FIXED, ids=FIXED_IDS)
 def test_type_tables_fixed(code, np_type, _):
@@ -100,6 +102,7 @@ def test_triton_string_to_numpy():
 
 # ------------------------------------------------------------------ fixed-size tensors
 
+
 @pytest.mark.parametrize("code,np_type,values", FIXED, ids=FIXED_IDS)
 def test_fixed_roundtrip(code, np_type, values):
     arr = np.array(values, dtype=np_type).reshape(2, 3)
@@ -128,10 +131,10 @@ def test_fixed_from_wire_is_zero_copy(code, np_type, values):
     view = t.as_numpy()
     assert view is t.as_numpy()  # cached
     assert view.flags.writeable
-    raw[0:arr.itemsize] = np.array([values[1]], dtype=np_type).tobytes()
+    raw[0 : arr.itemsize] = np.array([values[1]], dtype=np_type).tobytes()
     assert view[0] == arr[1]
     view[5] = arr[0]
-    assert bytes(raw[5 * arr.itemsize:]) == arr[:1].tobytes()
+    assert bytes(raw[5 * arr.itemsize :]) == arr[:1].tobytes()
     # The wire form of an untouched wire tensor is the same memory.
     assert t._to_wire()[3].obj is raw
 
@@ -190,13 +193,18 @@ def test_platform_aliases():
 
 # ------------------------------------------------------------------ constructor errors
 
-@pytest.mark.parametrize("arr", [
-    np.zeros(2, dtype=np.complex64),
-    np.zeros(2, dtype="datetime64[s]"),
-    np.zeros(2, dtype="timedelta64[s]"),
-    np.zeros(2, dtype=[("a", "i4")]),
-    np.zeros(2, dtype="V4"),
-], ids=["complex", "datetime", "timedelta", "struct", "void"])
+
+@pytest.mark.parametrize(
+    "arr",
+    [
+        np.zeros(2, dtype=np.complex64),
+        np.zeros(2, dtype="datetime64[s]"),
+        np.zeros(2, dtype="timedelta64[s]"),
+        np.zeros(2, dtype=[("a", "i4")]),
+        np.zeros(2, dtype="V4"),
+    ],
+    ids=["complex", "datetime", "timedelta", "struct", "void"],
+)
 def test_unsupported_dtypes(arr):
     with pytest.raises(TritonModelException, match="'T'.*not supported"):
         Tensor("T", arr)
@@ -217,6 +225,7 @@ def test_constructor_inputs():
 
 # ------------------------------------------------------------------ BYTES tensors
 
+
 def test_bytes_object_roundtrip():
     arr = np.array([[b"a", "bc"], ["", "\u00fc\u20ac\U0001d11e"]], dtype=object)
     t = Tensor("S", arr)
@@ -225,7 +234,8 @@ def test_bytes_object_roundtrip():
     name, dtype, dims, buf = t._to_wire()
     assert dims == (2, 2)
     assert wire_bytes(buf) == serialize_reference(
-        [b"a", b"bc", b"", "\u00fc\u20ac\U0001d11e".encode()])
+        [b"a", b"bc", b"", "\u00fc\u20ac\U0001d11e".encode()]
+    )
     out = roundtrip(t).as_numpy()
     assert out.dtype == object and out.shape == (2, 2)
     assert out.tolist() == [[b"a", b"bc"], [b"", "\u00fc\u20ac\U0001d11e".encode()]]
@@ -259,8 +269,10 @@ def test_bytes_non_contiguous(kind):
         assert dims == view.shape
         flat = [w.encode() if isinstance(w, str) else w for w in np.ravel(view).tolist()]
         assert wire_bytes(buf) == serialize_reference(flat)
-        assert roundtrip(t).as_numpy().tolist() == np.array(flat, dtype=object).reshape(
-            view.shape).tolist()
+        assert (
+            roundtrip(t).as_numpy().tolist()
+            == np.array(flat, dtype=object).reshape(view.shape).tolist()
+        )
 
 
 def test_bytes_subclasses_and_bytearray():
@@ -285,8 +297,9 @@ def test_bytes_large_elements_and_many():
     assert out.shape == (3000,) and out[0] == big and out[-1] == b"x"
 
 
-@pytest.mark.parametrize("bad", [1, None, 2.5, ["list"], object()],
-                         ids=["int", "None", "float", "list", "object"])
+@pytest.mark.parametrize(
+    "bad", [1, None, 2.5, ["list"], object()], ids=["int", "None", "float", "list", "object"]
+)
 def test_bytes_unsupported_elements(bad):
     arr = np.empty(3, dtype=object)
     arr[:] = [b"ok", bad, "ok"]
@@ -353,13 +366,15 @@ def test_malformed_fuzz_never_crashes():
 
 # ------------------------------------------------------------------ public BYTES helpers
 
+
 def test_serialize_byte_tensor_matches_official_results():
     assert pb.serialize_byte_tensor(np.array([], dtype=object)) == ()
     assert pb.serialize_byte_tensor(np.zeros(3, dtype=np.float32)) is None
     arr = np.array([b"ab", "c\u00e9", 7, None, 1.5], dtype=object)
     # Non bytes/str elements are written as str(element), as officially.
     assert pb.serialize_byte_tensor(arr) == serialize_reference(
-        [b"ab", "c\u00e9".encode(), b"7", b"None", b"1.5"])
+        [b"ab", "c\u00e9".encode(), b"7", b"None", b"1.5"]
+    )
     out = pb.serialize_byte_tensor(np.array([[b"a", b"b"], [b"c", b""]], dtype=object).T)
     assert out == serialize_reference([b"a", b"c", b"b", b""])  # C order of the view
     assert isinstance(out, bytes)
@@ -378,6 +393,7 @@ def test_deserialize_bytes_tensor():
 
 # ------------------------------------------------------------------ BF16 without dlpack
 
+
 def test_bf16_as_numpy_refuses():
     raw = bytearray(np.array([0x3F80, 0x4000], dtype="<u2").tobytes())  # 1.0, 2.0
     t = Tensor._from_wire("H", 14, (2,), memoryview(raw))
@@ -391,12 +407,21 @@ def test_bf16_as_numpy_refuses():
 
 # ------------------------------------------------------------------ errors
 
+
 def test_triton_error():
     e = pb.TritonError("boom")
     assert e.message() == "boom" and str(e) == "boom"
     assert e.code() == pb.TritonError.INTERNAL == 1
-    codes = dict(UNKNOWN=0, INTERNAL=1, NOT_FOUND=2, INVALID_ARG=3, UNAVAILABLE=4,
-                 UNSUPPORTED=5, ALREADY_EXISTS=6, CANCELLED=7)
+    codes = dict(
+        UNKNOWN=0,
+        INTERNAL=1,
+        NOT_FOUND=2,
+        INVALID_ARG=3,
+        UNAVAILABLE=4,
+        UNSUPPORTED=5,
+        ALREADY_EXISTS=6,
+        CANCELLED=7,
+    )
     for name, value in codes.items():
         assert getattr(pb.TritonError, name) == value
         assert pb.TritonError("m", getattr(pb.TritonError, name)).code() == value
@@ -418,11 +443,21 @@ def test_triton_model_exception():
 
 # ------------------------------------------------------------------ requests
 
+
 def make_stub_request(**over):
-    args = dict(model_name="m", request_id="r1", correlation_id=7, flags=1, timeout=100,
-                parameters='{"k": 1}', requested_output_names=["OUT0", "OUT1"],
-                inputs=[Tensor("IN0", np.zeros(2, np.float32)),
-                        Tensor("IN1", np.array([b"x"], dtype=object))])
+    args = dict(
+        model_name="m",
+        request_id="r1",
+        correlation_id=7,
+        flags=1,
+        timeout=100,
+        parameters='{"k": 1}',
+        requested_output_names=["OUT0", "OUT1"],
+        inputs=[
+            Tensor("IN0", np.zeros(2, np.float32)),
+            Tensor("IN1", np.array([b"x"], dtype=object)),
+        ],
+    )
     args.update(over)
     return pb.InferenceRequest._from_stub(**args)
 
@@ -454,16 +489,24 @@ def test_request_lookup():
 
 def test_bls_request_constructor():
     t = Tensor("IN0", np.zeros(2, np.float32))
-    req = pb.InferenceRequest(model_name="add_sub", inputs=[t],
-                              requested_output_names=["OUT0"])
+    req = pb.InferenceRequest(model_name="add_sub", inputs=[t], requested_output_names=["OUT0"])
     assert req.request_id() == "" and req.correlation_id() == 0
     assert req.flags() == 0 and req.timeout() == 0
     assert req.parameters() == "{}"
     assert req.inputs() == [t] and req.requested_output_names() == {"OUT0"}
     req = pb.InferenceRequest(
-        "id", "corr", [t], ["OUT0"], "add_sub", 2, 0, 5,
+        "id",
+        "corr",
+        [t],
+        ["OUT0"],
+        "add_sub",
+        2,
+        0,
+        5,
         preferred_memory=pb.PreferredMemory(pb.TRITONSERVER_MEMORY_CPU, 0),
-        trace=pb.InferenceTrace(), parameters={"a": True, "b": 3, "c": "x"})
+        trace=pb.InferenceTrace(),
+        parameters={"a": True, "b": 3, "c": "x"},
+    )
     assert req.request_id() == "id" and req.correlation_id() == "corr"
     assert req.timeout() == 5
     assert json.loads(req.parameters()) == {"a": True, "b": 3, "c": "x"}
@@ -479,28 +522,35 @@ def test_bls_request_constructor_errors():
     with pytest.raises(TypeError, match="model_name"):
         pb.InferenceRequest(inputs=[t], requested_output_names=[])
     with pytest.raises(TritonModelException, match="Correlation ID must be integer or string"):
-        pb.InferenceRequest(model_name="m", inputs=[t], requested_output_names=[],
-                            correlation_id=1.5)
+        pb.InferenceRequest(
+            model_name="m", inputs=[t], requested_output_names=[], correlation_id=1.5
+        )
     with pytest.raises(TypeError, match="Tensor"):
         pb.InferenceRequest(model_name="m", inputs=[np.zeros(1)], requested_output_names=[])
 
 
-@pytest.mark.parametrize("params,message", [
-    ([], "Expect dict, got <class 'list'>"),
-    ({1: "int key"}, "Expect parameters keys to have type str, found type <class 'int'>"),
-    ({"f": 0.5}, "Expect parameters values to have type bool/int/str, found type <class 'float'>"),
-    ({"n": None}, "found type <class 'NoneType'>"),
-    ({"l": ["v"]}, "found type <class 'list'>"),
-])
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ([], "Expect dict, got <class 'list'>"),
+        ({1: "int key"}, "Expect parameters keys to have type str, found type <class 'int'>"),
+        (
+            {"f": 0.5},
+            "Expect parameters values to have type bool/int/str, found type <class 'float'>",
+        ),
+        ({"n": None}, "found type <class 'NoneType'>"),
+        ({"l": ["v"]}, "found type <class 'list'>"),
+    ],
+)
 def test_parameters_validation(params, message):
     with pytest.raises(TritonModelException, match=message.replace("(", r"\(").replace(")", r"\)")):
         pb.InferenceResponse(parameters=params)
     with pytest.raises(TritonModelException):
-        pb.InferenceRequest(model_name="m", inputs=[], requested_output_names=[],
-                            parameters=params)
+        pb.InferenceRequest(model_name="m", inputs=[], requested_output_names=[], parameters=params)
 
 
 # ------------------------------------------------------------------ responses
+
 
 def test_response():
     out = Tensor("OUT0", np.ones(3, np.int32))
@@ -539,8 +589,10 @@ def test_response_type_errors():
 
 CONFIG = {
     "name": "m",
-    "input": [{"name": "IN0", "data_type": "TYPE_FP32", "dims": ["4"]},
-              {"name": "IN1", "data_type": "TYPE_STRING", "dims": ["-1"]}],
+    "input": [
+        {"name": "IN0", "data_type": "TYPE_FP32", "dims": ["4"]},
+        {"name": "IN1", "data_type": "TYPE_STRING", "dims": ["-1"]},
+    ],
     "output": [{"name": "OUT0", "data_type": "TYPE_INT32", "dims": ["4"]}],
 }
 

@@ -14,8 +14,20 @@ import pytest
 
 from tritonpy.pb_utils import Tensor, TritonModelException
 
-FIXED_TYPES = [np.bool_, np.uint8, np.uint16, np.uint32, np.uint64, np.int8, np.int16,
-               np.int32, np.int64, np.float16, np.float32, np.float64]
+FIXED_TYPES = [
+    np.bool_,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.float16,
+    np.float32,
+    np.float64,
+]
 
 
 class _DLDevice(ctypes.Structure):
@@ -27,9 +39,15 @@ class _DLDataType(ctypes.Structure):
 
 
 class _DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 def capsule_tensor(capsule) -> _DLTensor:
@@ -49,6 +67,7 @@ def sample(np_type, shape=(2, 3)):
 
 # ------------------------------------------------------------------ producer
 
+
 @pytest.mark.parametrize("np_type", FIXED_TYPES, ids=lambda t: np.dtype(t).name)
 def test_numpy_from_tensor_shares_memory(np_type):
     arr = sample(np_type)
@@ -67,7 +86,7 @@ def test_wire_tensor_to_numpy_via_dlpack(np_type):
     t = Tensor._from_wire("W", Tensor("x", arr).triton_dtype(), arr.shape, memoryview(raw))
     view = np.from_dlpack(t)
     np.testing.assert_array_equal(view, arr)
-    raw[:arr.itemsize] = arr.reshape(-1)[1:2].tobytes()
+    raw[: arr.itemsize] = arr.reshape(-1)[1:2].tobytes()
     assert view.reshape(-1)[0] == arr.reshape(-1)[1]  # zero-copy onto the wire buffer
 
 
@@ -126,6 +145,7 @@ def test_dlpack_kwargs():
 
 
 # ------------------------------------------------------------------ consumer
+
 
 @pytest.mark.parametrize("np_type", FIXED_TYPES, ids=lambda t: np.dtype(t).name)
 def test_from_dlpack_numpy_zero_copy(np_type):
@@ -204,6 +224,7 @@ def test_from_dlpack_rejects():
 
 
 # ------------------------------------------------------------------ BF16
+
 
 def test_bf16_dlpack_roundtrip():
     bits = np.array([0x3F80, 0x4000, 0xC040, 0x0000], dtype="<u2")  # 1, 2, -3, 0

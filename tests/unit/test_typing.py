@@ -28,9 +28,21 @@ def mypy(model: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     target = tmp_path / "model.py"
     shutil.copy(model, target)
     return subprocess.run(
-        [exe, "--strict", "--no-incremental", "--config-file", "/dev/null",
-         "--python-executable", sys.executable, str(target)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        [
+            exe,
+            "--strict",
+            "--no-incremental",
+            "--config-file",
+            "/dev/null",
+            "--python-executable",
+            sys.executable,
+            str(target),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_installed_packages_are_typed() -> None:
@@ -56,19 +68,27 @@ def test_mypy_accepts_a_model_using_the_api(tmp_path: Path) -> None:
 def test_mypy_rejects_a_misuse(tmp_path: Path) -> None:
     out = mypy(MODELS / "bad_model.py", tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
-    assert ('error: Argument 1 to "send" of "InferenceResponseSender" has incompatible type '
-            '"Tensor"; expected "InferenceResponse | None"  [arg-type]') in out.stdout, out.stdout
+    assert (
+        'error: Argument 1 to "send" of "InferenceResponseSender" has incompatible type '
+        '"Tensor"; expected "InferenceResponse | None"  [arg-type]'
+    ) in out.stdout, out.stdout
     assert "Found 1 error in 1 file" in out.stdout
 
 
 def test_ide_completes_every_public_name() -> None:
     source = "import triton_python_backend_utils as pb_utils\npb_utils."
-    script = jedi.Script(source, project=jedi.Project(str(MODELS)),
-                         environment=jedi.create_environment(sys.executable, safe=False))
+    script = jedi.Script(
+        source,
+        project=jedi.Project(str(MODELS)),
+        environment=jedi.create_environment(sys.executable, safe=False),
+    )
     names = {c.name for c in script.complete(2, len("pb_utils."))}
-    assert set(triton_python_backend_utils.__all__) <= names, \
-        sorted(set(triton_python_backend_utils.__all__) - names)
-    sender = "import triton_python_backend_utils as pb_utils\n" \
-             "def f(r: pb_utils.InferenceRequest):\n    r.get_response_sender()."
+    assert set(triton_python_backend_utils.__all__) <= names, sorted(
+        set(triton_python_backend_utils.__all__) - names
+    )
+    sender = (
+        "import triton_python_backend_utils as pb_utils\n"
+        "def f(r: pb_utils.InferenceRequest):\n    r.get_response_sender()."
+    )
     got = {c.name for c in jedi.Script(sender).complete(3, len("    r.get_response_sender()."))}
     assert {"send", "is_cancelled"} <= got, got

@@ -38,8 +38,8 @@ typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorAllocFn_t)(
     TRITONSERVER_MemoryType* actual_memory_type,
     int64_t* actual_memory_type_id);
 typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorReleaseFn_t)(
-    TRITONSERVER_ResponseAllocator* allocator, void* buffer,
-    void* buffer_userp, size_t byte_size, TRITONSERVER_MemoryType memory_type,
+    TRITONSERVER_ResponseAllocator* allocator, void* buffer, void* buffer_userp,
+    size_t byte_size, TRITONSERVER_MemoryType memory_type,
     int64_t memory_type_id);
 typedef TRITONSERVER_Error* (*TRITONSERVER_ResponseAllocatorStartFn_t)(
     TRITONSERVER_ResponseAllocator* allocator, void* userp);
@@ -52,7 +52,8 @@ TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorNew(
 TRITONSERVER_Error* TRITONSERVER_ResponseAllocatorDelete(
     TRITONSERVER_ResponseAllocator* allocator);
 
-// ---- inference requests ------------------------------------------------------
+// ---- inference requests
+// ------------------------------------------------------
 
 // Called when Triton gives the request back (flags: RELEASE_ALL).
 typedef void (*TRITONSERVER_InferenceRequestReleaseFn_t)(
@@ -102,8 +103,7 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetResponseCallback(
     TRITONSERVER_InferenceResponseCompleteFn_t response_fn,
     void* response_userp);
 TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetStringParameter(
-    TRITONSERVER_InferenceRequest* request, const char* key,
-    const char* value);
+    TRITONSERVER_InferenceRequest* request, const char* key, const char* value);
 TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetIntParameter(
     TRITONSERVER_InferenceRequest* request, const char* key,
     const int64_t value);
@@ -113,7 +113,8 @@ TRITONSERVER_Error* TRITONSERVER_InferenceRequestSetDoubleParameter(
     TRITONSERVER_InferenceRequest* request, const char* key,
     const double value);
 
-// ---- inference responses -----------------------------------------------------
+// ---- inference responses
+// -----------------------------------------------------
 
 TRITONSERVER_Error* TRITONSERVER_InferenceResponseDelete(
     TRITONSERVER_InferenceResponse* inference_response);
@@ -134,7 +135,8 @@ TRITONSERVER_Error* TRITONSERVER_InferenceResponseOutput(
     TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id,
     void** userp);
 
-// ---- server ------------------------------------------------------------------
+// ---- server
+// ------------------------------------------------------------------
 
 TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(
     TRITONSERVER_Server* server,
@@ -144,8 +146,7 @@ TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(
 // Parameters for ServerLoadModelWithParameters ("config": string, JSON;
 // "file:<path>": bytes, the file's content).
 TRITONSERVER_Parameter* TRITONSERVER_ParameterNew(
-    const char* name, const TRITONSERVER_ParameterType type,
-    const void* value);
+    const char* name, const TRITONSERVER_ParameterType type, const void* value);
 TRITONSERVER_Parameter* TRITONSERVER_ParameterBytesNew(
     const char* name, const void* byte_ptr, const uint64_t size);
 void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter* parameter);

@@ -38,7 +38,9 @@ class TritonPythonModel:
             try:
                 features = parse(rows)
             except ValueError as exc:
-                err = pb_utils.TritonError(f"iris_preprocess: {exc}", pb_utils.TritonError.INVALID_ARG)
+                err = pb_utils.TritonError(
+                    f"iris_preprocess: {exc}", pb_utils.TritonError.INVALID_ARG
+                )
                 responses.append(pb_utils.InferenceResponse(error=err))
                 continue
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("FEATURES", features)]))

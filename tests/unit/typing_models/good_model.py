@@ -19,7 +19,9 @@ class TritonPythonModel:
         pb_utils.Logger.log_info(f"decoupled={self.decoupled}")
         pb_utils.Logger.log("verbose", pb_utils.LogLevel.VERBOSE)
 
-    def execute(self, requests: list[pb_utils.InferenceRequest]) -> list[pb_utils.InferenceResponse]:
+    def execute(
+        self, requests: list[pb_utils.InferenceRequest]
+    ) -> list[pb_utils.InferenceResponse]:
         responses = []
         for request in requests:
             t = pb_utils.get_input_tensor_by_name(request, "IN")
@@ -30,8 +32,11 @@ class TritonPythonModel:
                 responses.append(pb_utils.InferenceResponse(error=err))
                 continue
             inner = pb_utils.InferenceRequest(
-                model_name="other", inputs=[pb_utils.Tensor("IN", x)],
-                requested_output_names=["OUT"], parameters={"k": 1})
+                model_name="other",
+                inputs=[pb_utils.Tensor("IN", x)],
+                requested_output_names=["OUT"],
+                parameters={"k": 1},
+            )
             answer: pb_utils.InferenceResponse = inner.exec()
             for part in inner.exec(decoupled=True):
                 answer = part
@@ -42,7 +47,8 @@ class TritonPythonModel:
 
     async def stream(self, request: pb_utils.InferenceRequest) -> None:
         inner = pb_utils.InferenceRequest(
-            model_name="other", inputs=request.inputs(), requested_output_names=[])
+            model_name="other", inputs=request.inputs(), requested_output_names=[]
+        )
         first: pb_utils.InferenceResponse = await inner.async_exec()
         sender = request.get_response_sender()
         sender.send(first)

@@ -22,9 +22,13 @@ class TritonPythonModel:
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
             rows = x.shape[0]
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("OUT", x * 2),
-                pb_utils.Tensor("BATCH", np.full((rows, 1), n, np.int32)),
-                pb_utils.Tensor("PID", np.full((rows, 1), self.pid, np.int32)),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("OUT", x * 2),
+                        pb_utils.Tensor("BATCH", np.full((rows, 1), n, np.int32)),
+                        pb_utils.Tensor("PID", np.full((rows, 1), self.pid, np.int32)),
+                    ]
+                )
+            )
         return responses

@@ -21,20 +21,35 @@ def build(request):
         a = pb_utils.Tensor("INPUT0", a.as_numpy()[:3].copy())
     if target == "async_sleep":
         return pb_utils.InferenceRequest(
-            model_name="async_sleep", requested_output_names=["OUT"], timeout=timeout,
-            inputs=[pb_utils.Tensor("IN", np.array([1], np.int32)),
-                    pb_utils.Tensor("SLEEP_MS", np.array([3000], np.float32))])
+            model_name="async_sleep",
+            requested_output_names=["OUT"],
+            timeout=timeout,
+            inputs=[
+                pb_utils.Tensor("IN", np.array([1], np.int32)),
+                pb_utils.Tensor("SLEEP_MS", np.array([3000], np.float32)),
+            ],
+        )
     return pb_utils.InferenceRequest(
-        model_name=target, inputs=[a, b], requested_output_names=["OUTPUT0", "OUTPUT1"],
-        timeout=timeout)
+        model_name=target,
+        inputs=[a, b],
+        requested_output_names=["OUTPUT0", "OUTPUT1"],
+        timeout=timeout,
+    )
 
 
 def answer(resp):
     if resp.has_error():
         return pb_utils.InferenceResponse(error=resp.error())
-    return pb_utils.InferenceResponse([
-        pb_utils.Tensor("OUTPUT0", pb_utils.get_output_tensor_by_name(resp, "OUTPUT0").as_numpy()),
-        pb_utils.Tensor("OUTPUT1", pb_utils.get_output_tensor_by_name(resp, "OUTPUT1").as_numpy())])
+    return pb_utils.InferenceResponse(
+        [
+            pb_utils.Tensor(
+                "OUTPUT0", pb_utils.get_output_tensor_by_name(resp, "OUTPUT0").as_numpy()
+            ),
+            pb_utils.Tensor(
+                "OUTPUT1", pb_utils.get_output_tensor_by_name(resp, "OUTPUT1").as_numpy()
+            ),
+        ]
+    )
 
 
 class TritonPythonModel:

@@ -16,14 +16,26 @@ class TritonPythonModel:
         for request in requests:
             mode = pb_utils.get_input_tensor_by_name(request, "MODE")
             inner = pb_utils.InferenceRequest(
-                model_name="crash", requested_output_names=["PID"],
-                inputs=[pb_utils.Tensor("MODE", mode.as_numpy())]).exec()
+                model_name="crash",
+                requested_output_names=["PID"],
+                inputs=[pb_utils.Tensor("MODE", mode.as_numpy())],
+            ).exec()
             if inner.has_error():
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    "bls_crash: the call to 'crash' failed: " + inner.error().message())))
+                responses.append(
+                    pb_utils.InferenceResponse(
+                        error=pb_utils.TritonError(
+                            "bls_crash: the call to 'crash' failed: " + inner.error().message()
+                        )
+                    )
+                )
                 continue
             pid = pb_utils.get_output_tensor_by_name(inner, "PID").as_numpy()
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("PID", pid.copy()),
-                pb_utils.Tensor("CALLER_PID", np.array([os.getpid()], np.int64))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("PID", pid.copy()),
+                        pb_utils.Tensor("CALLER_PID", np.array([os.getpid()], np.int64)),
+                    ]
+                )
+            )
         return responses

@@ -22,14 +22,18 @@ class TritonPythonModel:
                 if op == "load":
                     pb_utils.load_model(name)
                 elif op == "load_files":
-                    pb_utils.load_model(name, config=text(r, "CONFIG"),
-                                        files={"file:1/model.py": text(r, "FILE").encode()})
+                    pb_utils.load_model(
+                        name,
+                        config=text(r, "CONFIG"),
+                        files={"file:1/model.py": text(r, "FILE").encode()},
+                    )
                 elif op == "unload":
                     pb_utils.unload_model(name)
                 ready = pb_utils.is_model_ready(name)
             except pb_utils.TritonModelException as e:
                 out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
                 continue
-            out.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("READY", np.array([ready], bool))]))
+            out.append(
+                pb_utils.InferenceResponse([pb_utils.Tensor("READY", np.array([ready], bool))])
+            )
         return out

@@ -11,8 +11,9 @@ class TritonPythonModel:
         out = []
         for r in requests:
             resp = pb_utils.InferenceRequest(
-                model_name="bls_self", requested_output_names=["OUT"],
-                inputs=[pb_utils.get_input_tensor_by_name(r, "IN")]).exec()
-            out.append(pb_utils.InferenceResponse(error=resp.error()) if resp.has_error()
-                       else resp)
+                model_name="bls_self",
+                requested_output_names=["OUT"],
+                inputs=[pb_utils.get_input_tensor_by_name(r, "IN")],
+            ).exec()
+            out.append(pb_utils.InferenceResponse(error=resp.error()) if resp.has_error() else resp)
         return out

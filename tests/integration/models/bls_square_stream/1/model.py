@@ -26,8 +26,10 @@ class TritonPythonModel:
     async def one(self, request):
         sender = request.get_response_sender()
         inner = pb_utils.InferenceRequest(
-            model_name="square", requested_output_names=["OUT"],
-            inputs=[pb_utils.get_input_tensor_by_name(request, "IN")])
+            model_name="square",
+            requested_output_names=["OUT"],
+            inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
+        )
         cancel_after = int(flag(request, "CANCEL_AFTER", -1))
         count = 0
         if bool(flag(request, "SYNC", False)):
@@ -43,13 +45,17 @@ class TritonPythonModel:
             if not resp.output_tensors():
                 continue
             count += 1
-            sender.send(pb_utils.InferenceResponse(
-                [pb_utils.get_output_tensor_by_name(resp, "OUT")]))
+            sender.send(
+                pb_utils.InferenceResponse([pb_utils.get_output_tensor_by_name(resp, "OUT")])
+            )
             if count == cancel_after:
                 stream.cancel()
         if cancel_after >= 0:
-            sender.send(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("OUT", np.array([-count - 1], np.int32))]))
+            sender.send(
+                pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("OUT", np.array([-count - 1], np.int32))]
+                )
+            )
         sender.send(flags=FINAL)
 
 

@@ -29,8 +29,9 @@ BODY_IN_ARENA = 1
 def send(frame: bytes, fds: list[int] = ()) -> None:
     sock = socket.socket(fileno=os.dup(STUB_FD))
     try:
-        sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-                     if fds else [])
+        sock.sendmsg(
+            [frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+        )
     finally:
         sock.close()
 
@@ -92,6 +93,9 @@ class TritonPythonModel:
                 own_arena(0x7000, 4096)
                 forge(0x7000, (1 << 64) - 8, 1 << 16)  # offset + length wraps
                 time.sleep(5)
-            responses.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]
+                )
+            )
         return responses

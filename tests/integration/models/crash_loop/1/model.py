@@ -23,5 +23,7 @@ class TritonPythonModel:
         for request in requests:
             if request.inputs()[0].as_numpy()[0].decode() == "die":
                 os.kill(os.getpid(), signal.SIGKILL)
-        return [pb_utils.InferenceResponse(
-            [pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]) for _ in requests]
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))])
+            for _ in requests
+        ]

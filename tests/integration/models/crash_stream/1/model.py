@@ -16,9 +16,12 @@ import triton_python_backend_utils as pb_utils
 
 
 def token(i: int, die_at: float = 0.0):
-    return pb_utils.InferenceResponse([
-        pb_utils.Tensor("INDEX", np.array([i], np.int32)),
-        pb_utils.Tensor("DIE_AT", np.array([die_at], np.float64))])
+    return pb_utils.InferenceResponse(
+        [
+            pb_utils.Tensor("INDEX", np.array([i], np.int32)),
+            pb_utils.Tensor("DIE_AT", np.array([die_at], np.float64)),
+        ]
+    )
 
 
 class TritonPythonModel:

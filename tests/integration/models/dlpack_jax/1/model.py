@@ -29,8 +29,10 @@ class TritonPythonModel:
             x = jnp.from_dlpack(x_in)
             y = square_plus_one(x)
             y_out = pb_utils.Tensor.from_dlpack("Y", y)
-            shared = [x.unsafe_buffer_pointer() == x_in.as_numpy().ctypes.data,
-                      y_out.as_numpy().ctypes.data == y.unsafe_buffer_pointer()]
+            shared = [
+                x.unsafe_buffer_pointer() == x_in.as_numpy().ctypes.data,
+                y_out.as_numpy().ctypes.data == y.unsafe_buffer_pointer(),
+            ]
             outputs = [y_out, pb_utils.Tensor("SHARED", np.array(shared))]
             b_in = pb_utils.get_input_tensor_by_name(request, "B")
             if b_in is not None:

@@ -23,10 +23,15 @@ class TritonPythonModel:
             x = torch.from_dlpack(x_in)
             y = (x * 2 + 1).T
             y_out = pb_utils.Tensor.from_dlpack("Y", y)
-            shared = [x.data_ptr() == x_in.as_numpy().ctypes.data,
-                      y_out.as_numpy().ctypes.data == y.data_ptr()]
-            outputs = [y_out, pb_utils.Tensor.from_dlpack("XT", x.T),
-                       pb_utils.Tensor("SHARED", np.array(shared))]
+            shared = [
+                x.data_ptr() == x_in.as_numpy().ctypes.data,
+                y_out.as_numpy().ctypes.data == y.data_ptr(),
+            ]
+            outputs = [
+                y_out,
+                pb_utils.Tensor.from_dlpack("XT", x.T),
+                pb_utils.Tensor("SHARED", np.array(shared)),
+            ]
             b_in = pb_utils.get_input_tensor_by_name(request, "B")
             if b_in is not None:
                 b = torch.from_dlpack(b_in)

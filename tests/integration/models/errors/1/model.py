@@ -40,6 +40,7 @@ class TritonPythonModel:
             elif m in WRONG:
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", WRONG[m]())]))
             else:
-                responses.append(pb_utils.InferenceResponse(
-                    [pb_utils.Tensor("OUT", np.array([7], np.int32))]))
+                responses.append(
+                    pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([7], np.int32))])
+                )
         return responses

@@ -17,7 +17,8 @@ RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 class TritonPythonModel:
     def initialize(self, args):
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(
-            json.loads(args["model_config"]))
+            json.loads(args["model_config"])
+        )
         self.done = {}  # request id -> iterations so far
 
     def execute(self, requests):
@@ -27,7 +28,9 @@ class TritonPythonModel:
             n = int(pb_utils.get_input_tensor_by_name(r, "N").as_numpy().reshape(-1)[0])
             count = self.done.get(key, 0) + 1
             self.done[key] = count
-            out = pb_utils.InferenceResponse([pb_utils.Tensor("COUNT", np.array([[count]], np.int32))])
+            out = pb_utils.InferenceResponse(
+                [pb_utils.Tensor("COUNT", np.array([[count]], np.int32))]
+            )
             last = count >= n
             if last:
                 del self.done[key]

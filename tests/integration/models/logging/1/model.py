@@ -26,6 +26,7 @@ class TritonPythonModel:
             logger.log(f"{tag} log-error", logger.ERROR)
             logger.log(f"{tag} log-info")
             pb_utils.Logger.log(f"{tag} log-warning", pb_utils.LogLevel.WARNING)
-            responses.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("LINE", np.array([line], np.int64))]))
+            responses.append(
+                pb_utils.InferenceResponse([pb_utils.Tensor("LINE", np.array([line], np.int64))])
+            )
         return responses

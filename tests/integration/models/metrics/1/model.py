@@ -73,8 +73,11 @@ class TritonPythonModel:
                 os.kill(os.getpid(), signal.SIGKILL)
             else:
                 raise ValueError(f"unknown MODE {mode}")
-            responses.append(pb_utils.InferenceResponse(
-                [pb_utils.Tensor("OUT", np.array([out.encode()], dtype=object))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("OUT", np.array([out.encode()], dtype=object))]
+                )
+            )
         return responses
 
     def _errors(self):
@@ -97,7 +100,8 @@ class TritonPythonModel:
             ).Metric({"n": 1}),
             "bad_kind": lambda: pb_utils.MetricFamily("tritonpy_test_x", "x", 7),
             "kind_clash": lambda: pb_utils.MetricFamily(
-                "tritonpy_test_requests_total", "requests seen", pb_utils.MetricFamily.GAUGE),
+                "tritonpy_test_requests_total", "requests seen", pb_utils.MetricFamily.GAUGE
+            ),
         }
         out = {}
         for name, attempt in attempts.items():

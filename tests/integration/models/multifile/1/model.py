@@ -8,6 +8,9 @@ from helpers import scale
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [pb_utils.InferenceResponse([pb_utils.Tensor(
-            "Y", scale(pb_utils.get_input_tensor_by_name(r, "X").as_numpy()))])
-            for r in requests]
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("Y", scale(pb_utils.get_input_tensor_by_name(r, "X").as_numpy()))]
+            )
+            for r in requests
+        ]

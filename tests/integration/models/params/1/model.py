@@ -20,8 +20,9 @@ class TritonPythonModel:
         responses = []
         for r in requests:
             params = json.loads(r.parameters())
-            out = pb_utils.Tensor("PARAMS", np.array([json.dumps(params, sort_keys=True).encode()],
-                                                     dtype=object))
+            out = pb_utils.Tensor(
+                "PARAMS", np.array([json.dumps(params, sort_keys=True).encode()], dtype=object)
+            )
             echo = {k: v for k, v in params.items() if isinstance(v, (bool, int, str))}
             echo.update({"answered_by": "tritonpy", "count": len(params), "echoed": True})
             resp = pb_utils.InferenceResponse([out], parameters=echo)

@@ -12,10 +12,16 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
-            responses.append(pb_utils.InferenceResponse([
-                pb_utils.Tensor("TRANSPOSED", x.T),
-                pb_utils.Tensor("EVERY_OTHER_ROW", x[::2]),
-                pb_utils.Tensor("EMPTY", np.zeros((0, x.shape[1]), np.float32)),
-                pb_utils.Tensor("BIG", np.arange(1 << 20, dtype=np.float32) + float(x.sum())),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    [
+                        pb_utils.Tensor("TRANSPOSED", x.T),
+                        pb_utils.Tensor("EVERY_OTHER_ROW", x[::2]),
+                        pb_utils.Tensor("EMPTY", np.zeros((0, x.shape[1]), np.float32)),
+                        pb_utils.Tensor(
+                            "BIG", np.arange(1 << 20, dtype=np.float32) + float(x.sum())
+                        ),
+                    ]
+                )
+            )
         return responses
