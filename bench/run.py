@@ -266,6 +266,21 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(cfg, wrk, scripts)
     results: dict[str, dict[str, list[dict]]] = {s.id: {k: [] for k in systems} for s in scenarios}
     rounds_done, round_times = 0, []
+
+    def write_all(publish: bool) -> str:
+        return report.write_all(
+            out_dir,
+            cfg,
+            scenarios,
+            systems,
+            results,
+            rounds_done,
+            time.monotonic() - began,
+            plots,
+            command=a.command,
+            publish=publish,
+        )
+
     for r in range(cfg.rounds):
         elapsed = (time.monotonic() - began) / 60
         if round_times and elapsed + max(round_times) / 60 > cfg.budget_minutes:
@@ -280,30 +295,9 @@ def main(argv: list[str] | None = None) -> int:
                 results[sid][system].append(res)
         round_times.append(time.monotonic() - t0)
         rounds_done += 1
-        report.write_all(
-            out_dir,
-            cfg,
-            scenarios,
-            systems,
-            results,
-            rounds_done,
-            time.monotonic() - began,
-            plots,
-            command=a.command,
-        )
+        write_all(publish=False)
 
-    doc = report.write_all(
-        out_dir,
-        cfg,
-        scenarios,
-        systems,
-        results,
-        rounds_done,
-        time.monotonic() - began,
-        plots,
-        command=a.command,
-        publish=a.publish,
-    )
+    doc = write_all(publish=a.publish)
     env.log(
         f"done in {(time.monotonic() - began) / 60:.1f} min: {out_dir}/bench.md, "
         f"bench.json" + (", docs/benchmarks.md" if a.publish else "")

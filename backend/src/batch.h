@@ -39,6 +39,7 @@ struct BatchRequest {
 struct Batch {
   uint64_t id = 0;
   bool decoupled = false;
+  bool sync_execute = false;  // the model's execute() is not a coroutine
   std::vector<BatchRequest> requests;   // in Triton's order
   std::vector<size_t> wire_index;       // EXECUTE position -> requests index
   std::vector<Allocation> allocations;  // backend arena space of the frame

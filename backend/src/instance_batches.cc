@@ -158,7 +158,7 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
   auto next = std::next(it);
   if (next != batches_.end() && !next->second->execute_done &&
       next->second->compute_start_ns < batch->compute_end_ns &&
-      SyncInstance()) {
+      batch->sync_execute) {
     next->second->compute_start_ns = batch->compute_end_ns;
   }
   if (!status.ok()) {
@@ -391,13 +391,12 @@ InstanceState::OverDeadline(bool* unloading)
   if (limit <= 0) return "";
   const uint64_t limit_ns = static_cast<uint64_t>(limit * 1e9);
   const uint64_t now_ns = NowNs();
-  // A sync instance executes its batches in order: only the oldest one
-  // still executing has started (the others were sent ahead, see Execute).
-  const bool sync = SyncInstance();
   for (const auto& [id, batch] : batches_) {
     if (batch->execute_done) continue;
     if (now_ns - batch->compute_start_ns < limit_ns) {
-      if (sync) break;
+      // A sync instance executes its batches in order: only the oldest one
+      // still executing has started (the others were sent ahead).
+      if (batch->sync_execute) break;
       continue;
     }
     std::string ids;

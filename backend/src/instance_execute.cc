@@ -134,6 +134,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
       channel = channel_;
       generation = generation_;
       async_execute = traits_.async_execute;
+      batch->sync_execute = !async_execute;
     } else {
       std::string why = shutting_down_ ? "the model is being unloaded"
                         : state_ == StubState::kRestarting
