@@ -34,6 +34,8 @@ MODELS = [
     "bls_square_stream",
     "bls_self",
     "bls_loader",
+    "accumulate",
+    "bls_sequence",
 ]
 # In the repository, loaded by the tests through the model loading API.
 UNLOADED = ["repeat"]
@@ -118,6 +120,44 @@ def test_sync_bls_under_concurrent_load(bls_server: TritonServer) -> None:
 
     with cf.ThreadPoolExecutor(16) as pool:
         assert all(pool.map(one, range(64)))
+
+
+def sequence_step(
+    c: httpclient.InferenceServerClient, seq: int, x: int, flags: int, use_async: bool
+):
+    ins = []
+    for name, value, dtype in (
+        ("X", np.array([x], np.int32), "INT32"),
+        ("SEQ", np.array([seq], np.uint64), "UINT64"),
+        ("FLAGS", np.array([flags], np.uint32), "UINT32"),
+        ("ASYNC", np.array([use_async]), "BOOL"),
+    ):
+        t = httpclient.InferInput(name, [1], dtype)
+        t.set_data_from_numpy(value)
+        ins.append(t)
+    r = c.infer("bls_sequence", ins)
+    return int(r.as_numpy("SUM")[0]), int(r.as_numpy("CORRID")[0])
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_on_a_stateful_model(bls_server: TritonServer, use_async: bool) -> None:
+    """BLS calls carry correlation ids and sequence flags to a model with
+    the sequence batcher: two interleaved sequences keep their own sums, END
+    forgets one, and a request outside any started sequence comes back as
+    the caller's response error."""
+    start, end = 1, 2  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START / _END
+    c = http_client(bls_server)
+    a, b = (1001, 2002) if use_async else (3003, 4004)
+    assert sequence_step(c, a, 1, start, use_async) == (1, a)
+    assert sequence_step(c, b, 10, start, use_async) == (10, b)
+    assert sequence_step(c, a, 2, 0, use_async) == (3, a)
+    assert sequence_step(c, b, 20, 0, use_async) == (30, b)
+    assert sequence_step(c, a, 3, end, use_async) == (6, a)
+    assert sequence_step(c, b, 30, end, use_async) == (60, b)
+    with pytest.raises(InferenceServerException) as e:
+        sequence_step(c, a, 5, 0, use_async)  # a ended: Triton refuses it
+    assert "START" in str(e.value) or "never started" in str(e.value), e.value
+    assert sequence_step(c, a, 7, start | end, use_async) == (7, a)
 
 
 def test_large_outputs_come_back_intact(bls_server: TritonServer) -> None:

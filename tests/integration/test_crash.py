@@ -102,6 +102,62 @@ def test_memory_error_in_a_model_is_an_error_not_a_crash(crash_server: TritonSer
     assert ask(crash_server, "ok") == pid
 
 
+def memory_cgroup(limit: int) -> Path | None:
+    """A new memory cgroup (v2, else v1) holding at most `limit` bytes, or
+    None where this machine gives no writable memory controller."""
+    name = f"tritonpy-oom-{os.getpid()}"
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers")
+    if v2.exists() and "memory" in v2.read_text().split():
+        group, limit_file = v2.parent / name, "memory.max"
+    else:
+        mine = [
+            line.split(":", 2)[2]
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if line.split(":")[1] == "memory"
+        ]
+        if not mine:
+            return None
+        group, limit_file = (
+            Path("/sys/fs/cgroup/memory", mine[0].lstrip("/"), name),
+            "memory.limit_in_bytes",
+        )
+    try:
+        group.mkdir()
+        (group / limit_file).write_text(str(limit))
+    except OSError:
+        return None
+    return group
+
+
+def test_out_of_memory_kill_by_the_kernel(crash_server: TritonServer) -> None:
+    """A real OOM kill: the stub is moved into a memory cgroup capped at
+    256 MiB and touches 2 GiB; the kernel's OOM killer ends it. That
+    request fails with the death and the OOM hint, the stub comes back
+    (outside the cgroup) and serves."""
+    pid = ask(crash_server, "ok")
+    group = memory_cgroup(256 << 20)
+    assert group is not None, "no writable memory cgroup on this machine"
+    try:
+        (group / "cgroup.procs").write_text(str(pid))
+        with pytest.raises(InferenceServerException) as e:
+            ask(crash_server, "hog")
+        msg = str(e.value)
+        assert f"(pid {pid}) died" in msg and DEATHS["die"] in msg, msg
+        assert "out-of-memory killer" in msg, msg
+        new = wait_for_new_stub(crash_server, pid)
+        assert ask(crash_server, "ok") == new
+    finally:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                group.rmdir()
+                break
+            except OSError:  # the dying stub has not left it yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
 @pytest.mark.parametrize("how", DEATHS)
 def test_stub_dying_mid_stream_fails_the_stream_at_once(
     crash_server: TritonServer, how: str

@@ -26,6 +26,7 @@ from server import TritonServer, build_repository
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "soak"))
 
 import soak  # noqa: E402
+import streams_rss  # noqa: E402
 
 MIB = 1024  # in KiB
 
@@ -166,6 +167,17 @@ def test_soak_in_small(leak_server: TritonServer) -> None:
         # Freed arena space stays resident only in the first 64 MiB.
         after = report["after"][proc]["arena_kib"]
         assert after <= max(before["arena_kib"] + 4 * MIB, 72 * MIB), (proc, g)
+
+
+def test_stub_rss_settles_over_rounds_of_streams(leak_server: TritonServer) -> None:
+    """Five rounds of decoupled streams (the script runs 10k per round):
+    every stream ends, and the streaming stub's RSS at rest grows less than
+    5% from the second round to the fifth."""
+    report = streams_rss.run(
+        leak_server, rounds=5, streams=600, tokens=16, concurrency=16, log=print
+    )
+    assert report["failed_streams"] == 0, report
+    assert report["growth_from_round_2"] < 0.05, report
 
 
 def test_arenas_shrink_after_a_burst_of_large_tensors(leak_server: TritonServer) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer
+from server import TritonServer, build_repository
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ["http", "grpc"]
@@ -325,3 +326,39 @@ def test_unknown_input_gets_tritons_error(server: TritonServer) -> None:
     with pytest.raises(InferenceServerException) as e:
         infer(server, "http", "multifile", {"NOPE": (np.array([1], np.int64), "INT64")})
     assert "NOPE" in str(e.value)
+
+
+def test_two_servers_with_the_official_shm_settings(tmp_path: Path) -> None:
+    """Command lines written for the official backend keep working: its
+    shared-memory settings are accepted (and ignored), and two servers on
+    one host given the same region prefix serve side by side, with nothing
+    named in /dev/shm."""
+    official = [
+        f"--backend-config={name},{key}={value}"
+        for name in ("tritonpy", "python")
+        for key, value in (
+            ("shm-region-prefix-name", "same_prefix"),
+            ("shm-default-byte-size", "1048576"),
+            ("shm-growth-byte-size", "1048576"),
+            ("shm-message-queue-size", "64"),
+        )
+    ]
+    servers = []
+    try:
+        for i in range(2):
+            work = tmp_path / f"s{i}"
+            servers.append(
+                TritonServer(build_repository(work / "repo", ["add_sub"]), work, args=official)
+            )
+        for srv in servers:
+            srv.wait_ready()
+        x = np.arange(4, dtype=np.float32)
+        for _ in range(20):
+            for srv in servers:
+                res = infer(srv, "http", "add_sub", {"INPUT0": (x, "FP32"), "INPUT1": (x, "FP32")})
+                np.testing.assert_array_equal(res.as_numpy("OUTPUT0"), x + x)
+        assert not [n for n in os.listdir("/dev/shm") if "same_prefix" in n or "tritonpy" in n]
+        assert "shm-region-prefix-name" in servers[0].log()
+    finally:
+        for srv in servers:
+            assert srv.stop() == 0

@@ -3,7 +3,8 @@
 """Answers with its process id. MODE picks how execute() fails:
 "die" SIGKILL (as the OOM killer does), "exit" os._exit(3), "segv" a null
 read through ctypes, "oom" an allocation past a lowered RLIMIT_AS (a
-MemoryError, not a crash), "hang" sleeps 1 hour, "slow" 50 ms, "long" 600 ms,
+MemoryError, not a crash), "hog" touches 2 GiB (under a memory cgroup
+limit: the kernel's OOM killer ends the stub), "hang" sleeps 1 hour, "slow" 50 ms, "long" 600 ms,
 "forge_arena"/"forge_overflow" send the backend a frame whose body lies
 outside any arena the stub owns."""
 
@@ -80,6 +81,8 @@ class TritonPythonModel:
                 ctypes.string_at(0)
             elif mode == "oom":
                 out_of_memory()
+            elif mode == "hog":
+                np.ones(2 << 30, np.uint8)
             elif mode == "hang":
                 time.sleep(3600)
             elif mode == "slow":
