@@ -69,7 +69,14 @@ def snapshot(server: Server) -> dict[tuple[str, int], tuple[int, int, int]]:
     return snap
 
 
-def profile(system: str, model: str, conns: int, seconds: float, work: Path) -> str:
+def profile(
+    system: str,
+    model: str,
+    conns: int,
+    seconds: float,
+    work: Path,
+    server_args: list[str] | None = None,
+) -> str:
     repo = write_repository(work / f"repo-{system}", system)
     extra_env: dict[str, str] = {}
     if system == "official":
@@ -80,7 +87,14 @@ def profile(system: str, model: str, conns: int, seconds: float, work: Path) -> 
         backends = env.tritonpy_backend_dir(work)
     wrk = env.ensure_wrk()
     script = wrk_script(json_body(model, BODIES[model]), work / f"{model}.lua")
-    server = Server(repo, backends, work / f"server-{system}.log", models=[model], env=extra_env)
+    server = Server(
+        repo,
+        backends,
+        work / f"server-{system}.log",
+        models=[model],
+        env=extra_env,
+        extra_args=server_args,
+    )
     try:
         server.wait_ready()
         before = snapshot(server)
@@ -129,10 +143,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="add_sub", choices=sorted(BODIES))
     p.add_argument("--conns", type=int, default=64)
     p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="extra tritonserver argument, e.g. "
+        "--server-arg=--backend-config=tritonpy,reader-spin-microseconds=0",
+    )
     a = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tritonpy-profile-") as tmp:
         for system in a.system or ["tritonpy", "official", "floor"]:
-            print(profile(system, a.model, a.conns, a.seconds, Path(tmp)), flush=True)
+            report = profile(system, a.model, a.conns, a.seconds, Path(tmp), a.server_arg)
+            print(report, flush=True)
             print()
     return 0
 

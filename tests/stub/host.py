@@ -26,11 +26,23 @@ import protocol_ref as P
 
 
 class StubHost:
-    def __init__(self, *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *, env: dict[str, str] | None = None, prefix: list[str] | None = None
+    ) -> None:
+        """`prefix`: a command the stub runs under (a profiler, say)."""
         self.sock, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         child_fd = child.fileno()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tritonpy.stub", "--fd", str(child_fd), "--instance", "t_0"],
+            [
+                *(prefix or []),
+                sys.executable,
+                "-m",
+                "tritonpy.stub",
+                "--fd",
+                str(child_fd),
+                "--instance",
+                "t_0",
+            ],
             pass_fds=(child_fd,),
             env={**os.environ, **(env or {})},
             stdout=subprocess.PIPE,
@@ -109,8 +121,9 @@ class StubHost:
         model_file: str = "model.py",
         config: dict[str, Any] | None = None,
         settings: dict[str, Any] | None = None,
+        timeout: float = 10.0,
     ) -> dict[str, Any]:
-        hello = self.recv_type("HELLO")
+        hello = self.recv_type("HELLO", timeout)
         assert hello["body"]["json"]["protocol"] == 1
         cfg = config or {"name": "m"}
         args = {
@@ -129,7 +142,7 @@ class StubHost:
             "settings": {"log_verbose": 0, **(settings or {})},
         }
         self.send(P.encode(P.INIT, {"json": init}))
-        return self.recv_type("INIT_DONE")["body"]["json"]
+        return self.recv_type("INIT_DONE", timeout)["body"]["json"]
 
     def new_arena(self, arena_id: int, size: int) -> mmap.mmap:
         fd = os.memfd_create(f"host-{arena_id}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Instructions a stub spends per request, counted by callgrind.
+
+    python -m bench.stub_cost [--requests 1000] [--top 25]
+
+Runs the real stub (`python -m tritonpy.stub`) under valgrind's callgrind,
+plays the backend's side of the protocol (tests/stub/host.py), loads the
+benchmark's add_sub model, warms up, then zeroes the counters and sends
+`--requests` one-request batches one after the other, as the backend does
+for add_sub at one connection. Instruction counts do not depend on what
+else the machine is doing, so this is the number to watch when changing
+the stub's hot path. Prints instructions per request and the functions
+(inclusive of what they call) that carry them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "stub"))
+
+import protocol_ref as P  # noqa: E402
+from host import StubHost  # noqa: E402
+
+from bench.models import ADD_SUB_PY  # noqa: E402
+
+FP32 = 11
+
+
+def fp32(name: str, values: list[float]) -> dict:
+    return P.inline(name, FP32, [len(values)], struct.pack(f"<{len(values)}f", *values))
+
+
+def run(requests: int, warmup: int, work: Path) -> Path:
+    """Returns the callgrind output file of the measured window."""
+    model = work / "add_sub" / "1"
+    model.mkdir(parents=True)
+    (model / "model.py").write_text(ADD_SUB_PY)
+    out = work / "callgrind.out"
+    host = StubHost(
+        prefix=[
+            "valgrind",
+            "--tool=callgrind",
+            "--quiet",
+            f"--callgrind-out-file={out}",
+            "--instr-atstart=no",  # start-up and warm-up run uninstrumented
+        ]
+    )
+    try:
+        assert host.handshake(model, config={"name": "add_sub"}, timeout=300)["ok"]
+        batch = [P.request("r", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])]
+        for i in range(warmup):
+            host.execute(i + 1, batch)
+        control(host.proc.pid, "-i", "on")
+        for i in range(requests):
+            host.execute(warmup + i + 1, batch)
+        control(host.proc.pid, "-i", "off")
+    finally:
+        host.close()  # the stub leaves; callgrind writes its counts
+    return next(work.glob(out.name + "*"))  # callgrind may append the pid
+
+
+def control(pid: int, *args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
+
+
+def total_instructions(dump: Path) -> int:
+    for line in dump.read_text(errors="replace").splitlines():
+        if line.startswith("totals:"):
+            return int(line.split()[1])
+    raise ValueError(f"no totals in {dump}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=1000)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--top", type=int, default=25, help="functions to list")
+    args = p.parse_args(argv)
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        sys.exit("needs valgrind (Debian: apt-get install valgrind)")
+    with tempfile.TemporaryDirectory(prefix="tritonpy-stub-cost-") as tmp:
+        dump = run(args.requests, args.warmup, Path(tmp))
+        total = total_instructions(dump)
+        print(f"stub: {total / args.requests:,.0f} instructions per add_sub request")
+        report = subprocess.run(
+            ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "LC_ALL": "C"},
+        ).stdout
+        lines = [line for line in report.splitlines() if line.strip()[:1].isdigit()]
+        for line in lines[: args.top]:
+            count, _, where = line.strip().partition(" ")
+            n = int(count.replace(",", ""))
+            print(f"{n / args.requests:>10,.0f}  {100 * n / total:5.1f}%  {where.strip()[:110]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
