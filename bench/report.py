@@ -377,6 +377,9 @@ noisy: read the ratios, measured in the same run.
 
 Headline: {headline(doc) or "see the table"}.
 
+Where a request's time goes, and what is left to gain against the floor:
+[performance.md](performance.md).
+
 ## Reproduce
 
 ```sh

@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "stub"))
 
+from bench.models import ADD_SUB_PY  # noqa: E402
+
 import protocol_ref as P  # noqa: E402
 from host import StubHost  # noqa: E402
-
-from bench.models import ADD_SUB_PY  # noqa: E402
 
 FP32 = 11
 
