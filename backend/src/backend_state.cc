@@ -150,6 +150,10 @@ BackendState::ApplySettings(
       uint64_t v;
       TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1000000, &v));
       settings->stub_restart_limit = static_cast<int>(v);
+    } else if (key == "reader-spin-microseconds") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 10000, &v));
+      settings->reader_spin_microseconds = static_cast<int>(v);
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -235,7 +239,9 @@ BackendState::Create(
       json::Value::Double(s.ready_timeout_seconds).Serialize() +
       " execute-timeout-seconds=" +
       json::Value::Double(s.execute_timeout_seconds).Serialize() +
-      " stub-restart-limit=" + std::to_string(s.stub_restart_limit));
+      " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
+      " reader-spin-microseconds=" +
+      std::to_string(s.reader_spin_microseconds));
   *out = std::move(state);
   return Status();
 }
