@@ -150,6 +150,13 @@ BackendState::ApplySettings(
       uint64_t v;
       TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1000000, &v));
       settings->stub_restart_limit = static_cast<int>(v);
+    } else if (key == "env-cache-dir") {
+      if (value.empty() || value[0] != '/') {
+        return Status::InvalidArg(
+            "tritonpy: env-cache-dir must be an absolute path, got '" + value +
+            "'");
+      }
+      settings->env_cache_dir = value;
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -235,7 +242,8 @@ BackendState::Create(
       json::Value::Double(s.ready_timeout_seconds).Serialize() +
       " execute-timeout-seconds=" +
       json::Value::Double(s.execute_timeout_seconds).Serialize() +
-      " stub-restart-limit=" + std::to_string(s.stub_restart_limit));
+      " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
+      (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir));
   *out = std::move(state);
   return Status();
 }

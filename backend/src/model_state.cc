@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include "exec_env.h"
 #include "json.h"
 #include "triton_util.h"
 
@@ -111,6 +112,13 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
         "tritonpy: model '" + state->name_ + "' version " +
         std::to_string(state->version_) + ": model file " + state->model_file_ +
         " not found");
+  }
+
+  state->stub_launch_.python = state->backend_->settings().python_executable;
+  if (Parameter(params, "EXECUTION_ENV_PATH", &text)) {
+    TRITONPY_RETURN_IF_ERROR(PrepareExecutionEnv(
+        state->backend_->settings(), state->name_, state->repository_, text,
+        &state->stub_launch_));
   }
   *out = std::move(state);
   return Status();
