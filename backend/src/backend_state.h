@@ -54,6 +54,9 @@ class BackendState {
   // Internally synchronised, like drain_watcher().
   MetricStore& metric_store() const { return *metric_store_; }
   const std::string& name() const { return name_; }
+  // The backend's directory (TRITONBACKEND_BackendArtifacts): for a
+  // Python-based backend, backends/<name>, which holds its model.py.
+  const std::string& directory() const { return directory_; }
 
   // Applies key/value pairs (file first, then command line) to `settings`,
   // logging ignored or unknown keys. Exposed for unit tests.
@@ -70,6 +73,7 @@ class BackendState {
 
  private:
   std::string name_;
+  std::string directory_;
   BackendSettings settings_;
   std::unique_ptr<DrainWatcher> drain_watcher_ =
       std::make_unique<DrainWatcher>();

@@ -343,7 +343,7 @@ InstanceState::Handshake(
   json::Value init = json::Value::Object();
   init.Set("args", std::move(args));
   init.Set("model_file", json::Value::String(model_->model_file()));
-  init.Set("model_dir", json::Value::String(model_->version_dir()));
+  init.Set("model_dir", json::Value::String(model_->model_dir()));
   init.Set("settings", std::move(stub_settings));
   std::string init_text = init.Serialize();
   if (init_text.size() > proto::kMaxFrame - proto::kHeaderSize) {

@@ -106,6 +106,13 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   std::string file = config.GetString("default_model_filename", "");
   if (file.empty()) file = "model.py";
   state->model_file_ = state->version_dir_ + "/" + file;
+  state->model_dir_ = state->version_dir_;
+  if (config.GetString("runtime", "") == "model.py") {
+    // A Python-based backend: Triton found backends/<backend>/model.py and
+    // loaded this library for it; that file is the model's code.
+    state->model_dir_ = state->backend_->directory();
+    state->model_file_ = state->model_dir_ + "/model.py";
+  }
   struct stat st;
   if (stat(state->model_file_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return Status::NotFound(
