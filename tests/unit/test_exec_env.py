@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import stat
 import sys
 import tarfile
@@ -163,6 +164,19 @@ def test_concurrent_unpacking_of_one_archive_happens_once(tmp_path: Path) -> Non
         t.join()
     assert len({r[0] for r in results}) == 1 and [r[1] for r in results].count(True) == 1
     assert not list((tmp_path / "c").glob(".*.tmp-*"))
+
+
+def test_a_crash_while_unpacking_is_cleaned_up_by_the_next_unpacking(tmp_path: Path) -> None:
+    source = good_archive(tmp_path / "e.tar.gz")
+    cache = tmp_path / "cache"
+    root, _ = env.unpack(source, cache)
+    # What a process killed while unpacking leaves: a staging directory and
+    # no tree.
+    shutil.rmtree(root)
+    stale = cache / f".{root.name}.tmp-killed"
+    (stale / "bin").mkdir(parents=True)
+    assert env.unpack(source, cache) == (root, True)
+    assert not stale.exists() and (root / "bin" / "python3").is_file()
 
 
 HOSTILE = {
