@@ -3,6 +3,8 @@
 
 #include "backend_state.h"
 
+#include <dlfcn.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -54,6 +56,32 @@ ParseUnsigned(
   }
   *out = v;
   return Status();
+}
+
+// The directory of this shared library, where `tritonpy install` writes
+// tritonpy.conf. It is not the backend's directory when tritonpy serves a
+// Python-based backend (backends/<name>/model.py run by
+// backends/python/libtriton_python.so).
+std::string
+LibraryDirectory()
+{
+  static const int anchor = 0;
+  Dl_info info;
+  if (dladdr(&anchor, &info) == 0 || info.dli_fname == nullptr) return "";
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// Adds the key=value lines of `path`, if it exists, to *kv.
+Status
+ReadConfFile(const std::string& path, std::map<std::string, std::string>* kv)
+{
+  std::ifstream f(path);
+  if (!f) return Status();
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return BackendState::ParseConfFile(ss.str(), kv).WithPrefix(path + ": ");
 }
 
 }  // namespace
@@ -154,6 +182,13 @@ BackendState::ApplySettings(
       uint64_t v;
       TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 10000, &v));
       settings->reader_spin_microseconds = static_cast<int>(v);
+    } else if (key == "env-cache-dir") {
+      if (value.empty() || value[0] != '/') {
+        return Status::InvalidArg(
+            "tritonpy: env-cache-dir must be an absolute path, got '" + value +
+            "'");
+      }
+      settings->env_cache_dir = value;
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -181,21 +216,24 @@ BackendState::Create(
   TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_BackendName(backend, &name));
   state->name_ = name != nullptr ? name : "tritonpy";
 
-  // tritonpy.conf next to the shared library.
+  // tritonpy.conf beside the shared library, then the backend directory's
+  // own when that is another directory (a Python-based backend).
   std::map<std::string, std::string> file_kv;
+  std::string library_dir = LibraryDirectory();
+  if (!library_dir.empty()) {
+    TRITONPY_RETURN_IF_ERROR(
+        ReadConfFile(library_dir + "/tritonpy.conf", &file_kv));
+  }
   TRITONBACKEND_ArtifactType artifact_type;
   const char* location = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_BackendArtifacts(backend, &artifact_type, &location));
   if (artifact_type == TRITONBACKEND_ARTIFACT_FILESYSTEM &&
       location != nullptr) {
-    std::string path = std::string(location) + "/tritonpy.conf";
-    std::ifstream f(path);
-    if (f) {
-      std::stringstream ss;
-      ss << f.rdbuf();
+    state->directory_ = location;
+    if (state->directory_ != library_dir) {
       TRITONPY_RETURN_IF_ERROR(
-          ParseConfFile(ss.str(), &file_kv).WithPrefix(path + ": "));
+          ReadConfFile(state->directory_ + "/tritonpy.conf", &file_kv));
     }
   }
 
@@ -241,7 +279,8 @@ BackendState::Create(
       json::Value::Double(s.execute_timeout_seconds).Serialize() +
       " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
       " reader-spin-microseconds=" +
-      std::to_string(s.reader_spin_microseconds));
+      std::to_string(s.reader_spin_microseconds) +
+      (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir));
   *out = std::move(state);
   return Status();
 }

@@ -38,9 +38,12 @@ struct BackendSettings {
   // restarting and stays unavailable, requests failing with the reason,
   // until the model is loaded again. 0: restart forever.
   int stub_restart_limit = 5;
-  // While exactly one batch of an instance is in flight, its reader polls
+  // While work of an instance is in flight, its reader polls
   // the socket this long before it sleeps (docs/configuration.md). 0: off.
   int reader_spin_microseconds = 0;
+  // Where execution environment archives (EXECUTION_ENV_PATH) are unpacked;
+  // empty: the default of stub/env.py (~/.cache/tritonpy/envs).
+  std::string env_cache_dir;
 };
 
 class BackendState {
@@ -54,6 +57,9 @@ class BackendState {
   // Internally synchronised, like drain_watcher().
   MetricStore& metric_store() const { return *metric_store_; }
   const std::string& name() const { return name_; }
+  // The backend's directory (TRITONBACKEND_BackendArtifacts): for a
+  // Python-based backend, backends/<name>, which holds its model.py.
+  const std::string& directory() const { return directory_; }
 
   // Applies key/value pairs (file first, then command line) to `settings`,
   // logging ignored or unknown keys. Exposed for unit tests.
@@ -70,6 +76,7 @@ class BackendState {
 
  private:
   std::string name_;
+  std::string directory_;
   BackendSettings settings_;
   std::unique_ptr<DrainWatcher> drain_watcher_ =
       std::make_unique<DrainWatcher>();

@@ -220,11 +220,11 @@ InstanceState::~InstanceState()
 std::string
 InstanceState::StartFailure(StubProcess* process, const std::string& why)
 {
-  const BackendSettings& s = model_->backend().settings();
-  std::string msg = "tritonpy: " + Describe() + ": `" + s.python_executable +
+  const std::string& python = model_->stub_launch().python;
+  std::string msg = "tritonpy: " + Describe() + ": `" + python +
                     " -m tritonpy.stub` could not start (interpreter '" +
-                    s.python_executable + "'";
-  if (process->executable() != s.python_executable) {
+                    python + "'";
+  if (process->executable() != python) {
     msg += " found at '" + process->executable() + "'";
   }
   msg += "): " + why;
@@ -343,7 +343,7 @@ InstanceState::Handshake(
   json::Value init = json::Value::Object();
   init.Set("args", std::move(args));
   init.Set("model_file", json::Value::String(model_->model_file()));
-  init.Set("model_dir", json::Value::String(model_->version_dir()));
+  init.Set("model_dir", json::Value::String(model_->model_dir()));
   init.Set("settings", std::move(stub_settings));
   std::string init_text = init.Serialize();
   if (init_text.size() > proto::kMaxFrame - proto::kHeaderSize) {
@@ -391,8 +391,7 @@ InstanceState::StartStub(
 {
   auto proc = std::make_unique<StubProcess>();
   int fd = -1;
-  TRITONPY_RETURN_IF_ERROR(
-      proc->Spawn(model_->backend().settings().python_executable, name_, &fd));
+  TRITONPY_RETURN_IF_ERROR(proc->Spawn(model_->stub_launch(), name_, &fd));
   auto ch = std::make_shared<Channel>(fd);
   Status s = Handshake(proc.get(), ch.get(), traits);
   if (!s.ok()) {

@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include "exec_env.h"
 #include "json.h"
 #include "triton_util.h"
 
@@ -105,12 +106,26 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   std::string file = config.GetString("default_model_filename", "");
   if (file.empty()) file = "model.py";
   state->model_file_ = state->version_dir_ + "/" + file;
+  state->model_dir_ = state->version_dir_;
+  if (config.GetString("runtime", "") == "model.py") {
+    // A Python-based backend: Triton found backends/<backend>/model.py and
+    // loaded this library for it; that file is the model's code.
+    state->model_dir_ = state->backend_->directory();
+    state->model_file_ = state->model_dir_ + "/model.py";
+  }
   struct stat st;
   if (stat(state->model_file_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return Status::NotFound(
         "tritonpy: model '" + state->name_ + "' version " +
         std::to_string(state->version_) + ": model file " + state->model_file_ +
         " not found");
+  }
+
+  state->stub_launch_.python = state->backend_->settings().python_executable;
+  if (Parameter(params, "EXECUTION_ENV_PATH", &text)) {
+    TRITONPY_RETURN_IF_ERROR(PrepareExecutionEnv(
+        state->backend_->settings(), state->name_, state->repository_, text,
+        &state->stub_launch_));
   }
   *out = std::move(state);
   return Status();

@@ -11,6 +11,7 @@
 
 #include "backend_state.h"
 #include "error.h"
+#include "stub_process.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -27,6 +28,12 @@ class ModelState {
   const std::string& repository() const { return repository_; }
   const std::string& version_dir() const { return version_dir_; }
   const std::string& model_file() const { return model_file_; }
+  // The directory put on the stub's sys.path: the version directory, or
+  // backends/<name> for a Python-based backend.
+  const std::string& model_dir() const { return model_dir_; }
+  // The interpreter and environment of this model's stubs: the backend's
+  // python-executable, or an execution environment's (EXECUTION_ENV_PATH).
+  const StubLaunch& stub_launch() const { return stub_launch_; }
   const std::string& config_json() const { return config_json_; }
   int64_t max_batch_size() const { return max_batch_size_; }
   // model_transaction_policy { decoupled: true }.
@@ -50,6 +57,8 @@ class ModelState {
   std::string repository_;
   std::string version_dir_;
   std::string model_file_;
+  std::string model_dir_;
+  StubLaunch stub_launch_;
   std::string config_json_;
   int64_t max_batch_size_ = 0;
   bool decoupled_ = false;

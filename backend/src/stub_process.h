@@ -9,10 +9,19 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "error.h"
 
 namespace tritonpy {
+
+// What runs the stubs of one model: the interpreter, and the environment
+// it gets (an execution environment's, see exec_env.h).
+struct StubLaunch {
+  std::string python;
+  // "KEY=VALUE" entries; empty: the server's own environment.
+  std::vector<std::string> env;
+};
 
 class StubProcess {
  public:
@@ -22,12 +31,12 @@ class StubProcess {
   StubProcess& operator=(const StubProcess&) = delete;
 
   // Creates a socketpair, forks and execs
-  //   <python> -m tritonpy.stub --fd 3 --instance <instance_name>
+  //   <launch.python> -m tritonpy.stub --fd 3 --instance <instance_name>
   // with the child's end of the socket as fd 3 and every other descriptor
   // above 2 closed. Returns the backend's end (close-on-exec) in
   // *backend_fd.
   Status Spawn(
-      const std::string& python, const std::string& instance_name,
+      const StubLaunch& launch, const std::string& instance_name,
       int* backend_fd);
 
   pid_t pid() const { return pid_; }
@@ -47,5 +56,13 @@ class StubProcess {
   pid_t pid_ = -1;
   std::string executable_;
 };
+
+// Runs args[0] (looked up in PATH when it has no '/') with the server's
+// environment and descriptors 0-2 only, collects what it writes to stdout
+// and stderr, and waits for it to exit (no time limit: for helpers such as
+// `python -m tritonpy.stub.env`). *wait_status is its waitpid status.
+Status RunCommand(
+    const std::vector<std::string>& args, std::string* out, std::string* err,
+    int* wait_status);
 
 }  // namespace tritonpy

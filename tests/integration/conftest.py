@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from server import TritonServer, build_repository  # noqa: E402
+from server import TritonServer, build_repository, running  # noqa: E402
 
 # Models the shared server loads at start; tests load others explicitly.
 SHARED_MODELS = [
@@ -38,11 +38,5 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("server")
     repo = build_repository(work / "repo", SHARED_MODELS)
     args = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in START_MODELS)]
-    srv = TritonServer(repo, work, args=args)
-    try:
-        srv.wait_ready()
+    with running(TritonServer(repo, work, args=args)) as srv:
         yield srv
-    finally:
-        code = srv.stop()
-        print(srv.log()[-3000:])
-        assert code == 0, f"tritonserver exited with {code}"

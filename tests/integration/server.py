@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from tritonpy import install as inst
@@ -145,3 +147,16 @@ class TritonServer:
         exits 1 when its exit timeout runs out; that alone is tolerated."""
         code = self.stop()
         assert code == 0 or (code == 1 and "Exit timeout expired" in self.log()), self.log()[-3000:]
+
+
+@contextlib.contextmanager
+def running(srv: TritonServer) -> Iterator[TritonServer]:
+    """`srv` once it is ready; stopped afterwards, failing unless it exited
+    with 0 (the end of its log is printed for the test report)."""
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        code = srv.stop()
+        print(srv.log()[-3000:])
+        assert code == 0, f"tritonserver exited with {code}"

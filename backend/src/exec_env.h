@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Execution environments: the model parameter EXECUTION_ENV_PATH names a
+// Python installation (a directory, or a tar archive of one such as
+// conda-pack output) whose interpreter runs the model's stubs. The work is
+// done by `<python-executable> -m tritonpy.stub.env` (stub/env.py): it
+// resolves $$TRITON_MODEL_DIRECTORY, unpacks an archive into the private
+// cache (env-cache-dir) refusing members that would land outside it, and
+// checks that the interpreter can run tritonpy. The backend turns its
+// answer into the StubLaunch of the model.
+#pragma once
+
+#include <string>
+
+#include "backend_state.h"
+#include "error.h"
+#include "stub_process.h"
+
+namespace tritonpy {
+
+// Prepares the environment `value` (the parameter's text) of model `model`,
+// whose directory is `model_dir`, and fills *launch. Blocks while an
+// archive is unpacked: once per archive content, later loads reuse it. The
+// error names the model and what is wrong (the archive member, the missing
+// interpreter ...). Call once per model load, from the loading thread.
+Status PrepareExecutionEnv(
+    const BackendSettings& settings, const std::string& model,
+    const std::string& model_dir, const std::string& value, StubLaunch* launch);
+
+}  // namespace tritonpy

@@ -1,0 +1,452 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Execution environments: the ``EXECUTION_ENV_PATH`` of a model turned into
+the interpreter, and the environment variables, that run its stubs.
+
+The backend runs ``python -m tritonpy.stub.env`` with its own interpreter
+(``python-executable``) once per model load, before any stub starts. It
+prints one JSON object on stdout, or an error on stderr and exits with 2.
+
+``EXECUTION_ENV_PATH`` names a directory holding a Python installation (a
+conda environment, a virtual environment) or a tar archive of one
+(conda-pack output; gzip, bzip2, xz or plain). Archives are unpacked into a
+private cache directory, once per content: a reload, or another model naming
+the same bytes, reuses the unpacked tree. Unpacking refuses any member that
+could write outside its directory (absolute paths, ``..``, links leading out,
+devices, FIFOs) and fails the load naming it.
+
+The stub needs tritonpy: either the environment has it installed, or its
+Python has the same minor version as the backend's interpreter, in which case
+tritonpy (and uvloop, if the environment lacks it) is lent to it through
+``PYTHONPATH``; numpy must then come from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import tritonpy
+
+MODEL_DIR_VAR = "$$TRITON_MODEL_DIRECTORY"
+
+# What the environment's interpreter is asked, in isolated mode (no
+# PYTHONPATH, no user site-packages: what the stub itself will see).
+_PROBE = (
+    "import importlib.util as u, json, sys\n"
+    "def has(m):\n"
+    "    try:\n"
+    "        return u.find_spec(m) is not None\n"
+    "    except Exception:\n"
+    "        return False\n"
+    "print(json.dumps({'version': list(sys.version_info[:2]), 'prefix': sys.prefix,"
+    " 'modules': {m: has(m) for m in ('tritonpy.stub', 'numpy', 'uvloop')}}))\n"
+)
+PROBE_TIMEOUT = 120.0
+
+
+class EnvError(Exception):
+    """A problem with the environment that fails the model's load."""
+
+
+# ------------------------------------------------------------------ paths
+
+
+def resolve_path(value: str, model_dir: str) -> Path:
+    """``EXECUTION_ENV_PATH`` as a path. ``$$TRITON_MODEL_DIRECTORY`` at its
+    start stands for the model's directory, and the result must stay inside
+    it; any other value must be absolute."""
+    if value.startswith(MODEL_DIR_VAR):
+        root = os.path.normpath(model_dir)
+        path = os.path.normpath(root + value[len(MODEL_DIR_VAR) :])
+        if not _within(path, root):
+            raise EnvError(f"{path} is outside the model directory {root}")
+        return Path(path)
+    if not os.path.isabs(value):
+        raise EnvError(f"must be an absolute path or start with {MODEL_DIR_VAR}")
+    return Path(value)
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/tritonpy/envs`` (``~/.cache/tritonpy/envs``), or
+    ``tritonpy-envs-<uid>`` in the temporary directory when there is no
+    writable home (containers with an arbitrary user id)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    preferred = Path(base) / "tritonpy" / "envs"
+    try:
+        preferred.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return preferred
+    except OSError:
+        return Path(tempfile.gettempdir()) / f"tritonpy-envs-{os.getuid()}"
+
+
+def prepare_cache_dir(path: Path) -> Path:
+    """Creates the cache directory, owned by this user with mode 0700 (an
+    existing one with a wider mode is narrowed; one owned by another user is
+    refused: whoever can write there chooses the code the stubs run)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.stat()
+    except OSError as e:
+        raise EnvError(f"cannot create the cache directory {path}: {e.strerror}") from e
+    if not stat.S_ISDIR(st.st_mode):
+        raise EnvError(f"the cache directory {path} is not a directory")
+    if st.st_uid != os.getuid():
+        raise EnvError(
+            f"the cache directory {path} belongs to user id {st.st_uid}, not to this "
+            f"user ({os.getuid()}): set env-cache-dir to a directory of this user"
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+    return path
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+# ------------------------------------------------------------- unpacking
+
+
+def unpack(archive: Path, cache: Path) -> tuple[Path, bool]:
+    """The unpacked tree of ``archive`` under ``cache``, and whether this
+    call unpacked it (False: an earlier one did). Safe against concurrent
+    callers: one unpacks under a lock, into a staging directory renamed into
+    place when complete, so a tree that exists is whole."""
+    prepare_cache_dir(cache)
+    name = _content_key(archive, cache)
+    final = cache / name
+    if final.is_dir():
+        return final, False
+    with _locked(cache / f".{name}.lock"):
+        if final.is_dir():
+            return final, False
+        # Left by a process that died while unpacking: nobody else holds the lock.
+        for stale in cache.glob(f".{name}.tmp-*"):
+            _remove_tree(stale)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=cache))
+        try:
+            extract(archive, staging)
+            os.rename(staging, final)
+        except BaseException:
+            _remove_tree(staging)
+            raise
+    return final, True
+
+
+def _content_key(archive: Path, cache: Path) -> str:
+    """sha256 of the archive's bytes (first 32 hex digits). Hashing a large
+    archive takes seconds, so the digest is remembered per archive path with
+    the file's identity, size and times, and reused while they are unchanged."""
+    try:
+        st = archive.stat()
+    except OSError as e:
+        raise EnvError(f"cannot read {archive}: {e.strerror}") from e
+    if not stat.S_ISREG(st.st_mode):
+        raise EnvError(f"{archive} is neither a directory nor an archive file")
+    stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    index = cache / "index"
+    index.mkdir(mode=0o700, exist_ok=True)
+    memo = index / (hashlib.sha256(os.fsencode(archive.resolve())).hexdigest()[:32] + ".json")
+    try:
+        known = json.loads(memo.read_text())
+        if known["stamp"] == stamp:
+            return str(known["key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    digest = hashlib.sha256()
+    try:
+        with open(archive, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    except OSError as e:
+        raise EnvError(f"cannot read {archive}: {e.strerror}") from e
+    key = digest.hexdigest()[:32]
+    fd, tmp = tempfile.mkstemp(prefix=f".{memo.name}.", dir=index)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"stamp": stamp, "key": key, "archive": str(archive)}, f)
+    os.replace(tmp, memo)
+    return key
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _remove_tree(path: Path) -> None:
+    # Directories are made owner-writable while unpacking, so this succeeds.
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# Python's own checks on top of ours, where this Python has them (3.10.12+,
+# 3.11.4+, 3.12+).
+_FILTER: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+_FILTER_ERROR: Any = getattr(tarfile, "FilterError", ())
+
+
+def extract(archive: Path, dest: Path) -> None:
+    """Unpacks ``archive`` into the empty directory ``dest``, member by
+    member, refusing any member that could write outside ``dest``. Modes are
+    kept for the owner (executables stay executable), set-id bits and
+    ownership are dropped, and modification times are kept (so bytecode
+    caches stay valid)."""
+    root = os.path.realpath(dest)
+    directories: list[tuple[str, tarfile.TarInfo]] = []
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                target = check_member(member, root)
+                try:
+                    tar.extract(member, root, set_attrs=False, **_FILTER)
+                except _FILTER_ERROR as e:
+                    raise EnvError(f"archive member {member.name!r}: {e}") from e
+                if member.isdir():
+                    os.chmod(target, 0o700)  # owner-writable until its members are in
+                    directories.append((target, member))
+                elif member.isreg() or member.islnk():
+                    os.chmod(target, (member.mode & 0o755) | 0o600)
+                    os.utime(target, (member.mtime, member.mtime))
+    except EnvError:
+        raise
+    except tarfile.TarError as e:
+        raise EnvError(f"{archive} is not a readable tar archive: {e}") from e
+    except Exception as e:  # a corrupt stream (zlib, lzma, bz2), a full disk ...
+        raise EnvError(f"unpacking {archive} failed: {type(e).__name__}: {e}") from e
+    check_links(root)
+    for target, member in reversed(directories):
+        os.chmod(target, (member.mode & 0o755) | 0o700)
+        os.utime(target, (member.mtime, member.mtime))
+
+
+def check_member(member: tarfile.TarInfo, root: str) -> str:
+    """Where ``member`` would land under ``root`` (a real path); raises
+    EnvError naming it when it could write outside ``root``. Checked
+    against what earlier members already put on disk: a path through a
+    symbolic link is followed where it really leads."""
+
+    def refuse(why: str) -> EnvError:
+        return EnvError(f"archive member {member.name!r}: {why}")
+
+    name = member.name
+    if name.startswith("/"):
+        raise refuse("absolute path")
+    if ".." in name.split("/"):
+        raise refuse("'..' in its path")
+    if member.ischr() or member.isblk():
+        raise refuse("device file")
+    if member.isfifo():
+        raise refuse("FIFO")
+    if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+        raise refuse(f"unsupported member type {member.type!r}")
+    rel = os.path.normpath(name)
+    target = os.path.join(root, rel)
+    parent = os.path.realpath(os.path.dirname(target))
+    if not _within(parent, root):
+        raise refuse(f"its directory leads outside the environment (to {parent})")
+    if os.path.islink(target):
+        raise refuse("it replaces a symbolic link")
+    if member.issym():
+        if os.path.isabs(member.linkname):
+            raise refuse(f"symbolic link to the absolute path {member.linkname!r}")
+        lands = os.path.realpath(os.path.join(parent, member.linkname))
+        if not _within(lands, root):
+            raise refuse(f"symbolic link leading outside the environment (to {lands})")
+    elif member.islnk():
+        link = member.linkname
+        if os.path.isabs(link) or ".." in link.split("/"):
+            raise refuse(f"hard link to {link!r}, outside the environment")
+        source = os.path.join(root, os.path.normpath(link))
+        lands = os.path.realpath(source)
+        if not _within(lands, root) or not os.path.isfile(source) or os.path.islink(source):
+            raise refuse(f"hard link to {link!r}, not a file unpacked before it")
+    return target
+
+
+def check_links(root: str) -> None:
+    """Every symbolic link under ``root`` must lead inside it once all are in
+    place (a link checked while another it goes through did not exist yet
+    may have changed meaning)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in dirnames + filenames:
+            path = os.path.join(dirpath, entry)
+            if os.path.islink(path):
+                lands = os.path.realpath(path)
+                if not _within(lands, root):
+                    rel = os.path.relpath(path, root)
+                    raise EnvError(
+                        f"archive member {rel!r}: symbolic link leading outside the "
+                        f"environment (to {lands})"
+                    )
+
+
+# ----------------------------------------------------------- interpreter
+
+
+def find_interpreter(root: Path) -> Path:
+    for name in ("python3", "python"):
+        candidate = root / "bin" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise EnvError(
+        f"{root} has no bin/python3 or bin/python: an execution environment is a Python "
+        "installation (a conda environment or virtual environment, or a conda-pack archive)"
+    )
+
+
+def probe(python: Path) -> dict[str, Any]:
+    """Asks the environment's interpreter its version and which of the
+    modules the stub needs it can import by itself."""
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", "-c", _PROBE],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvError(f"cannot run {python}: {e}") from e
+    if proc.returncode != 0:
+        raise EnvError(
+            f"{python} does not run (exit status {proc.returncode}): {proc.stderr.strip()[-800:]}"
+        )
+    try:
+        info: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError) as e:
+        raise EnvError(f"{python} gave an unexpected answer: {proc.stdout[-200:]!r}") from e
+    return info
+
+
+def lend_tritonpy(cache: Path, with_uvloop: bool) -> Path:
+    """A directory holding links to this installation's tritonpy (and
+    uvloop), put on the stub's PYTHONPATH; nothing else of this
+    installation's site-packages is visible through it."""
+    package = Path(tritonpy.__file__).resolve().parent
+    if not (package / "stub").is_dir():
+        raise EnvError(
+            f"tritonpy at {package} is not a regular installation (editable?), so it "
+            "cannot be lent to the environment: install tritonpy into the environment"
+        )
+    links = {"tritonpy": package}
+    if with_uvloop:
+        spec = importlib.util.find_spec("uvloop")
+        if spec is not None and spec.submodule_search_locations:
+            links["uvloop"] = Path(next(iter(spec.submodule_search_locations))).resolve()
+    tag = json.dumps({k: str(v) for k, v in sorted(links.items())}).encode()
+    version = f"py{sys.version_info[0]}.{sys.version_info[1]}"
+    shim = cache / "lent" / f"{version}-{hashlib.sha256(tag).hexdigest()[:16]}"
+    if shim.is_dir():
+        return shim
+    prepare_cache_dir(cache)
+    shim.parent.mkdir(mode=0o700, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".lent-", dir=shim.parent))
+    for name, target in links.items():
+        os.symlink(target, staging / name)
+    try:
+        os.rename(staging, shim)
+    except OSError:  # another process made it first
+        _remove_tree(staging)
+    return shim
+
+
+def stub_environment(root: Path, cache: Path) -> dict[str, Any]:
+    """The interpreter of the environment at ``root`` and the variables its
+    stubs get: PATH starts with the environment's bin/, PYTHONHOME and the
+    server's PYTHONPATH are dropped (the environment is what the model sees,
+    as with the official backend's stub), user site-packages are off."""
+    python = find_interpreter(root)
+    info = probe(python)
+    version = tuple(info.get("version", ()))
+    modules = info.get("modules", {})
+    variables = {
+        "PATH": f"{root}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONNOUSERSITE": "1",
+    }
+    unset = ["PYTHONHOME", "PYTHONPATH"]
+    if not modules.get("tritonpy.stub"):
+        ours = tuple(sys.version_info[:2])
+        if version != ours:
+            have = ".".join(map(str, version)) or "unknown"
+            raise EnvError(
+                f"its Python is {have} and has no tritonpy: install tritonpy into the "
+                f"environment, or use Python {ours[0]}.{ours[1]} (the backend's "
+                "python-executable), to which the backend lends its own tritonpy"
+            )
+        if not modules.get("numpy"):
+            raise EnvError("it has no numpy, which tritonpy needs: install numpy into it")
+        variables["PYTHONPATH"] = str(lend_tritonpy(cache, not modules.get("uvloop")))
+        unset.remove("PYTHONPATH")
+    return {
+        "python": str(python),
+        "root": str(root),
+        "version": ".".join(map(str, version)),
+        "lent": "PYTHONPATH" in variables,
+        "set": variables,
+        "unset": unset,
+    }
+
+
+def prepare(value: str, model_dir: str, cache_dir: str | None) -> dict[str, Any]:
+    """Everything the backend needs to start the stubs of a model whose
+    ``EXECUTION_ENV_PATH`` is ``value``."""
+    path = resolve_path(value, model_dir)
+    if not path.exists():
+        raise EnvError(f"{path} does not exist")
+    start = time.monotonic()
+    extracted = False
+    cache = prepare_cache_dir(Path(cache_dir) if cache_dir else default_cache_dir())
+    if path.is_dir():
+        root = path.resolve()
+    else:
+        root, extracted = unpack(path, cache)
+    result = stub_environment(root, cache)
+    result.update(
+        path=str(path),
+        archive=not path.is_dir(),
+        extracted=extracted,
+        seconds=round(time.monotonic() - start, 3),
+    )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tritonpy.stub.env",
+        description="Prepares a model's execution environment (EXECUTION_ENV_PATH) for "
+        "tritonpy's stubs. Run by the backend when a model loads.",
+    )
+    parser.add_argument("--path", required=True, help="the EXECUTION_ENV_PATH parameter")
+    parser.add_argument("--model-dir", required=True, help="the model's directory")
+    parser.add_argument("--cache-dir", default="", help="where archives are unpacked")
+    args = parser.parse_args(argv)
+    try:
+        result = prepare(args.path, args.model_dir, args.cache_dir or None)
+    except EnvError as e:
+        print(e, file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

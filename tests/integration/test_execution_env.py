@@ -1,0 +1,339 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Execution environments (model parameter EXECUTION_ENV_PATH) through a real
+tritonserver: a directory and a tar.gz environment run the stub on their own
+interpreter; an archive is unpacked once into a private cache and reused;
+hostile archives fail the load naming the member and write nothing outside
+the cache; missing or broken environments fail with a clear message.
+
+The environments are virtual environments made here (no network): the
+directory one sees this installation's site-packages through a .pth file
+(tritonpy included), the archived one only numpy, so the backend lends it
+its tritonpy."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+import tritonpy
+
+from server import MODELS, TritonServer, running
+
+SITE = Path(tritonpy.__file__).resolve().parents[1]  # site-packages holding tritonpy
+ENV_INFO = MODELS / "env_info"
+IN_MODEL_DIR = "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
+
+
+# ------------------------------------------------------ building environments
+
+
+def make_venv(dest: Path, site: Path, *, copies: bool) -> Path:
+    """A virtual environment of this Python without pip, seeing `site`
+    through a .pth file. `copies`: real interpreter files instead of
+    symbolic links to the base installation, so it can be archived."""
+    args = [sys.executable, "-m", "venv", "--without-pip", str(dest)]
+    subprocess.run(args + (["--copies"] if copies else []), check=True)
+    site_packages = next((dest / "lib").glob("python3*/site-packages"))
+    (site_packages / "extra-site.pth").write_text(f"{site}\n")
+    return dest
+
+
+def numpy_only(dest: Path) -> Path:
+    """A directory through which only numpy (of this installation) is seen."""
+    dest.mkdir()
+    for name in ("numpy", "numpy.libs"):
+        if (SITE / name).exists():
+            (dest / name).symlink_to(SITE / name)
+    return dest
+
+
+REG, SYM, LNK = tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
+Member = tuple[str, bytes, str]  # name, tarfile type, link target
+
+
+def pack(src: Path | None, archive: Path, members: list[Member] | tuple[()] = ()) -> Path:
+    """A tar.gz of the tree `src` (its entries at the top), then `members`;
+    a regular file member holds b"pwned"."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "w:gz") as tar:
+        for entry in sorted(src.iterdir()) if src else []:
+            tar.add(entry, arcname=entry.name)
+        for name, kind, link in members:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.mode = kind, link, 0o644
+            data = b"pwned" if kind == REG else b""
+            info.size = len(data)
+            if kind == tarfile.CHRTYPE:
+                info.devmajor, info.devminor = 1, 3  # what /dev/null is
+            tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def write_model(repo: Path, name: str, env_path: str, files: dict[str, Path] | None = None) -> Path:
+    """The env_info model as `name`, with EXECUTION_ENV_PATH `env_path` and
+    `files` copied into its directory."""
+    model = repo / name
+    shutil.copytree(ENV_INFO, model)
+    config = (ENV_INFO / "config.pbtxt").read_text().replace('"env_info"', f'"{name}"')
+    param = f'parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{env_path}" }} }}'
+    (model / "config.pbtxt").write_text(config + param + "\n")
+    for dest, src in (files or {}).items():
+        shutil.copy(src, model / dest)
+    return model
+
+
+# Hostile archives: their members after one harmless file, the member the
+# load error must name, and why. Attack targets sit in {outside} (<work>/
+# outside); archives are unpacked in <work>/cache/.<key>.tmp-*/, so "../../"
+# from there is <work>.
+HOSTILE: dict[str, tuple[list[Member], str, str]] = {
+    "absolute": ([("{outside}/abs.txt", REG, "")], "{outside}/abs.txt", "absolute path"),
+    "dotdot": (
+        [("lib/../../../outside/dotdot.txt", REG, "")],
+        "lib/../../../outside/dotdot.txt",
+        "'..' in its path",
+    ),
+    "symlink_absolute": (
+        [("escape", SYM, "{outside}"), ("escape/sym.txt", REG, "")],
+        "escape",
+        "symbolic link to the absolute path",
+    ),
+    "symlink_relative": (
+        [("lib/escape", SYM, "../../../outside"), ("lib/escape/sym.txt", REG, "")],
+        "lib/escape",
+        "symbolic link leading outside the environment",
+    ),
+    # Each link is harmless while checked; together `a` leads to the parent
+    # of the environment: caught by the check of all links at the end.
+    "symlink_swap": ([("a", SYM, "b/.."), ("b", SYM, ".")], "a", "symbolic link leading outside"),
+    # The second member would write through the hard link into the victim.
+    "hardlink_absolute": (
+        [("hl", LNK, "{outside}/victim.txt"), ("hl", REG, "")],
+        "hl",
+        "hard link to '{outside}/victim.txt', outside the environment",
+    ),
+    "hardlink_relative": (
+        [("hl", LNK, "../../outside/victim.txt"), ("hl", REG, "")],
+        "hl",
+        "hard link to '../../outside/victim.txt', outside the environment",
+    ),
+    "device": ([("dev/null", tarfile.CHRTYPE, "")], "dev/null", "device file"),
+    "fifo": ([("pipe", tarfile.FIFOTYPE, "")], "pipe", "FIFO"),
+}
+
+
+class Envs:
+    """The server and the environments of this module's tests."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.cache = work / "cache"
+        self.outside = work / "outside"
+        self.outside.mkdir()
+        self.victim = self.outside / "victim.txt"
+        self.victim.write_bytes(b"original")
+        self.venv_dir = make_venv(work / "dir-env", SITE, copies=False)
+        tar_src = make_venv(work / "tar-env", numpy_only(work / "numpy-only"), copies=True)
+        self.archive = pack(tar_src, work / "archives" / "env.tar.gz")
+        self.archive_par = pack(
+            tar_src,
+            work / "archives" / "env-par.tar.gz",
+            [("share/par.txt", REG, "")],
+        )
+        repo = work / "repo"
+        repo.mkdir()
+        write_model(repo, "env_dir", str(self.venv_dir))
+        write_model(repo, "env_tar", IN_MODEL_DIR, {"env.tar.gz": self.archive})
+        write_model(repo, "env_tar_copy", IN_MODEL_DIR, {"env.tar.gz": self.archive})
+        for name in ("env_par_a", "env_par_b"):
+            write_model(repo, name, IN_MODEL_DIR, {"env.tar.gz": self.archive_par})
+        for kind, (members, _, _) in HOSTILE.items():
+            placed = [(self.place(n), t, self.place(link)) for n, t, link in members]
+            archive = work / "archives" / f"{kind}.tar.gz"
+            pack(None, archive, [("bin/README", REG, ""), *placed])
+            write_model(repo, f"evil_{kind}", IN_MODEL_DIR, {"env.tar.gz": archive})
+        (work / "empty-env").mkdir()
+        corrupt = work / "archives" / "corrupt.tar.gz"
+        corrupt.write_bytes(os.urandom(4096))
+        write_model(repo, "env_escapes", "$$TRITON_MODEL_DIRECTORY/../env_tar/env.tar.gz")
+        write_model(repo, "env_missing", str(work / "no-such-env.tar.gz"))
+        write_model(repo, "env_relative", "env.tar.gz")
+        write_model(repo, "env_no_python", str(work / "empty-env"))
+        write_model(repo, "env_corrupt", IN_MODEL_DIR, {"env.tar.gz": corrupt})
+        self.server = TritonServer(
+            repo,
+            work,
+            args=[
+                "--model-control-mode=explicit",
+                f"--backend-config=tritonpy,env-cache-dir={self.cache}",
+            ],
+        )
+
+    def place(self, text: str) -> str:
+        return text.format(outside=self.outside)
+
+    def client(self) -> httpclient.InferenceServerClient:
+        return httpclient.InferenceServerClient(self.server.http_url, network_timeout=120)
+
+    def load(self, name: str) -> None:
+        c = self.client()
+        try:
+            c.load_model(name)
+        finally:
+            c.close()
+
+    def load_error(self, name: str) -> str:
+        with pytest.raises(InferenceServerException) as e:
+            self.load(name)
+        assert not self.server.model_ready(name)
+        return str(e.value)
+
+    def info(self, name: str) -> dict[str, Any]:
+        return infer_json(self.server, name, "IN", np.array([1], np.int32), "INT32", "INFO")
+
+    def unpacked(self) -> list[Path]:
+        return sorted(p for p in self.cache.iterdir() if p.is_dir() and len(p.name) == 32)
+
+
+@pytest.fixture(scope="module")
+def envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envs]:
+    e = Envs(tmp_path_factory.mktemp("execenv"))
+    with running(e.server):
+        yield e
+
+
+def infer_json(
+    server: TritonServer, model: str, name: str, value: np.ndarray, datatype: str, output: str
+) -> dict[str, Any]:
+    """One request with input `name`; the model answers JSON text in `output`."""
+    c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+    try:
+        inp = httpclient.InferInput(name, list(value.shape), datatype)
+        inp.set_data_from_numpy(value)
+        out = c.infer(model, [inp]).as_numpy(output)
+    finally:
+        c.close()
+    assert out is not None
+    info: dict[str, Any] = json.loads(out[0])
+    return info
+
+
+def same(a: str | Path, b: str | Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+# ------------------------------------------------------------------- tests
+
+
+def test_directory_env_runs_the_stub_on_its_interpreter(envs: Envs) -> None:
+    envs.load("env_dir")
+    info = envs.info("env_dir")
+    assert same(info["prefix"], envs.venv_dir), info
+    assert same(os.path.dirname(info["executable"]), envs.venv_dir / "bin"), info
+    # The environment has tritonpy itself (through its .pth): nothing lent.
+    assert same(info["tritonpy"], tritonpy.__file__), info
+    line = next(x for x in envs.server.log().splitlines() if "model 'env_dir': stubs run on" in x)
+    assert "lent" not in line and "unpacked" not in line, line
+
+
+def test_archive_env_is_unpacked_into_the_private_cache(envs: Envs) -> None:
+    envs.load("env_tar")
+    info = envs.info("env_tar")
+    prefix = Path(info["prefix"])
+    assert same(prefix.parent, envs.cache), info
+    assert same(info["executable"], prefix / "bin" / "python3"), info
+    assert info["version"] == list(sys.version_info[:2])
+    # The environment has numpy but no tritonpy: the backend lent its own.
+    assert same(info["tritonpy"], tritonpy.__file__), info
+    assert same(info["numpy"], np.__file__), info
+    assert stat.S_IMODE(envs.cache.stat().st_mode) == 0o700
+    log = envs.server.log()
+    assert "model 'env_tar': stubs run on" in log and "unpacked from" in log, log[-2000:]
+    assert "tritonpy lent to it by" in log
+
+
+def test_unpacked_env_is_reused_on_reload_and_by_other_models(envs: Envs) -> None:
+    envs.load("env_tar")
+    prefix = Path(envs.info("env_tar")["prefix"])
+    inode = prefix.stat().st_ino
+    (prefix / "marker").write_text("left by the test")
+    c = envs.client()
+    try:
+        c.unload_model("env_tar")
+    finally:
+        c.close()
+    envs.load("env_tar")
+    again = Path(envs.info("env_tar")["prefix"])
+    assert again == prefix and again.stat().st_ino == inode
+    assert (again / "marker").read_text() == "left by the test"
+    assert "(reused)" in envs.server.log()
+    # The same bytes under another model: the same unpacked tree.
+    envs.load("env_tar_copy")
+    assert Path(envs.info("env_tar_copy")["prefix"]) == prefix
+
+
+def test_concurrent_loads_of_one_archive_unpack_it_once(envs: Envs) -> None:
+    before = set(envs.unpacked())
+    errors: list[BaseException] = []
+
+    def load(name: str) -> None:
+        try:
+            envs.load(name)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=load, args=(n,)) for n in ("env_par_a", "env_par_b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    a, b = (Path(envs.info(n)["prefix"]) for n in ("env_par_a", "env_par_b"))
+    assert a == b and (a / "share" / "par.txt").is_file()
+    assert set(envs.unpacked()) - before == {a}
+    assert not list(envs.cache.glob(".*.tmp-*"))
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_hostile_archive_fails_the_load_naming_the_member(envs: Envs, kind: str) -> None:
+    _, member, reason = HOSTILE[kind]
+    model = f"evil_{kind}"
+    msg = envs.load_error(model)
+    assert f"tritonpy: model '{model}': EXECUTION_ENV_PATH" in msg, msg
+    assert f"archive member '{envs.place(member)}': {envs.place(reason)}" in msg, msg
+    # Nothing written outside the cache, no half-unpacked tree left in it.
+    assert sorted(p.name for p in envs.outside.iterdir()) == ["victim.txt"]
+    assert envs.victim.read_bytes() == b"original"
+    assert not list(envs.work.glob("*.txt")) and not list(envs.cache.glob("*.txt"))
+    assert not list(envs.cache.glob(".*.tmp-*"))
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("env_escapes", "is outside the model directory"),
+        ("env_missing", "no-such-env.tar.gz does not exist"),
+        ("env_relative", "must be an absolute path or start with $$TRITON_MODEL_DIRECTORY"),
+        ("env_no_python", "has no bin/python3 or bin/python"),
+        ("env_corrupt", "is not a readable tar archive"),
+    ],
+)
+def test_missing_or_broken_env_fails_the_load_clearly(envs: Envs, model: str, needle: str) -> None:
+    msg = envs.load_error(model)
+    assert f"tritonpy: model '{model}': EXECUTION_ENV_PATH" in msg and needle in msg, msg

@@ -1,0 +1,290 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""tritonpy.stub.env, the helper the backend runs for EXECUTION_ENV_PATH:
+path resolution, the private cache, unpacking (what is kept, what is
+refused, reuse, concurrency) and the interpreter decision. The same paths
+through a real tritonserver: tests/integration/test_execution_env.py."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import stat
+import sys
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tritonpy
+from tritonpy.stub import env
+
+
+def add(tar: tarfile.TarFile, name: str, data: bytes = b"", **attrs: Any) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    for key, value in attrs.items():
+        setattr(info, key, value)
+    tar.addfile(info, io.BytesIO(data) if data else None)
+
+
+def archive(path: Path, *members: tuple[str, bytes, dict[str, Any]]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data, attrs in members:
+            add(tar, name, data, **attrs)
+    return path
+
+
+FILE = {"mode": 0o644}
+SYM = tarfile.SYMTYPE
+LNK = tarfile.LNKTYPE
+
+
+def reg(name: str, data: bytes = b"x") -> tuple[str, bytes, dict[str, Any]]:
+    return (name, data, FILE)
+
+
+def sym(name: str, target: str) -> tuple[str, bytes, dict[str, Any]]:
+    return (name, b"", {"type": SYM, "linkname": target})
+
+
+def lnk(name: str, target: str) -> tuple[str, bytes, dict[str, Any]]:
+    return (name, b"", {"type": LNK, "linkname": target})
+
+
+def good_archive(path: Path) -> Path:
+    return archive(
+        path,
+        ("bin", b"", {"type": tarfile.DIRTYPE, "mode": 0o555}),
+        ("bin/python3", b"#!/bin/sh\n", {"mode": 0o4755, "mtime": 1_000_000}),
+        sym("bin/python", "python3"),
+        reg("lib/python3/x.py", b"x = 1\n"),
+        lnk("lib/python3/y.py", "lib/python3/x.py"),
+        sym("share/up", "../lib/python3"),
+        reg("share/up/z.py", b"z = 2\n"),  # through a link that stays inside
+    )
+
+
+# ------------------------------------------------------------------ paths
+
+
+def test_model_directory_variable_is_the_model_directory(tmp_path: Path) -> None:
+    model = str(tmp_path / "m")
+    assert env.resolve_path("$$TRITON_MODEL_DIRECTORY/e.tar.gz", model) == tmp_path / "m/e.tar.gz"
+    assert env.resolve_path("$$TRITON_MODEL_DIRECTORY/a/../e", model) == tmp_path / "m/e"
+    assert env.resolve_path("/opt/envs/e.tar.gz", model) == Path("/opt/envs/e.tar.gz")
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("$$TRITON_MODEL_DIRECTORY/../other/e.tar.gz", "outside the model directory"),
+        ("$$TRITON_MODEL_DIRECTORYx/e.tar.gz", "outside the model directory"),
+        ("envs/e.tar.gz", "must be an absolute path"),
+    ],
+)
+def test_paths_leaving_the_model_directory_or_relative_are_refused(
+    tmp_path: Path, value: str, needle: str
+) -> None:
+    with pytest.raises(env.EnvError, match=needle):
+        env.resolve_path(value, str(tmp_path / "m"))
+
+
+def test_cache_dir_is_private(tmp_path: Path) -> None:
+    fresh = env.prepare_cache_dir(tmp_path / "a" / "cache")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+    wide = tmp_path / "wide"
+    wide.mkdir(mode=0o755)
+    os.chmod(wide, 0o777)
+    env.prepare_cache_dir(wide)
+    assert stat.S_IMODE(wide.stat().st_mode) == 0o700
+
+
+def test_cache_dir_of_another_user_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(env.os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
+    with pytest.raises(env.EnvError, match="belongs to user id"):
+        env.prepare_cache_dir(tmp_path)
+
+
+def test_default_cache_dir_follows_xdg_cache_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert env.default_cache_dir() == tmp_path / "xdg" / "tritonpy" / "envs"
+    # No writable home: a per-user directory in the temporary directory.
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    assert env.default_cache_dir().name == f"tritonpy-envs-{os.getuid()}"
+
+
+# ------------------------------------------------------------- unpacking
+
+
+def test_unpacking_keeps_modes_times_and_inner_links(tmp_path: Path) -> None:
+    root, extracted = env.unpack(good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache")
+    assert extracted
+    python = root / "bin" / "python3"
+    assert stat.S_IMODE(python.stat().st_mode) == 0o755  # executable, set-uid dropped
+    assert python.stat().st_mtime == 1_000_000
+    assert stat.S_IMODE((root / "bin").stat().st_mode) == 0o755  # owner can write
+    assert os.readlink(root / "bin" / "python") == "python3"
+    assert (root / "lib/python3/y.py").stat().st_ino == (root / "lib/python3/x.py").stat().st_ino
+    assert (root / "lib/python3/z.py").read_text() == "z = 2\n"
+
+
+def test_unpacked_trees_are_reused_by_content(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    first = good_archive(tmp_path / "e.tar.gz")
+    root, _ = env.unpack(first, cache)
+    assert env.unpack(first, cache) == (root, False)
+    copy = tmp_path / "copy.tar.gz"
+    copy.write_bytes(first.read_bytes())
+    assert env.unpack(copy, cache) == (root, False)
+    # Changed bytes at the same path: unpacked anew.
+    archive(first, reg("other.txt"))
+    other, extracted = env.unpack(first, cache)
+    assert extracted and other != root and (other / "other.txt").is_file()
+
+
+def test_concurrent_unpacking_of_one_archive_happens_once(tmp_path: Path) -> None:
+    source = good_archive(tmp_path / "e.tar.gz")
+    results: list[tuple[Path, bool]] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(env.unpack(source, tmp_path / "c")))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({r[0] for r in results}) == 1 and [r[1] for r in results].count(True) == 1
+    assert not list((tmp_path / "c").glob(".*.tmp-*"))
+
+
+def test_a_crash_while_unpacking_is_cleaned_up_by_the_next_unpacking(tmp_path: Path) -> None:
+    source = good_archive(tmp_path / "e.tar.gz")
+    cache = tmp_path / "cache"
+    root, _ = env.unpack(source, cache)
+    # What a process killed while unpacking leaves: a staging directory and
+    # no tree.
+    shutil.rmtree(root)
+    stale = cache / f".{root.name}.tmp-killed"
+    (stale / "bin").mkdir(parents=True)
+    assert env.unpack(source, cache) == (root, True)
+    assert not stale.exists() and (root / "bin" / "python3").is_file()
+
+
+HOSTILE = {
+    "absolute": ([reg("{tmp}/evil")], "{tmp}/evil", "absolute path"),
+    "dotdot": ([reg("a/../../evil")], "a/../../evil", "'..' in its path"),
+    "symlink_out": ([sym("l", "../..")], "l", "symbolic link leading outside"),
+    "symlink_absolute": ([sym("l", "/tmp")], "l", "symbolic link to the absolute path"),
+    # A link made harmless-looking first, then a write through it once a
+    # second link changes what it leads to.
+    "write_through_swapped_link": (
+        [sym("a", "b/.."), sym("b", "."), reg("a/evil")],
+        "a/evil",
+        "its directory leads outside",
+    ),
+    "replace_link": ([sym("l", "x"), reg("l")], "l", "it replaces a symbolic link"),
+    "hardlink_out": ([lnk("h", "../evil")], "h", "hard link to '../evil', outside the environment"),
+    "hardlink_to_link": (
+        [sym("l", "."), lnk("h", "l")],
+        "h",
+        "hard link to 'l', not a file unpacked",
+    ),
+    "device": ([("d", b"", {"type": tarfile.BLKTYPE})], "d", "device file"),
+    "fifo": ([("f", b"", {"type": tarfile.FIFOTYPE})], "f", "FIFO"),
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_hostile_members_are_refused_and_leave_nothing(tmp_path: Path, kind: str) -> None:
+    members, name, reason = HOSTILE[kind]
+    members = [(n.format(tmp=tmp_path), data, attrs) for n, data, attrs in members]
+    name = name.format(tmp=tmp_path)
+    source = archive(tmp_path / "e.tar.gz", reg("ok.txt"), *members)
+    cache = tmp_path / "deep" / "cache"
+    with pytest.raises(env.EnvError) as e:
+        env.unpack(source, cache)
+    assert f"archive member {name!r}: {reason}" in str(e.value)
+    # Only the digest memo and the lock file: no tree, no staging directory.
+    assert [p.name for p in cache.iterdir() if p.name != "index" and p.suffix != ".lock"] == []
+    assert sorted(p.name for p in (tmp_path / "deep").iterdir()) == ["cache"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deep", "e.tar.gz"]
+
+
+def test_not_an_archive(tmp_path: Path) -> None:
+    bad = tmp_path / "e.tar.gz"
+    bad.write_bytes(b"\x1f\x8b" + os.urandom(100))
+    with pytest.raises(env.EnvError, match="not a readable tar archive"):
+        env.unpack(bad, tmp_path / "cache")
+
+
+# ----------------------------------------------------------- interpreter
+
+
+def fake_env(root: Path) -> Path:
+    (root / "bin").mkdir(parents=True)
+    python = root / "bin" / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    return root
+
+
+def test_an_environment_with_tritonpy_runs_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = {"version": [3, 9], "modules": {"tritonpy.stub": True, "numpy": True}}
+    monkeypatch.setattr(env, "probe", lambda python: info)
+    root = fake_env(tmp_path / "e")
+    result = env.stub_environment(root, tmp_path / "cache")
+    assert result["python"] == str(root / "bin" / "python") and not result["lent"]
+    assert result["set"]["PATH"].startswith(f"{root}/bin:")
+    assert result["set"]["PYTHONNOUSERSITE"] == "1"
+    assert sorted(result["unset"]) == ["PYTHONHOME", "PYTHONPATH"]
+
+
+def test_tritonpy_is_lent_to_the_same_python_minor_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours = list(sys.version_info[:2])
+    info = {"version": ours, "modules": {"tritonpy.stub": False, "numpy": True, "uvloop": False}}
+    monkeypatch.setattr(env, "probe", lambda python: info)
+    result = env.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
+    lent = Path(result["set"]["PYTHONPATH"])
+    assert result["lent"] and sorted(p.name for p in lent.iterdir()) == ["tritonpy", "uvloop"]
+    assert (lent / "tritonpy").resolve() == Path(tritonpy.__file__).resolve().parent
+    assert result["unset"] == ["PYTHONHOME"]
+
+
+@pytest.mark.parametrize(
+    ("version", "numpy", "needle"),
+    [
+        ([3, 6], True, "its Python is 3.6 and has no tritonpy"),
+        (list(sys.version_info[:2]), False, "it has no numpy"),
+    ],
+)
+def test_an_environment_that_cannot_run_tritonpy_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: list[int], numpy: bool, needle: str
+) -> None:
+    info = {"version": version, "modules": {"tritonpy.stub": False, "numpy": numpy}}
+    monkeypatch.setattr(env, "probe", lambda python: info)
+    with pytest.raises(env.EnvError, match=needle):
+        env.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
+
+
+def test_an_environment_without_an_interpreter_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(env.EnvError, match="has no bin/python3 or bin/python"):
+        env.find_interpreter(tmp_path)
+
+
+def test_probe_asks_the_real_interpreter() -> None:
+    info = env.probe(Path(sys.executable))
+    assert info["version"] == list(sys.version_info[:2])
+    assert info["modules"] == {"tritonpy.stub": True, "numpy": True, "uvloop": True}
