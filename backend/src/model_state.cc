@@ -24,7 +24,74 @@ Parameter(const json::Value* params, const char* key, std::string* text)
   return true;
 }
 
+// The model's config as Triton has it now (config version 1), as JSON.
+Status
+ReadConfig(TRITONBACKEND_Model* model, std::string* json)
+{
+  TRITONSERVER_Message* message = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelConfig(model, 1 /* config_version */, &message));
+  const char* buffer = nullptr;
+  size_t byte_size = 0;
+  TRITONSERVER_Error* err =
+      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size);
+  if (err == nullptr) json->assign(buffer, byte_size);
+  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
+  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
+  return FromTriton(err);
+}
+
 }  // namespace
+
+ModelState::~ModelState()
+{
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  StopStub(&auto_complete_stub_);
+}
+
+bool
+ModelState::TakeAutoCompleteStub(
+    std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel)
+{
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  if (auto_complete_stub_.process == nullptr) return false;
+  *process = std::move(auto_complete_stub_.process);
+  *channel = std::move(auto_complete_stub_.channel);
+  return true;
+}
+
+Status
+ModelState::AutoComplete(const std::string& first_instance)
+{
+  AutoCompleteCall call;
+  call.model_name = name_;
+  call.instance_name = first_instance;
+  call.config_json = config_json_;
+  call.model_file = model_file_;
+  call.model_dir = version_dir_;
+  call.python_executable = backend_->settings().python_executable;
+  call.stub_timeout_seconds = backend_->settings().stub_timeout_seconds;
+  std::string completed;
+  StartedStub stub;
+  TRITONPY_RETURN_IF_ERROR(RunAutoComplete(call, &completed, &stub));
+  Status s;
+  if (!completed.empty()) {
+    s = ApplyCompletedConfig(model_, name_, completed);
+    if (s.ok()) s = ReadConfig(model_, &config_json_);
+  }
+  if (!s.ok()) {
+    StopStub(&stub);
+    return s;
+  }
+  if (!completed.empty()) {
+    TRITONPY_LOG_VERBOSE(
+        "tritonpy: model '" + name_ +
+        "': config after auto_complete_config: " + config_json_);
+  }
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  auto_complete_stub_ = std::move(stub);
+  return Status();
+}
 
 Status
 ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
@@ -62,22 +129,39 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   state->version_dir_ =
       state->repository_ + "/" + std::to_string(state->version_);
 
-  TRITONSERVER_Message* message = nullptr;
-  TRITONPY_RETURN_IF_TRITON_ERROR(
-      TRITONBACKEND_ModelConfig(model, 1 /* config_version */, &message));
-  const char* buffer = nullptr;
-  size_t byte_size = 0;
-  TRITONSERVER_Error* err =
-      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size);
-  if (err == nullptr) state->config_json_.assign(buffer, byte_size);
-  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
-  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
-  TRITONPY_RETURN_IF_ERROR(FromTriton(err));
-
+  TRITONPY_RETURN_IF_ERROR(ReadConfig(model, &state->config_json_));
   json::Value config;
   TRITONPY_RETURN_IF_ERROR(
       json::Parse(state->config_json_, &config)
           .WithPrefix("tritonpy: model '" + state->name_ + "' config: "));
+
+  std::string file = config.GetString("default_model_filename", "");
+  if (file.empty()) file = "model.py";
+  state->model_file_ = state->version_dir_ + "/" + file;
+  struct stat st;
+  if (stat(state->model_file_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Status::NotFound(
+        "tritonpy: model '" + state->name_ + "' version " +
+        std::to_string(state->version_) + ": model file " + state->model_file_ +
+        " not found");
+  }
+
+  bool auto_complete = false;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
+  if (auto_complete) {
+    // Triton names instances <group name>_<index>, the first group first.
+    const json::Value* groups = config.Find("instance_group");
+    std::string first = state->name_;
+    if (groups != nullptr && groups->is_array() && !groups->items().empty()) {
+      first = groups->items()[0].GetString("name", state->name_) + "_0";
+    }
+    TRITONPY_RETURN_IF_ERROR(state->AutoComplete(first));
+    TRITONPY_RETURN_IF_ERROR(
+        json::Parse(state->config_json_, &config)
+            .WithPrefix("tritonpy: model '" + state->name_ + "' config: "));
+  }
+
   state->max_batch_size_ = config.GetInt("max_batch_size", 0);
   const json::Value* policy = config.Find("model_transaction_policy");
   state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
@@ -102,16 +186,6 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
             .WithPrefix("model '" + state->name_ + "' parameter: "));
   }
 
-  std::string file = config.GetString("default_model_filename", "");
-  if (file.empty()) file = "model.py";
-  state->model_file_ = state->version_dir_ + "/" + file;
-  struct stat st;
-  if (stat(state->model_file_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return Status::NotFound(
-        "tritonpy: model '" + state->name_ + "' version " +
-        std::to_string(state->version_) + ": model file " + state->model_file_ +
-        " not found");
-  }
   *out = std::move(state);
   return Status();
 }
