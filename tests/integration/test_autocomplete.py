@@ -21,7 +21,7 @@ from tritonclient.utils import InferenceServerException
 from server import TritonServer, build_repository, load_failure, run_example_client
 
 START = ["auto_complete_batch", "auto_complete_nobatch", "ac_decoupled", "ac_batch_cap"]
-FAILING = ["ac_conflict", "ac_raises", "ac_refused"]
+FAILING = ["ac_conflict", "ac_raises", "ac_refused", "ac_crash"]
 
 
 def make_server(
@@ -161,12 +161,20 @@ def test_raising_auto_complete_fails_the_load_with_the_exception(server: TritonS
     assert "model 'ac_raises'" in msg and "auto_complete_config failed" in msg
     assert "RuntimeError: cannot read the weights header to size the inputs" in msg, msg
     assert "read_header" in msg  # the traceback
+    # What the model logged before it raised is in the server's log.
+    assert "ac_raises: looking for the weights header" in server.log()
 
 
 def test_config_triton_refuses_fails_the_load(server: TritonServer) -> None:
     msg = load_error(server, "ac_refused")
     assert "model 'ac_refused'" in msg
     assert "Triton refused the config completed by auto_complete_config" in msg, msg
+
+
+def test_stub_dying_in_auto_complete_fails_the_load(server: TritonServer) -> None:
+    msg = load_error(server, "ac_crash")
+    assert "model 'ac_crash'" in msg and "running auto_complete_config" in msg, msg
+    assert "before sending AUTO_COMPLETE_DONE" in msg and "exited with status 3" in msg, msg
 
 
 def test_failed_loads_leave_no_stub_behind(server: TritonServer) -> None:
