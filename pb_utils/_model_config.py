@@ -167,9 +167,11 @@ class ModelConfig:
                 f"{label}: data_type {data_type!r} is not a Triton type (e.g. 'TYPE_FP32')"
             )
         dims = tensor["dims"]
-        if not isinstance(dims, (list, tuple)) or not all(_is_int(d) and d >= -1 for d in dims):
+        if not isinstance(dims, (list, tuple)) or not all(
+            _is_int(d) and (d == -1 or d >= 1) for d in dims
+        ):
             raise self._error(
-                f"{label}: dims must be a list of integers, each -1 (any size) or more, "
+                f"{label}: dims must be a list of integers, each -1 (any size) or at least 1, "
                 f"got {dims!r}"
             )
         dims = [int(d) for d in dims]

@@ -104,6 +104,10 @@ def test_conflicting_output_is_refused() -> None:
         ({"name": "X", "data_type": "FP32", "dims": [1]}, "'FP32' is not a Triton type"),
         ({"name": "X", "data_type": "TYPE_FP32", "dims": 4}, "dims must be a list"),
         ({"name": "X", "data_type": "TYPE_FP32", "dims": [-2]}, "dims must be a list"),
+        (
+            {"name": "X", "data_type": "TYPE_FP32", "dims": [4, 0]},
+            "each -1 (any size) or at least 1",
+        ),
         ({"name": "X", "data_type": "TYPE_FP32", "dims": [True]}, "dims must be a list"),
         ({"name": "X", "data_type": "TYPE_FP32", "dims": [1], "optional": 1}, "True or False"),
         ({"name": "X", "data_type": "TYPE_FP32", "dims": [1], "format": "x"}, "field 'format'"),
