@@ -47,6 +47,23 @@ def build_repository(dest: Path, names: list[str]) -> Path:
     return dest
 
 
+def official_server(work: Path, models: list[str], args: list[str] | None = None) -> TritonServer:
+    """A tritonserver with the official Python backend of the nvidia-pytriton
+    wheel (as the benchmarks run it) on a repository of ``models``, for
+    differential tests."""
+    sys.path.insert(0, str(EXAMPLES.parent))
+    from bench import environment
+
+    backends, env = environment.official_backend_dir(work)
+    return TritonServer(
+        build_repository(work / "repo", models),
+        work,
+        args=args,
+        backend_dir=backends,
+        prefix=["env", *(f"{k}={v}" for k, v in env.items())],
+    )
+
+
 def run_example_client(example: str, *args: str, oks: int, timeout: float = 120) -> str:
     """Runs examples/<example>/client.py with ``args``; asserts it exits 0
     and prints ``oks`` lines ending in "ok" and none "WRONG". Returns its

@@ -9,7 +9,6 @@ example's client passes."""
 from __future__ import annotations
 
 import queue
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +18,13 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import EXAMPLES, TritonServer, build_repository, load_failure, run_example_client
-
-sys.path.insert(0, str(EXAMPLES.parent))
-
-from bench import environment as bench_env  # noqa: E402
+from server import (
+    TritonServer,
+    build_repository,
+    load_failure,
+    official_server,
+    run_example_client,
+)
 
 START = ["auto_complete_batch", "auto_complete_nobatch", "ac_decoupled", "ac_batch_cap"]
 FAILING = ["ac_conflict", "ac_raises", "ac_refused", "ac_crash"]
@@ -193,13 +194,7 @@ def test_config_less_model_completes_as_on_the_official_backend(
     server: TritonServer, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     work = tmp_path_factory.mktemp("official-autocomplete")
-    backends, env = bench_env.official_backend_dir(work)
-    official = TritonServer(
-        build_repository(work / "repo", ["auto_complete_nobatch"]),
-        work,
-        backend_dir=backends,
-        prefix=["env", *(f"{k}={v}" for k, v in env.items())],
-    )
+    official = official_server(work, ["auto_complete_nobatch"])
     try:
         official.wait_ready()
         theirs = config_of(official, "auto_complete_nobatch")

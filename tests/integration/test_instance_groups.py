@@ -8,18 +8,18 @@ the official backend's load is; the instance_kind example's client."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 
 import pytest
 import tritonclient.http as httpclient
 
-from server import EXAMPLES, TritonServer, build_repository, load_failure, run_example_client
-
-ROOT = EXAMPLES.parent
-sys.path.insert(0, str(ROOT))
-
-from bench import environment as bench_env  # noqa: E402
+from server import (
+    TritonServer,
+    build_repository,
+    load_failure,
+    official_server,
+    run_example_client,
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,14 +81,10 @@ def test_kind_gpu_without_a_gpu_is_refused_as_on_the_official_backend(
     ours = load_failure(server, "gpu_instance")
     # Triton refuses the group before the backend sees the model.
     assert "of model gpu_instance has kind KIND_GPU but no GPUs are available" in ours, ours
-    work = tmp_path_factory.mktemp("official-gpu")
-    backends, env = bench_env.official_backend_dir(work)
-    official = TritonServer(
-        build_repository(work / "repo", ["gpu_instance"]),
-        work,
-        args=["--model-control-mode=explicit"],
-        backend_dir=backends,
-        prefix=["env", *(f"{k}={v}" for k, v in env.items())],
+    official = official_server(
+        tmp_path_factory.mktemp("official-gpu"),
+        ["gpu_instance"],
+        ["--model-control-mode=explicit"],
     )
     try:
         official.wait_ready()
