@@ -21,6 +21,7 @@ from ._logger import Logger, LogLevel
 # As in the official backend (2.51), only MetricFamily is public: kinds are
 # MetricFamily.COUNTER/GAUGE/HISTOGRAM, metrics come from family.Metric().
 from ._metrics import MetricFamily
+from ._model_config import ModelConfig
 from ._request import (
     TRITONSERVER_MEMORY_CPU,
     TRITONSERVER_MEMORY_GPU,
@@ -51,6 +52,7 @@ __all__ = [
     "Logger",
     "LogLevel",
     "MetricFamily",
+    "ModelConfig",
     "InferenceTrace",
     "PreferredMemory",
     "TritonError",

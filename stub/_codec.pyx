@@ -56,6 +56,8 @@ MODEL_CONTROL = 23
 MODEL_CONTROL_DONE = 24
 METRIC = 25
 METRIC_DONE = 26
+AUTO_COMPLETE = 27
+AUTO_COMPLETE_DONE = 28
 
 # METRIC operations (docs/protocol.md, "Custom metrics").
 OP_FAMILY_NEW = 1
@@ -79,10 +81,10 @@ LOC_RECEIVER_ARENA = 2  # RESPONSES outputs only: the backend's own arena
 cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = 26
+cdef int _LAST_TYPE = 28
 cdef uint32_t _RESP_FLAGS = 0xE0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
-                        MODEL_CONTROL_DONE}
+                        MODEL_CONTROL_DONE, AUTO_COMPLETE, AUTO_COMPLETE_DONE}
 
 
 class ProtocolError(ValueError):

@@ -15,6 +15,7 @@ import collections
 import gc
 import importlib.util
 import inspect
+import json
 import os
 import sys
 import traceback
@@ -22,6 +23,7 @@ from typing import Any
 
 from tritonpy.pb_utils import _bls as _bls_api
 from tritonpy.pb_utils import _logger
+from tritonpy.pb_utils._model_config import ModelConfig
 from tritonpy.stub import _codec as C
 from tritonpy.stub import debug
 from tritonpy.stub.arena import OwnArenas, PeerArenas
@@ -47,6 +49,10 @@ class Stub:
         _bls_api._client = self.bls
         self.metrics = _install_metrics(self)
         self.model: Any = None
+        # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused
+        # by the INIT that follows on this stub.
+        self._model_class: tuple[str, Any] | None = None
+        self._auto_completed = False
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
         self._finalizing = False
@@ -155,6 +161,8 @@ class Stub:
                     self.loop.create_task(self._drain())
             elif ftype == C.INIT:
                 self._on_init(body)
+            elif ftype == C.AUTO_COMPLETE:
+                self._on_auto_complete(body)
             elif ftype == C.FINALIZE:
                 if not self._finalizing:
                     self._finalizing = True
@@ -188,16 +196,55 @@ class Stub:
 
     # ---------------------------------------------------------------- init / finalize
 
+    def _set_model_name(self, name: str, settings: dict[str, Any]) -> None:
+        self.model_name = self.engine.model_name = name
+        _logger._verbose = bool(settings.get("log_verbose", 0))
+        _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
+
+    def _on_auto_complete(self, msg: dict[str, Any]) -> None:
+        if self._auto_completed or self.model is not None:
+            raise C.ProtocolError("AUTO_COMPLETE after INIT or AUTO_COMPLETE")
+        self._auto_completed = True
+        model_file, model_dir, config = msg["model_file"], msg["model_dir"], msg["config"]
+        self._set_model_name(msg.get("model_name", self.instance), msg.get("settings", {}))
+        step = f"importing {model_file} failed"
+        try:
+            cls = _load_model_class(model_file, model_dir)
+            self._model_class = (model_file, cls)
+            step = "auto_complete_config failed"
+            reply = _complete_config(cls, config)
+        except Exception as e:  # noqa: BLE001 - every failure must reach Triton
+            err = (
+                f"tritonpy: model '{self.model_name}': {step}: "
+                f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
+            )
+            reply = {"ok": False, "error": err[:60000]}
+        frame = C.encode_json(C.AUTO_COMPLETE_DONE, reply)
+        if len(frame) > C.MAX_FRAME:
+            err = (
+                f"tritonpy: model '{self.model_name}': the config completed by "
+                f"auto_complete_config is {len(frame)} bytes of JSON, more than one "
+                f"frame carries ({C.MAX_FRAME})"
+            )
+            frame = C.encode_json(C.AUTO_COMPLETE_DONE, {"ok": False, "error": err})
+        # After the LOG frames auto_complete_config queued on the loop: the
+        # backend may stop this stub as soon as the answer is a failure.
+        self.loop.call_soon(self.channel.send, frame)
+
     def _on_init(self, msg: dict[str, Any]) -> None:
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
-        self.model_name = self.engine.model_name = args.get("model_name", self.instance)
+        self.instance = args.get("model_instance_name") or self.instance
+        self._set_model_name(args.get("model_name", self.instance), self.settings)
         self.engine.decoupled = bool(self.settings.get("decoupled", False))
-        _logger._verbose = bool(self.settings.get("log_verbose", 0))
         self.bls.configure(args)
-        _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
         try:
-            self.model = _load_model(msg["model_file"], msg["model_dir"])
+            imported, self._model_class = self._model_class, None
+            if imported is not None and imported[0] == msg["model_file"]:
+                cls = imported[1]
+            else:
+                cls = _load_model_class(msg["model_file"], msg["model_dir"])
+            self.model = cls()
             init = getattr(self.model, "initialize", None)
             if init is not None:
                 init(args)
@@ -300,7 +347,25 @@ async def _await(aw: Any) -> Any:
     return await aw
 
 
-def _load_model(model_file: str, model_dir: str) -> Any:
+def _complete_config(cls: Any, config: str) -> dict[str, Any]:
+    """The AUTO_COMPLETE_DONE reply for the model class ``cls``."""
+    complete = getattr(cls, "auto_complete_config", None)
+    if complete is None:
+        return {"ok": True}
+    result = complete(ModelConfig(config))
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise TypeError("auto_complete_config must be a plain function, not a coroutine")
+    if not isinstance(result, ModelConfig):
+        raise TypeError(
+            "auto_complete_config must return the pb_utils.ModelConfig it was given, "
+            f"not {type(result).__name__}"
+        )
+    return {"ok": True, "config": json.dumps(result.as_dict(), separators=(",", ":"))}
+
+
+def _load_model_class(model_file: str, model_dir: str) -> Any:
     if model_dir not in sys.path:
         sys.path.insert(0, model_dir)
     name = os.path.splitext(os.path.basename(model_file))[0]
@@ -313,4 +378,4 @@ def _load_model(model_file: str, model_dir: str) -> Any:
     cls = getattr(module, "TritonPythonModel", None)
     if cls is None:
         raise AttributeError(f"{model_file} defines no class TritonPythonModel")
-    return cls()
+    return cls

@@ -301,24 +301,18 @@ InstanceState::AwaitJson(
 
 Status
 InstanceState::Handshake(
-    StubProcess* process, Channel* channel, StubTraits* traits)
+    StubProcess* process, Channel* channel, bool greeted, StubTraits* traits)
 {
   const BackendSettings& settings = model_->backend().settings();
   std::string text;
-  Status s = AwaitJson(
-      channel, proto::FrameType::kHello, settings.stub_timeout_seconds * 1000,
-      &text);
-  if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
-  json::Value hello;
-  s = json::Parse(text, &hello);
-  if (s.ok() && (!hello.is_object() || hello.GetInt("protocol", -1) != 1)) {
-    s = Status::Unsupported(
-        "the stub speaks protocol " +
-        (hello.Find("protocol") ? hello.Find("protocol")->Serialize()
-                                : std::string("?")) +
-        ", this backend speaks protocol 1");
+  Status s;
+  if (!greeted) {
+    s = AwaitJson(
+        channel, proto::FrameType::kHello, settings.stub_timeout_seconds * 1000,
+        &text);
+    if (s.ok()) s = proto::CheckHello(text);
+    if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
   }
-  if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
 
   json::Value args = json::Value::Object();
   args.Set("model_config", json::Value::String(model_->config_json()));
@@ -389,11 +383,18 @@ InstanceState::StartStub(
     std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
     StubTraits* traits)
 {
-  auto proc = std::make_unique<StubProcess>();
-  int fd = -1;
-  TRITONPY_RETURN_IF_ERROR(proc->Spawn(model_->stub_launch(), name_, &fd));
-  auto ch = std::make_shared<Channel>(fd);
-  Status s = Handshake(proc.get(), ch.get(), traits);
+  // The model's first instance gets the stub that ran auto_complete_config,
+  // already past HELLO (docs/protocol.md).
+  std::unique_ptr<StubProcess> proc;
+  std::shared_ptr<Channel> ch;
+  const bool greeted = model_->TakeAutoCompleteStub(&proc, &ch);
+  if (!greeted) {
+    proc = std::make_unique<StubProcess>();
+    int fd = -1;
+    TRITONPY_RETURN_IF_ERROR(proc->Spawn(model_->stub_launch(), name_, &fd));
+    ch = std::make_shared<Channel>(fd);
+  }
+  Status s = Handshake(proc.get(), ch.get(), greeted, traits);
   if (!s.ok()) {
     // EOF lets a healthy stub exit by itself; then it is killed.
     ch->Shutdown();

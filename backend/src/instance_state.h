@@ -87,12 +87,15 @@ class InstanceState {
 
   InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance);
 
-  // Spawns a stub and runs the handshake. On success the process and
-  // channel are returned; on failure the process has been reaped.
+  // Spawns a stub (or takes the one the model kept from auto-complete) and
+  // runs the handshake. On success the process and channel are returned;
+  // on failure the process has been reaped.
   Status StartStub(
       std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
       StubTraits* traits);
-  Status Handshake(StubProcess* process, Channel* channel, StubTraits* traits);
+  // HELLO (unless `greeted`: the stub already sent it), INIT, INIT_DONE.
+  Status Handshake(
+      StubProcess* process, Channel* channel, bool greeted, StubTraits* traits);
   // Waits for a frame of type `want` (a JSON frame), handling LOG/ERROR/
   // ARENA meanwhile. timeout_ms < 0: no deadline.
   Status AwaitJson(

@@ -25,7 +25,74 @@ Parameter(const json::Value* params, const char* key, std::string* text)
   return true;
 }
 
+// The model's config as Triton has it now (config version 1), as JSON.
+Status
+ReadConfig(TRITONBACKEND_Model* model, std::string* json)
+{
+  TRITONSERVER_Message* message = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelConfig(model, 1 /* config_version */, &message));
+  const char* buffer = nullptr;
+  size_t byte_size = 0;
+  TRITONSERVER_Error* err =
+      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size);
+  if (err == nullptr) json->assign(buffer, byte_size);
+  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
+  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
+  return FromTriton(err);
+}
+
 }  // namespace
+
+ModelState::~ModelState()
+{
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  StopStub(&auto_complete_stub_);
+}
+
+bool
+ModelState::TakeAutoCompleteStub(
+    std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel)
+{
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  if (auto_complete_stub_.process == nullptr) return false;
+  *process = std::move(auto_complete_stub_.process);
+  *channel = std::move(auto_complete_stub_.channel);
+  return true;
+}
+
+Status
+ModelState::AutoComplete(const std::string& first_instance)
+{
+  AutoCompleteCall call;
+  call.model_name = name_;
+  call.instance_name = first_instance;
+  call.config_json = config_json_;
+  call.model_file = model_file_;
+  call.model_dir = model_dir_;
+  call.launch = stub_launch_;
+  call.stub_timeout_seconds = backend_->settings().stub_timeout_seconds;
+  std::string completed;
+  StartedStub stub;
+  TRITONPY_RETURN_IF_ERROR(RunAutoComplete(call, &completed, &stub));
+  Status s;
+  if (!completed.empty()) {
+    s = ApplyCompletedConfig(model_, name_, completed);
+    if (s.ok()) s = ReadConfig(model_, &config_json_);
+  }
+  if (!s.ok()) {
+    StopStub(&stub);
+    return s;
+  }
+  if (!completed.empty()) {
+    TRITONPY_LOG_VERBOSE(
+        "tritonpy: model '" + name_ +
+        "': config after auto_complete_config: " + config_json_);
+  }
+  std::lock_guard<std::mutex> lock(stub_mu_);
+  auto_complete_stub_ = std::move(stub);
+  return Status();
+}
 
 Status
 ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
@@ -63,45 +130,11 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   state->version_dir_ =
       state->repository_ + "/" + std::to_string(state->version_);
 
-  TRITONSERVER_Message* message = nullptr;
-  TRITONPY_RETURN_IF_TRITON_ERROR(
-      TRITONBACKEND_ModelConfig(model, 1 /* config_version */, &message));
-  const char* buffer = nullptr;
-  size_t byte_size = 0;
-  TRITONSERVER_Error* err =
-      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size);
-  if (err == nullptr) state->config_json_.assign(buffer, byte_size);
-  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
-  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
-  TRITONPY_RETURN_IF_ERROR(FromTriton(err));
-
+  TRITONPY_RETURN_IF_ERROR(ReadConfig(model, &state->config_json_));
   json::Value config;
   TRITONPY_RETURN_IF_ERROR(
       json::Parse(state->config_json_, &config)
           .WithPrefix("tritonpy: model '" + state->name_ + "' config: "));
-  state->max_batch_size_ = config.GetInt("max_batch_size", 0);
-  const json::Value* policy = config.Find("model_transaction_policy");
-  state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
-  const json::Value* params = config.Find("parameters");
-  std::string text;
-  if (Parameter(params, "max_inflight_batches", &text)) {
-    TRITONPY_RETURN_IF_ERROR(ParseCount(
-        state->name_, "max_inflight_batches", text, 1, 1u << 20,
-        &state->max_inflight_batches_));
-  }
-  if (Parameter(params, "sync_prefetch_batches", &text)) {
-    TRITONPY_RETURN_IF_ERROR(ParseCount(
-        state->name_, "sync_prefetch_batches", text, 0, 64,
-        &state->sync_prefetch_batches_));
-  }
-  state->execute_timeout_seconds_ =
-      state->backend_->settings().execute_timeout_seconds;
-  if (Parameter(params, "execute_timeout_seconds", &text)) {
-    TRITONPY_RETURN_IF_ERROR(
-        BackendState::ParseSeconds(
-            "execute_timeout_seconds", text, &state->execute_timeout_seconds_)
-            .WithPrefix("model '" + state->name_ + "' parameter: "));
-  }
 
   std::string file = config.GetString("default_model_filename", "");
   if (file.empty()) file = "model.py";
@@ -121,12 +154,55 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
         " not found");
   }
 
+  // The interpreter (and environment) of every stub of this model, the
+  // auto-complete stub included.
+  std::string text;
   state->stub_launch_.python = state->backend_->settings().python_executable;
-  if (Parameter(params, "EXECUTION_ENV_PATH", &text)) {
+  if (Parameter(config.Find("parameters"), "EXECUTION_ENV_PATH", &text)) {
     TRITONPY_RETURN_IF_ERROR(PrepareExecutionEnv(
         state->backend_->settings(), state->name_, state->repository_, text,
         &state->stub_launch_));
   }
+
+  bool auto_complete = false;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
+  if (auto_complete) {
+    // Triton names instances <group name>_<index>, the first group first.
+    const json::Value* groups = config.Find("instance_group");
+    std::string first = state->name_;
+    if (groups != nullptr && groups->is_array() && !groups->items().empty()) {
+      first = groups->items()[0].GetString("name", state->name_) + "_0";
+    }
+    TRITONPY_RETURN_IF_ERROR(state->AutoComplete(first));
+    TRITONPY_RETURN_IF_ERROR(
+        json::Parse(state->config_json_, &config)
+            .WithPrefix("tritonpy: model '" + state->name_ + "' config: "));
+  }
+
+  state->max_batch_size_ = config.GetInt("max_batch_size", 0);
+  const json::Value* policy = config.Find("model_transaction_policy");
+  state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
+  const json::Value* params = config.Find("parameters");
+  if (Parameter(params, "max_inflight_batches", &text)) {
+    TRITONPY_RETURN_IF_ERROR(ParseCount(
+        state->name_, "max_inflight_batches", text, 1, 1u << 20,
+        &state->max_inflight_batches_));
+  }
+  if (Parameter(params, "sync_prefetch_batches", &text)) {
+    TRITONPY_RETURN_IF_ERROR(ParseCount(
+        state->name_, "sync_prefetch_batches", text, 0, 64,
+        &state->sync_prefetch_batches_));
+  }
+  state->execute_timeout_seconds_ =
+      state->backend_->settings().execute_timeout_seconds;
+  if (Parameter(params, "execute_timeout_seconds", &text)) {
+    TRITONPY_RETURN_IF_ERROR(
+        BackendState::ParseSeconds(
+            "execute_timeout_seconds", text, &state->execute_timeout_seconds_)
+            .WithPrefix("model '" + state->name_ + "' parameter: "));
+  }
+
   *out = std::move(state);
   return Status();
 }

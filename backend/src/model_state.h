@@ -2,13 +2,16 @@
 // Copyright (c) The tritonpy authors.
 //
 // ModelState: what every instance of one model shares: names, paths, the
-// raw model config JSON handed to the stub. Immutable after Create.
+// raw model config JSON handed to the stub. Immutable after Create, except
+// the stub kept from auto-complete, which has its own lock.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "auto_complete.h"
 #include "backend_state.h"
 #include "error.h"
 #include "stub_process.h"
@@ -18,8 +21,17 @@ namespace tritonpy {
 
 class ModelState {
  public:
+  // Reads the model's config; when Triton asks for auto-complete, runs the
+  // model's auto_complete_config in a stub first, hands the completed
+  // config to Triton and keeps that stub for the first instance.
   static Status Create(
       TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out);
+  ~ModelState();  // stops the auto-complete stub if no instance took it
+
+  // Moves the stub that ran auto_complete_config (past HELLO, waiting for
+  // INIT) to the caller; false when there is none (left). Thread-safe.
+  bool TakeAutoCompleteStub(
+      std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel);
 
   TRITONBACKEND_Model* triton_model() const { return model_; }
   const BackendState& backend() const { return *backend_; }
@@ -65,6 +77,13 @@ class ModelState {
   uint32_t max_inflight_batches_ = kDefaultMaxInflightBatches;
   uint32_t sync_prefetch_batches_ = kDefaultSyncPrefetchBatches;
   double execute_timeout_seconds_ = 0;
+  std::mutex stub_mu_;
+  StartedStub auto_complete_stub_;  // guarded by stub_mu_
+
+  // Runs auto_complete_config and applies its result: config_json_ then
+  // holds the config Triton has after the completion. `first_instance`:
+  // the name Triton gives the model's first instance.
+  Status AutoComplete(const std::string& first_instance);
 
  public:
   static constexpr uint32_t kDefaultMaxInflightBatches = 128;

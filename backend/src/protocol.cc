@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "json.h"
+
 namespace tritonpy {
 namespace proto {
 
@@ -369,6 +371,10 @@ FrameTypeName(FrameType t)
       return "METRIC";
     case FrameType::kMetricDone:
       return "METRIC_DONE";
+    case FrameType::kAutoComplete:
+      return "AUTO_COMPLETE";
+    case FrameType::kAutoCompleteDone:
+      return "AUTO_COMPLETE_DONE";
   }
   return "UNKNOWN";
 }
@@ -378,7 +384,8 @@ IsJsonFrame(FrameType t)
 {
   return t == FrameType::kHello || t == FrameType::kInit ||
          t == FrameType::kInitDone || t == FrameType::kFinalizeDone ||
-         t == FrameType::kModelControl || t == FrameType::kModelControlDone;
+         t == FrameType::kModelControl || t == FrameType::kModelControlDone ||
+         t == FrameType::kAutoComplete || t == FrameType::kAutoCompleteDone;
 }
 
 uint32_t
@@ -458,6 +465,22 @@ Status
 DecodeJson(const uint8_t* body, size_t len, std::string* out)
 {
   out->assign(reinterpret_cast<const char*>(body), len);
+  return Status();
+}
+
+Status
+CheckHello(const std::string& json_text)
+{
+  json::Value hello;
+  TRITONPY_RETURN_IF_ERROR(json::Parse(json_text, &hello));
+  const json::Value* version = hello.Find("protocol");
+  if (!hello.is_object() || version == nullptr || !version->is_int() ||
+      version->as_int() != kVersion) {
+    return Status::Unsupported(
+        "the stub speaks protocol " +
+        (version != nullptr ? version->Serialize() : std::string("?")) +
+        ", this backend speaks protocol " + std::to_string(kVersion));
+  }
   return Status();
 }
 

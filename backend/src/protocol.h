@@ -60,8 +60,10 @@ enum class FrameType : uint8_t {
   kModelControlDone = 24,
   kMetric = 25,
   kMetricDone = 26,
+  kAutoComplete = 27,
+  kAutoCompleteDone = 28,
 };
-constexpr uint8_t kMaxFrameType = 26;
+constexpr uint8_t kMaxFrameType = 28;
 
 // RESPONSES entry flags (response_flags).
 constexpr uint32_t kRespFinal = 1;  // TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -233,6 +235,8 @@ Status DecodeHeader(const uint8_t* msg, size_t len, FrameView* out);
 // it, which equals the frame-relative rule because the header is 24 bytes
 // and arena bodies start 8-aligned. Every byte must be consumed.
 Status DecodeJson(const uint8_t* body, size_t len, std::string* out);
+// Checks a HELLO body (JSON text): an object whose "protocol" is 1.
+Status CheckHello(const std::string& json_text);
 Status DecodeArena(const uint8_t* body, size_t len, ArenaBody* out);
 Status DecodeExecute(const uint8_t* body, size_t len, ExecuteBody* out);
 Status DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out);

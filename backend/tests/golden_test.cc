@@ -177,7 +177,9 @@ DecodeFrame(
     case tp::FrameType::kInitDone:
     case tp::FrameType::kFinalizeDone:
     case tp::FrameType::kModelControl:
-    case tp::FrameType::kModelControlDone: {
+    case tp::FrameType::kModelControlDone:
+    case tp::FrameType::kAutoComplete:
+    case tp::FrameType::kAutoCompleteDone: {
       std::string text;
       TRITONPY_RETURN_IF_ERROR(tp::DecodeJson(b, n, &text));
       Value doc;

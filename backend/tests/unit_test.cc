@@ -143,6 +143,18 @@ TestCodec()
       [&](std::vector<uint8_t>* out) { tp::EncodeExecuteDone({1, ""}, out); });
   CHECK(!tp::DecodeHeader(done.data(), done.size(), &f).ok());
   CHECK(tp::DataTypeByteSize(14) == 2 && tp::DataTypeByteSize(13) == 0);
+  // HELLO must say protocol 1; AUTO_COMPLETE(_DONE) are JSON frames.
+  CHECK(tp::CheckHello(R"({"protocol":1,"pid":7})").ok());
+  Status hello = tp::CheckHello(R"({"protocol":2})");
+  CHECK(!hello.ok() && hello.message().find("protocol 2") != std::string::npos);
+  CHECK(!tp::CheckHello(R"({"pid":7})").ok() && !tp::CheckHello("[1]").ok());
+  CHECK(!tp::CheckHello("not json").ok());
+  CHECK(
+      tp::IsJsonFrame(tp::FrameType::kAutoComplete) &&
+      tp::IsJsonFrame(tp::FrameType::kAutoCompleteDone));
+  CHECK(
+      std::string(tp::FrameTypeName(tp::FrameType::kAutoCompleteDone)) ==
+      "AUTO_COMPLETE_DONE");
 }
 
 }  // namespace

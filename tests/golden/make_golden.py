@@ -510,6 +510,40 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
             31,
             0,
         ),
+        (
+            "auto_complete.bin",
+            P.AUTO_COMPLETE,
+            {
+                "json": {
+                    "model_name": "add_sub",
+                    "config": '{"name":"add_sub","max_batch_size":0,"input":[],"output":[]}',
+                    "model_file": "/models/add_sub/1/model.py",
+                    "model_dir": "/models/add_sub/1",
+                    "settings": {"log_verbose": 0},
+                }
+            },
+            0,
+            0,
+        ),
+        (
+            "auto_complete_done.bin",
+            P.AUTO_COMPLETE_DONE,
+            {
+                "json": {
+                    "ok": True,
+                    "config": '{"name":"add_sub","max_batch_size":4,"dynamic_batching":{}}',
+                }
+            },
+            0,
+            0,
+        ),
+        (
+            "auto_complete_done_error.bin",
+            P.AUTO_COMPLETE_DONE,
+            {"json": {"ok": False, "error": "model 'add_sub': auto_complete_config raised"}},
+            0,
+            0,
+        ),
     ]
 
 

@@ -10,10 +10,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from tritonpy import install as inst
 
@@ -43,6 +47,54 @@ def build_repository(dest: Path, names: list[str]) -> Path:
             src = EXAMPLES / "model_repository" / name
         shutil.copytree(src, dest / name, symlinks=False)
     return dest
+
+
+def official_server(work: Path, models: list[str], args: list[str] | None = None) -> TritonServer:
+    """A tritonserver with the official Python backend of the nvidia-pytriton
+    wheel (as the benchmarks run it) on a repository of ``models``, for
+    differential tests."""
+    sys.path.insert(0, str(EXAMPLES.parent))
+    from bench import environment
+
+    backends, env = environment.official_backend_dir(work)
+    return TritonServer(
+        build_repository(work / "repo", models),
+        work,
+        args=args,
+        backend_dir=backends,
+        prefix=["env", *(f"{k}={v}" for k, v in env.items())],
+    )
+
+
+def run_example_client(example: str, *args: str, oks: int, timeout: float = 120) -> str:
+    """Runs examples/<example>/client.py with ``args``; asserts it exits 0
+    and prints ``oks`` lines ending in "ok" and none "WRONG". Returns its
+    output."""
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / example / "client.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.count(" ok") == oks and "WRONG" not in out.stdout, out.stdout
+    return out.stdout
+
+
+def load_failure(srv: TritonServer, model: str) -> str:
+    """Asks ``srv`` to load ``model``, which must fail: returns Triton's
+    error message, after checking the model is not ready."""
+    c = httpclient.InferenceServerClient(srv.http_url)
+    try:
+        c.load_model(model)
+    except InferenceServerException as e:
+        message = str(e)
+    else:
+        raise AssertionError(f"loading {model} succeeded")
+    finally:
+        c.close()
+    assert not srv.model_ready(model)
+    return message
 
 
 def children(pid: int) -> list[int]:

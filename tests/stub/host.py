@@ -49,6 +49,7 @@ class StubHost:
             stderr=subprocess.PIPE,
         )
         child.close()
+        self.greeted = False  # HELLO already read (by auto_complete)
         self.stub_arenas: dict[int, mmap.mmap] = {}
         self.my_arenas: dict[int, tuple[int, mmap.mmap]] = {}
         self.logs: list[dict[str, Any]] = []
@@ -123,8 +124,9 @@ class StubHost:
         settings: dict[str, Any] | None = None,
         timeout: float = 10.0,
     ) -> dict[str, Any]:
-        hello = self.recv_type("HELLO", timeout)
-        assert hello["body"]["json"]["protocol"] == 1
+        if not self.greeted:
+            hello = self.recv_type("HELLO", timeout)
+            assert hello["body"]["json"]["protocol"] == 1
         cfg = config or {"name": "m"}
         args = {
             "model_config": json.dumps(cfg),
@@ -143,6 +145,25 @@ class StubHost:
         }
         self.send(P.encode(P.INIT, {"json": init}))
         return self.recv_type("INIT_DONE", timeout)["body"]["json"]
+
+    def auto_complete(
+        self, model_dir: Path, config: dict[str, Any], *, model_file: str = "model.py"
+    ) -> dict[str, Any]:
+        """HELLO, then AUTO_COMPLETE; returns AUTO_COMPLETE_DONE's JSON. A
+        handshake() afterwards sends INIT to the same stub, as the backend
+        does for a model's first instance."""
+        if not self.greeted:
+            assert self.recv_type("HELLO")["body"]["json"]["protocol"] == 1
+            self.greeted = True
+        msg = {
+            "model_name": config.get("name", "m"),
+            "config": json.dumps(config),
+            "model_file": str(model_dir / model_file),
+            "model_dir": str(model_dir),
+            "settings": {"log_verbose": 0},
+        }
+        self.send(P.encode(P.AUTO_COMPLETE, {"json": msg}))
+        return self.recv_type("AUTO_COMPLETE_DONE")["body"]["json"]
 
     def new_arena(self, arena_id: int, size: int) -> mmap.mmap:
         fd = os.memfd_create(f"host-{arena_id}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)

@@ -39,6 +39,7 @@ def test_every_public_name_is_documented(name: str) -> None:
         "TritonError",
         "Logger",
         "InferenceTrace",
+        "ModelConfig",
     ],
 )
 def test_every_public_method_is_documented(cls: str) -> None:

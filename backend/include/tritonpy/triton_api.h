@@ -131,6 +131,9 @@ TRITONSERVER_Error* TRITONSERVER_LogMessage(
 TRITONSERVER_Error* TRITONSERVER_MessageSerializeToJson(
     TRITONSERVER_Message* message, const char** base, size_t* byte_size);
 TRITONSERVER_Error* TRITONSERVER_MessageDelete(TRITONSERVER_Message* message);
+// A message holding a copy of `base` (JSON text); the caller owns it.
+TRITONSERVER_Error* TRITONSERVER_MessageNewFromSerializedJson(
+    TRITONSERVER_Message** message, const char* base, size_t byte_size);
 
 // ---- TRITONBACKEND ---------------------------------------------------------
 
@@ -167,6 +170,16 @@ TRITONSERVER_Error* TRITONBACKEND_ModelRepository(
 TRITONSERVER_Error* TRITONBACKEND_ModelConfig(
     TRITONBACKEND_Model* model, const uint32_t config_version,
     TRITONSERVER_Message** model_config);
+// Whether the backend should complete the model's config (false when
+// tritonserver runs with --disable-auto-complete-config).
+TRITONSERVER_Error* TRITONBACKEND_ModelAutoCompleteConfig(
+    TRITONBACKEND_Model* model, bool* auto_complete_config);
+// Replaces the model's config during TRITONBACKEND_ModelInitialize; Triton
+// takes max_batch_size, inputs, outputs, the scheduling choice and the
+// transaction policy from it. The caller keeps ownership of `model_config`.
+TRITONSERVER_Error* TRITONBACKEND_ModelSetConfig(
+    TRITONBACKEND_Model* model, const uint32_t config_version,
+    TRITONSERVER_Message* model_config);
 TRITONSERVER_Error* TRITONBACKEND_ModelBackend(
     TRITONBACKEND_Model* model, TRITONBACKEND_Backend** backend);
 TRITONSERVER_Error* TRITONBACKEND_ModelState(

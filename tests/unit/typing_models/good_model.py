@@ -13,6 +13,17 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config: pb_utils.ModelConfig) -> pb_utils.ModelConfig:
+        config.add_input({"name": "IN", "data_type": "TYPE_FP32", "dims": [-1]})
+        config.add_output({"name": "OUT", "data_type": "TYPE_FP32", "dims": [-1]})
+        config.set_max_batch_size(max(config.max_batch_size(), 4))
+        config.set_dynamic_batching()
+        config.set_model_transaction_policy({"decoupled": False})
+        inputs: list[dict[str, object]] = config.as_dict()["input"]
+        pb_utils.Logger.log_info(f"{len(inputs)} inputs")
+        return config
+
     def initialize(self, args: dict[str, str]) -> None:
         config = json.loads(args["model_config"])
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)

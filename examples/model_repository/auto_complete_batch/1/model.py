@@ -1,0 +1,1 @@
+../../../auto_complete/batch_model.py

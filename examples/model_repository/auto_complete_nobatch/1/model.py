@@ -1,0 +1,1 @@
+../../../auto_complete/nobatch_model.py
