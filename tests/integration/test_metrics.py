@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
@@ -40,8 +41,21 @@ def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonS
 
 
 def scrape(srv: TritonServer) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10) as r:
-        return r.read().decode()
+    """The metrics page. Triton opens its metrics port a little after the
+    HTTP endpoint reports ready: a refused connection is retried briefly."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            url = f"http://127.0.0.1:{srv.metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return r.read().decode()
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+        except urllib.error.URLError as e:
+            if not isinstance(e.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:
