@@ -178,10 +178,6 @@ BackendState::ApplySettings(
       uint64_t v;
       TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1000000, &v));
       settings->stub_restart_limit = static_cast<int>(v);
-    } else if (key == "reader-spin-microseconds") {
-      uint64_t v;
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 10000, &v));
-      settings->reader_spin_microseconds = static_cast<int>(v);
     } else if (key == "env-cache-dir") {
       if (value.empty() || value[0] != '/') {
         return Status::InvalidArg(
@@ -278,8 +274,6 @@ BackendState::Create(
       " execute-timeout-seconds=" +
       json::Value::Double(s.execute_timeout_seconds).Serialize() +
       " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
-      " reader-spin-microseconds=" +
-      std::to_string(s.reader_spin_microseconds) +
       (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir));
   *out = std::move(state);
   return Status();

@@ -38,9 +38,6 @@ struct BackendSettings {
   // restarting and stays unavailable, requests failing with the reason,
   // until the model is loaded again. 0: restart forever.
   int stub_restart_limit = 5;
-  // While work of an instance is in flight, its reader polls
-  // the socket this long before it sleeps (docs/configuration.md). 0: off.
-  int reader_spin_microseconds = 0;
   // Where execution environment archives (EXECUTION_ENV_PATH) are unpacked;
   // empty: the default of stub/env.py (~/.cache/tritonpy/envs).
   std::string env_cache_dir;

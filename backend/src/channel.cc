@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -75,21 +74,10 @@ Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
 Channel::RecvResult
 Channel::Receive(
     std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
-    int timeout_ms, Status* error, int wake_fd, int spin_us)
+    int timeout_ms, Status* error, int wake_fd)
 {
   fds->clear();
   if (buf->size() < proto::kMaxFrame) buf->resize(proto::kMaxFrame);
-  if (spin_us > 0 && timeout_ms != 0) {
-    const auto until =
-        std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
-    do {
-      RecvResult r = RecvMessage(buf, len, fds, error, MSG_DONTWAIT);
-      if (r != RecvResult::kTimeout) return r;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } while (std::chrono::steady_clock::now() < until);
-  }
   if (timeout_ms >= 0 || wake_fd >= 0) {
     struct pollfd pfd[2];
     pfd[0].fd = fd_;
@@ -114,14 +102,6 @@ Channel::Receive(
       return RecvResult::kTimeout;
     }
   }
-  return RecvMessage(buf, len, fds, error, 0);
-}
-
-Channel::RecvResult
-Channel::RecvMessage(
-    std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
-    Status* error, int flags)
-{
   struct iovec iov;
   iov.iov_base = buf->data();
   iov.iov_len = buf->size();
@@ -134,13 +114,9 @@ Channel::RecvMessage(
   msg.msg_controllen = sizeof(control);
   ssize_t n;
   do {
-    n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | flags);
+    n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
-    if ((flags & MSG_DONTWAIT) != 0 &&
-        (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return RecvResult::kTimeout;
-    }
     if (errno == ECONNRESET || errno == EPIPE) return RecvResult::kEof;
     *error = Status::Internal(std::string("recvmsg: ") + strerror(errno));
     return RecvResult::kError;

@@ -35,24 +35,16 @@ class Channel {
   // owns them). timeout_ms < 0 blocks. When `wake_fd` (an eventfd) is
   // given and becomes readable first, it is drained and kTimeout returned:
   // another thread wants the reader's attention. On kError, `error` says
-  // why (including MSG_TRUNC / MSG_CTRUNC). With spin_us > 0 it first
-  // polls the socket without sleeping for up to that long: a peer that
-  // answers within it neither pays for waking this thread nor waits for
-  // it to be scheduled (the wake_fd is not watched meanwhile).
+  // why (including MSG_TRUNC / MSG_CTRUNC).
   RecvResult Receive(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
-      int timeout_ms, Status* error, int wake_fd = -1, int spin_us = 0);
+      int timeout_ms, Status* error, int wake_fd = -1);
 
   // Shuts the socket down both ways: a blocked Receive returns kEof and the
   // peer sees EOF. The descriptor stays open until destruction.
   void Shutdown();
 
  private:
-  // One recvmsg with `flags`; kTimeout when MSG_DONTWAIT finds nothing.
-  RecvResult RecvMessage(
-      std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
-      Status* error, int flags);
-
   int fd_;
   std::mutex send_mu_;
 };

@@ -242,14 +242,9 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   }
   // An idle reader of an async instance blocks without a timeout; it must
   // be woken so that it polls cancellation of the new batch. A sync
-  // instance's idle reader blocks at most kSyncIdlePollMs and would adopt
-  // the batch when the stub's frames arrive, but with
-  // reader-spin-microseconds it is woken too: it then wakes while the stub
-  // works, and waits for the answer spinning, so the answer wakes nobody.
-  const bool wake_reader =
-      async_execute ||
-      model_->backend().settings().reader_spin_microseconds > 0;
-  if (wake_reader && reader_blocking_.exchange(false)) {
+  // instance's idle reader blocks at most kSyncIdlePollMs and adopts the
+  // batch anyway when the stub's frames arrive: no wake-up per batch.
+  if (async_execute && reader_blocking_.exchange(false)) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
   }

@@ -615,14 +615,8 @@ InstanceState::ReaderLoop()
     size_t len = 0;
     std::vector<int> fds;
     Status err;
-    // With work in flight an answer may be due within microseconds:
-    // reader-spin-microseconds polls for it before sleeping (default off).
-    const int spin_us =
-        !batches_.empty()
-            ? model_->backend().settings().reader_spin_microseconds
-            : 0;
-    auto r = channel->Receive(
-        &recv_buf_, &len, &fds, timeout_ms, &err, wake_fd_, spin_us);
+    auto r =
+        channel->Receive(&recv_buf_, &len, &fds, timeout_ms, &err, wake_fd_);
     reader_blocking_.store(false);
     std::string kill_reason;
     bool unloading = false;
