@@ -83,24 +83,6 @@ AwaitJson(
   }
 }
 
-// Stops the stub and says how it ended ("exited with status 0").
-std::string
-Stop(StartedStub* stub)
-{
-  if (stub->channel != nullptr) stub->channel->Shutdown();
-  int status = 0;
-  std::string how;
-  if (stub->process != nullptr && stub->process->running()) {
-    if (!stub->process->WaitFor(2000, &status)) {
-      status = stub->process->KillAndReap();
-    }
-    how = StubProcess::DescribeStatus(status);
-  }
-  stub->channel.reset();
-  stub->process.reset();
-  return how;
-}
-
 }  // namespace
 
 Status
@@ -154,13 +136,13 @@ RunAutoComplete(
   if (st.ok() && !done.GetBool("ok", false)) {
     // The model's own failure: the stub's message names the model and
     // carries the traceback.
-    Stop(&s);
+    StopStub(&s);
     std::string error = done.GetString("error", "");
     return Status::InvalidArg(
         error.empty() ? prefix + "auto_complete_config failed" : error);
   }
   if (!st.ok()) {
-    std::string how = Stop(&s);
+    std::string how = StopStub(&s);
     return Status::Error(
         st.code(), prefix + "the stub running auto_complete_config (`" +
                        call.launch.python + " -m tritonpy.stub`) failed: " +
@@ -194,10 +176,15 @@ ApplyCompletedConfig(
       "': Triton refused the config completed by auto_complete_config: ");
 }
 
-void
+std::string
 StopStub(StartedStub* stub)
 {
-  Stop(stub);
+  if (stub->channel != nullptr) stub->channel->Shutdown();
+  std::string how;
+  if (stub->process != nullptr) how = stub->process->EndWithin(2000);
+  stub->channel.reset();
+  stub->process.reset();
+  return how;
 }
 
 }  // namespace tritonpy

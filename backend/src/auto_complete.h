@@ -51,6 +51,7 @@ Status ApplyCompletedConfig(
     const std::string& config_json);
 
 // Ends a stub nobody will use: EOF (it exits 0), a short wait, SIGKILL.
-void StopStub(StartedStub* stub);
+// Returns how it ended ("exited with status 0"), or "" if it had.
+std::string StopStub(StartedStub* stub);
 
 }  // namespace tritonpy

@@ -228,11 +228,8 @@ InstanceState::StartFailure(StubProcess* process, const std::string& why)
     msg += " found at '" + process->executable() + "'";
   }
   msg += "): " + why;
-  int status = 0;
-  if (process->running()) {
-    if (!process->WaitFor(1000, &status)) status = process->KillAndReap();
-    msg += "; the stub " + StubProcess::DescribeStatus(status);
-  }
+  const std::string how = process->EndWithin(1000);
+  if (!how.empty()) msg += "; the stub " + how;
   return msg;
 }
 
@@ -398,12 +395,9 @@ InstanceState::StartStub(
   if (!s.ok()) {
     // EOF lets a healthy stub exit by itself; then it is killed.
     ch->Shutdown();
-    int status = 0;
-    if (proc->running()) {
-      if (!proc->WaitFor(2000, &status)) status = proc->KillAndReap();
-      s = Status::Error(
-          s.code(),
-          s.message() + "; the stub " + StubProcess::DescribeStatus(status));
+    const std::string how = proc->EndWithin(2000);
+    if (!how.empty()) {
+      s = Status::Error(s.code(), s.message() + "; the stub " + how);
     }
     peers_.Clear();
     metrics_->Clear();  // what a failed initialize() created

@@ -171,6 +171,15 @@ StubProcess::WaitFor(int timeout_ms, int* status)
   }
 }
 
+std::string
+StubProcess::EndWithin(int timeout_ms)
+{
+  if (!running()) return "";
+  int status = 0;
+  if (!WaitFor(timeout_ms, &status)) status = KillAndReap();
+  return DescribeStatus(status);
+}
+
 int
 StubProcess::KillAndReap()
 {

@@ -48,6 +48,9 @@ class StubProcess {
   bool WaitFor(int timeout_ms, int* status);
   // SIGKILLs the child (if not yet reaped) and reaps it.
   int KillAndReap();
+  // A child still running gets timeout_ms to exit, then SIGKILL; returns
+  // how it ended (DescribeStatus), or "" when there was no child to end.
+  std::string EndWithin(int timeout_ms);
 
   // "exited with status 3", "killed by signal 9 (SIGKILL)".
   static std::string DescribeStatus(int status);
