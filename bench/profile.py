@@ -76,8 +76,14 @@ def profile(
     seconds: float,
     work: Path,
     server_args: list[str] | None = None,
+    model_params: dict[str, str] | None = None,
 ) -> str:
     repo = write_repository(work / f"repo-{system}", system)
+    if model_params and system != "floor":
+        config = repo / model / "config.pbtxt"
+        with config.open("a") as f:
+            for key, value in model_params.items():
+                f.write(f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n')
     extra_env: dict[str, str] = {}
     if system == "official":
         backends, extra_env = env.official_backend_dir(work)
@@ -150,10 +156,19 @@ def main(argv: list[str] | None = None) -> int:
         help="extra tritonserver argument, e.g. "
         "--server-arg=--backend-config=tritonpy,reader-spin-microseconds=0",
     )
+    p.add_argument(
+        "--model-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a parameter added to the model's config.pbtxt (tritonpy and official), "
+        "e.g. --model-param sync_prefetch_batches=4",
+    )
     a = p.parse_args(argv)
+    params = dict(kv.split("=", 1) for kv in a.model_param)
     with tempfile.TemporaryDirectory(prefix="tritonpy-profile-") as tmp:
         for system in a.system or ["tritonpy", "official", "floor"]:
-            report = profile(system, a.model, a.conns, a.seconds, Path(tmp), a.server_arg)
+            report = profile(system, a.model, a.conns, a.seconds, Path(tmp), a.server_arg, params)
             print(report, flush=True)
             print()
     return 0

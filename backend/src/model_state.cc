@@ -189,11 +189,33 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
         state->name_, "max_inflight_batches", text, 1, 1u << 20,
         &state->max_inflight_batches_));
   }
+  // Batches sent ahead pay off where Triton's default scheduler hands out
+  // requests one by one to a single instance: the stub then finds the next
+  // batch waiting (add_sub at 64 connections: 1.46x the requests per second
+  // at 0.78x the CPU per request against 1 ahead). Under the dynamic
+  // or sequence batcher, a batch taken early would be smaller than the one
+  // Triton could have formed; with several instances, a slow batch would
+  // hold the ones queued behind it while another instance idles.
+  int64_t instances = 0;
+  if (const json::Value* groups = config.Find("instance_group");
+      groups != nullptr && groups->is_array()) {
+    for (const json::Value& group : groups->items()) {
+      instances += group.GetInt("count", 1);
+    }
+  }
+  if (config.Find("dynamic_batching") == nullptr &&
+      config.Find("sequence_batching") == nullptr && instances <= 1) {
+    state->sync_prefetch_batches_ = kSoloSyncPrefetchBatches;
+  }
   if (Parameter(params, "sync_prefetch_batches", &text)) {
     TRITONPY_RETURN_IF_ERROR(ParseCount(
         state->name_, "sync_prefetch_batches", text, 0, 64,
         &state->sync_prefetch_batches_));
   }
+  TRITONPY_LOG_VERBOSE(
+      "tritonpy: model '" + state->name_ + "': sync_prefetch_batches " +
+      std::to_string(state->sync_prefetch_batches_) +
+      ", max_inflight_batches " + std::to_string(state->max_inflight_batches_));
   state->execute_timeout_seconds_ =
       state->backend_->settings().execute_timeout_seconds;
   if (Parameter(params, "execute_timeout_seconds", &text)) {

@@ -15,6 +15,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,10 +146,17 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     for name, extra in (
         ("serial", ""),
         ("serial_p0", prefetch("0")),
+        ("serial_p1", prefetch("1")),
         ("serial_p4", prefetch("4")),
         ("serial_bad", prefetch("65")),
     ):
         write_model(repo, name, SERIAL, SLEEPY_CONFIG.format(name=name, extra=extra))
+    # Where the default is 1 batch ahead, not 4: several instances, or a
+    # batcher that should get to form its batches.
+    two = SLEEPY_CONFIG.format(name="serial_two", extra="").replace("count: 1", "count: 2")
+    write_model(repo, "serial_two", SERIAL, two)
+    dyn = SLEEPY_CONFIG.format(name="serial_dyn", extra="dynamic_batching { }")
+    write_model(repo, "serial_dyn", SERIAL, dyn.replace("max_batch_size: 0", "max_batch_size: 4"))
     server = TritonServer(
         repo,
         work,
@@ -159,7 +167,11 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
             "--load-model=threaded",
             "--load-model=serial",
             "--load-model=serial_p0",
+            "--load-model=serial_p1",
             "--load-model=serial_p4",
+            "--load-model=serial_two",
+            "--load-model=serial_dyn",
+            "--log-verbose=1",
         ],
     )
     try:
@@ -225,6 +237,19 @@ def sleep_input(ms: float) -> list:
     return [x]
 
 
+@pytest.mark.parametrize(
+    ("model", "ahead"),
+    [("serial", 4), ("serial_p0", 0), ("serial_p1", 1), ("serial_two", 1), ("serial_dyn", 1)],
+)
+def test_batches_sent_ahead_by_default_and_when_set(
+    srv: TritonServer, model: str, ahead: int
+) -> None:
+    """4 batches ahead for one instance under Triton's default scheduler, 1
+    with several instances or a batcher, else what the parameter says."""
+    line = f"tritonpy: model '{model}': sync_prefetch_batches {ahead},"
+    assert line in srv.log(), [x for x in srv.log().splitlines() if "sync_prefetch" in x]
+
+
 @pytest.mark.parametrize("model", ["serial", "serial_p0", "serial_p4"])
 def test_sync_execute_never_overlaps(srv: TritonServer, model: str) -> None:
     """Batches sent ahead (sync_prefetch_batches) wait for execute() to
@@ -241,21 +266,35 @@ def test_sync_execute_never_overlaps(srv: TritonServer, model: str) -> None:
     assert elapsed >= 0.55, f"12 x 50 ms took {elapsed:.2f} s on a sync instance"
 
 
-def test_stub_death_fails_the_batch_sent_ahead_too(srv: TritonServer) -> None:
-    """The running batch and the one queued behind it in the stub both fail
-    with the death; the restarted stub serves the next request."""
+@pytest.mark.parametrize(
+    ("model", "ahead"),
+    [("serial", 4), ("serial_p1", 1), ("serial_p4", 4)],
+)
+def test_stub_death_fails_the_batches_sent_ahead_too(
+    srv: TritonServer, model: str, ahead: int
+) -> None:
+    """The running batch and the ones queued behind it in the stub fail with
+    the death (4 by default for one instance without a batcher, else
+    sync_prefetch_batches); one more waits in the backend's Execute and
+    fails too; those still in Triton's queue go to the restarted stub."""
+    followers = 6
 
-    async def run() -> list:
+    async def run() -> tuple[Any, list]:
         async with httpaio.InferenceServerClient(srv.http_url) as c:
-            first = asyncio.ensure_future(c.infer("serial_p4", sleep_input(1000)))
+            first = asyncio.ensure_future(c.infer(model, sleep_input(1000)))
             await asyncio.sleep(0.3)
-            second = asyncio.ensure_future(c.infer("serial_p4", sleep_input(10)))
-            return await asyncio.gather(first, second, return_exceptions=True)
+            rest = [
+                asyncio.ensure_future(c.infer(model, sleep_input(10))) for _ in range(followers)
+            ]
+            return await asyncio.gather(first, *rest, return_exceptions=True)
 
     results = asyncio.run(run())
-    for r in results:
-        assert isinstance(r, InferenceServerException), r
-        assert "serial_p4" in str(r) and "died" in str(r) and "SIGKILL" in str(r), str(r)
+    failed = [r for r in results if isinstance(r, InferenceServerException)]
+    assert results[0] in failed
+    assert "died" in str(results[0]) and "SIGKILL" in str(results[0]), str(results[0])
+    for r in failed:
+        assert model in str(r), str(r)
+    assert len(failed) == 1 + ahead + 1, [str(r) for r in results]
     deadline = time.monotonic() + 20
     c = httpclient.InferenceServerClient(srv.http_url)
     try:
@@ -263,7 +302,7 @@ def test_stub_death_fails_the_batch_sent_ahead_too(srv: TritonServer) -> None:
             try:
                 x = httpclient.InferInput("SLEEP_MS", [1], "FP32")
                 x.set_data_from_numpy(np.array([1], np.float32))
-                assert int(c.infer("serial_p4", [x]).as_numpy("PID")[0]) == 1
+                assert int(c.infer(model, [x]).as_numpy("PID")[0]) >= 1
                 break
             except InferenceServerException:
                 if time.monotonic() > deadline:
