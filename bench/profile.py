@@ -31,6 +31,9 @@ BODIES = {
     "add_sub": [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])],
     "async_sleep": [("INPUT0", "FP32", [4], [1, 2, 3, 4])],
 }
+BODIES["bls"] = BODIES["add_sub"]
+# Models a model calls (BLS) are loaded with it.
+CALLS = {"bls": ["add_sub"]}
 
 
 def _threads(pid: int) -> dict[int, tuple[str, int, int, int]]:
@@ -97,7 +100,7 @@ def profile(
         repo,
         backends,
         work / f"server-{system}.log",
-        models=[model],
+        models=[model, *CALLS.get(model, [])],
         env=extra_env,
         extra_args=server_args,
     )
