@@ -167,9 +167,11 @@ def test_soak_in_small(leak_server: TritonServer) -> None:
             # large bodies (malloc_trim(0) in the server brings RSS below
             # the baseline): a loose bound, which a real leak still breaks.
             assert g["rss_kib"] <= before["rss_kib"] * 0.5 + 32 * MIB, (proc, g)
-        # Freed arena space stays resident only in the first 64 MiB.
+        # Freed arena space stays resident only in the first 64 MiB of each
+        # instance's arenas: one that first sees larger tensors after the
+        # baseline fills a few more MiB of its own; a leak grows past that.
         after = report["after"][proc]["arena_kib"]
-        assert after <= max(before["arena_kib"] + 4 * MIB, 72 * MIB), (proc, g)
+        assert after <= max(before["arena_kib"] + 8 * MIB, 72 * MIB), (proc, g)
 
 
 def test_stub_rss_settles_over_rounds_of_streams(leak_server: TritonServer) -> None:

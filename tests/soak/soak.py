@@ -78,8 +78,9 @@ def _fd_targets(pid: int) -> list[tuple[str, str]]:
 def arenas(pid: int, stub: bool = False) -> list[tuple[int, int]]:
     """(size, resident bytes) of each memfd arena `pid` owns, once each
     (Python's mmap holds a second descriptor of every arena it maps). A
-    stub owns "tritonpy-stub-*"; it also maps the backend's arenas."""
-    prefix = "/memfd:tritonpy-stub" if stub else "/memfd:tritonpy"
+    stub owns "tritonpy-stub-*", the server "tritonpy-arena"; each also
+    maps the other's, counted at its owner."""
+    prefix = "/memfd:tritonpy-stub" if stub else "/memfd:tritonpy-arena"
     seen = set()
     out = []
     for path, target in _fd_targets(pid):
@@ -307,6 +308,13 @@ def soak(
     """Warm-up, baseline at rest, the run (sampled), the same figures at
     rest again. Returns the report (also logged as it goes)."""
     traffic(server, seconds=warmup_seconds, requests=10**9, concurrency=concurrency, seed=1)
+    # Arenas grow to the most tensors ever in flight at once, then keep
+    # their descriptors (and their first 64 MiB resident) for reuse: a
+    # burst of the largest request brings them to that high-water mark
+    # before the baseline. 8 covers a sync instance's in-flight batches
+    # (the running one, 4 sent ahead, 1 being built); rarer peaks later in
+    # a long run show as a step, a leak as a slope.
+    traffic(server, seconds=120, requests=8, concurrency=8, seed=2, mix={"identity_large": 1})
     time.sleep(1.0)
     baseline = sample_all(server)
     log(f"baseline: {json.dumps(baseline)}")
