@@ -11,8 +11,15 @@ checked by the caller, who knows the arena sizes.
 import json
 import sys
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
+cimport cython
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
@@ -286,14 +293,26 @@ cdef class _Reader:
         return 0
 
 
-def decode_header(const uint8_t[::1] buf not None):
+# Entry points take any contiguous buffer (bytes, bytearray, memoryview,
+# mmap) through the buffer protocol directly: a typed memoryview argument
+# costs more to set up than decoding a small frame.
+
+
+def decode_header(buf):
     """Check the header of a whole message; return (type, flags, id, body_len)."""
-    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _decode_header(<const uint8_t*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
     if n < _HDR:
         raise ProtocolError(f"a {n}-byte message is shorter than the frame header")
     if n > _MAX_FRAME:
         raise ProtocolError(f"a {n}-byte message is longer than MAX_FRAME")
-    cdef const uint8_t* p = &buf[0]
     cdef uint32_t magic, body_len, reserved
     cdef uint16_t flags
     cdef uint64_t fid
@@ -324,20 +343,27 @@ def decode_header(const uint8_t[::1] buf not None):
     return ftype, flags, fid, body_len
 
 
-def decode_arena_ref(const uint8_t[::1] buf not None):
+def decode_arena_ref(buf):
     """The (arena_id, offset) of a BODY_IN_ARENA frame whose header is valid."""
+    cdef Py_buffer view
     cdef _Reader r = _Reader()
-    r.p = &buf[0]
-    r.pos = _HDR
-    r.end = buf.shape[0]
-    cdef uint32_t aid = r.u32()
-    r.zero32()
-    cdef uint64_t off = r.u64()
-    r.done()
+    cdef uint32_t aid
+    cdef uint64_t off
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        r.p = <const uint8_t*>view.buf
+        r.pos = _HDR
+        r.end = view.len
+        aid = r.u32()
+        r.zero32()
+        off = r.u64()
+        r.done()
+    finally:
+        PyBuffer_Release(&view)
     return aid, off
 
 
-def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24):
+def decode_body(int ftype, buf, Py_ssize_t start=24):
     """Decode the body of a frame of type ``ftype`` that occupies
     ``buf[start:]``. Offsets of inline tensor data in the result are
     offsets into ``buf``.
@@ -366,11 +392,19 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
         (VALUE, metric);
     METRIC_DONE -> (ok, error, value).
     """
-    cdef Py_ssize_t n = buf.shape[0]
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _decode_body(ftype, <const uint8_t*>view.buf, view.len, start)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t start):
     if start < 0 or start > n:
         raise ProtocolError("body start outside the buffer")
     cdef _Reader r = _Reader()
-    r.p = &buf[0] if n > 0 else NULL
+    r.p = p
     r.pos = start
     r.end = n
     cdef object out
@@ -476,6 +510,7 @@ def decode_body(int ftype, const uint8_t[::1] buf not None, Py_ssize_t start=24)
 # ------------------------------------------------------------------ writing
 
 
+@cython.final
 cdef class FrameWriter:
     """Builds one frame at a time in a reusable buffer.
 
@@ -559,14 +594,32 @@ cdef class FrameWriter:
         self.put(&v, 8)
 
     cpdef string(self, s):
-        cdef bytes raw = s.encode() if isinstance(s, str) else bytes(s)
-        cdef uint32_t n = len(raw)
-        self.put(&n, 4)
-        self.put(<const char*>raw, n)
+        cdef Py_ssize_t size
+        cdef const char* text
+        cdef bytes raw
+        if type(s) is str:
+            text = PyUnicode_AsUTF8AndSize(s, &size)  # cached in the str
+            self.len_prefixed(text, size)
+        else:
+            raw = s.encode() if isinstance(s, str) else bytes(s)
+            self.len_prefixed(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
 
-    cpdef raw(self, const uint8_t[::1] data):
-        if data.shape[0]:
-            self.put(&data[0], data.shape[0])
+    cdef int len_prefixed(self, const char* p, Py_ssize_t size) except -1:
+        cdef uint32_t n = <uint32_t>size
+        if size > 0xFFFFFFFF:
+            raise OverflowError("a string longer than 4 GiB")
+        self.put(&n, 4)
+        if size:
+            self.put(p, size)
+        return 0
+
+    cpdef raw(self, data):
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            self.put(view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
 
     cpdef pad8(self):
         cdef Py_ssize_t n = (8 - self.pos % 8) % 8
@@ -582,11 +635,52 @@ cdef class FrameWriter:
             self.i64(d)
         self.u64(byte_size)
 
-    cpdef tensor_inline(self, str name, uint32_t dtype, tuple dims, const uint8_t[::1] data):
-        self.tensor_head(name, dtype, dims, data.shape[0])
-        self.u8(LOC_INLINE)
-        self.pad8()
-        self.raw(data)
+    cpdef tensor_inline(self, str name, uint32_t dtype, tuple dims, data):
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            self.tensor_head(name, dtype, dims, view.len)
+            self.u8(LOC_INLINE)
+            self.pad8()
+            self.put(view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+
+    cpdef entry(self, tuple e):
+        """One RESPONSES entry from the stub's tuple (batch id, request
+        index, response flags, error as (code, message) or None, parameters
+        JSON, outputs), each output (name, dtype, dims, inline bytes or
+        None, arena id, offset, byte size, location)."""
+        cdef object err = e[3]
+        cdef tuple outputs
+        cdef tuple o
+        self.u64(e[0])
+        self.u32(e[1])
+        self.u32(e[2])
+        if err is not None:
+            self.u8(1)
+            self.u32(err[0])
+            self.string(err[1])
+            self.len_prefixed(NULL, 0)  # parameters
+            self.u32(0)  # outputs
+            return
+        self.u8(0)
+        self.u32(0)
+        self.len_prefixed(NULL, 0)  # message
+        self.string(e[4])
+        outputs = e[5]
+        self.u32(len(outputs))
+        for o in outputs:
+            data = o[3]
+            if type(data) is bytes:
+                self.tensor_head(o[0], o[1], o[2], PyBytes_GET_SIZE(data))
+                self.u8(LOC_INLINE)
+                self.pad8()
+                self.put(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+            elif data is not None:
+                self.tensor_inline(o[0], o[1], o[2], data)
+            else:
+                self.tensor_arena(o[0], o[1], o[2], o[6], o[4], o[5], o[7])
 
     cpdef tensor_arena(self, str name, uint32_t dtype, tuple dims, uint64_t byte_size,
                        uint32_t arena_id, uint64_t offset, uint8_t location=LOC_ARENA):

@@ -192,7 +192,7 @@ class Engine:
                     flags |= C.RESP_BATCH_END
                 entries.append(self._entry(req, resp, flags, 0, by_ref=True))
             else:
-                _write_entry(w, self._entry(req, resp, flags, w.size(), by_ref=True))
+                w.entry(self._entry(req, resp, flags, w.size(), by_ref=True))
             req._sender._closed = True
         self.batches.pop(batch.id, None)
         if coalesce:
@@ -342,7 +342,7 @@ class Engine:
                 entry = pending[i]
                 if n and w.size() + _entry_size(entry) > C.MAX_FRAME:
                     break
-                _write_entry(w, entry)
+                w.entry(entry)
                 n += 1
                 i += 1
             w.patch_u32(count_at, n)
@@ -509,30 +509,6 @@ def _entry_size(entry: tuple) -> int:
     for name, _dtype, dims, data, _aid, _off, n, _loc in entry[5]:
         size += 64 + len(name) + 8 * len(dims) + (n if data is not None else 0)
     return size
-
-
-def _write_entry(w: C.FrameWriter, entry: tuple) -> None:
-    batch_id, index, flags, err, params, outputs = entry
-    w.u64(batch_id)
-    w.u32(index)
-    w.u32(flags)
-    if err is not None:
-        w.u8(1)
-        w.u32(err[0])
-        w.string(err[1])
-        w.string("")
-        w.u32(0)
-        return
-    w.u8(0)
-    w.u32(0)
-    w.string("")
-    w.string(params)
-    w.u32(len(outputs))
-    for name, dtype, dims, data, aid, off, n, loc in outputs:
-        if data is not None:
-            w.tensor_inline(name, dtype, dims, data)
-        else:
-            w.tensor_arena(name, dtype, dims, n, aid, off, loc)
 
 
 def _check_result(result: Any, n: int, batch: _Batch) -> str:
