@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ._errors import TritonModelException
 from ._params import parameters_to_json
+from ._sender import InferenceResponseSender
 from ._tensor import Tensor
 
 if TYPE_CHECKING:
     from ._bls import ResponseIterator
     from ._response import InferenceResponse
-    from ._sender import InferenceResponseSender
 
 __all__ = [
     "InferenceRequest",
@@ -69,6 +69,9 @@ class InferenceTrace:
         return self._context or None
 
 
+_NO_TRACE = InferenceTrace()  # the trace of requests given to execute(); never changed
+
+
 class InferenceRequest:
     """An inference request.
 
@@ -90,12 +93,18 @@ class InferenceRequest:
         "_trace",
         "_release_flags",
         "_sender",
+        "_done",
+        "_sent",
+        "_send_error",
         "_cancelled",
         "_cancel_callbacks",
         "_batch",
         "_index",
     )
-    _sender: InferenceResponseSender | None
+    _sender: InferenceResponseSender | None  # made by get_response_sender()
+    _done: bool  # the final flag went out (or the request's batch ended)
+    _sent: int  # responses sent through the sender
+    _send_error: str | None  # the backend could not deliver an earlier response
     _cancel_callbacks: list[Callable[[InferenceRequest], Any]] | None
     _batch: Any  # the stub's batch of a request given to execute()
 
@@ -149,6 +158,9 @@ class InferenceRequest:
         self._trace = trace if trace is not None else InferenceTrace()
         self._release_flags = 0
         self._sender = None
+        self._done = False
+        self._sent = 0
+        self._send_error = None
         self._cancelled = False
         self._cancel_callbacks = None
         self._batch = None
@@ -178,9 +190,12 @@ class InferenceRequest:
         self._requested_output_names = requested_output_names
         self._inputs = inputs
         self._preferred_memory = _DEFAULT_MEMORY
-        self._trace = InferenceTrace()
+        self._trace = _NO_TRACE
         self._release_flags = 0
         self._sender = None
+        self._done = False
+        self._sent = 0
+        self._send_error = None
         self._cancelled = False
         self._cancel_callbacks = None
         self._batch = None
@@ -220,12 +235,17 @@ class InferenceRequest:
         """The InferenceResponseSender of this request: the way to answer it
         in decoupled mode (any number of responses, then the final flag), and
         in default mode (exactly one response with the final flag)."""
-        if self._sender is None:
-            raise TritonModelException(
-                f"request '{self._request_id}' has no response sender: only requests "
-                "given to execute() have one"
-            )
-        return self._sender
+        sender = self._sender
+        if sender is None:
+            if self._batch is None:
+                raise TritonModelException(
+                    f"request '{self._request_id}' has no response sender: only requests "
+                    "given to execute() have one"
+                )
+            # Made on demand: a request that never asks for its sender
+            # holds no reference cycle and is freed as soon as it ends.
+            sender = self._sender = InferenceResponseSender._new(self)
+        return sender
 
     def is_cancelled(self) -> bool:
         """Whether Triton cancelled this request (client gone, stream

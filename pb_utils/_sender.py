@@ -21,27 +21,26 @@ _FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class InferenceResponseSender:
-    """The response sender of one request (``request.get_response_sender()``)."""
+    """The response sender of one request (``request.get_response_sender()``).
 
-    __slots__ = ("_request", "_engine", "_closed", "_error", "_sent", "__weakref__")
+    Its state (final flag sent, responses sent, a delivery error to report)
+    lives in the request, where the stub also reads it."""
+
+    __slots__ = ("_request", "__weakref__")
     _request: Any
-    _engine: Any
-    _closed: bool
-    _error: str | None
-    _sent: int
 
     def __init__(self) -> None:
         raise TypeError("response senders come from request.get_response_sender()")
 
     @classmethod
-    def _new(cls, request: Any, engine: Any) -> InferenceResponseSender:
+    def _new(cls, request: Any) -> InferenceResponseSender:
         self = cls.__new__(cls)
         self._request = request
-        self._engine = engine
-        self._closed = False
-        self._error = None
-        self._sent = 0
         return self
+
+    @property
+    def _closed(self) -> bool:
+        return bool(self._request._done)
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
         """Send ``response``, and/or end the request with
@@ -50,9 +49,10 @@ class InferenceResponseSender:
         Raises TritonModelException after the final flag has been sent, or
         when the backend reported that an earlier response of this request
         could not be delivered."""
-        if self._closed:
+        req = self._request
+        if req._done:
             raise TritonModelException(
-                f"the response sender of request '{self._request.request_id()}' is closed: "
+                f"the response sender of request '{req.request_id()}' is closed: "
                 "it already sent the final flag"
             )
         if response is not None and not isinstance(response, InferenceResponse):
@@ -66,21 +66,18 @@ class InferenceResponseSender:
                 "send() needs a response, the final flag "
                 "(TRITONSERVER_RESPONSE_COMPLETE_FINAL), or both"
             )
-        error, self._error = self._error, None
+        error, req._send_error = req._send_error, None
         if error is not None:
             raise TritonModelException(error)
         if flags & _FINAL:
-            self._closed = True
-        self._sent += response is not None
-        self._engine.send(self._request, response, flags)
+            req._done = True
+        req._sent += response is not None
+        req._batch.engine.send(req, response, flags)
 
     def is_cancelled(self) -> bool:
         """Whether Triton cancelled the request (a local flag, no round trip)."""
         return bool(self._request._cancelled)
 
-    def _fail(self, message: str) -> None:
-        self._error = message
-
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._request._done else "open"
         return f"<InferenceResponseSender of {self._request.request_id()!r}, {state}>"

@@ -31,7 +31,6 @@ from tritonpy.stub import _codec as C
 _Response = pb_utils.InferenceResponse
 _TensorFromStub = pb_utils.Tensor._from_stub
 _RequestFromStub = pb_utils.InferenceRequest._from_stub
-_NewSender = pb_utils.InferenceResponseSender._new
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
@@ -41,11 +40,25 @@ _ENTRY_RESERVE = 1024
 
 
 class _Batch:
-    __slots__ = ("id", "requests", "buf", "task", "returned", "open", "answers", "arena_inputs")
+    __slots__ = (
+        "id",
+        "engine",
+        "requests",
+        "buf",
+        "task",
+        "returned",
+        "open",
+        "answers",
+        "arena_inputs",
+    )
 
-    def __init__(self, batch_id: int, requests: list[Any], buf: Any) -> None:
+    def __init__(self, batch_id: int, engine: Engine, requests: list[Any], buf: Any) -> None:
         self.id = batch_id
-        self.requests = requests
+        self.engine = engine  # where the requests' senders send
+        # Emptied when the batch is forgotten: the requests point at their
+        # batch, so this edge would make every batch a reference cycle,
+        # left to the cyclic collector.
+        self.requests: list[Any] | tuple[()] = requests
         self.buf = buf  # keeps inline input bytes alive
         self.task: asyncio.Task | None = None
         self.returned = False
@@ -79,7 +92,7 @@ class Engine:
 
     def on_execute(self, batch_id: int, wire: list[tuple], buf: Any) -> None:
         requests: list[Any] = []
-        batch = _Batch(batch_id, requests, buf)
+        batch = _Batch(batch_id, self, requests, buf)
         view = memoryview(buf)
         peer = self.stub.peer
         for index, (rid, corr, flags, timeout, params, names, tensors) in enumerate(wire):
@@ -106,7 +119,6 @@ class Engine:
             )
             req._batch = batch
             req._index = index
-            req._sender = _NewSender(req, self)
             requests.append(req)
         if batch_id in self.batches:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
@@ -193,8 +205,8 @@ class Engine:
                 entries.append(self._entry(req, resp, flags, 0, by_ref=True))
             else:
                 w.entry(self._entry(req, resp, flags, w.size(), by_ref=True))
-            req._sender._closed = True
-        self.batches.pop(batch.id, None)
+            req._done = True
+        self._forget(batch)
         if coalesce:
             # A task's batch: other tasks often end in the same loop
             # iteration, and their batches leave in one frame.
@@ -232,27 +244,31 @@ class Engine:
             w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
             w.u32(0)
             self._send_frame(w)
-            self.batches.pop(batch.id, None)
+            self._forget(batch)
 
     def _end_with_error(self, batch: _Batch, message: str) -> None:
         batch.returned = True
         for req in batch.requests:
-            req._sender._closed = True
+            req._done = True
         self.flush()
         self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, message), batch.id))
-        self.batches.pop(batch.id, None)
+        self._forget(batch)
 
     def _maybe_forget(self, batch: _Batch) -> None:
         if batch.returned and batch.open <= 0:
-            self.batches.pop(batch.id, None)
+            self._forget(batch)
+
+    def _forget(self, batch: _Batch) -> None:
+        """The batch is over: every request is complete."""
+        self.batches.pop(batch.id, None)
+        batch.requests = ()
 
     def _close(self, req: Any) -> bool:
         """Mark the request complete; False if it already was."""
-        sender = req._sender
         with self._lock:
-            if sender._closed:
+            if req._done:
                 return False
-            sender._closed = True
+            req._done = True
             req._batch.open -= 1
         return True
 
@@ -277,8 +293,8 @@ class Engine:
 
     def _default_send(self, req: Any, response: Any, flags: int) -> None:
         batch = req._batch
-        if response is None or not flags & 1 or req._sender._sent > 1:
-            req._sender._closed = True
+        if response is None or not flags & 1 or req._sent > 1:
+            req._done = True
             raise pb_utils.TritonModelException(
                 f"model '{self.model_name}' is not decoupled: request '{req.request_id()}' "
                 "takes exactly one response, sent with the final flag"
@@ -456,7 +472,7 @@ class Engine:
     def on_send_error(self, batch_id: int, index: int, code: int, message: str) -> None:
         batch = self.batches.get(batch_id)
         if batch is not None and index < len(batch.requests):
-            batch.requests[index]._sender._fail(message)
+            batch.requests[index]._send_error = message
 
     # ---------------------------------------------------------------- shutdown
 
@@ -488,7 +504,8 @@ class Engine:
                 batch.returned = True
                 self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
         self.flush()
-        self.batches.clear()
+        for batch in list(self.batches.values()):
+            self._forget(batch)
 
 
 def _find_input(inputs: list[tuple[int, int, int, int]], mv: memoryview) -> tuple[int, int] | None:

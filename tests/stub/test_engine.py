@@ -42,6 +42,31 @@ def finals(n: int) -> Any:
     return lambda got: sum(1 for e in got if e.get("response_flags", 0) & FINAL) >= n
 
 
+GARBAGE_COUNTER = """
+import gc
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        gc.disable()
+    def execute(self, requests):
+        found = gc.collect()  # what the batches before this one left to the collector
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([found], np.int32))])
+                for r in requests]
+"""
+
+
+def test_a_batch_leaves_no_reference_cycles(host: StubHost, tmp_path: Path) -> None:
+    """Requests, their batch and their senders are freed by reference
+    counting when the batch ends, not left for the cyclic collector."""
+    host.handshake(write_model(tmp_path, GARBAGE_COUNTER))
+    found = []
+    for b in range(1, 7):
+        reply = host.execute(b, [P.request(f"r{b}", [i32("IN", b)]), P.request("x", [i32("IN", 0)])])
+        found.append(value(host, reply["body"]["responses"][0]))
+    assert found[2:] == [0, 0, 0, 0], f"objects left to the cyclic collector per batch: {found}"
+
+
 ASYNC_SLEEP = """
 import asyncio
 import numpy as np
