@@ -22,7 +22,7 @@ __all__ = [
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
     """The request's input named ``name``, or None."""
     for tensor in inference_request.inputs():
-        if tensor.name() == name:
+        if tensor._name == name:
             return tensor
     return None
 

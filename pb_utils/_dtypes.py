@@ -163,6 +163,9 @@ _TO_NUMPY: dict[int, Any] = {
     TYPE_BYTES: np.object_,
 }
 
+# The common case of code_of_dtype in one lookup: the native-order dtypes.
+NATIVE_CODES: dict[np.dtype[Any], int] = {np.dtype(t): code for code, t in _TO_NUMPY.items()}
+
 
 def code_of_dtype(dtype: np.dtype[Any]) -> int:
     """Triton code for a numpy dtype, or TYPE_INVALID if unsupported.

@@ -22,6 +22,7 @@ from . import _bytes, _dlpack
 from ._dtypes import (
     FROM_DLPACK,
     ITEMSIZE,
+    NATIVE_CODES,
     TO_DLPACK,
     TYPE_BF16,
     TYPE_BYTES,
@@ -85,7 +86,15 @@ class Tensor:
     _buf: Any
 
     def __init__(self, name: str, numpy_array: np.ndarray) -> None:
-        self._name = _check_name(name)
+        self._name = name if type(name) is str and name else _check_name(name)
+        if type(numpy_array) is np.ndarray:
+            code = NATIVE_CODES.get(numpy_array.dtype)
+            if code is not None:  # the common case, in one lookup
+                self._dtype = code
+                self._dims = numpy_array.shape
+                self._array = numpy_array
+                self._buf = None
+                return
         if not isinstance(numpy_array, np.ndarray):
             if numpy_array is None:
                 raise TritonModelException(f"Tensor '{name}': expected a numpy.ndarray, got None")

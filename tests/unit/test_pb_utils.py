@@ -191,6 +191,13 @@ def test_platform_aliases():
     assert Tensor("c", np.zeros(2, dtype=np.ulonglong)).triton_dtype() == 5
 
 
+def test_subclass_and_object_arrays_keep_their_codes():
+    masked = np.ma.masked_array(np.arange(3, dtype=np.float32))
+    assert Tensor("m", masked).triton_dtype() == 11
+    assert Tensor("m", masked).as_numpy() is masked
+    assert Tensor("o", np.array([b"x"], dtype=object)).triton_dtype() == 13
+
+
 # ------------------------------------------------------------------ constructor errors
 
 
