@@ -62,7 +62,9 @@ def test_a_batch_leaves_no_reference_cycles(host: StubHost, tmp_path: Path) -> N
     host.handshake(write_model(tmp_path, GARBAGE_COUNTER))
     found = []
     for b in range(1, 7):
-        reply = host.execute(b, [P.request(f"r{b}", [i32("IN", b)]), P.request("x", [i32("IN", 0)])])
+        reply = host.execute(
+            b, [P.request(f"r{b}", [i32("IN", b)]), P.request("x", [i32("IN", 0)])]
+        )
         found.append(value(host, reply["body"]["responses"][0]))
     assert found[2:] == [0, 0, 0, 0], f"objects left to the cyclic collector per batch: {found}"
 
