@@ -2,7 +2,7 @@
 # Copyright (c) The tritonpy authors.
 """Instructions a stub spends per request, counted by callgrind.
 
-    python -m bench.stub_cost [--requests 1000] [--top 25]
+    python -m bench.stub_cost [--requests 1000] [--top 25] [--model add_sub]
 
 Runs the real stub (`python -m tritonpy.stub`) under valgrind's callgrind,
 plays the backend's side of the protocol (tests/stub/host.py), loads the
@@ -12,6 +12,13 @@ for add_sub at one connection. Instruction counts do not depend on what
 else the machine is doing, so this is the number to watch when changing
 the stub's hot path. Prints instructions per request and the functions
 (inclusive of what they call) that carry them.
+
+``--model`` splits the cost: ``empty`` answers every request with one
+prebuilt response without outputs (what the stub itself costs: receive,
+decode, requests, dispatch, encode, send); ``outputs`` returns two new
+4-element output tensors without reading the inputs (plus what outputs
+cost); ``add_sub`` is the benchmark's model (plus reading the inputs and
+the arithmetic).
 """
 
 from __future__ import annotations
@@ -36,16 +43,45 @@ from host import StubHost  # noqa: E402
 
 FP32 = 11
 
+MODELS = {
+    "add_sub": ADD_SUB_PY,
+    "empty": """
+import triton_python_backend_utils as pb_utils
+
+_ANSWER = pb_utils.InferenceResponse(output_tensors=[])
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [_ANSWER for _ in requests]
+""",
+    "outputs": """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+_ZEROS = np.zeros(4, np.float32)
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("OUTPUT0", _ZEROS), pb_utils.Tensor("OUTPUT1", _ZEROS)])
+            for _ in requests
+        ]
+""",
+}
+
 
 def fp32(name: str, values: list[float]) -> dict:
     return P.inline(name, FP32, [len(values)], struct.pack(f"<{len(values)}f", *values))
 
 
-def run(requests: int, warmup: int, work: Path) -> Path:
+def run(requests: int, warmup: int, work: Path, source: str = ADD_SUB_PY) -> Path:
     """Returns the callgrind output file of the measured window."""
     model = work / "add_sub" / "1"
     model.mkdir(parents=True)
-    (model / "model.py").write_text(ADD_SUB_PY)
+    (model / "model.py").write_text(source)
     out = work / "callgrind.out"
     host = StubHost(
         prefix=[
@@ -86,13 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--top", type=int, default=25, help="functions to list")
+    p.add_argument("--model", choices=sorted(MODELS), default="add_sub")
     args = p.parse_args(argv)
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         sys.exit("needs valgrind (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="tritonpy-stub-cost-") as tmp:
-        dump = run(args.requests, args.warmup, Path(tmp))
+        dump = run(args.requests, args.warmup, Path(tmp), MODELS[args.model])
         total = total_instructions(dump)
-        print(f"stub: {total / args.requests:,.0f} instructions per add_sub request")
+        print(f"stub: {total / args.requests:,.0f} instructions per {args.model} request")
         report = subprocess.run(
             ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
             capture_output=True,
