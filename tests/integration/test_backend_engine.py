@@ -31,12 +31,23 @@ import asyncio, os
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
+SLEEPING = 0
+
 class TritonPythonModel:
     async def execute(self, requests):
+        global SLEEPING
         out = []
         for r in requests:
             ms = float(pb_utils.get_input_tensor_by_name(r, "SLEEP_MS").as_numpy()[0])
-            await asyncio.sleep(ms / 1000)
+            if ms < 0:  # a probe: how many requests are asleep now
+                out.append(pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("PID", np.array([SLEEPING], np.int64))]))
+                continue
+            SLEEPING += 1
+            try:
+                await asyncio.sleep(ms / 1000)
+            finally:
+                SLEEPING -= 1
             out.append(pb_utils.InferenceResponse(
                 [pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]))
         return out
@@ -391,7 +402,12 @@ def test_stub_death_with_async_batches_in_flight(srv: TritonServer) -> None:
         pid = int(h.infer("sleepy", [x]).as_numpy("PID")[0])
         x.set_data_from_numpy(np.array([60000], np.float32))
         pending = [h.async_infer("sleepy", [x]) for _ in range(6)]
-        time.sleep(0.5)
+        probe = httpclient.InferInput("SLEEP_MS", [1], "FP32")
+        probe.set_data_from_numpy(np.array([-1], np.float32))
+        deadline = time.monotonic() + 30
+        while int(h.infer("sleepy", [probe]).as_numpy("PID")[0]) < 6:
+            assert time.monotonic() < deadline, "the six requests never all reached the stub"
+            time.sleep(0.05)
         os.kill(pid, signal.SIGKILL)
         start = time.monotonic()
         for p in pending:
