@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._request import InferenceRequest
 from ._response import InferenceResponse
@@ -19,12 +19,13 @@ __all__ = [
 ]
 
 
-def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
-    """The request's input named ``name``, or None."""
-    for tensor in inference_request.inputs():
-        if tensor._name == name:
-            return tensor
-    return None
+if TYPE_CHECKING:
+
+    def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
+        """The request's input named ``name``, or None."""
+
+else:  # compiled: it runs for every input of every request
+    from ._core import get_input_tensor_by_name
 
 
 def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:

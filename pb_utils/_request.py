@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from ._core import RequestCore, bind_request, request_from_stub
 from ._errors import TritonModelException
 from ._params import parameters_to_json
 from ._sender import InferenceResponseSender
@@ -72,41 +73,28 @@ class InferenceTrace:
 _NO_TRACE = InferenceTrace()  # the trace of requests given to execute(); never changed
 
 
-class InferenceRequest:
+class InferenceRequest(RequestCore):
     """An inference request.
 
     The constructor has the official BLS signature (keyword use is the norm;
     the positional order is the official one, request_id first).
     """
 
-    __slots__ = (
-        "_model_name",
-        "_model_version",
-        "_request_id",
-        "_correlation_id",
-        "_flags",
-        "_timeout",
-        "_parameters",
-        "_requested_output_names",
-        "_inputs",
-        "_preferred_memory",
-        "_trace",
-        "_release_flags",
-        "_sender",
-        "_done",
-        "_sent",
-        "_send_error",
-        "_cancelled",
-        "_cancel_callbacks",
-        "_batch",
-        "_index",
-    )
+    # The fields are RequestCore's, as are inputs() and request_id().
+    __slots__ = ()
+
     _sender: InferenceResponseSender | None  # made by get_response_sender()
     _done: bool  # the final flag went out (or the request's batch ended)
     _sent: int  # responses sent through the sender
     _send_error: str | None  # the backend could not deliver an earlier response
     _cancel_callbacks: list[Callable[[InferenceRequest], Any]] | None
     _batch: Any  # the stub's batch of a request given to execute()
+    _index: int
+
+    if TYPE_CHECKING:  # RequestCore's, typed for models
+
+        def inputs(self) -> list[Tensor]: ...
+        def request_id(self) -> str: ...
 
     def __init__(
         self,
@@ -156,15 +144,7 @@ class InferenceRequest:
             preferred_memory if preferred_memory is not None else _DEFAULT_MEMORY
         )
         self._trace = trace if trace is not None else InferenceTrace()
-        self._release_flags = 0
-        self._sender = None
-        self._done = False
-        self._sent = 0
-        self._send_error = None
-        self._cancelled = False
-        self._cancel_callbacks = None
-        self._batch = None
-        self._index = 0
+        # The per-request state starts as RequestCore.__cinit__ sets it.
 
     @classmethod
     def _from_stub(
@@ -179,34 +159,16 @@ class InferenceRequest:
         inputs: list[Tensor],
     ) -> InferenceRequest:
         """A request as execute() sees it, built by the stub (no validation)."""
-        self = cls.__new__(cls)
-        self._model_name = model_name
-        self._model_version = -1
-        self._request_id = request_id
-        self._correlation_id = correlation_id
-        self._flags = flags
-        self._timeout = timeout
-        self._parameters = parameters or "{}"
-        self._requested_output_names = requested_output_names
-        self._inputs = inputs
-        self._preferred_memory = _DEFAULT_MEMORY
-        self._trace = _NO_TRACE
-        self._release_flags = 0
-        self._sender = None
-        self._done = False
-        self._sent = 0
-        self._send_error = None
-        self._cancelled = False
-        self._cancel_callbacks = None
-        self._batch = None
-        self._index = 0
-        return self
-
-    def inputs(self) -> list[Tensor]:
-        return self._inputs
-
-    def request_id(self) -> str:
-        return self._request_id
+        return request_from_stub(
+            model_name,
+            request_id,
+            correlation_id,
+            flags,
+            timeout,
+            parameters,
+            requested_output_names,
+            inputs,
+        )
 
     def correlation_id(self) -> int | str:
         return self._correlation_id
@@ -327,3 +289,6 @@ class InferenceRequest:
             f"request_id={self._request_id!r}, "
             f"inputs={[t.name() for t in self._inputs]})"
         )
+
+
+bind_request(InferenceRequest, _DEFAULT_MEMORY, _NO_TRACE)

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from ._core import ResponseCore, bind_response
 from ._errors import TritonError
 from ._params import parameters_to_json
 from ._tensor import Tensor
@@ -11,54 +14,66 @@ from ._tensor import Tensor
 __all__ = ["InferenceResponse"]
 
 
-class InferenceResponse:
+class InferenceResponse(ResponseCore):
     """A response: output tensors, or an error, plus optional parameters
     (a dict of str -> bool/int/str)."""
 
-    __slots__ = ("_output_tensors", "_error", "_parameters")
+    # The fields are ResponseCore's, as are __init__ for a plain list of
+    # tensors, output_tensors(), has_error(), error() and _parameters_json().
+    __slots__ = ()
 
-    def __init__(
-        self,
-        output_tensors: list[Tensor] | None = None,
-        error: TritonError | None = None,
-        parameters: dict[str, bool | int | str] | None = None,
-    ) -> None:
-        if output_tensors is None:
-            tensors: list[Tensor] = []
-        elif isinstance(output_tensors, (list, tuple)):
-            tensors = list(output_tensors)
-        else:
-            raise TypeError(
-                f"output_tensors must be a list of Tensor, got {type(output_tensors).__name__}"
-            )
-        for t in tensors:
-            if not isinstance(t, Tensor):
-                raise TypeError(f"output_tensors must hold Tensor objects, got {type(t).__name__}")
-        if error is not None and not isinstance(error, TritonError):
-            raise TypeError(f"error must be a TritonError, got {type(error).__name__}")
-        self._output_tensors = tensors
-        self._error = error
-        # "" means no parameters: nothing to put on the wire.
-        text = "" if parameters is None else parameters_to_json(parameters)
-        self._parameters = "" if text == "{}" else text
+    _output_tensors: list[Tensor]
+    _error: TritonError | None
+    _parameters: str
 
-    def output_tensors(self) -> list[Tensor]:
-        return self._output_tensors
+    if TYPE_CHECKING:  # ResponseCore's, typed for models
 
-    def has_error(self) -> bool:
-        return self._error is not None
-
-    def error(self) -> TritonError | None:
-        return self._error
+        def __init__(
+            self,
+            output_tensors: list[Tensor] | None = None,
+            error: TritonError | None = None,
+            parameters: dict[str, bool | int | str] | None = None,
+        ) -> None: ...
+        def output_tensors(self) -> list[Tensor]: ...
+        def has_error(self) -> bool: ...
+        def error(self) -> TritonError | None: ...
 
     def parameters(self) -> str:
         """The parameters as a JSON object text ("{}" when none)."""
         return self._parameters or "{}"
 
-    def _parameters_json(self) -> str:
-        return self._parameters
-
     def __repr__(self) -> str:
         if self._error is not None:
             return f"InferenceResponse(error={self._error!r})"
         return f"InferenceResponse({[t.name() for t in self._output_tensors]})"
+
+
+def _init(
+    self: InferenceResponse,
+    output_tensors: list[Tensor] | None = None,
+    error: TritonError | None = None,
+    parameters: dict[str, bool | int | str] | None = None,
+) -> None:
+    """``InferenceResponse(...)`` beyond ResponseCore's fast path: tuples,
+    errors, parameters, and the type checks."""
+    if output_tensors is None:
+        tensors: list[Tensor] = []
+    elif isinstance(output_tensors, (list, tuple)):
+        tensors = list(output_tensors)
+    else:
+        raise TypeError(
+            f"output_tensors must be a list of Tensor, got {type(output_tensors).__name__}"
+        )
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"output_tensors must hold Tensor objects, got {type(t).__name__}")
+    if error is not None and not isinstance(error, TritonError):
+        raise TypeError(f"error must be a TritonError, got {type(error).__name__}")
+    self._output_tensors = tensors
+    self._error = error
+    # "" means no parameters: nothing to put on the wire.
+    text = "" if parameters is None else parameters_to_json(parameters)
+    self._parameters = "" if text == "{}" else text
+
+
+bind_response(_init)

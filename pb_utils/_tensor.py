@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from . import _bytes, _dlpack
+from ._core import TensorCore, bind
+from ._core import from_stub as _core_from_stub
 from ._dtypes import (
     FROM_DLPACK,
     ITEMSIZE,
-    NATIVE_CODES,
     TO_DLPACK,
     TYPE_BF16,
     TYPE_BYTES,
@@ -70,14 +71,17 @@ def _native(arr: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-class Tensor:
+class Tensor(TensorCore):
     """A named tensor. ``Tensor(name, numpy_array)`` keeps the array as is.
 
     object, bytes (S) and str (U) arrays are BYTES tensors; other supported
     dtypes are bool, (u)int8-64, float16/32/64 and ml_dtypes.bfloat16 (BF16).
     """
 
-    __slots__ = ("_name", "_dtype", "_dims", "_array", "_buf", "__weakref__")
+    # The fields are TensorCore's (C fields, weak references allowed), as
+    # are __init__ for an ndarray of a native dtype, name(), as_numpy() and
+    # _small_wire_bytes().
+    __slots__ = ()
 
     _name: str
     _dtype: int
@@ -85,51 +89,7 @@ class Tensor:
     _array: np.ndarray | None
     _buf: Any
 
-    def __init__(self, name: str, numpy_array: np.ndarray) -> None:
-        self._name = name if type(name) is str and name else _check_name(name)
-        if type(numpy_array) is np.ndarray:
-            code = NATIVE_CODES.get(numpy_array.dtype)
-            if code is not None:  # the common case, in one lookup
-                self._dtype = code
-                self._dims = numpy_array.shape
-                self._array = numpy_array
-                self._buf = None
-                return
-        if not isinstance(numpy_array, np.ndarray):
-            if numpy_array is None:
-                raise TritonModelException(f"Tensor '{name}': expected a numpy.ndarray, got None")
-            # The official constructor converts array-likes (pybind11
-            # py::array); so do we.
-            try:
-                converted = np.asarray(numpy_array)
-            except Exception as exc:
-                raise TritonModelException(
-                    f"Tensor '{name}': cannot convert "
-                    f"{type(numpy_array).__name__} to a numpy array: {exc}"
-                ) from exc
-            if converted.dtype.kind in "US":
-                _check_all_strings(name, numpy_array)
-            numpy_array = converted
-        code = code_of_dtype(numpy_array.dtype)
-        if code == TYPE_INVALID and _is_bfloat16(numpy_array.dtype):
-            # ml_dtypes.bfloat16: kept as its bits, as wire BF16 tensors are.
-            code = TYPE_BF16
-            numpy_array = numpy_array.view(WIRE_NUMPY[TYPE_BF16])
-        if code == TYPE_INVALID:
-            raise TritonModelException(
-                f"Tensor '{name}': numpy dtype {numpy_array.dtype} is not "
-                f"supported (use bool, (u)int8-64, float16/32/64, "
-                f"ml_dtypes.bfloat16, or np.object_ / bytes / str for BYTES)"
-            )
-        self._dtype = code
-        self._dims = numpy_array.shape
-        self._array = numpy_array
-        self._buf = None
-
     # ------------------------------------------------------------ public API
-
-    def name(self) -> str:
-        return self._name
 
     def triton_dtype(self) -> int:
         """The TRITONSERVER_DataType code (e.g. 11 for FP32)."""
@@ -140,14 +100,6 @@ class Tensor:
 
     def is_cpu(self) -> bool:
         return True
-
-    def as_numpy(self) -> np.ndarray:
-        arr = self._array
-        if arr is None:
-            arr = self._materialize()
-        elif self._dtype == TYPE_BF16:
-            raise self._bf16_error()
-        return arr
 
     def to_dlpack(self) -> Any:
         """A "dltensor" PyCapsule sharing this tensor's memory (CPU)."""
@@ -291,33 +243,7 @@ class Tensor:
         """``_from_wire`` for the stub's frame decoder, which has already
         checked the name, the data type code, the dimensions (>= 0) and
         that ``view`` is a flat byte view: only the byte size is left."""
-        if dtype != TYPE_BYTES and view.nbytes != math.prod(dims) * ITEMSIZE[dtype]:
-            raise TritonModelException(
-                f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} needs "
-                f"{math.prod(dims) * ITEMSIZE[dtype]} bytes, got {view.nbytes}"
-            )
-        self = cls.__new__(cls)
-        self._name = name
-        self._dtype = dtype
-        self._dims = dims
-        self._buf = view
-        self._array = None
-        return self
-
-    def _small_wire_bytes(self, limit: int) -> tuple[tuple[int, ...], bytes] | None:
-        """(dims, wire bytes) of a fixed-size array tensor of at most
-        ``limit`` bytes, in one numpy copy; None for any other tensor (the
-        stub then goes through ``_to_wire``)."""
-        arr = self._array
-        if (
-            self._buf is not None
-            or arr is None
-            or self._dtype == TYPE_BYTES
-            or arr.nbytes > limit
-            or arr.dtype.byteorder == ">"
-        ):
-            return None
-        return arr.shape, arr.tobytes()
+        return _core_from_stub(name, dtype, dims, view)
 
     def _to_wire(self) -> tuple[str, int, tuple[int, ...], Any]:
         """(name, dtype code, dims, buffer of exactly the wire bytes)."""
@@ -380,6 +306,45 @@ class Tensor:
             f"Tensor '{self._name}': Tensor dtype is BF16 and cannot be "
             f"converted to NumPy. Use to_dlpack() and from_dlpack() instead."
         )
+
+
+def _init(self: Tensor, name: str, numpy_array: Any) -> None:
+    """``Tensor(name, array)`` beyond TensorCore's fast path: array-likes,
+    other dtypes, BF16, and the errors."""
+    self._name = _check_name(name)
+    if not isinstance(numpy_array, np.ndarray):
+        if numpy_array is None:
+            raise TritonModelException(f"Tensor '{name}': expected a numpy.ndarray, got None")
+        # The official constructor converts array-likes (pybind11
+        # py::array); so do we.
+        try:
+            converted = np.asarray(numpy_array)
+        except Exception as exc:
+            raise TritonModelException(
+                f"Tensor '{name}': cannot convert "
+                f"{type(numpy_array).__name__} to a numpy array: {exc}"
+            ) from exc
+        if converted.dtype.kind in "US":
+            _check_all_strings(name, numpy_array)
+        numpy_array = converted
+    code = code_of_dtype(numpy_array.dtype)
+    if code == TYPE_INVALID and _is_bfloat16(numpy_array.dtype):
+        # ml_dtypes.bfloat16: kept as its bits, as wire BF16 tensors are.
+        code = TYPE_BF16
+        numpy_array = numpy_array.view(WIRE_NUMPY[TYPE_BF16])
+    if code == TYPE_INVALID:
+        raise TritonModelException(
+            f"Tensor '{name}': numpy dtype {numpy_array.dtype} is not "
+            f"supported (use bool, (u)int8-64, float16/32/64, "
+            f"ml_dtypes.bfloat16, or np.object_ / bytes / str for BYTES)"
+        )
+    self._dtype = code
+    self._dims = numpy_array.shape
+    self._array = numpy_array
+    self._buf = None
+
+
+bind(Tensor, _init)
 
 
 def _is_bfloat16(dtype: np.dtype[Any]) -> bool:

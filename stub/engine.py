@@ -26,11 +26,12 @@ from typing import Any
 import numpy as np
 
 from tritonpy import pb_utils
+from tritonpy.pb_utils import _core
 from tritonpy.stub import _codec as C
 
 _Response = pb_utils.InferenceResponse
-_TensorFromStub = pb_utils.Tensor._from_stub
-_RequestFromStub = pb_utils.InferenceRequest._from_stub
+_TensorFromStub = _core.from_stub
+_RequestFromStub = _core.request_from_stub
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
@@ -116,9 +117,9 @@ class Engine:
                 params,
                 names,
                 inputs,
+                batch,
+                index,
             )
-            req._batch = batch
-            req._index = index
             requests.append(req)
         if batch_id in self.batches:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
