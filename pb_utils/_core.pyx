@@ -12,7 +12,7 @@ their own. What runs per request is here: ``request_from_stub`` and
 ndarray of a native dtype, ``as_numpy``, ``get_input_tensor_by_name``,
 ``InferenceResponse(output_tensors=[...])`` and the accessors the stub
 reads. Everything else (conversions, BYTES, BF16, DLPack, BLS, parameters,
-the errors) stays in Python, reached through the ``bind*`` functions.
+the errors) stays in Python, reached through the ``bind_*`` functions.
 (Python 3.11 reads and writes ``__slots__`` about as fast as Cython reads
 a Python object's attributes: only C fields make this path cheaper; see
 docs/performance.md.)
@@ -30,7 +30,8 @@ cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _TYPE_BF16 = TYPE_BF16
 cdef dict _wire_numpy = WIRE_NUMPY
 cdef object _frombuffer = np.frombuffer
-# Set by bind(): the Tensor class and the general constructor.
+# Set once by bind_tensor, bind_response and bind_request, when _tensor.py,
+# _response.py and _request.py are imported.
 cdef object _tensor_cls = None
 cdef object _general_init = None
 cdef object _response_general_init = None
@@ -39,7 +40,7 @@ cdef object _default_memory = None
 cdef object _no_trace = None
 
 
-def bind(tensor_cls, general_init):
+def bind_tensor(tensor_cls, general_init):
     """``Tensor(name, array)`` goes to ``general_init(self, name, array)``
     unless the fast path here takes it; ``from_stub`` makes ``tensor_cls``."""
     global _tensor_cls, _general_init

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import _bytes, _dlpack
-from ._core import TensorCore, bind
+from ._core import TensorCore, bind_tensor
 from ._core import from_stub as _core_from_stub
 from ._dtypes import (
     FROM_DLPACK,
@@ -344,7 +344,7 @@ def _init(self: Tensor, name: str, numpy_array: Any) -> None:
     self._buf = None
 
 
-bind(Tensor, _init)
+bind_tensor(Tensor, _init)
 
 
 def _is_bfloat16(dtype: np.dtype[Any]) -> bool:
