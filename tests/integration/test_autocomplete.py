@@ -24,6 +24,7 @@ from server import (
     load_failure,
     official_server,
     run_example_client,
+    running,
 )
 
 START = ["auto_complete_batch", "auto_complete_nobatch", "ac_decoupled", "ac_batch_cap"]
@@ -42,11 +43,8 @@ def make_server(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     srv = make_server(tmp_path_factory, "autocomplete", START)
-    try:
-        srv.wait_ready()
+    with running(srv):
         yield srv
-    finally:
-        assert srv.stop() == 0, srv.log()[-3000:]
 
 
 def config_of(srv: TritonServer, model: str) -> dict:

@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import EXAMPLES, TritonServer, build_repository
+from server import EXAMPLES, TritonServer, build_repository, running
 
 MODELS = [
     "add_sub",
@@ -49,11 +49,8 @@ def bls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServe
         work,
         args=["--model-control-mode=explicit", *(f"--load-model={m}" for m in MODELS)],
     )
-    try:
-        srv.wait_ready()
+    with running(srv):
         yield srv
-    finally:
-        assert srv.stop() == 0, srv.log()[-3000:]
 
 
 _CLIENTS: list = []

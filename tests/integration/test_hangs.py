@@ -18,7 +18,7 @@ import tritonclient.http as httpclient
 from test_crash import ask
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository
+from server import TritonServer, build_repository, running
 
 GRACE = 1  # finalize-grace-seconds of these servers
 EXIT_TIMEOUT = 3
@@ -35,11 +35,8 @@ ARGS = [
 def hang_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("hangs")
     srv = TritonServer(build_repository(work / "repo", MODELS), work, args=ARGS)
-    try:
-        srv.wait_ready()
+    with running(srv):
         yield srv
-    finally:
-        assert srv.stop() == 0
 
 
 def test_execute_timeout_kills_and_restarts_the_stub(hang_server: TritonServer) -> None:

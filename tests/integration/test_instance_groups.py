@@ -19,6 +19,7 @@ from server import (
     load_failure,
     official_server,
     run_example_client,
+    running,
 )
 
 
@@ -29,11 +30,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     srv = TritonServer(
         repo, work, args=["--model-control-mode=explicit", "--load-model=instance_kind"]
     )
-    try:
-        srv.wait_ready()
+    with running(srv):
         yield srv
-    finally:
-        assert srv.stop() == 0, srv.log()[-3000:]
 
 
 def test_each_instance_gets_its_own_args_and_process(server: TritonServer) -> None:

@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository
+from server import TritonServer, build_repository, running
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "soak"))
 
@@ -35,11 +35,8 @@ MIB = 1024  # in KiB
 def leak_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("leaks")
     srv = TritonServer(build_repository(work / "repo", soak.MODELS), work)
-    try:
-        srv.wait_ready()
+    with running(srv):
         yield srv
-    finally:
-        assert srv.stop() == 0
 
 
 def snapshot(pid: int) -> dict[str, int]:

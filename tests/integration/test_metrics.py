@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from server import EXAMPLES, TritonServer, build_repository
+from server import EXAMPLES, TritonServer, build_repository, running
 
 MODELS = ["metrics", "metrics_pair"]
 
@@ -33,11 +33,8 @@ def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonS
         work,
         args=["--model-control-mode=explicit", *(f"--load-model={m}" for m in MODELS)],
     )
-    try:
-        srv.wait_ready()
+    with running(srv):
         yield srv
-    finally:
-        assert srv.stop() == 0, srv.log()[-3000:]
 
 
 def scrape(srv: TritonServer) -> str:

@@ -16,7 +16,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from server import TritonServer
+from server import TritonServer, running
 
 TRITONPY = [sys.executable, "-m", "tritonpy"]
 VARIANTS = {
@@ -43,12 +43,8 @@ def new_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServe
         )
         assert Path(out.stdout.strip()) == repo / name
     srv = TritonServer(repo, work)
-    try:
-        srv.wait_ready()
+    with running(srv):
         yield srv
-    finally:
-        code = srv.stop()
-        assert code == 0, srv.log()[-3000:]
 
 
 def test_new_writes_the_documented_files(tmp_path: Path) -> None:
