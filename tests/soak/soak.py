@@ -6,6 +6,7 @@ resident arena bytes of the server and of every stub are sampled.
 
     python tests/soak/soak.py --seconds 600 --concurrency 64
     python tests/soak/soak.py --requests 100000
+    python tests/soak/soak.py --seconds 240 --mix bls=1    # one kind alone
 
 The mix: add_sub over HTTP, identity with tensors from 4 B to 4 MiB (and
 now and then 64 MiB), BLS (bls_add_sub calling add_sub_any with sizes up
@@ -303,11 +304,14 @@ def soak(
     concurrency: int,
     warmup_seconds: float = 5,
     sample_every: float = 10,
+    mix: dict[str, int] | None = None,
     log=print,
 ) -> dict:
     """Warm-up, baseline at rest, the run (sampled), the same figures at
     rest again. Returns the report (also logged as it goes)."""
-    traffic(server, seconds=warmup_seconds, requests=10**9, concurrency=concurrency, seed=1)
+    traffic(
+        server, seconds=warmup_seconds, requests=10**9, concurrency=concurrency, seed=1, mix=mix
+    )
     # Arenas grow to the most tensors ever in flight at once, then keep
     # their descriptors (and their first 64 MiB resident) for reuse: a
     # burst of the largest request brings them to that high-water mark
@@ -337,7 +341,9 @@ def soak(
     t = threading.Thread(target=sampler, daemon=True)
     t.start()
     start = time.monotonic()
-    tally = traffic(server, seconds=seconds, requests=requests, concurrency=concurrency, seed=2)
+    tally = traffic(
+        server, seconds=seconds, requests=requests, concurrency=concurrency, seed=2, mix=mix
+    )
     elapsed = time.monotonic() - start
     stop.set()
     t.join()
@@ -381,6 +387,19 @@ def summary(report: dict) -> str:
     return "\n".join(lines)
 
 
+def parse_mix(text: str) -> dict[str, int]:
+    """ "bls=1,add_sub=3" -> {"bls": 1, "add_sub": 3}; names from MIX."""
+    mix = {}
+    for item in text.split(","):
+        name, _, weight = item.partition("=")
+        if name not in MIX or not weight.isdigit() or int(weight) < 1:
+            raise argparse.ArgumentTypeError(
+                f"{item!r}: expected NAME=WEIGHT with NAME one of {', '.join(MIX)}"
+            )
+        mix[name] = int(weight)
+    return mix
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -392,6 +411,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--sample-every", type=float, default=10)
     parser.add_argument("--json", type=Path, help="write the full report here")
+    parser.add_argument(
+        "--mix",
+        type=parse_mix,
+        help=f"operations and weights instead of the default mix, e.g. bls=1 (of {', '.join(MIX)})",
+    )
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="tritonpy-soak-"))
     srv = TritonServer(build_repository(work / "repo", MODELS), work)
@@ -403,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
             requests=args.requests,
             concurrency=args.concurrency,
             sample_every=args.sample_every,
+            mix=args.mix,
         )
     finally:
         code = srv.stop()
