@@ -637,14 +637,22 @@ cdef class FrameWriter:
 
     cpdef tensor_inline(self, str name, uint32_t dtype, tuple dims, data):
         cdef Py_buffer view
+        if type(data) is bytes:  # what the stub's entries carry: no buffer set-up
+            self._inline(name, dtype, dims, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+            return
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
-            self.tensor_head(name, dtype, dims, view.len)
-            self.u8(LOC_INLINE)
-            self.pad8()
-            self.put(view.buf, view.len)
+            self._inline(name, dtype, dims, view.buf, view.len)
         finally:
             PyBuffer_Release(&view)
+
+    cdef int _inline(self, str name, uint32_t dtype, tuple dims,
+                     const void* p, Py_ssize_t n) except -1:
+        self.tensor_head(name, dtype, dims, n)
+        self.u8(LOC_INLINE)
+        self.pad8()
+        self.put(p, n)
+        return 0
 
     cpdef entry(self, tuple e):
         """One RESPONSES entry from the stub's tuple (batch id, request
@@ -671,14 +679,8 @@ cdef class FrameWriter:
         outputs = e[5]
         self.u32(len(outputs))
         for o in outputs:
-            data = o[3]
-            if type(data) is bytes:
-                self.tensor_head(o[0], o[1], o[2], PyBytes_GET_SIZE(data))
-                self.u8(LOC_INLINE)
-                self.pad8()
-                self.put(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
-            elif data is not None:
-                self.tensor_inline(o[0], o[1], o[2], data)
+            if o[3] is not None:
+                self.tensor_inline(o[0], o[1], o[2], o[3])
             else:
                 self.tensor_arena(o[0], o[1], o[2], o[6], o[4], o[5], o[7])
 
