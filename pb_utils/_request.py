@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ._core import RequestCore, bind_request, request_from_stub
+from ._core import RequestCore, bind_request
 from ._errors import TritonModelException
 from ._params import parameters_to_json
 from ._sender import InferenceResponseSender
@@ -145,30 +145,6 @@ class InferenceRequest(RequestCore):
         )
         self._trace = trace if trace is not None else InferenceTrace()
         # The per-request state starts as RequestCore.__cinit__ sets it.
-
-    @classmethod
-    def _from_stub(
-        cls,
-        model_name: str,
-        request_id: str,
-        correlation_id: int | str,
-        flags: int,
-        timeout: int,
-        parameters: str,
-        requested_output_names: list[str],
-        inputs: list[Tensor],
-    ) -> InferenceRequest:
-        """A request as execute() sees it, built by the stub (no validation)."""
-        return request_from_stub(
-            model_name,
-            request_id,
-            correlation_id,
-            flags,
-            timeout,
-            parameters,
-            requested_output_names,
-            inputs,
-        )
 
     def correlation_id(self) -> int | str:
         return self._correlation_id

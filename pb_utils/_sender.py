@@ -38,10 +38,6 @@ class InferenceResponseSender:
         self._request = request
         return self
 
-    @property
-    def _closed(self) -> bool:
-        return bool(self._request._done)
-
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
         """Send ``response``, and/or end the request with
         ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL``.

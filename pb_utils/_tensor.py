@@ -20,7 +20,6 @@ import numpy as np
 
 from . import _bytes, _dlpack
 from ._core import TensorCore, bind_tensor
-from ._core import from_stub as _core_from_stub
 from ._dtypes import (
     FROM_DLPACK,
     ITEMSIZE,
@@ -237,13 +236,6 @@ class Tensor(TensorCore):
         self._buf = view
         self._array = None
         return self
-
-    @classmethod
-    def _from_stub(cls, name: str, dtype: int, dims: tuple[int, ...], view: memoryview) -> Tensor:
-        """``_from_wire`` for the stub's frame decoder, which has already
-        checked the name, the data type code, the dimensions (>= 0) and
-        that ``view`` is a flat byte view: only the byte size is left."""
-        return _core_from_stub(name, dtype, dims, view)
 
     def _to_wire(self) -> tuple[str, int, tuple[int, ...], Any]:
         """(name, dtype code, dims, buffer of exactly the wire bytes)."""

@@ -14,6 +14,7 @@ import pytest
 
 from tritonpy import pb_utils as pb
 from tritonpy.pb_utils import Tensor, TritonModelException
+from tritonpy.pb_utils._core import request_from_stub
 
 # Triton code, numpy dtype, sample values.
 FIXED = [
@@ -466,7 +467,7 @@ def make_stub_request(**over):
         ],
     )
     args.update(over)
-    return pb.InferenceRequest._from_stub(**args)
+    return request_from_stub(**args)
 
 
 def test_request_from_stub_accessors():
