@@ -25,6 +25,7 @@ DEBUG = os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
 
 EXTENSIONS = [
     ("tritonpy.stub._codec", "stub/_codec.pyx"),
+    ("tritonpy.stub._batch", "stub/_batch.pyx"),
     ("tritonpy.pb_utils._bytes", "pb_utils/_bytes.pyx"),
     ("tritonpy.pb_utils._core", "pb_utils/_core.pyx"),
     ("tritonpy.pb_utils._dlpack", "pb_utils/_dlpack.pyx"),
@@ -53,6 +54,22 @@ class BuildExtAndBackend(build_ext):
         shutil.copy2(os.path.join(build_dir, "libtriton_tritonpy.so"), dest)
 
 
+def cython_include_tree() -> str:
+    """A tree where ``cimport tritonpy.pb_utils._core`` finds _core.pxd:
+    the sources are not laid out as the packages they install as (see
+    package_dir below). Copies keep their times, so cythonize rebuilds a
+    module that cimports a .pxd only when that .pxd changed."""
+    top = os.path.join(ROOT, "build", "cython-include")
+    for package, folder in (("tritonpy", "cli"), ("tritonpy.pb_utils", "pb_utils")):
+        dest = os.path.join(top, *package.split("."))
+        os.makedirs(dest, exist_ok=True)
+        open(os.path.join(dest, "__init__.pxd"), "a").close()
+        for name in os.listdir(os.path.join(ROOT, folder)):
+            if name.endswith(".pxd"):
+                shutil.copy2(os.path.join(ROOT, folder, name), dest)
+    return top
+
+
 directives = {"language_level": "3", "embedsignature": True}
 macros = [("TRITONPY_DEBUG", "1")] if DEBUG else []
 ext_modules = cythonize(
@@ -67,6 +84,7 @@ ext_modules = cythonize(
         if os.path.exists(os.path.join(ROOT, path))
     ],
     compiler_directives=directives,
+    include_path=[cython_include_tree()],
     compile_time_env={"TRITONPY_DEBUG": DEBUG},
 )
 

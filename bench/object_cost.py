@@ -5,8 +5,8 @@
     python -m bench.object_cost
 
 The stub builds a handful of objects per request (tensors, the request, the
-response). This times building one object of five fields, as
-``pb_utils.Tensor._from_stub`` does: in Python on a ``__slots__`` class; in
+response). This times building one object of five fields, as the stub
+does for each input tensor (stub/_batch.pyx): in Python on a ``__slots__`` class; in
 Cython on that same Python class (what compiling the stub's modules as
 they are would give); and in Cython on an extension type with C fields
 (what typing the objects would give). Compiles a small Cython module in a

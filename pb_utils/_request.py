@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ._core import RequestCore, bind_request
+from ._core import RequestCore
 from ._errors import TritonModelException
 from ._params import parameters_to_json
 from ._sender import InferenceResponseSender
@@ -265,6 +265,3 @@ class InferenceRequest(RequestCore):
             f"request_id={self._request_id!r}, "
             f"inputs={[t.name() for t in self._inputs]})"
         )
-
-
-bind_request(InferenceRequest, _DEFAULT_MEMORY, _NO_TRACE)

@@ -78,8 +78,7 @@ class Tensor(TensorCore):
     """
 
     # The fields are TensorCore's (C fields, weak references allowed), as
-    # are __init__ for an ndarray of a native dtype, name(), as_numpy() and
-    # _small_wire_bytes().
+    # are __init__ for an ndarray of a native dtype, name() and as_numpy().
     __slots__ = ()
 
     _name: str
@@ -336,7 +335,7 @@ def _init(self: Tensor, name: str, numpy_array: Any) -> None:
     self._buf = None
 
 
-bind_tensor(Tensor, _init)
+bind_tensor(_init)
 
 
 def _is_bfloat16(dtype: np.dtype[Any]) -> bool:

@@ -2,9 +2,12 @@
 # Copyright (c) The tritonpy authors.
 """Execute batches, response senders and cancellation, on the stub's loop.
 
-Every batch is a ``_Batch``. A sync ``execute`` runs inline, one batch at a
+Every batch is a ``Batch``. A sync ``execute`` runs inline, one batch at a
 time (the backend sends the next one when this one is over); an
 ``async def execute`` runs as a task, so many batches are in flight at once.
+What each request costs (building the requests of a batch, checking and
+encoding its answers) is compiled, in _batch.pyx; this module decides
+when it runs.
 
 Responses leave in two ways:
 - default mode, returned from ``execute``: one RESPONSES frame with
@@ -23,53 +26,21 @@ import traceback
 import types
 from typing import Any
 
-import numpy as np
-
 from tritonpy import pb_utils
-from tritonpy.pb_utils import _core
+from tritonpy.stub import _batch
 from tritonpy.stub import _codec as C
+from tritonpy.stub._batch import Batch
 
 _Response = pb_utils.InferenceResponse
-_TensorFromStub = _core.from_stub
-_RequestFromStub = _core.request_from_stub
+_MakeBatch = _batch.make_batch
+_Answer = _batch.answer
+_CheckResult = _batch.check_result
+_Entry = _batch.entry
+_EntrySize = _batch.entry_size
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
-# Bytes kept free in a frame for the fixed part of an entry or a tensor.
-_ENTRY_RESERVE = 1024
-
-
-class _Batch:
-    __slots__ = (
-        "id",
-        "engine",
-        "requests",
-        "buf",
-        "task",
-        "returned",
-        "open",
-        "answers",
-        "arena_inputs",
-    )
-
-    def __init__(self, batch_id: int, engine: Engine, requests: list[Any], buf: Any) -> None:
-        self.id = batch_id
-        self.engine = engine  # where the requests' senders send
-        # Emptied when the batch is forgotten: the requests point at their
-        # batch, so this edge would make every batch a reference cycle,
-        # left to the cyclic collector.
-        self.requests: list[Any] | tuple[()] = requests
-        self.buf = buf  # keeps inline input bytes alive
-        self.task: asyncio.Task | None = None
-        self.returned = False
-        self.open = len(requests)  # requests not yet complete
-        # Default mode: responses given to a sender, kept until the batch ends.
-        self.answers: dict[int, Any] | None = None
-        # Inputs in backend arenas: (first address, end address, arena id,
-        # offset), so that an output made of their bytes can be sent by
-        # reference (location 2) instead of copied.
-        self.arena_inputs: list[tuple[int, int, int, int]] | None = None
 
 
 class Engine:
@@ -81,7 +52,7 @@ class Engine:
         self.model_name = stub.model_name
         self.model: Any = None
         self.decoupled = False
-        self.batches: dict[int, _Batch] = {}
+        self.batches: dict[int, Batch] = {}
         self.writer = C.FrameWriter()
         self._lock = threading.Lock()
         self._pending: list[tuple] = []
@@ -92,35 +63,8 @@ class Engine:
     # ---------------------------------------------------------------- execute
 
     def on_execute(self, batch_id: int, wire: list[tuple], buf: Any) -> None:
-        requests: list[Any] = []
-        batch = _Batch(batch_id, self, requests, buf)
-        view = memoryview(buf)
-        peer = self.stub.peer
-        for index, (rid, corr, flags, timeout, params, names, tensors) in enumerate(wire):
-            inputs = []
-            for name, dtype, dims, nbytes, loc, a, b in tensors:
-                if loc == C.LOC_INLINE:
-                    data = view[a : a + nbytes]
-                else:
-                    data = peer.view(a, b, nbytes)
-                    if batch.arena_inputs is None:
-                        batch.arena_inputs = []
-                    start = peer.address(a) + b
-                    batch.arena_inputs.append((start, start + nbytes, a, b))
-                inputs.append(_TensorFromStub(name, dtype, dims, data))
-            req = _RequestFromStub(
-                self.model_name,
-                rid,
-                0 if corr is None else corr,
-                flags,
-                timeout,
-                params,
-                names,
-                inputs,
-                batch,
-                index,
-            )
-            requests.append(req)
+        batch = _MakeBatch(batch_id, self, wire, buf, self.stub.peer, self.model_name)
+        requests = batch.requests
         if batch_id in self.batches:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
         self.batches[batch_id] = batch
@@ -138,7 +82,7 @@ class Engine:
             return
         self._execute_returned(batch, result)
 
-    def _task_done(self, batch: _Batch, task: asyncio.Task) -> None:
+    def _task_done(self, batch: Batch, task: asyncio.Task) -> None:
         if task.cancelled():
             self._execute_cancelled(batch)
             return
@@ -148,14 +92,14 @@ class Engine:
         else:
             self._execute_returned(batch, task.result())
 
-    def _execute_returned(self, batch: _Batch, result: Any) -> None:
+    def _execute_returned(self, batch: Batch, result: Any) -> None:
         batch.returned = True
         if self.decoupled:
             self._decoupled_returned(batch, result)
         else:
             self._default_returned(batch, result)
 
-    def _decoupled_returned(self, batch: _Batch, result: Any) -> None:
+    def _decoupled_returned(self, batch: Batch, result: Any) -> None:
         if result is not None:
             self._end_with_error(
                 batch,
@@ -173,49 +117,33 @@ class Engine:
         self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
         self._maybe_forget(batch)
 
-    def _default_returned(self, batch: _Batch, result: Any) -> None:
+    def _default_returned(self, batch: Batch, result: Any) -> None:
         n = len(batch.requests)
         if result is None and batch.answers is not None and len(batch.answers) == n:
             result = [batch.answers[i] for i in range(n)]
-        problem = _check_result(result, n, batch)
+        problem = _CheckResult(result, n, batch)
         if problem:
             self._end_with_error(
                 batch,
                 f"tritonpy: model '{self.model_name}': {problem}; every request of the batch fails",
             )
             return
-        coalesce = batch.task is not None
-        if not coalesce:
-            self.flush()  # anything sent earlier goes first
-        w = self.writer
-        entries = []
-        if not coalesce:
-            w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
-            w.u32(n)
-        for i, (req, resp) in enumerate(zip(batch.requests, result, strict=True)):
-            flags = C.RESP_FINAL
-            if req._release_flags & _RESCHEDULE:
-                flags = C.RESP_RESCHEDULE
-                if resp is None:
-                    flags |= C.RESP_NO_RESPONSE
-            # By reference: the backend copies these outputs before it ends
-            # the batch, and execute() has returned, so nothing changes them.
-            if coalesce:
-                if i == n - 1:
-                    flags |= C.RESP_BATCH_END
-                entries.append(self._entry(req, resp, flags, 0, by_ref=True))
-            else:
-                w.entry(self._entry(req, resp, flags, w.size(), by_ref=True))
-            req._done = True
-        self._forget(batch)
-        if coalesce:
+        if batch.task is not None:
             # A task's batch: other tasks often end in the same loop
             # iteration, and their batches leave in one frame.
+            entries = _Answer(batch, result, None, self.own, self.model_name)
+            self._forget(batch)
             self._queue_entries(entries)
-        else:
-            self._send_frame(w)
+            return
+        self.flush()  # anything sent earlier goes first
+        w = self.writer
+        w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
+        w.u32(n)
+        _Answer(batch, result, w, self.own, self.model_name)
+        self._forget(batch)
+        self._send_frame(w)
 
-    def _execute_failed(self, batch: _Batch, e: BaseException) -> None:
+    def _execute_failed(self, batch: Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         ids = ", ".join(f"'{r.request_id()}'" for r in batch.requests[:8])
         self._end_with_error(
@@ -224,7 +152,7 @@ class Engine:
             f"execute() raised {type(e).__name__}: {e}\n{tb}",
         )
 
-    def _execute_cancelled(self, batch: _Batch) -> None:
+    def _execute_cancelled(self, batch: Batch) -> None:
         """Every request of an async batch was cancelled and so was its task:
         the requests still open end with CANCELLED."""
         batch.returned = True
@@ -247,7 +175,7 @@ class Engine:
             self._send_frame(w)
             self._forget(batch)
 
-    def _end_with_error(self, batch: _Batch, message: str) -> None:
+    def _end_with_error(self, batch: Batch, message: str) -> None:
         batch.returned = True
         for req in batch.requests:
             req._done = True
@@ -255,11 +183,11 @@ class Engine:
         self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, message), batch.id))
         self._forget(batch)
 
-    def _maybe_forget(self, batch: _Batch) -> None:
+    def _maybe_forget(self, batch: Batch) -> None:
         if batch.returned and batch.open <= 0:
             self._forget(batch)
 
-    def _forget(self, batch: _Batch) -> None:
+    def _forget(self, batch: Batch) -> None:
         """The batch is over: every request is complete."""
         self.batches.pop(batch.id, None)
         batch.requests = ()
@@ -305,7 +233,7 @@ class Engine:
         batch.answers[req._index] = response
 
     def _queue(self, req: Any, response: Any, wire_flags: int) -> None:
-        self._queue_entries((self._entry(req, response, wire_flags, 0),))
+        self._queue_entries((_Entry(req, response, wire_flags, 0, self.own, self.model_name),))
 
     def _queue_entries(self, entries: Any) -> None:
         with self._lock:
@@ -357,7 +285,7 @@ class Engine:
             n = 0
             while i < len(pending):
                 entry = pending[i]
-                if n and w.size() + _entry_size(entry) > C.MAX_FRAME:
+                if n and w.size() + _EntrySize(entry) > C.MAX_FRAME:
                     break
                 w.entry(entry)
                 n += 1
@@ -376,76 +304,6 @@ class Engine:
         else:
             frame = w.finish()
         self.channel.send(frame)
-
-    # ---------------------------------------------------------------- entries
-
-    def _entry(
-        self, req: Any, resp: Any, flags: int, frame_size: int, by_ref: bool = False
-    ) -> tuple:
-        """An entry ready to write: outputs already copied (inline bytes or
-        an arena allocation), so the model may reuse its arrays at once. A
-        bad output turns the entry into an error for this request alone.
-        With ``by_ref`` (a batch whose execute() has returned), a large
-        output lying inside an input of the request's batch in a backend
-        arena is sent as a reference to it instead (location 2)."""
-        batch_id, index = req._batch.id, req._index
-        if resp is None or flags & C.RESP_NO_RESPONSE:
-            return (batch_id, index, flags | C.RESP_NO_RESPONSE, None, "", ())
-        if resp.has_error():
-            err = resp.error()
-            return (batch_id, index, flags, (int(err.code()), err.message()), "", ())
-        try:
-            params = resp._parameters_json()
-            outputs = self._prepare_outputs(req, resp, frame_size, by_ref)
-        except Exception as e:  # noqa: BLE001
-            msg = f"model '{self.model_name}', request '{req.request_id()}': {e}"
-            return (batch_id, index, flags, (int(pb_utils.TritonError.INVALID_ARG), msg), "", ())
-        return (batch_id, index, flags, None, params, outputs)
-
-    def _prepare_outputs(self, req: Any, resp: Any, frame_size: int, by_ref: bool) -> tuple:
-        wanted = req._requested_output_names
-        inputs = req._batch.arena_inputs if by_ref else None
-        out = []
-        budget = C.MAX_FRAME - frame_size - _ENTRY_RESERVE
-        allocated: list[tuple[int, int]] = []
-        try:
-            for t in resp.output_tensors():
-                if wanted and t._name not in wanted:
-                    continue
-                small = t._small_wire_bytes(C.INLINE_LIMIT)
-                if small is not None and len(small[1]) + 128 <= budget:
-                    n = len(small[1])
-                    budget -= n + 128
-                    out.append((t._name, t._dtype, small[0], small[1], 0, 0, n, C.LOC_INLINE))
-                    continue
-                try:
-                    name, dtype, dims, data = t._to_wire()
-                    mv = memoryview(data)
-                    if mv.format != "B" or mv.ndim != 1:
-                        mv = mv.cast("B")
-                except Exception as e:  # noqa: BLE001
-                    raise ValueError(f"output '{t.name()}': {e}") from e
-                n = mv.nbytes
-                if n <= C.INLINE_LIMIT and n + 128 <= budget:
-                    budget -= n + 128
-                    out.append((name, dtype, tuple(dims), bytes(mv), 0, 0, n, C.LOC_INLINE))
-                    continue
-                budget -= 128
-                ref = _find_input(inputs, mv) if inputs else None
-                if ref is not None:
-                    out.append(
-                        (name, dtype, tuple(dims), None, ref[0], ref[1], n, C.LOC_RECEIVER_ARENA)
-                    )
-                    continue
-                aid, off, view = self.own.alloc(n)
-                allocated.append((aid, off))
-                view[:] = mv
-                out.append((name, dtype, tuple(dims), None, aid, off, n, C.LOC_ARENA))
-        except BaseException:
-            for aid, off in allocated:
-                self.own.free(aid, off)
-            raise
-        return tuple(out)
 
     # ---------------------------------------------------------------- cancellation
 
@@ -507,45 +365,6 @@ class Engine:
         self.flush()
         for batch in list(self.batches.values()):
             self._forget(batch)
-
-
-def _find_input(inputs: list[tuple[int, int, int, int]], mv: memoryview) -> tuple[int, int] | None:
-    """(arena id, offset) of ``mv``'s bytes if they lie inside one of
-    ``inputs`` (see _Batch.arena_inputs), else None."""
-    if not mv.nbytes:
-        return None
-    addr = np.frombuffer(mv, np.uint8).ctypes.data
-    end = addr + mv.nbytes
-    for start, stop, aid, off in inputs:
-        if start <= addr and end <= stop:
-            return aid, off + (addr - start)
-    return None
-
-
-def _entry_size(entry: tuple) -> int:
-    size = 64 + len(entry[4]) + (len(entry[3][1]) if entry[3] else 0)
-    for name, _dtype, dims, data, _aid, _off, n, _loc in entry[5]:
-        size += 64 + len(name) + 8 * len(dims) + (n if data is not None else 0)
-    return size
-
-
-def _check_result(result: Any, n: int, batch: _Batch) -> str:
-    if not isinstance(result, (list, tuple)):
-        return (
-            f"execute() must return a list of pb_utils.InferenceResponse, "
-            f"got {type(result).__name__}"
-        )
-    if len(result) != n:
-        return f"execute() returned {len(result)} responses for a batch of {n} requests"
-    for i, r in enumerate(result):
-        if r is None and batch.requests[i]._release_flags & _RESCHEDULE:
-            continue
-        if not isinstance(r, _Response):
-            return (
-                f"element {i} of execute()'s result is a {type(r).__name__}, "
-                "not a pb_utils.InferenceResponse"
-            )
-    return ""
 
 
 async def _await(aw: Any) -> Any:

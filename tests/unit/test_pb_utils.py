@@ -14,7 +14,7 @@ import pytest
 
 from tritonpy import pb_utils as pb
 from tritonpy.pb_utils import Tensor, TritonModelException
-from tritonpy.pb_utils._core import request_from_stub
+from tritonpy.stub._batch import request_from_stub
 
 # Triton code, numpy dtype, sample values.
 FIXED = [

@@ -1,0 +1,38 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Types of the compiled module _batch.pyx."""
+
+from typing import Any
+
+class Batch:
+    id: int
+    engine: Any
+    requests: list[Any] | tuple[()]
+    buf: Any
+    task: Any
+    returned: bool
+    open: int
+    answers: dict[int, Any] | None
+    arena_inputs: list[tuple[int, int, int, int]] | None
+
+def make_batch(
+    batch_id: int, engine: Any, wire: list[tuple], buf: Any, peer: Any, model_name: str
+) -> Batch: ...
+def request_from_stub(
+    model_name: str,
+    request_id: str,
+    correlation_id: int | str,
+    flags: int,
+    timeout: int,
+    parameters: str,
+    requested_output_names: list[str],
+    inputs: list[Any],
+    batch: Any = None,
+    index: int = 0,
+) -> Any: ...
+def check_result(result: Any, n: int, batch: Batch) -> str: ...
+def answer(
+    batch: Batch, result: Any, writer: Any, own: Any, model_name: str
+) -> list[tuple] | None: ...
+def entry(req: Any, resp: Any, flags: int, frame_size: int, own: Any, model_name: str) -> tuple: ...
+def entry_size(entry: tuple) -> int: ...

@@ -1,0 +1,355 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+# cython: language_level=3
+"""What the stub does per request of a batch, compiled: the batch's
+requests and input tensors built from a decoded EXECUTE body, and a
+default-mode batch's answers checked and made into RESPONSES entries.
+
+The engine (engine.py) decides when these run and what happens next
+(tasks, senders, flushing, errors). Requests, tensors and responses are
+read and written through their C fields (pb_utils/_core.pxd), so a request
+costs no attribute lookups here.
+"""
+
+from tritonpy.pb_utils._core cimport RequestCore, ResponseCore, TensorCore
+
+import numpy as np
+
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+from tritonpy.pb_utils import TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
+from tritonpy.pb_utils._errors import TritonError
+from tritonpy.pb_utils._request import _DEFAULT_MEMORY, _NO_TRACE, InferenceRequest
+from tritonpy.pb_utils._response import InferenceResponse
+from tritonpy.pb_utils._tensor import Tensor
+from tritonpy.stub import _codec as C
+
+cdef object _request_cls = InferenceRequest
+cdef object _tensor_cls = Tensor
+cdef object _response_cls = InferenceResponse
+cdef object _default_memory = _DEFAULT_MEMORY
+cdef object _no_trace = _NO_TRACE
+cdef dict _itemsize = ITEMSIZE
+# ITEMSIZE as a C table (0: no fixed size, or no such type).
+cdef Py_ssize_t _itemsize_c[16]
+for _code in range(16):
+    _itemsize_c[_code] = ITEMSIZE.get(_code, 0)
+cdef int _TYPE_BYTES = TYPE_BYTES
+cdef int _INVALID_ARG = int(TritonError.INVALID_ARG)
+cdef long _RESCHEDULE = TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+cdef int _LOC_INLINE = C.LOC_INLINE
+cdef int _LOC_ARENA = C.LOC_ARENA
+cdef int _LOC_RECEIVER_ARENA = C.LOC_RECEIVER_ARENA
+cdef unsigned int _RESP_FINAL = C.RESP_FINAL
+cdef unsigned int _RESP_RESCHEDULE = C.RESP_RESCHEDULE
+cdef unsigned int _RESP_NO_RESPONSE = C.RESP_NO_RESPONSE
+cdef unsigned int _RESP_BATCH_END = C.RESP_BATCH_END
+cdef Py_ssize_t _INLINE_LIMIT = C.INLINE_LIMIT
+cdef Py_ssize_t _MAX_FRAME = C.MAX_FRAME
+# Bytes kept free in a frame for the fixed part of an entry, and per tensor.
+cdef Py_ssize_t _ENTRY_RESERVE = 1024
+cdef Py_ssize_t _TENSOR_RESERVE = 128
+
+
+cdef class Batch:
+    """One EXECUTE frame's requests, from the frame until the last of them
+    is complete."""
+
+    cdef public object id
+    cdef public object engine  # where the requests' senders send
+    # Emptied when the batch is forgotten (Engine._forget): the requests
+    # point at their batch, so this edge would make every batch a
+    # reference cycle, left to the cyclic collector.
+    cdef public object requests
+    cdef public object buf  # keeps inline input bytes alive
+    cdef public object task  # the asyncio task of an async execute()
+    cdef public bint returned  # execute() has returned (or failed)
+    cdef public Py_ssize_t open  # requests not yet complete
+    # Default mode: responses given to a sender, kept until the batch ends.
+    cdef public object answers
+    # Inputs in backend arenas: (first address, end address, arena id,
+    # offset), so that an output made of their bytes can be sent by
+    # reference (location 2) instead of copied.
+    cdef public object arena_inputs
+
+
+def make_batch(batch_id, engine, list wire, buf, peer, model_name):
+    """The batch of a decoded EXECUTE body (``wire``, see _codec), its
+    inline inputs zero-copy views of ``buf``, its arena inputs views of the
+    backend's arenas (``peer``)."""
+    cdef Batch batch = Batch.__new__(Batch)
+    cdef list requests = []
+    cdef list inputs
+    cdef Py_ssize_t index = 0
+    cdef object view = memoryview(buf)
+    batch.id = batch_id
+    batch.engine = engine
+    batch.buf = buf
+    for rid, corr, flags, timeout, params, names, tensors in wire:
+        inputs = []
+        for name, dtype, dims, nbytes, loc, a, b in tensors:
+            if loc == _LOC_INLINE:
+                data = view[a : a + nbytes]
+            else:
+                data = peer.view(a, b, nbytes)
+                if batch.arena_inputs is None:
+                    batch.arena_inputs = []
+                start = peer.address(a) + b
+                batch.arena_inputs.append((start, start + nbytes, a, b))
+            inputs.append(_tensor(name, dtype, dims, nbytes, data))
+        requests.append(
+            _request(
+                model_name,
+                rid,
+                0 if corr is None else corr,
+                flags,
+                timeout,
+                params,
+                names,
+                inputs,
+                batch,
+                index,
+            )
+        )
+        index += 1
+    batch.requests = requests
+    batch.open = index
+    return batch
+
+
+cdef TensorCore _tensor(str name, int dtype, tuple dims, Py_ssize_t nbytes, view):
+    """A Tensor over ``nbytes`` wire bytes (``view``). The frame decoder has
+    already checked the name, the data type code (1 to 14) and the
+    dimensions (>= 0): only the byte size is left."""
+    cdef TensorCore t
+    cdef Py_ssize_t expected, d
+    if dtype != _TYPE_BYTES:
+        expected = _itemsize_c[dtype]
+        for d in dims:
+            if d and expected > PY_SSIZE_T_MAX // d:
+                expected = -1  # no buffer is that large
+                break
+            expected *= d
+        if nbytes != expected:
+            # Triton checks byte sizes before a backend sees a request: a
+            # frame that disagrees with itself is the backend's mistake.
+            raise C.ProtocolError(
+                f"input tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} needs "
+                f"{_size(dtype, dims)} bytes, the EXECUTE frame carries {nbytes}"
+            )
+    t = TensorCore.__new__(_tensor_cls)
+    t._name = name
+    t._dtype = dtype
+    t._dims = dims
+    t._buf = view
+    return t
+
+
+cdef object _size(int dtype, tuple dims):
+    size = _itemsize[dtype]
+    for d in dims:
+        size = size * d
+    return size
+
+
+cdef RequestCore _request(model_name, request_id, correlation_id, flags, timeout,
+                          parameters, requested_output_names, inputs, batch,
+                          Py_ssize_t index):
+    cdef RequestCore r = RequestCore.__new__(_request_cls)
+    r._model_name = model_name
+    r._request_id = request_id
+    r._correlation_id = correlation_id
+    r._flags = flags
+    r._timeout = timeout
+    r._parameters = parameters or "{}"
+    r._requested_output_names = requested_output_names
+    r._inputs = inputs
+    r._preferred_memory = _default_memory
+    r._trace = _no_trace
+    r._batch = batch
+    r._index = index
+    return r
+
+
+def request_from_stub(model_name, request_id, correlation_id, flags, timeout,
+                      parameters, requested_output_names, inputs, batch=None,
+                      Py_ssize_t index=0):
+    """A request as execute() sees it, ``index``-th of ``batch`` (no
+    validation: the frame decoder has checked the fields)."""
+    return _request(model_name, request_id, correlation_id, flags, timeout,
+                    parameters, requested_output_names, inputs, batch, index)
+
+
+# ------------------------------------------------------------------ answers
+
+
+def check_result(result, Py_ssize_t n, Batch batch):
+    """What is wrong with a default-mode execute()'s result for ``batch``
+    of ``n`` requests, or ""."""
+    cdef Py_ssize_t i
+    if not isinstance(result, (list, tuple)):
+        return (
+            f"execute() must return a list of pb_utils.InferenceResponse, "
+            f"got {type(result).__name__}"
+        )
+    if len(result) != n:
+        return f"execute() returned {len(result)} responses for a batch of {n} requests"
+    for i in range(n):
+        r = result[i]
+        if isinstance(r, _response_cls):
+            continue
+        if r is None and (<RequestCore>batch.requests[i])._release_flags & _RESCHEDULE:
+            continue
+        return (
+            f"element {i} of execute()'s result is a {type(r).__name__}, "
+            "not a pb_utils.InferenceResponse"
+        )
+    return ""
+
+
+def answer(Batch batch, result, writer, own, model_name):
+    """The entries of a default-mode batch whose execute() returned
+    ``result`` (checked by check_result): written into ``writer`` (an open
+    RESPONSES frame), or with ``writer`` None returned as a list whose
+    last entry ends the batch (BATCH_END). Every request is complete
+    afterwards. Outputs go by reference where they can: the backend copies
+    them before it ends the batch, and execute() has returned, so nothing
+    changes them."""
+    cdef list requests = batch.requests
+    cdef Py_ssize_t n = len(requests)
+    cdef Py_ssize_t i
+    cdef unsigned int flags
+    cdef RequestCore req
+    cdef list entries = [] if writer is None else None
+    for i in range(n):
+        req = requests[i]
+        resp = result[i]
+        flags = _RESP_FINAL
+        if req._release_flags & _RESCHEDULE:
+            flags = _RESP_RESCHEDULE
+            if resp is None:
+                flags |= _RESP_NO_RESPONSE
+        if writer is None:
+            if i == n - 1:
+                flags |= _RESP_BATCH_END
+            entries.append(_entry(req, resp, flags, 0, True, own, model_name))
+        else:
+            writer.entry(_entry(req, resp, flags, writer.size(), True, own, model_name))
+        req._done = True
+    return entries
+
+
+def entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_size, own, model_name):
+    """The entry of one response sent through a sender (or of an error
+    made by the engine): outputs copied at once, so the model may reuse
+    its arrays."""
+    return _entry(req, resp, flags, frame_size, False, own, model_name)
+
+
+cdef tuple _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_size,
+                  bint by_ref, own, model_name):
+    """An entry ready to write: outputs already copied (inline bytes or an
+    arena allocation). A bad output turns the entry into an error for this
+    request alone. With ``by_ref``, a large output lying inside an input
+    of the request's batch in a backend arena is sent as a reference to it
+    (location 2)."""
+    cdef Batch batch = req._batch
+    cdef ResponseCore r
+    if resp is None or flags & _RESP_NO_RESPONSE:
+        return (batch.id, req._index, flags | _RESP_NO_RESPONSE, None, "", ())
+    r = resp
+    if r._error is not None:
+        err = r._error
+        return (batch.id, req._index, flags, (int(err.code()), err.message()), "", ())
+    try:
+        outputs = _outputs(req, r, frame_size, batch.arena_inputs if by_ref else None, own)
+    except Exception as e:  # noqa: BLE001
+        msg = f"model '{model_name}', request '{req._request_id}': {e}"
+        return (batch.id, req._index, flags, (_INVALID_ARG, msg), "", ())
+    return (batch.id, req._index, flags, None, r._parameters, outputs)
+
+
+cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, inputs, own):
+    cdef object wanted = req._requested_output_names
+    cdef list out = []
+    cdef list allocated = []
+    cdef Py_ssize_t budget = _MAX_FRAME - frame_size - _ENTRY_RESERVE
+    cdef Py_ssize_t n
+    cdef TensorCore t
+    cdef object small
+    try:
+        for t in resp._output_tensors:
+            if wanted and t._name not in wanted:
+                continue
+            small = _small_wire_bytes(t)
+            if small is not None:
+                n = len(small)
+                if n + _TENSOR_RESERVE <= budget:
+                    budget -= n + _TENSOR_RESERVE
+                    out.append(
+                        (t._name, t._dtype, t._array.shape, small, 0, 0, n, _LOC_INLINE)
+                    )
+                    continue
+            try:
+                name, dtype, dims, data = t._to_wire()
+                mv = memoryview(data)
+                if mv.format != "B" or mv.ndim != 1:
+                    mv = mv.cast("B")
+            except Exception as e:  # noqa: BLE001
+                raise ValueError(f"output '{t._name}': {e}") from e
+            n = mv.nbytes
+            if n <= _INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
+                budget -= n + _TENSOR_RESERVE
+                out.append((name, dtype, tuple(dims), bytes(mv), 0, 0, n, _LOC_INLINE))
+                continue
+            budget -= _TENSOR_RESERVE
+            ref = _find_input(inputs, mv) if inputs else None
+            if ref is not None:
+                out.append(
+                    (name, dtype, tuple(dims), None, ref[0], ref[1], n, _LOC_RECEIVER_ARENA)
+                )
+                continue
+            aid, off, view = own.alloc(n)
+            allocated.append((aid, off))
+            view[:] = mv
+            out.append((name, dtype, tuple(dims), None, aid, off, n, _LOC_ARENA))
+    except BaseException:
+        for aid, off in allocated:
+            own.free(aid, off)
+        raise
+    return tuple(out)
+
+
+cdef object _small_wire_bytes(TensorCore t):
+    """The wire bytes of a fixed-size array tensor of at most INLINE_LIMIT
+    bytes, in one numpy copy; None for any other tensor (which goes
+    through ``_to_wire``)."""
+    arr = t._array
+    if t._buf is not None or arr is None or t._dtype == _TYPE_BYTES:
+        return None
+    if arr.nbytes > _INLINE_LIMIT or arr.dtype.byteorder == ">":
+        return None
+    return arr.tobytes()
+
+
+cdef object _find_input(list inputs, mv):
+    """(arena id, offset) of ``mv``'s bytes if they lie inside one of
+    ``inputs`` (see Batch.arena_inputs), else None."""
+    if not mv.nbytes:
+        return None
+    addr = np.frombuffer(mv, np.uint8).ctypes.data
+    end = addr + mv.nbytes
+    for start, stop, aid, off in inputs:
+        if start <= addr and end <= stop:
+            return aid, off + (addr - start)
+    return None
+
+
+def entry_size(tuple entry):
+    """An upper bound of the bytes ``entry`` takes in a frame."""
+    cdef Py_ssize_t size = 64 + len(entry[4]) + (len(entry[3][1]) if entry[3] else 0)
+    for name, _dtype, dims, data, _aid, _off, n, _loc in entry[5]:
+        size += 64 + len(name) + 8 * len(dims) + (n if data is not None else 0)
+    return size
