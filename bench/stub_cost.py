@@ -18,7 +18,9 @@ prebuilt response without outputs (what the stub itself costs: receive,
 decode, requests, dispatch, encode, send); ``outputs`` returns two new
 4-element output tensors without reading the inputs (plus what outputs
 cost); ``add_sub`` is the benchmark's model (plus reading the inputs and
-the arithmetic).
+the arithmetic). ``stream`` is the benchmark's decoupled model: each
+request asks for 100 tokens, sent one response each through the response
+sender; counts are then per token.
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "stub"))
 
-from bench.models import ADD_SUB_PY  # noqa: E402
+from bench.models import ADD_SUB_PY, STREAM_PY  # noqa: E402
 
 import protocol_ref as P  # noqa: E402
 from host import StubHost  # noqa: E402
 
 FP32 = 11
+INT32 = 8
+TOKENS = 100  # per request of the stream model
 
 MODELS = {
     "add_sub": ADD_SUB_PY,
@@ -55,6 +59,7 @@ class TritonPythonModel:
     def execute(self, requests):
         return [_ANSWER for _ in requests]
 """,
+    "stream": STREAM_PY,
     "outputs": """
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -79,6 +84,7 @@ def fp32(name: str, values: list[float]) -> dict:
 
 def run(requests: int, warmup: int, work: Path, source: str = ADD_SUB_PY) -> Path:
     """Returns the callgrind output file of the measured window."""
+    stream = source is STREAM_PY
     model = work / "add_sub" / "1"
     model.mkdir(parents=True)
     (model / "model.py").write_text(source)
@@ -93,17 +99,38 @@ def run(requests: int, warmup: int, work: Path, source: str = ADD_SUB_PY) -> Pat
         ]
     )
     try:
-        assert host.handshake(model, config={"name": "add_sub"}, timeout=300)["ok"]
-        batch = [P.request("r", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])]
+        settings = {"decoupled": True} if stream else None
+        assert host.handshake(model, config={"name": "add_sub"}, settings=settings, timeout=300)[
+            "ok"
+        ]
+        if stream:
+            tokens = P.inline("N", INT32, [1], struct.pack("<i", TOKENS))
+            batch = [P.request("r", [tokens])]
+        else:
+            batch = [P.request("r", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])]
+        step = stream_once if stream else StubHost.execute
         for i in range(warmup):
-            host.execute(i + 1, batch)
+            step(host, i + 1, batch)
         control(host.proc.pid, "-i", "on")
         for i in range(requests):
-            host.execute(warmup + i + 1, batch)
+            step(host, warmup + i + 1, batch)
         control(host.proc.pid, "-i", "off")
     finally:
         host.close()  # the stub leaves; callgrind writes its counts
     return next(work.glob(out.name + "*"))  # callgrind may append the pid
+
+
+def stream_once(host: StubHost, batch_id: int, batch: list[dict]) -> None:
+    """One decoupled batch: its TOKENS responses (the last one final) and
+    EXECUTE_DONE, in whatever frames the stub sends them."""
+    host.send(P.encode(P.EXECUTE, {"requests": batch}, id=batch_id))
+    got = host.entries(
+        lambda got: (
+            any("execute_done" in e for e in got)
+            and any(e.get("response_flags", 0) & P.RESP_FINAL for e in got)
+        )
+    )
+    assert sum(1 for e in got if "response_flags" in e) == TOKENS, got
 
 
 def control(pid: int, *args: str) -> None:
@@ -129,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tritonpy-stub-cost-") as tmp:
         dump = run(args.requests, args.warmup, Path(tmp), MODELS[args.model])
         total = total_instructions(dump)
-        print(f"stub: {total / args.requests:,.0f} instructions per {args.model} request")
+        if args.model == "stream":
+            args.requests *= TOKENS  # counts below are per token
+            print(f"stub: {total / args.requests:,.0f} instructions per stream token")
+        else:
+            print(f"stub: {total / args.requests:,.0f} instructions per {args.model} request")
         report = subprocess.run(
             ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
             capture_output=True,
