@@ -26,6 +26,7 @@ DEBUG = os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
 EXTENSIONS = [
     ("tritonpy.stub._codec", "stub/_codec.pyx"),
     ("tritonpy.stub._batch", "stub/_batch.pyx"),
+    ("tritonpy.stub._channel", "stub/_channel.pyx"),
     ("tritonpy.pb_utils._bytes", "pb_utils/_bytes.pyx"),
     ("tritonpy.pb_utils._core", "pb_utils/_core.pyx"),
     ("tritonpy.pb_utils._dlpack", "pb_utils/_dlpack.pyx"),

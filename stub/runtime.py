@@ -26,9 +26,9 @@ from tritonpy.pb_utils import _logger
 from tritonpy.pb_utils._model_config import ModelConfig
 from tritonpy.stub import _codec as C
 from tritonpy.stub import debug
+from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
-from tritonpy.stub.channel import Channel
 from tritonpy.stub.engine import Engine
 from tritonpy.stub.metrics import install as _install_metrics
 

@@ -1,0 +1,276 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+# cython: language_level=3
+"""The stub's end of the SOCK_SEQPACKET socket, driven by the event loop.
+
+Reads go through ``loop.add_reader`` and one non-blocking ``recvmsg`` into
+one preallocated buffer, one message per readiness callback (uvloop's stream
+transports are not meant for SEQPACKET: see DESIGN.md). Writes are attempted
+at once; what the kernel does not take is queued and flushed when the socket
+is writable again, in order.
+
+The socket calls are made here directly, not through Python's socket module
+(whose argument parsing and result tuples cost more than the calls on the
+per-request path). The socket stays non-blocking, so the GIL is held: no
+call waits.
+"""
+
+import collections
+import os
+import select
+import socket
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
+from libc.string cimport memset
+
+from tritonpy.stub import _codec
+
+cdef extern from "<sys/socket.h>" nogil:
+    ctypedef unsigned int socklen_t
+    struct iovec:
+        void* iov_base
+        size_t iov_len
+    struct msghdr:
+        void* msg_name
+        socklen_t msg_namelen
+        iovec* msg_iov
+        size_t msg_iovlen
+        void* msg_control
+        size_t msg_controllen
+        int msg_flags
+    struct cmsghdr:
+        size_t cmsg_len
+        int cmsg_level
+        int cmsg_type
+    ssize_t recvmsg(int fd, msghdr* msg, int flags)
+    ssize_t sendmsg(int fd, const msghdr* msg, int flags)
+    ssize_t send(int fd, const void* buf, size_t n, int flags)
+    cmsghdr* CMSG_FIRSTHDR(msghdr* msg)
+    cmsghdr* CMSG_NXTHDR(msghdr* msg, cmsghdr* cmsg)
+    unsigned char* CMSG_DATA(cmsghdr* cmsg)
+    size_t CMSG_LEN(size_t n)
+    size_t CMSG_SPACE(size_t n)
+    int SOL_SOCKET
+    int SCM_RIGHTS
+    int MSG_TRUNC
+    int MSG_CTRUNC
+    int MSG_DONTWAIT
+    int MSG_NOSIGNAL
+    int MSG_CMSG_CLOEXEC
+
+cdef extern from "<unistd.h>" nogil:
+    int close(int fd)
+
+cdef enum:
+    MAX_FDS = 16  # descriptors one message may carry (the backend sends one at most)
+    # Words of ancillary data: 128 bytes, more than CMSG_SPACE(MAX_FDS * sizeof(int)).
+    CONTROL_WORDS = 16
+cdef Py_ssize_t _MAX_FRAME = _codec.MAX_FRAME
+cdef object _ProtocolError = _codec.ProtocolError
+
+
+cdef class Channel:
+    cdef public object sock
+    cdef public bint closed
+    cdef public object _out  # (frame, fds) the kernel has not taken yet
+    cdef bint _writing
+    cdef int _fd
+    cdef object _loop
+    cdef object _on_frame
+    cdef object _on_eof
+    cdef bytearray _buf
+    cdef object _view
+    cdef char* _data
+    # Ancillary data of a read and of a write, aligned for cmsghdr.
+    cdef size_t _recv_control[CONTROL_WORDS]
+    cdef size_t _send_control[CONTROL_WORDS]
+
+    def __init__(self, int fd, loop, on_frame, on_eof):
+        self.sock = socket.socket(fileno=fd)
+        if self.sock.type != socket.SOCK_SEQPACKET:
+            raise ValueError(f"fd {fd} is not a SOCK_SEQPACKET socket")
+        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            try:
+                self.sock.setsockopt(socket.SOL_SOCKET, opt, 1 << 20)
+            except OSError:
+                pass
+        self.sock.setblocking(False)
+        if CMSG_SPACE(MAX_FDS * sizeof(int)) > sizeof(self._recv_control):
+            raise SystemError("the ancillary data buffers are too small for this platform")
+        self._fd = fd
+        self._loop = loop
+        self._on_frame = on_frame
+        self._on_eof = on_eof
+        # One byte more than a frame may have, so an oversized message shows.
+        self._buf = bytearray(_MAX_FRAME + 1)
+        self._view = memoryview(self._buf)
+        self._data = self._buf
+        self._out = collections.deque()
+        self._writing = False
+        self.closed = False
+
+    def start(self):
+        self._loop.add_reader(self._fd, self._readable)
+
+    # -- reading
+
+    def _readable(self):
+        # One message per call: the loop's readiness is level-triggered
+        # (libuv poll handles, selectors), so a socket with more messages
+        # calls again at once, and the usual single message costs no
+        # recvmsg that ends in EAGAIN.
+        cdef iovec iov
+        cdef msghdr msg
+        cdef cmsghdr* c
+        cdef ssize_t n
+        cdef list fds = []
+        cdef int* data
+        cdef size_t i, count
+        if self.closed:
+            return
+        iov.iov_base = self._data
+        iov.iov_len = _MAX_FRAME + 1
+        memset(&msg, 0, sizeof(msg))
+        msg.msg_iov = &iov
+        msg.msg_iovlen = 1
+        msg.msg_control = self._recv_control
+        msg.msg_controllen = CMSG_SPACE(MAX_FDS * sizeof(int))
+        n = recvmsg(self._fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)
+        if n < 0:
+            if errno == EAGAIN or errno == EINTR:
+                return
+            self._eof(f"socket error: [Errno {errno}] {os.strerror(errno)}")
+            return
+        if msg.msg_controllen:
+            c = CMSG_FIRSTHDR(&msg)
+            while c != NULL:
+                if c.cmsg_level == SOL_SOCKET and c.cmsg_type == SCM_RIGHTS:
+                    data = <int*>CMSG_DATA(c)
+                    count = (c.cmsg_len - CMSG_LEN(0)) // sizeof(int)
+                    for i in range(count):
+                        fds.append(data[i])
+                c = CMSG_NXTHDR(&msg, c)
+        if n == 0:
+            _close_all(fds)
+            self._eof("the backend closed the socket")
+            return
+        if msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) or n > _MAX_FRAME:
+            _close_all(fds)
+            raise _ProtocolError(
+                f"a message of more than {_MAX_FRAME} bytes or with too many descriptors"
+            )
+        self._on_frame(self._view[:n], fds)
+
+    cdef _eof(self, why):
+        if not self.closed:
+            self.close()
+            self._on_eof(why)
+
+    # -- writing
+
+    cpdef send(self, frame, fds=()):
+        cdef int err
+        if self.closed:
+            return
+        if not self._out:
+            err = self._sendmsg(frame, fds)
+            if err == 0:
+                return
+            if err != EAGAIN and err != EINTR:
+                self._eof(f"socket error: [Errno {err}] {os.strerror(err)}")
+                return
+        self._out.append((frame, fds))
+        if not self._writing:
+            self._writing = True
+            self._loop.add_writer(self._fd, self._writable)
+
+    cdef int _sendmsg(self, frame, fds) except -1:
+        """0 when the kernel took the frame, else the errno."""
+        cdef Py_buffer view
+        cdef iovec iov
+        cdef msghdr msg
+        cdef cmsghdr* c
+        cdef ssize_t n
+        cdef int count = len(fds)
+        cdef int i
+        cdef int err = 0
+        if count > MAX_FDS:
+            raise ValueError(f"at most {MAX_FDS} descriptors per frame, got {count}")
+        PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+        try:
+            if count == 0:
+                n = send(self._fd, view.buf, view.len, MSG_DONTWAIT | MSG_NOSIGNAL)
+            else:
+                iov.iov_base = view.buf
+                iov.iov_len = view.len
+                memset(&msg, 0, sizeof(msg))
+                msg.msg_iov = &iov
+                msg.msg_iovlen = 1
+                msg.msg_control = self._send_control
+                msg.msg_controllen = CMSG_SPACE(count * sizeof(int))
+                memset(self._send_control, 0, msg.msg_controllen)
+                c = CMSG_FIRSTHDR(&msg)
+                c.cmsg_level = SOL_SOCKET
+                c.cmsg_type = SCM_RIGHTS
+                c.cmsg_len = CMSG_LEN(count * sizeof(int))
+                for i in range(count):
+                    (<int*>CMSG_DATA(c))[i] = fds[i]
+                n = sendmsg(self._fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL)
+            if n < 0:
+                err = errno
+        finally:
+            PyBuffer_Release(&view)
+        return err
+
+    def _writable(self):
+        cdef int err
+        while self._out:
+            frame, fds = self._out[0]
+            err = self._sendmsg(frame, fds)
+            if err == EAGAIN or err == EINTR:
+                return
+            if err:
+                self._eof(f"socket error: [Errno {err}] {os.strerror(err)}")
+                return
+            self._out.popleft()
+        self._loop.remove_writer(self._fd)
+        self._writing = False
+
+    def flush_blocking(self, double timeout=5.0):
+        """Send everything queued, waiting up to ``timeout`` seconds for
+        room each time the kernel is full (used on the way out)."""
+        cdef int err
+        if self.closed:
+            return
+        poll = select.poll()
+        poll.register(self._fd, select.POLLOUT)
+        while self._out:
+            frame, fds = self._out[0]
+            err = self._sendmsg(frame, fds)
+            if err == EAGAIN or err == EINTR:
+                if not poll.poll(timeout * 1000):
+                    return
+                continue
+            if err:
+                return
+            self._out.popleft()
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        fd = self.sock.fileno()
+        if fd >= 0:
+            self._loop.remove_reader(fd)
+            if self._writing:
+                self._loop.remove_writer(fd)
+        self.sock.close()
+
+
+cdef _close_all(list fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
