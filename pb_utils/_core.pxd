@@ -40,3 +40,8 @@ cdef class ResponseCore:
     cdef public object _output_tensors
     cdef public object _error
     cdef public object _parameters  # JSON text; "" for none
+
+
+cdef class SenderCore:
+    cdef public object _request
+    cdef object __weakref__

@@ -21,6 +21,7 @@ docs/performance.md.)
 """
 
 from ._dtypes import NATIVE_CODES, TYPE_BF16, TYPE_BYTES, WIRE_NUMPY
+from ._errors import TritonModelException
 
 import numpy as np
 
@@ -30,6 +31,7 @@ cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _TYPE_BF16 = TYPE_BF16
 cdef dict _wire_numpy = WIRE_NUMPY
 cdef object _frombuffer = np.frombuffer
+cdef int _FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # Set once by bind_tensor and bind_response, when _tensor.py and
 # _response.py are imported.
 cdef object _general_init = None
@@ -139,3 +141,42 @@ cdef class ResponseCore:
 
     def _parameters_json(self):
         return self._parameters
+
+
+cdef class SenderCore:
+    """InferenceResponseSender's field and its send(), compiled: a
+    streaming model calls send() once per token."""
+
+    def send(self, response=None, flags=0):
+        """Send ``response``, and/or end the request with
+        ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL``.
+
+        Raises TritonModelException after the final flag has been sent, or
+        when the backend reported that an earlier response of this request
+        could not be delivered."""
+        cdef RequestCore req = self._request
+        if req._done:
+            raise TritonModelException(
+                f"the response sender of request '{req._request_id}' is closed: "
+                "it already sent the final flag"
+            )
+        if response is not None and not isinstance(response, ResponseCore):
+            raise TritonModelException(
+                f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
+            )
+        if flags & ~_FINAL:
+            raise TritonModelException(f"send(): unknown flags {flags:#x}")
+        if response is None and not flags & _FINAL:
+            raise TritonModelException(
+                "send() needs a response, the final flag "
+                "(TRITONSERVER_RESPONSE_COMPLETE_FINAL), or both"
+            )
+        error = req._send_error
+        if error is not None:
+            req._send_error = None
+            raise TritonModelException(error)
+        if flags & _FINAL:
+            req._done = True
+        if response is not None:
+            req._sent += 1
+        req._batch.engine.send(req, response, flags)

@@ -10,23 +10,24 @@ loop and from any thread, during execute() or after it has returned.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._errors import TritonModelException
-from ._response import InferenceResponse
+from ._core import SenderCore
+
+if TYPE_CHECKING:
+    from ._response import InferenceResponse
 
 __all__ = ["InferenceResponseSender"]
 
-_FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
-
-class InferenceResponseSender:
+class InferenceResponseSender(SenderCore):
     """The response sender of one request (``request.get_response_sender()``).
 
     Its state (final flag sent, responses sent, a delivery error to report)
-    lives in the request, where the stub also reads it."""
+    lives in the request, where the stub also reads it. The field and
+    send() are SenderCore's (_core.pyx)."""
 
-    __slots__ = ("_request", "__weakref__")
+    __slots__ = ()
     _request: Any
 
     def __init__(self) -> None:
@@ -38,37 +39,15 @@ class InferenceResponseSender:
         self._request = request
         return self
 
-    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
-        """Send ``response``, and/or end the request with
-        ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL``.
+    if TYPE_CHECKING:  # SenderCore's, typed for models
 
-        Raises TritonModelException after the final flag has been sent, or
-        when the backend reported that an earlier response of this request
-        could not be delivered."""
-        req = self._request
-        if req._done:
-            raise TritonModelException(
-                f"the response sender of request '{req.request_id()}' is closed: "
-                "it already sent the final flag"
-            )
-        if response is not None and not isinstance(response, InferenceResponse):
-            raise TritonModelException(
-                f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
-            )
-        if flags & ~_FINAL:
-            raise TritonModelException(f"send(): unknown flags {flags:#x}")
-        if response is None and not flags & _FINAL:
-            raise TritonModelException(
-                "send() needs a response, the final flag "
-                "(TRITONSERVER_RESPONSE_COMPLETE_FINAL), or both"
-            )
-        error, req._send_error = req._send_error, None
-        if error is not None:
-            raise TritonModelException(error)
-        if flags & _FINAL:
-            req._done = True
-        req._sent += response is not None
-        req._batch.engine.send(req, response, flags)
+        def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+            """Send ``response``, and/or end the request with
+            ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL``.
+
+            Raises TritonModelException after the final flag has been sent,
+            or when the backend reported that an earlier response of this
+            request could not be delivered."""
 
     def is_cancelled(self) -> bool:
         """Whether Triton cancelled the request (a local flag, no round trip)."""

@@ -347,9 +347,84 @@ cdef object _find_input(list inputs, mv):
     return None
 
 
-def entry_size(tuple entry):
+cpdef Py_ssize_t entry_size(tuple entry) except -1:
     """An upper bound of the bytes ``entry`` takes in a frame."""
     cdef Py_ssize_t size = 64 + len(entry[4]) + (len(entry[3][1]) if entry[3] else 0)
     for name, _dtype, dims, data, _aid, _off, n, _loc in entry[5]:
         size += 64 + len(name) + 8 * len(dims) + (n if data is not None else 0)
     return size
+
+
+# ------------------------------------------------------------------ the outbox
+
+
+cdef class Outbox:
+    """Entries waiting for the next RESPONSES frames. Any thread puts (a
+    response sender may be called from anywhere); the engine takes them
+    all when it flushes, once per loop iteration. ``lock`` is the engine's
+    lock, which also guards the batches' open counts."""
+
+    cdef object lock
+    cdef list pending
+    cdef bint scheduled  # a flush is on its way
+
+    def __init__(self, lock):
+        self.lock = lock
+        self.pending = []
+
+    def __len__(self):
+        return len(self.pending)
+
+    cpdef bint put(self, entries):
+        """Queue ``entries``; True when the caller must schedule a flush."""
+        with self.lock:
+            self.pending.extend(entries)
+            if self.scheduled:
+                return False
+            self.scheduled = True
+        return True
+
+    cpdef list take(self):
+        cdef list pending
+        with self.lock:
+            pending = self.pending
+            self.pending = []
+            self.scheduled = False
+        return pending
+
+    def send(self, RequestCore req, response, int flags, own, model_name):
+        """A decoupled model's ``sender.send(response, flags)``, checked by
+        the sender: the entry is made at once (outputs copied) and queued.
+        Returns (whether the caller must schedule a flush, whether the
+        request's batch is over)."""
+        cdef unsigned int wire_flags = _RESP_FINAL if flags & 1 else 0
+        cdef Batch batch = req._batch
+        cdef bint done = False
+        if response is None:
+            wire_flags |= _RESP_NO_RESPONSE
+        entry = _entry(req, response, wire_flags, 0, False, own, model_name)
+        with self.lock:
+            self.pending.append(entry)
+            schedule = not self.scheduled
+            self.scheduled = True
+            if flags & 1:
+                batch.open -= 1
+                done = batch.returned and batch.open <= 0
+        return schedule, done
+
+
+def write_entries(writer, list entries, Py_ssize_t start):
+    """Write ``entries[start:]`` into ``writer``'s open RESPONSES frame, as
+    many as fit (at least one); returns the index of the first left out."""
+    cdef Py_ssize_t i = start
+    cdef Py_ssize_t n = len(entries)
+    cdef Py_ssize_t size = writer.size()
+    cdef tuple entry
+    while i < n:
+        entry = entries[i]
+        if i > start and size + entry_size(entry) > _MAX_FRAME:
+            break
+        writer.entry(entry)
+        size = writer.size()
+        i += 1
+    return i

@@ -39,7 +39,7 @@ def counters(stub: Any, batches_total: int = 0) -> dict[str, int]:
         # Senders of requests not yet complete (no final flag yet).
         "senders": sum(1 for b in batches for r in b.requests if not r._done),
         "tasks": sum(1 for b in batches if b.task is not None and not b.task.done()),
-        "pending_responses": len(engine._pending),
+        "pending_responses": len(engine.outbox),
         # BLS calls whose futures or iterators are still waiting.
         "bls_calls": len(stub.bls._calls),
         "arena_bytes": stub.own.live_bytes,

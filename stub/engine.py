@@ -36,7 +36,7 @@ _MakeBatch = _batch.make_batch
 _Answer = _batch.answer
 _CheckResult = _batch.check_result
 _Entry = _batch.entry
-_EntrySize = _batch.entry_size
+_WriteEntries = _batch.write_entries
 _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
@@ -55,9 +55,8 @@ class Engine:
         self.batches: dict[int, Batch] = {}
         self.writer = C.FrameWriter()
         self._lock = threading.Lock()
-        self._pending: list[tuple] = []
+        self.outbox = _batch.Outbox(self._lock)  # entries for the next flush
         self._announce: list[tuple[int, int, int]] = []
-        self._flush_scheduled = False
         self._loop_thread = threading.get_ident()
 
     # ---------------------------------------------------------------- execute
@@ -205,20 +204,14 @@ class Engine:
 
     def send(self, req: Any, response: Any, flags: int) -> None:
         """InferenceResponseSender.send(): called from any thread."""
-        batch = req._batch
         if not self.decoupled:
             self._default_send(req, response, flags)
             return
-        wire_flags = C.RESP_FINAL if flags & 1 else 0
-        if response is None:
-            wire_flags |= C.RESP_NO_RESPONSE
-        self._queue(req, response, wire_flags)
-        if flags & 1:
-            with self._lock:
-                batch.open -= 1
-                done = batch.returned and batch.open <= 0
-            if done:
-                self._call_on_loop(self._maybe_forget, batch)
+        schedule, done = self.outbox.send(req, response, flags, self.own, self.model_name)
+        if schedule:
+            self._call_on_loop(self.flush)
+        if done:
+            self._call_on_loop(self._maybe_forget, req._batch)
 
     def _default_send(self, req: Any, response: Any, flags: int) -> None:
         batch = req._batch
@@ -236,12 +229,8 @@ class Engine:
         self._queue_entries((_Entry(req, response, wire_flags, 0, self.own, self.model_name),))
 
     def _queue_entries(self, entries: Any) -> None:
-        with self._lock:
-            self._pending.extend(entries)
-            if self._flush_scheduled:
-                return
-            self._flush_scheduled = True
-        self._call_on_loop(self.flush)
+        if self.outbox.put(entries):
+            self._call_on_loop(self.flush)
 
     def _call_on_loop(self, fn: Any, *args: Any) -> None:
         if threading.get_ident() == self._loop_thread:
@@ -271,26 +260,16 @@ class Engine:
         metrics = self.stub.metrics
         if metrics.dirty or metrics.deletes:
             metrics.flush()  # a client that has its response sees its metrics
-        with self._lock:
-            pending, self._pending = self._pending, []
-            self._flush_scheduled = False
-        if not pending:
-            return
+        pending = self.outbox.take()
         w = self.writer
         i = 0
         while i < len(pending):
             w.begin(C.RESPONSES, 0, 0)
             count_at = w.size()
             w.u32(0)
-            n = 0
-            while i < len(pending):
-                entry = pending[i]
-                if n and w.size() + _EntrySize(entry) > C.MAX_FRAME:
-                    break
-                w.entry(entry)
-                n += 1
-                i += 1
-            w.patch_u32(count_at, n)
+            end = _WriteEntries(w, pending, i)
+            w.patch_u32(count_at, end - i)
+            i = end
             self._send_frame(w)
 
     def _send_frame(self, w: C.FrameWriter) -> None:
