@@ -155,6 +155,8 @@ cdef class SenderCore:
         when the backend reported that an earlier response of this request
         could not be delivered."""
         cdef RequestCore req = self._request
+        if req is None:
+            raise TypeError("response senders come from request.get_response_sender()")
         if req._done:
             raise TritonModelException(
                 f"the response sender of request '{req._request_id}' is closed: "

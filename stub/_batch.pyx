@@ -128,10 +128,13 @@ cdef TensorCore _tensor(str name, int dtype, tuple dims, Py_ssize_t nbytes, view
     if dtype != _TYPE_BYTES:
         expected = _itemsize_c[dtype]
         for d in dims:
-            if d and expected > PY_SSIZE_T_MAX // d:
-                expected = -1  # no buffer is that large
+            if d == 0:
+                expected = 0
                 break
-            expected *= d
+            if expected > PY_SSIZE_T_MAX // d:
+                expected = -1  # no buffer is that large, unless a later dimension is 0
+            elif expected >= 0:
+                expected *= d
         if nbytes != expected:
             # Triton checks byte sizes before a backend sees a request: a
             # frame that disagrees with itself is the backend's mistake.
@@ -185,7 +188,7 @@ def request_from_stub(model_name, request_id, correlation_id, flags, timeout,
 # ------------------------------------------------------------------ answers
 
 
-def check_result(result, Py_ssize_t n, Batch batch):
+def check_result(result, Py_ssize_t n, Batch batch not None):
     """What is wrong with a default-mode execute()'s result for ``batch``
     of ``n`` requests, or ""."""
     cdef Py_ssize_t i
@@ -209,7 +212,7 @@ def check_result(result, Py_ssize_t n, Batch batch):
     return ""
 
 
-def answer(Batch batch, result, writer, own, model_name):
+def answer(Batch batch not None, result, writer, own, model_name):
     """The entries of a default-mode batch whose execute() returned
     ``result`` (checked by check_result): written into ``writer`` (an open
     RESPONSES frame), or with ``writer`` None returned as a list whose
@@ -241,7 +244,8 @@ def answer(Batch batch, result, writer, own, model_name):
     return entries
 
 
-def entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_size, own, model_name):
+def entry(RequestCore req not None, resp, unsigned int flags, Py_ssize_t frame_size, own,
+          model_name):
     """The entry of one response sent through a sender (or of an error
     made by the engine): outputs copied at once, so the model may reuse
     its arrays."""
@@ -257,6 +261,8 @@ cdef tuple _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_si
     (location 2)."""
     cdef Batch batch = req._batch
     cdef ResponseCore r
+    if batch is None:
+        raise ValueError(f"request '{req._request_id}' is not part of a batch of this stub")
     if resp is None or flags & _RESP_NO_RESPONSE:
         return (batch.id, req._index, flags | _RESP_NO_RESPONSE, None, "", ())
     r = resp
@@ -392,7 +398,7 @@ cdef class Outbox:
             self.scheduled = False
         return pending
 
-    def send(self, RequestCore req, response, int flags, own, model_name):
+    def send(self, RequestCore req not None, response, int flags, own, model_name):
         """A decoupled model's ``sender.send(response, flags)``, checked by
         the sender: the entry is made at once (outputs copied) and queued.
         Returns (whether the caller must schedule a flush, whether the

@@ -12,13 +12,15 @@ is writable again, in order.
 The socket calls are made here directly, not through Python's socket module
 (whose argument parsing and result tuples cost more than the calls on the
 per-request path). The socket stays non-blocking, so the GIL is held: no
-call waits.
+call waits. (The GIL is also what makes the two ancillary-data buffers safe
+to share between threads: a build without it would need a lock here.)
 """
 
 import collections
 import os
 import select
 import socket
+import time
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
@@ -79,6 +81,7 @@ cdef class Channel:
     cdef object _loop
     cdef object _on_frame
     cdef object _on_eof
+    cdef object _on_violation
     cdef bytearray _buf
     cdef object _view
     cdef char* _data
@@ -86,7 +89,10 @@ cdef class Channel:
     cdef size_t _recv_control[CONTROL_WORDS]
     cdef size_t _send_control[CONTROL_WORDS]
 
-    def __init__(self, int fd, loop, on_frame, on_eof):
+    def __init__(self, int fd, loop, on_frame, on_eof, on_violation):
+        """``on_frame(view, fds)`` gets each message, ``on_eof(why)`` the
+        end of the connection, ``on_violation(message)`` a message no frame
+        can be (too long, too many descriptors)."""
         self.sock = socket.socket(fileno=fd)
         if self.sock.type != socket.SOCK_SEQPACKET:
             raise ValueError(f"fd {fd} is not a SOCK_SEQPACKET socket")
@@ -102,6 +108,7 @@ cdef class Channel:
         self._loop = loop
         self._on_frame = on_frame
         self._on_eof = on_eof
+        self._on_violation = on_violation
         # One byte more than a frame may have, so an oversized message shows.
         self._buf = bytearray(_MAX_FRAME + 1)
         self._view = memoryview(self._buf)
@@ -124,6 +131,7 @@ cdef class Channel:
         cdef msghdr msg
         cdef cmsghdr* c
         cdef ssize_t n
+        cdef int err
         cdef list fds = []
         cdef int* data
         cdef size_t i, count
@@ -138,9 +146,10 @@ cdef class Channel:
         msg.msg_controllen = CMSG_SPACE(MAX_FDS * sizeof(int))
         n = recvmsg(self._fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)
         if n < 0:
-            if errno == EAGAIN or errno == EINTR:
+            err = errno
+            if err == EAGAIN or err == EINTR:
                 return
-            self._eof(f"socket error: [Errno {errno}] {os.strerror(errno)}")
+            self._eof(f"socket error: [Errno {err}] {os.strerror(err)}")
             return
         if msg.msg_controllen:
             c = CMSG_FIRSTHDR(&msg)
@@ -157,9 +166,11 @@ cdef class Channel:
             return
         if msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) or n > _MAX_FRAME:
             _close_all(fds)
-            raise _ProtocolError(
-                f"a message of more than {_MAX_FRAME} bytes or with too many descriptors"
+            self._on_violation(
+                f"protocol error: a message of more than {_MAX_FRAME} bytes "
+                "or with too many descriptors"
             )
+            return
         self._on_frame(self._view[:n], fds)
 
     cdef _eof(self, why):
@@ -173,6 +184,8 @@ cdef class Channel:
         cdef int err
         if self.closed:
             return
+        if len(fds) > MAX_FDS:
+            raise ValueError(f"at most {MAX_FDS} descriptors per frame, got {len(fds)}")
         if not self._out:
             err = self._sendmsg(frame, fds)
             if err == 0:
@@ -192,11 +205,9 @@ cdef class Channel:
         cdef msghdr msg
         cdef cmsghdr* c
         cdef ssize_t n
-        cdef int count = len(fds)
+        cdef int count = len(fds)  # at most MAX_FDS: checked by send()
         cdef int i
         cdef int err = 0
-        if count > MAX_FDS:
-            raise ValueError(f"at most {MAX_FDS} descriptors per frame, got {count}")
         PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
         try:
             if count == 0:
@@ -238,23 +249,27 @@ cdef class Channel:
         self._writing = False
 
     def flush_blocking(self, double timeout=5.0):
-        """Send everything queued, waiting up to ``timeout`` seconds for
-        room each time the kernel is full (used on the way out)."""
+        """Send everything queued, waiting for room as needed, for at most
+        ``timeout`` seconds in all (used on the way out). Returns how many
+        frames could not be sent (0: all went)."""
         cdef int err
         if self.closed:
-            return
+            return len(self._out)
         poll = select.poll()
         poll.register(self._fd, select.POLLOUT)
+        deadline = time.monotonic() + timeout
         while self._out:
             frame, fds = self._out[0]
             err = self._sendmsg(frame, fds)
             if err == EAGAIN or err == EINTR:
-                if not poll.poll(timeout * 1000):
-                    return
-                continue
+                left = deadline - time.monotonic()
+                if left > 0 and poll.poll(left * 1000):
+                    continue
+                break
             if err:
-                return
+                break
             self._out.popleft()
+        return len(self._out)
 
     def close(self):
         if self.closed:

@@ -41,7 +41,7 @@ class Stub:
         self.loop = loop
         self.instance = instance
         self.model_name = instance
-        self.channel = Channel(fd, loop, self._on_frame, self._on_eof)
+        self.channel = Channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
         self.own = OwnArenas(self._announce_arena)
         self.peer = PeerArenas()
         self.engine = Engine(self)
@@ -86,14 +86,20 @@ class Stub:
 
     def _fatal(self, message: str) -> None:
         """A protocol violation: tell the backend why, then leave."""
-        try:
-            self.channel.send(C.encode_simple(C.ERROR, message))
-            self.channel.flush_blocking()
-        except OSError:
-            pass
-        self.channel.close()
-        print(f"tritonpy stub {self.instance}: {message}", file=sys.stderr, flush=True)
+        self.channel.send(C.encode_simple(C.ERROR, message))
+        self._flush_and_close("the ERROR frame")
+        self._stderr(message)
         self._stop(70)
+
+    def _flush_and_close(self, what: str) -> None:
+        """On the way out: what is queued goes (waiting a few seconds at
+        most), then the socket closes."""
+        if self.channel.flush_blocking():
+            self._stderr(f"{what} could not be sent")
+        self.channel.close()
+
+    def _stderr(self, text: str) -> None:
+        print(f"tritonpy stub {self.instance}: {text}", file=sys.stderr, flush=True)
 
     def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
         frame = C.encode_simple(C.LOG, (level, file or "tritonpy/stub", line, message))
@@ -168,11 +174,7 @@ class Stub:
                     self._finalizing = True
                     self.loop.create_task(self._finalize())
             elif ftype == C.ERROR:
-                print(
-                    f"tritonpy stub {self.instance}: the backend reports: {body}",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                self._stderr(f"the backend reports: {body}")
             else:
                 raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
         except (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError) as e:
@@ -306,8 +308,7 @@ class Stub:
                     f"{traceback.format_exc()}",
                 }
         self.channel.send(C.encode_json(C.FINALIZE_DONE, reply))
-        self.channel.flush_blocking()
-        self.channel.close()
+        self._flush_and_close("FINALIZE_DONE")
         self._stop(0)
 
     # ---------------------------------------------------------------- readiness

@@ -374,6 +374,29 @@ def test_input_size_not_matching_its_shape_is_a_protocol_error(
     assert host.wait(5) == 70
 
 
+def test_message_longer_than_a_frame_is_a_protocol_error(host: StubHost, tmp_path: Path) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.send(b"X" * (P.MAX_FRAME + 1))
+    message = host.recv_type("ERROR")["body"]["message"]
+    assert message.startswith("protocol error: a message of more than")
+    assert host.wait(5) == 70
+
+
+def test_message_with_too_many_descriptors_is_a_protocol_error(
+    host: StubHost, tmp_path: Path
+) -> None:
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]
+    try:
+        host.send(P.encode(P.IS_READY, {}, id=1), tuple(fds))
+    finally:
+        for fd in fds:
+            os.close(fd)
+    message = host.recv_type("ERROR")["body"]["message"]
+    assert "too many descriptors" in message
+    assert host.wait(5) == 70
+
+
 @pytest.mark.parametrize(
     "garbage",
     [
