@@ -84,7 +84,6 @@ ext_modules = cythonize(
             extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
         )
         for name, path in EXTENSIONS
-        if os.path.exists(os.path.join(ROOT, path))
     ],
     compiler_directives=directives,
     include_path=[cython_include_tree()],
