@@ -6,11 +6,13 @@
 
 The stub builds a handful of objects per request (tensors, the request, the
 response). This times building one object of five fields, as the stub
-does for each input tensor (stub/_batch.pyx): in Python on a ``__slots__`` class; in
+does for each input tensor (stub/_batch.pyx), with one builder function
+run three ways: by the interpreter on a ``__slots__`` class; compiled by
 Cython on that same Python class (what compiling the stub's modules as
-they are would give); and in Cython on an extension type with C fields
-(what typing the objects would give). Compiles a small Cython module in a
-temporary directory (Cython and a C compiler, as ``make setup`` needs).
+they are would give); compiled by Cython on an extension type with C
+fields (what typing the objects would give). Compiles a small Cython
+module in a temporary directory (Cython and a C compiler, as ``make
+setup`` needs).
 """
 
 from __future__ import annotations
@@ -20,26 +22,13 @@ import sys
 import tempfile
 import timeit
 from pathlib import Path
+from typing import Any
 
-SOURCE = """
-# cython: language_level=3
-
-cdef class Typed:
-    cdef public object name, dtype, dims, array, buf
-
-
-def generic(cls, name, dtype, dims, data):
+# One builder, run by the interpreter and compiled by Cython; the typed
+# variant differs only in its first line.
+BUILD = """
+def build(cls, name, dtype, dims, data):
     self = cls.__new__(cls)
-    self.name = name
-    self.dtype = dtype
-    self.dims = dims
-    self.buf = data
-    self.array = None
-    return self
-
-
-def typed(name, dtype, dims, data):
-    cdef Typed self = Typed.__new__(Typed)
     self.name = name
     self.dtype = dtype
     self.dims = dims
@@ -48,19 +37,28 @@ def typed(name, dtype, dims, data):
     return self
 """
 
+SOURCE = (
+    """
+# cython: language_level=3
+
+cdef class Typed:
+    cdef public object name, dtype, dims, array, buf
+"""
+    + BUILD
+    + BUILD.replace("def build(cls,", "def build_typed(").replace(
+        "self = cls.__new__(cls)", "cdef Typed self = Typed.__new__(Typed)"
+    )
+)
+
 
 class Slots:
     __slots__ = ("name", "dtype", "dims", "array", "buf")
 
-    @classmethod
-    def build(cls, name: str, dtype: int, dims: tuple[int, ...], data: bytes) -> Slots:
-        self = cls.__new__(cls)
-        self.name = name
-        self.dtype = dtype
-        self.dims = dims
-        self.buf = data
-        self.array = None
-        return self
+
+def interpreted() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(BUILD, namespace)
+    return namespace["build"]
 
 
 def compile_module(work: Path) -> object:
@@ -80,11 +78,12 @@ def nanoseconds(fn: object, n: int = 500_000) -> float:
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tritonpy-object-cost-") as tmp:
         m = compile_module(Path(tmp))
+        build = interpreted()
         dims, data = (4,), b"\0" * 16
         rows = [
-            ("Python, __slots__ class", lambda: Slots.build("IN", 11, dims, data)),
-            ("Cython, same Python class", lambda: m.generic(Slots, "IN", 11, dims, data)),  # type: ignore[attr-defined]
-            ("Cython, extension type", lambda: m.typed("IN", 11, dims, data)),  # type: ignore[attr-defined]
+            ("Python, __slots__ class", lambda: build(Slots, "IN", 11, dims, data)),
+            ("Cython, same Python class", lambda: m.build(Slots, "IN", 11, dims, data)),  # type: ignore[attr-defined]
+            ("Cython, extension type", lambda: m.build_typed("IN", 11, dims, data)),  # type: ignore[attr-defined]
         ]
         empty = nanoseconds(lambda: None)
         for label, fn in rows:
