@@ -267,20 +267,17 @@ class Tensor(TensorCore):
     # ------------------------------------------------------------ internals
 
     def _materialize(self) -> np.ndarray:
-        # Only wire tensors get here (others always hold an array).
-        buf = self._buf
+        # as_numpy() of a BYTES or BF16 wire tensor (TensorCore views the
+        # fixed-size ones itself).
         if self._dtype == TYPE_BF16:
             raise self._bf16_error()
-        if self._dtype == TYPE_BYTES:
-            try:
-                flat = _bytes.decode(buf, math.prod(self._dims))
-            except ValueError as exc:
-                raise TritonModelException(
-                    f"Tensor '{self._name}': malformed BYTES data: {exc}"
-                ) from exc
-            arr = flat.reshape(self._dims)
-        else:
-            arr = np.frombuffer(buf, dtype=WIRE_NUMPY[self._dtype]).reshape(self._dims)
+        try:
+            flat = _bytes.decode(self._buf, math.prod(self._dims))
+        except ValueError as exc:
+            raise TritonModelException(
+                f"Tensor '{self._name}': malformed BYTES data: {exc}"
+            ) from exc
+        arr = flat.reshape(self._dims)
         self._array = arr
         return arr
 

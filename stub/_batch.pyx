@@ -381,14 +381,19 @@ cdef class Outbox:
     def __len__(self):
         return len(self.pending)
 
-    cpdef bint put(self, entries):
+    cdef inline bint _schedule_locked(self):
+        """After queueing (the lock held): True when the caller must
+        schedule a flush, i.e. none is on its way."""
+        if self.scheduled:
+            return False
+        self.scheduled = True
+        return True
+
+    cpdef bint put(self, entries) except -1:
         """Queue ``entries``; True when the caller must schedule a flush."""
         with self.lock:
             self.pending.extend(entries)
-            if self.scheduled:
-                return False
-            self.scheduled = True
-        return True
+            return self._schedule_locked()
 
     cpdef list take(self):
         cdef list pending
@@ -411,8 +416,7 @@ cdef class Outbox:
         entry = _entry(req, response, wire_flags, 0, False, own, model_name)
         with self.lock:
             self.pending.append(entry)
-            schedule = not self.scheduled
-            self.scheduled = True
+            schedule = self._schedule_locked()
             if flags & 1:
                 batch.open -= 1
                 done = batch.returned and batch.open <= 0
