@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""Set-up the suite does by itself: wrk, matplotlib, the official Python
-backend from the nvidia-pytriton wheel (with numpy for the interpreter its
-stub embeds), and the native floor backend. Every step is idempotent."""
+"""Set-up the suite does by itself: wrk, the C++ gRPC load generator,
+matplotlib, the official Python backend from the nvidia-pytriton wheel (with
+numpy for the interpreter its stub embeds), and the native floor backend.
+Every step is idempotent."""
 
 from __future__ import annotations
 
@@ -36,19 +37,72 @@ def _run(cmd: list[str], **kw) -> None:
     subprocess.run(cmd, check=True, **kw)
 
 
+def _apt_install(*packages: str) -> bool:
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return False
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    try:
+        _run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
+        _run(["apt-get", "install", "-y", "-q", *packages], env=env, stdout=subprocess.DEVNULL)
+    except (OSError, subprocess.CalledProcessError) as e:
+        log(f"apt-get install {' '.join(packages)} failed: {e}")
+        return False
+    return True
+
+
 def ensure_wrk() -> str:
     found = shutil.which("wrk")
     if found:
         return found
     if os.geteuid() != 0:
         raise SetupError("wrk is missing and we are not root: run `apt-get install -y wrk`")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    _run(["apt-get", "update", "-q"], env=env, stdout=subprocess.DEVNULL)
-    _run(["apt-get", "install", "-y", "-q", "wrk"], env=env, stdout=subprocess.DEVNULL)
+    _apt_install("wrk")
     found = shutil.which("wrk")
     if not found:
         raise SetupError("apt-get install wrk did not put wrk on PATH")
     return found
+
+
+def _grpcpp_flags() -> list[str] | None:
+    try:
+        out = subprocess.run(
+            ["pkg-config", "--cflags", "--libs", "grpc++"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.split()
+
+
+def ensure_grpc_client(work: Path) -> str | None:
+    """The C++ gRPC load generator (bench/grpc_load.cc), built against
+    Debian's gRPC (libgrpc++-dev, installed when missing and we are root).
+    None, with the reason logged, when it cannot be had: the suite then
+    uses bench/grpc_load.py, which costs more CPU per call than the server
+    and so understates the faster systems."""
+    src = ROOT / "bench" / "grpc_load.cc"
+    binary = work / "grpc_load"
+    if binary.is_file() and binary.stat().st_mtime >= src.stat().st_mtime:
+        return str(binary)
+    flags = _grpcpp_flags()
+    if flags is None and _apt_install("libgrpc++-dev", "pkg-config"):
+        flags = _grpcpp_flags()
+    if flags is None:
+        log("no gRPC C++ library (libgrpc++-dev): gRPC scenarios use bench/grpc_load.py")
+        return None
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        log("no C++ compiler: gRPC scenarios use bench/grpc_load.py")
+        return None
+    log(f"building {binary} from bench/grpc_load.cc")
+    try:
+        subprocess.run([cxx, "-O2", "-std=c++17", "-o", str(binary), str(src), *flags], check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        log(f"building bench/grpc_load.cc failed ({e}): gRPC scenarios use bench/grpc_load.py")
+        return None
+    return str(binary)
 
 
 def ensure_matplotlib() -> bool:

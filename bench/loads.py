@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""Load generators: wrk for HTTP, bench/grpc_load.py for gRPC.
+"""Load generators: wrk for HTTP; for gRPC bench/grpc_load.cc (C++), or
+bench/grpc_load.py where that cannot be built.
 
 Each runner warms up, measures one window, and returns the raw counts plus
 the server CPU seconds spent in that window and the CPU the load generator
@@ -12,6 +13,7 @@ import json
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -183,8 +185,27 @@ def run_grpc(
     procs: int,
     tokens: int = 100,
     spinup: float = 1.5,
+    client: str | None = None,
+    payloads: Path | None = None,
 ) -> dict:
-    """Run ``procs`` grpc_load.py workers sharing ``conns`` and one window."""
+    """Run the gRPC load generator over one window: ``client`` (the C++
+    bench/grpc_load.cc, one process: it needs a small part of a core), or
+    else ``procs`` grpc_load.py workers sharing ``conns``. The C++ client
+    sends a request serialized here, written under ``payloads``."""
+    extra: list[str] = []
+    command = [sys.executable, str(GRPC_LOAD)]
+    if client is not None:
+        from bench import grpc_load
+
+        procs = 1
+        payload = (
+            grpc_load.stream_request(model, tokens)
+            if mode == "stream"
+            else grpc_load.add_sub_request(model)
+        )
+        where = (payloads or Path(tempfile.gettempdir())) / f"grpc-{mode}-{model}.pb"
+        where.write_bytes(payload)
+        command, extra = [client], ["--payload", str(where)]
     procs = max(1, min(procs, conns))
     start = time.time() + spinup + warmup
     end = start + duration
@@ -192,8 +213,7 @@ def run_grpc(
     workers = [
         subprocess.Popen(
             [
-                sys.executable,
-                str(GRPC_LOAD),
+                *command,
                 "--target",
                 server.grpc,
                 "--mode",
@@ -208,6 +228,7 @@ def run_grpc(
                 repr(start),
                 "--end",
                 repr(end),
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

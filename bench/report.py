@@ -406,11 +406,7 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
 - HTTP: wrk (1 thread at 1 connection, else 2), the JSON body
   `{{"inputs":[{{"name":"INPUT0","shape":[4],"datatype":"FP32","data":[1,2,3,4]}},
   {{"name":"INPUT1",...,"data":[1,1,1,1]}}]}}`; percentiles from wrk's histogram.
-- gRPC: `bench/grpc_load.py`, Python asyncio (grpc.aio, uvloop), requests
-  serialized once and sent as raw bytes; 1 process at 1 connection, else
-  {doc["config"]["grpc_procs"]} processes sharing the connections and one
-  measuring window. A Python client costs more CPU per request than the
-  server: where it saturated a core the cell carries {SATURATION_MARK}.
+- gRPC: {_grpc_client_text(doc["config"])}
 - identity: a UINT8 tensor in and out as binary tensor data over HTTP,
   {doc["config"]["identity_conns"]} connections; MiB/s counts one direction.
 - batched: identity on FP32 [1,4] with `max_batch_size: 64` and
@@ -477,3 +473,23 @@ def write_all(
     if publish:
         globals()["publish"](doc, md, images)
     return md
+
+
+def _grpc_client_text(cfg: dict) -> str:
+    if cfg.get("grpc_client") == "c++":
+        return (
+            "`bench/grpc_load.cc`, C++ on Debian's gRPC (generic stub, one\n"
+            "  thread, one channel, one completion queue), requests serialized once\n"
+            "  and sent as raw bytes. It spends a few microseconds of CPU per call or\n"
+            "  streamed response, against the 30-40 of the Python client it replaced\n"
+            "  (`bench/grpc_load.py`, still used where the C++ one cannot be built),\n"
+            "  which made every system's gRPC figures the client's."
+        )
+    return (
+        "`bench/grpc_load.py`, Python asyncio (grpc.aio, uvloop), requests\n"
+        "  serialized once and sent as raw bytes; 1 process at 1 connection, else\n"
+        f"  {cfg['grpc_procs']} processes sharing the connections and one\n"
+        "  measuring window (the C++ client `bench/grpc_load.cc` could not be\n"
+        "  built). A Python client costs more CPU per request than the server:\n"
+        f"  where it saturated a core the cell carries {SATURATION_MARK}."
+    )

@@ -242,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     try:
         wrk = env.ensure_wrk()
+        grpc_client = env.ensure_grpc_client(work)
+        cfg.grpc_client = "c++" if grpc_client else "python"
         plots = env.ensure_matplotlib()
         setups: dict[str, tuple[Path, dict[str, str], list[str]]] = {}
         if "tritonpy" in systems:
@@ -263,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scripts = work / "lua"
     scripts.mkdir(exist_ok=True)
-    ctx = Context(cfg, wrk, scripts)
+    ctx = Context(cfg, wrk, scripts, grpc_client)
     results: dict[str, dict[str, list[dict]]] = {s.id: {k: [] for k in systems} for s in scenarios}
     rounds_done, round_times = 0, []
 

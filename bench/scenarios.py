@@ -45,6 +45,9 @@ class Config:
     bls_conns: tuple[int, ...] = (1, 64)
     load_repeats: int = 3
     budget_minutes: float = 19.0
+    # Which gRPC load generator ran: "c++" (bench/grpc_load.cc) or
+    # "python" (bench/grpc_load.py, where the C++ one cannot be built).
+    grpc_client: str = "python"
 
 
 @dataclass
@@ -52,6 +55,7 @@ class Context:
     cfg: Config
     wrk: str
     scripts: Path
+    grpc_client: str | None = None  # the C++ load generator's path
 
 
 @dataclass
@@ -113,6 +117,8 @@ def _grpc(mode: str, model: str, conns: int) -> Callable[[Context, Server], dict
             warmup=ctx.cfg.warmup,
             procs=procs,
             tokens=ctx.cfg.tokens,
+            client=ctx.grpc_client,
+            payloads=ctx.scripts,
         )
 
     return run
@@ -193,7 +199,7 @@ def build(cfg: Config) -> list[Scenario]:
         out.append(
             Scenario(
                 f"grpc_add_sub_c{c}",
-                "add_sub over gRPC (Python asyncio client)",
+                "add_sub over gRPC",
                 f"gRPC add_sub @{c}",
                 "add_sub",
                 LAT if c == 1 else TPUT,

@@ -4,7 +4,7 @@
 format` and .pre-commit-config.yaml all call these.
 
     python tools/checks.py mypy            type-check the packages and examples
-    python tools/checks.py clang-format    check backend/ against .clang-format
+    python tools/checks.py clang-format    check backend/ and bench/*.cc against .clang-format
     python tools/checks.py clang-format --fix
     python tools/checks.py codespell       spelling of docs, README and comments
 
@@ -105,8 +105,10 @@ def run_mypy(extra: list[str] | None = None) -> int:
 
 
 def backend_sources() -> list[str]:
+    """The backend's C++ and the gRPC load generator's."""
     return sorted(
-        str(p) for d in ("backend",) for p in (ROOT / d).rglob("*") if p.suffix in (".cc", ".h")
+        [str(p) for p in (ROOT / "backend").rglob("*") if p.suffix in (".cc", ".h")]
+        + [str(p) for p in (ROOT / "bench").glob("*.cc")]
     )
 
 

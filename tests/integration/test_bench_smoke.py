@@ -7,6 +7,7 @@ assertions: this proves the instrument works, not how fast anything is."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +37,10 @@ def test_bench_smoke(tmp_path: Path) -> None:
     doc = json.loads((out / "bench.json").read_text())
     table = (out / "bench.md").read_text()
     assert doc["systems"] == SYSTEMS and doc["rounds"] == 1
+    if os.geteuid() == 0:
+        # root can install libgrpc++-dev: the C++ gRPC client must have run
+        # (the Python fallback is the client-bound instrument it replaced)
+        assert doc["config"]["grpc_client"] == "c++", proc.stderr[-4000:]
     expected = [s.id for s in build(Config())]
     assert [s["id"] for s in doc["scenarios"]] == expected
 
