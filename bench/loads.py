@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -187,11 +188,14 @@ def run_grpc(
     spinup: float = 1.5,
     client: str | None = None,
     payloads: Path | None = None,
+    on_window: Callable[[str], None] | None = None,
 ) -> dict:
     """Run the gRPC load generator over one window: ``client`` (the C++
     bench/grpc_load.cc, one process: it needs a small part of a core), or
     else ``procs`` grpc_load.py workers sharing ``conns``. The C++ client
-    sends a request serialized here, written under ``payloads``."""
+    sends a request serialized here, written under ``payloads``.
+    ``on_window("start")`` and ``on_window("end")`` are called when the
+    window opens and closes."""
     extra: list[str] = []
     command = [sys.executable, str(GRPC_LOAD)]
     if client is not None:
@@ -238,8 +242,12 @@ def run_grpc(
     ]
     time.sleep(max(0.0, start - time.time()))
     s0 = server.cpu_seconds()
+    if on_window is not None:
+        on_window("start")
     time.sleep(max(0.0, end - time.time()))
     server_cpu = server.cpu_seconds() - s0
+    if on_window is not None:
+        on_window("end")
     outs = []
     for w in workers:
         try:

@@ -3,9 +3,11 @@
 """Where a request's CPU time goes: per-thread CPU and context switches.
 
     python -m bench.profile [--system tritonpy] [--model add_sub] [--conns 64]
+                            [--protocol http|grpc]
 
 Starts one server of the chosen system (the benchmark suite's repository
-and backend directory), drives the model over HTTP with wrk, and reads
+and backend directory), drives the model over HTTP with wrk (or over gRPC
+with the suite's C++ client, bench/grpc_load.cc), and reads
 /proc before and after: CPU microseconds and voluntary / involuntary
 context switches per request, for each group of threads (tritonpy's reader
 threads, Triton's other threads, the stub processes). Counts, not
@@ -23,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench import environment as env
-from bench.loads import json_body, run_wrk, wrk_script
+from bench.loads import json_body, run_grpc, run_wrk, wrk_script
 from bench.models import write_repository
 from bench.server import TICK, Server
 
@@ -80,6 +82,7 @@ def profile(
     work: Path,
     server_args: list[str] | None = None,
     model_params: dict[str, str] | None = None,
+    protocol: str = "http",
 ) -> str:
     repo = write_repository(work / f"repo-{system}", system)
     if model_params and system != "floor":
@@ -94,8 +97,13 @@ def profile(
         backends = env.floor_backend_dir(work)
     else:
         backends = env.tritonpy_backend_dir(work)
-    wrk = env.ensure_wrk()
-    script = wrk_script(json_body(model, BODIES[model]), work / f"{model}.lua")
+    if protocol == "grpc":
+        client = env.ensure_grpc_client(work)
+        if client is None or model not in ("add_sub", "bls"):
+            raise SystemExit("--protocol grpc needs the C++ client and an add_sub-like model")
+    else:
+        wrk = env.ensure_wrk()
+        script = wrk_script(json_body(model, BODIES[model]), work / f"{model}.lua")
     server = Server(
         repo,
         backends,
@@ -104,19 +112,38 @@ def profile(
         env=extra_env,
         extra_args=server_args,
     )
+    before: dict[tuple[str, int], tuple[int, int, int]] = {}
+    after: dict[tuple[str, int], tuple[int, int, int]] = {}
     try:
         server.wait_ready()
-        before = snapshot(server)
-        res = run_wrk(
-            wrk,
-            server,
-            script,
-            f"/v2/models/{model}/infer",
-            conns=conns,
-            duration=seconds,
-            warmup=1.0,
-        )
-        after = snapshot(server)
+        if protocol == "grpc":
+            # the client measures a window of its own: snapshot around it
+            res = run_grpc(
+                server,
+                mode="unary",
+                model=model,
+                conns=conns,
+                duration=seconds,
+                warmup=1.0,
+                procs=1,
+                client=client,
+                payloads=work,
+                on_window=lambda phase: (before if phase == "start" else after).update(
+                    snapshot(server)
+                ),
+            )
+        else:
+            before.update(snapshot(server))
+            res = run_wrk(
+                wrk,
+                server,
+                script,
+                f"/v2/models/{model}/infer",
+                conns=conns,
+                duration=seconds,
+                warmup=1.0,
+            )
+            after.update(snapshot(server))
     finally:
         server.stop()
     n = max(1, res["ok"])
@@ -128,7 +155,8 @@ def profile(
         g[1] += (vol - v0) / n
         g[2] += (invol - i0) / n
     lines = [
-        f"{system} {model} @{conns}: {res['rps']:,.0f} req/s, p50 {res['p50_us']} us, "
+        f"{system} {model} @{conns} ({protocol}): {res['rps']:,.0f} req/s, "
+        f"p50 {res['p50_us']} us, "
         f"{res['errors']} errors",
         "| threads | CPU us / req | voluntary switches / req | involuntary / req |",
         "|---|---|---|---|",
@@ -152,12 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="add_sub", choices=sorted(BODIES))
     p.add_argument("--conns", type=int, default=64)
     p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--protocol", choices=["http", "grpc"], default="http")
     p.add_argument(
         "--server-arg",
         action="append",
         default=[],
         help="extra tritonserver argument, e.g. "
-        "--server-arg=--backend-config=tritonpy,reader-spin-microseconds=0",
+        "--server-arg=--backend-config=tritonpy,stub-timeout-seconds=60",
     )
     p.add_argument(
         "--model-param",
@@ -171,7 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     params = dict(kv.split("=", 1) for kv in a.model_param)
     with tempfile.TemporaryDirectory(prefix="tritonpy-profile-") as tmp:
         for system in a.system or ["tritonpy", "official", "floor"]:
-            report = profile(system, a.model, a.conns, a.seconds, Path(tmp), a.server_arg, params)
+            report = profile(
+                system,
+                a.model,
+                a.conns,
+                a.seconds,
+                Path(tmp),
+                a.server_arg,
+                params,
+                a.protocol,
+            )
             print(report, flush=True)
             print()
     return 0
