@@ -20,7 +20,10 @@ decode, requests, dispatch, encode, send); ``outputs`` returns two new
 cost); ``add_sub`` is the benchmark's model (plus reading the inputs and
 the arithmetic). ``stream`` is the benchmark's decoupled model: each
 request asks for 100 tokens, sent one response each through the response
-sender; counts are then per token.
+sender; counts are then per token. ``bls`` is the benchmark's BLS model
+(a blocking ``exec()`` of add_sub per request): this host answers each
+BLS_REQUEST with add_sub's two outputs, so the count is the calling stub's
+whole share of a BLS request (the called model's stub is add_sub's).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "stub"))
 
-from bench.models import ADD_SUB_PY, STREAM_PY  # noqa: E402
+from bench.models import ADD_SUB_PY, BLS_PY, STREAM_PY  # noqa: E402
 
 import protocol_ref as P  # noqa: E402
 from host import StubHost  # noqa: E402
@@ -60,6 +63,7 @@ class TritonPythonModel:
         return [_ANSWER for _ in requests]
 """,
     "stream": STREAM_PY,
+    "bls": BLS_PY,
     "outputs": """
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -85,7 +89,9 @@ def fp32(name: str, values: list[float]) -> dict:
 def run(requests: int, warmup: int, work: Path, source: str = ADD_SUB_PY) -> Path:
     """Returns the callgrind output file of the measured window."""
     stream = source is STREAM_PY
-    model = work / "add_sub" / "1"
+    bls = source is BLS_PY
+    name = "bls" if bls else "add_sub"  # a BLS model may not call itself
+    model = work / name / "1"
     model.mkdir(parents=True)
     (model / "model.py").write_text(source)
     out = work / "callgrind.out"
@@ -100,15 +106,13 @@ def run(requests: int, warmup: int, work: Path, source: str = ADD_SUB_PY) -> Pat
     )
     try:
         settings = {"decoupled": True} if stream else None
-        assert host.handshake(model, config={"name": "add_sub"}, settings=settings, timeout=300)[
-            "ok"
-        ]
+        assert host.handshake(model, config={"name": name}, settings=settings, timeout=300)["ok"]
         if stream:
             tokens = P.inline("N", INT32, [1], struct.pack("<i", TOKENS))
             batch = [P.request("r", [tokens])]
         else:
             batch = [P.request("r", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])]
-        step = stream_once if stream else StubHost.execute
+        step = stream_once if stream else bls_once if bls else StubHost.execute
         for i in range(warmup):
             step(host, i + 1, batch)
         control(host.proc.pid, "-i", "on")
@@ -131,6 +135,25 @@ def stream_once(host: StubHost, batch_id: int, batch: list[dict]) -> None:
         )
     )
     assert sum(1 for e in got if "response_flags" in e) == TOKENS, got
+
+
+def bls_once(host: StubHost, batch_id: int, batch: list[dict]) -> None:
+    """One request of the BLS model: its BLS_REQUEST answered as add_sub
+    would answer it, then the model's own response."""
+    host.send(P.encode(P.EXECUTE, {"requests": batch}, id=batch_id))
+    call = host.recv_type("BLS_REQUEST")
+    outputs = [fp32("OUTPUT0", [2, 3, 4, 5]), fp32("OUTPUT1", [0, 1, 2, 3])]
+    body = {
+        "response_flags": 1,
+        "has_error": 0,
+        "error_code": 0,
+        "error_message": "",
+        "parameters": "",
+        "outputs": outputs,
+    }
+    host.send(P.encode(P.BLS_RESPONSE, body, id=call["id"]))
+    reply = host.recv_type("RESPONSES")
+    assert len(reply["body"]["responses"][0]["outputs"]) == 2, reply
 
 
 def control(pid: int, *args: str) -> None:

@@ -45,3 +45,35 @@ cdef class ResponseCore:
 cdef class SenderCore:
     cdef public object _request
     cdef object __weakref__
+
+
+cdef enum:
+    WIRE_TYPE_BYTES = 13  # pb_utils._dtypes.TYPE_BYTES
+
+
+cdef inline tuple wire_parts(TensorCore t):
+    """``t._to_wire()``: (name, dtype code, dims, buffer of the wire bytes).
+    Wire bytes a model left as they came (an input passed on, a BLS
+    output returned) without the Python call."""
+    if t._buf is not None and (t._array is None or t._dtype != WIRE_TYPE_BYTES):
+        return (t._name, t._dtype, t._dims, t._buf)
+    return t._to_wire()
+
+
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+
+cdef inline Py_ssize_t fixed_wire_size(Py_ssize_t itemsize, tuple dims):
+    """Bytes of a tensor of ``itemsize``-byte elements and shape ``dims``
+    (each >= 0); -1 when that is more than any buffer can hold."""
+    cdef Py_ssize_t size = itemsize
+    cdef Py_ssize_t d
+    for d in dims:
+        if d == 0:
+            return 0
+        if size > PY_SSIZE_T_MAX // d:
+            size = -1  # no buffer is that large, unless a later dimension is 0
+        elif size >= 0:
+            size *= d
+    return size

@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from . import _bls
 from ._core import RequestCore
 from ._errors import TritonModelException
 from ._params import parameters_to_json
@@ -110,16 +111,16 @@ class InferenceRequest(RequestCore):
         trace: InferenceTrace | None = None,
         parameters: dict[str, bool | int | str] | None = None,
     ) -> None:
-        missing = [
-            n
-            for n, v in (
-                ("inputs", inputs),
-                ("requested_output_names", requested_output_names),
-                ("model_name", model_name),
-            )
-            if v is _REQUIRED
-        ]
-        if missing:
+        if inputs is _REQUIRED or requested_output_names is _REQUIRED or model_name is _REQUIRED:
+            missing = [
+                n
+                for n, v in (
+                    ("inputs", inputs),
+                    ("requested_output_names", requested_output_names),
+                    ("model_name", model_name),
+                )
+                if v is _REQUIRED
+            ]
             raise TypeError(
                 "InferenceRequest() missing required argument(s): " + ", ".join(missing)
             )
@@ -143,7 +144,7 @@ class InferenceRequest(RequestCore):
         self._preferred_memory = (
             preferred_memory if preferred_memory is not None else _DEFAULT_MEMORY
         )
-        self._trace = trace if trace is not None else InferenceTrace()
+        self._trace = trace if trace is not None else _NO_TRACE
         # The per-request state starts as RequestCore.__cinit__ sets it.
 
     def correlation_id(self) -> int | str:
@@ -239,8 +240,6 @@ class InferenceRequest(RequestCore):
         """Run this request on ``model_name`` and wait: an
         InferenceResponse, or with ``decoupled=True`` a ResponseIterator.
         Failures come back as a response whose ``has_error()`` is true."""
-        from . import _bls
-
         return _bls.exec_request(self, decoupled)
 
     @overload
@@ -255,8 +254,6 @@ class InferenceRequest(RequestCore):
     ) -> Awaitable[InferenceResponse | ResponseIterator]:
         """An awaitable of what ``exec`` returns; runs on the stub's event
         loop (no thread), so any number of calls may be in flight."""
-        from . import _bls
-
         return _bls.async_exec_request(self, decoupled)
 
     def __repr__(self) -> str:

@@ -11,12 +11,15 @@ read and written through their C fields (pb_utils/_core.pxd), so a request
 costs no attribute lookups here.
 """
 
-from tritonpy.pb_utils._core cimport RequestCore, ResponseCore, TensorCore
+from tritonpy.pb_utils._core cimport (
+    RequestCore,
+    ResponseCore,
+    TensorCore,
+    fixed_wire_size,
+    wire_parts,
+)
 
 import numpy as np
-
-cdef extern from "Python.h":
-    const Py_ssize_t PY_SSIZE_T_MAX
 
 from tritonpy.pb_utils import TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
@@ -124,18 +127,8 @@ cdef TensorCore _tensor(str name, int dtype, tuple dims, Py_ssize_t nbytes, view
     already checked the name, the data type code (1 to 14) and the
     dimensions (>= 0): only the byte size is left."""
     cdef TensorCore t
-    cdef Py_ssize_t expected, d
     if dtype != _TYPE_BYTES:
-        expected = _itemsize_c[dtype]
-        for d in dims:
-            if d == 0:
-                expected = 0
-                break
-            if expected > PY_SSIZE_T_MAX // d:
-                expected = -1  # no buffer is that large, unless a later dimension is 0
-            elif expected >= 0:
-                expected *= d
-        if nbytes != expected:
+        if nbytes != fixed_wire_size(_itemsize_c[dtype], dims):
             # Triton checks byte sizes before a backend sees a request: a
             # frame that disagrees with itself is the backend's mistake.
             raise C.ProtocolError(
@@ -299,7 +292,7 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
                     )
                     continue
             try:
-                name, dtype, dims, data = t._to_wire()
+                name, dtype, dims, data = wire_parts(t)
                 mv = memoryview(data)
                 if mv.format != "B" or mv.ndim != 1:
                     mv = mv.cast("B")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ctypes
+import itertools
 import json
 import mmap
 import os
@@ -44,11 +45,12 @@ import numpy as np
 
 from tritonpy import pb_utils
 from tritonpy.pb_utils import _bls as _api
+from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
 
 _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
-_TensorFromWire = pb_utils.Tensor._from_wire
+_ResponseOutputs = _bls_wire.response_outputs
 _ITER = _api.ResponseIterator
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
@@ -104,7 +106,9 @@ class _Call:
         self.responses: collections.deque = collections.deque()
         self.final = False
         self.future: asyncio.Future | None = None
-        self.event = threading.Event()
+        # Only a thread other than the loop's waits on an event (made by
+        # the first such wait): the loop thread reads the socket itself.
+        self.event: threading.Event | None = None
         self.deadline = 0.0
         self.abandoned = False
         self.control = False
@@ -117,14 +121,14 @@ class BlsClient:
         self.loop: asyncio.AbstractEventLoop = stub.loop
         self._loop_thread = threading.get_ident()
         self._calls: dict[int, _Call] = {}
-        self._next_id = 1
-        self._id_lock = threading.Lock()
+        self._ids = itertools.count(1)  # next() is atomic under the GIL
         self._arenas: dict[int, tuple[mmap.mmap, int]] = {}
         self._releases: list[tuple[int, int]] = []
         self._release_lock = threading.Lock()
         self._release_scheduled = False
         # Serialises socket reads done outside the event loop's own reader.
         self._pump_lock = threading.Lock()
+        self._poller: Any = None  # select.poll of the channel, made on first use
         self._loop_in_user_code = False
         self.instance_count = 1
 
@@ -180,15 +184,8 @@ class BlsClient:
                 if t[4] == C.LOC_ARENA:
                     self._queue_release((t[5], t[6]))
         else:
-            tensors = []
             try:
-                for name, dtype, dims, nbytes, loc, a, b in outputs:
-                    if loc == C.LOC_INLINE:
-                        data: Any = bytearray(buf[a : a + nbytes])
-                    else:
-                        data = self._lease(a, b, nbytes)
-                    tensors.append(_TensorFromWire(name, dtype, dims, data))
-                resp = _Response(tensors)
+                resp = _Response(_ResponseOutputs(outputs, buf, self._lease))
             except Exception as e:  # noqa: BLE001 - a bad response fails this call only
                 resp = _Response(error=_TritonError(f"BLS response: {e}"))
             if params:
@@ -219,7 +216,9 @@ class BlsClient:
             call.responses.append(resp)
         if final:
             call.final = True
-        call.event.set()
+        event = call.event  # read after the state changed: see _wait_sync
+        if event is not None:
+            event.set()
         fut = call.future
         if fut is not None:
             if threading.get_ident() == self._loop_thread:
@@ -255,6 +254,9 @@ class BlsClient:
                 pass
 
     def flush_releases(self) -> None:
+        if not self._releases:
+            # Unlocked peek: a release queued after it schedules this again.
+            return
         with self._release_lock:
             refs, self._releases = self._releases, []
             self._release_scheduled = False
@@ -266,10 +268,7 @@ class BlsClient:
     # ---------------------------------------------------------------- calls out
 
     def _new_id(self) -> int:
-        with self._id_lock:
-            call_id = self._next_id
-            self._next_id += 1
-        return call_id
+        return next(self._ids)
 
     def _check_usable(self, what: str) -> None:
         if self.stub.model is None or self.stub.engine.model is None:
@@ -283,40 +282,7 @@ class BlsClient:
     def _encode(self, call: _Call, request: Any) -> bytes:
         """The BLS_REQUEST frame; large inputs are copied into the stub's
         arenas (the backend returns them with RELEASE once copied)."""
-        ins: list[tuple[Any, ...]] = []
-        budget = C.MAX_FRAME - 4096
-        for t in request._inputs:
-            name, dtype, dims, data = t._to_wire()
-            mv = memoryview(data)
-            if mv.format != "B" or mv.ndim != 1:
-                mv = mv.cast("B")
-            n = mv.nbytes
-            if n <= C.INLINE_LIMIT and n + 128 <= budget:
-                budget -= n + 128
-                ins.append((name, dtype, tuple(dims), bytes(mv), 0, 0, n))
-            else:
-                aid, off, view = self.stub.own.alloc(n)
-                view[:] = mv
-                ins.append((name, dtype, tuple(dims), None, aid, off, n))
-        corr = request._correlation_id
-        if corr == 0 or corr == "":
-            corr = None
-        params = request._parameters
-        if params == "{}":
-            params = ""
-        return encode_bls_request(
-            call.id,
-            request._model_name,
-            request._model_version,
-            request._request_id,
-            corr,
-            request._flags,
-            request._timeout,
-            params,
-            list(request._requested_output_names),
-            ins,
-            self.stub.own,
-        )
+        return _bls_wire.request_frame(call.id, request, self.stub.own)
 
     def _start(self, call: _Call, frame: bytes) -> None:
         """Loop thread (or a reader in turn): register and send."""
@@ -470,8 +436,15 @@ class BlsClient:
             return
         if self._loop_in_user_code and self._pump(0.02, blocking=False):
             return
-        call.event.wait(0.05)
-        call.event.clear()
+        event = call.event
+        if event is None:
+            # Made here, then the state checked again: a response pushed
+            # before the event existed is seen now, one pushed after sets it.
+            event = call.event = threading.Event()
+            if call.responses or call.final:
+                return
+        event.wait(0.05)
+        event.clear()
 
     def _pump(self, timeout: float, blocking: bool) -> bool:
         """Read (and write) the socket for up to ``timeout`` seconds,
@@ -487,8 +460,10 @@ class BlsClient:
             events = select.POLLIN
             if ch._out:
                 events |= select.POLLOUT
-            p = select.poll()
-            p.register(ch.sock.fileno(), events)
+            p = self._poller
+            if p is None:
+                p = self._poller = select.poll()
+            p.register(ch.sock.fileno(), events)  # registers or modifies
             for _fd, ev in p.poll(timeout * 1000):
                 if ev & select.POLLOUT:
                     ch._writable()
@@ -526,56 +501,5 @@ def _wake(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
-def encode_bls_request(
-    call_id: int,
-    model_name: str,
-    model_version: int,
-    request_id: str,
-    correlation: int | str | None,
-    flags: int,
-    timeout_us: int,
-    parameters: str,
-    requested: list[str],
-    inputs: list[tuple],
-    own: Any = None,
-) -> bytes:
-    """One BLS_REQUEST frame. ``inputs``: (name, dtype, dims, inline bytes or
-    None, arena_id, offset, byte_size). A body too large for a frame goes
-    into ``own`` (the stub's arenas)."""
-    w = C.FrameWriter()
-    w.begin(C.BLS_REQUEST, call_id)
-    w.string(model_name)
-    w.i64(model_version)
-    w.string(request_id)
-    if correlation is None:
-        w.u8(0)
-        w.u64(0)
-        w.string("")
-    elif isinstance(correlation, str):
-        w.u8(2)
-        w.u64(0)
-        w.string(correlation)
-    else:
-        w.u8(1)
-        w.u64(correlation)
-        w.string("")
-    w.u32(flags)
-    w.u64(timeout_us)
-    w.string(parameters)
-    w.u32(len(requested))
-    for n in requested:
-        w.string(n)
-    w.u32(len(inputs))
-    for name, dtype, dims, data, aid, off, n in inputs:
-        if data is not None:
-            w.tensor_inline(name, dtype, dims, data)
-        else:
-            w.tensor_arena(name, dtype, dims, n, aid, off)
-    if w.size() > C.MAX_FRAME:
-        if own is None:
-            raise ValueError("BLS_REQUEST too large for a frame")
-        body = w.body_bytes()
-        aid, off, view = own.alloc(len(body))
-        view[:] = body
-        return w.finish_in_arena(aid, off)
-    return w.finish()
+# The BLS_REQUEST encoder (compiled), under the name the golden-frame tests use.
+encode_bls_request = _bls_wire.encode_request

@@ -260,6 +260,10 @@ class Engine:
         metrics = self.stub.metrics
         if metrics.dirty or metrics.deletes:
             metrics.flush()  # a client that has its response sees its metrics
+        if not self.outbox:
+            # Unlocked peek: an entry queued after it schedules a flush of
+            # its own.
+            return
         pending = self.outbox.take()
         w = self.writer
         i = 0

@@ -30,6 +30,11 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
+
+# Bound once: _on_frame runs for every frame.
+_DECODE_HEADER, _DECODE_BODY = C.decode_header, C.decode_body
+_ARENA, _BLS_ARENA, _EXECUTE, _BLS_RESPONSE = C.ARENA, C.BLS_ARENA, C.EXECUTE, C.BLS_RESPONSE
+_FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
 from tritonpy.stub.metrics import install as _install_metrics
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
@@ -112,32 +117,32 @@ class Stub:
 
     def _on_frame(self, mv: memoryview, fds: list[int]) -> None:
         try:
-            ftype, flags, fid, body_len = C.decode_header(mv)
-            if fds and ftype != C.ARENA and ftype != C.BLS_ARENA:
+            ftype, flags, fid, body_len = _DECODE_HEADER(mv)
+            if fds and ftype != _ARENA and ftype != _BLS_ARENA:
                 raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
-            if ftype == C.ARENA:
-                aid, size = C.decode_body(C.ARENA, mv, C.HEADER_SIZE)
+            if ftype == _ARENA:
+                aid, size = _DECODE_BODY(_ARENA, mv, _HEADER_SIZE)
                 if len(fds) != 1:
                     raise C.ProtocolError(f"ARENA frame with {len(fds)} descriptors, expected 1")
                 self.peer.add(aid, size, fds[0])
                 return
-            if ftype == C.BLS_ARENA:
-                aid, size = C.decode_body(C.BLS_ARENA, mv, C.HEADER_SIZE)
+            if ftype == _BLS_ARENA:
+                aid, size = _DECODE_BODY(_BLS_ARENA, mv, _HEADER_SIZE)
                 if len(fds) != 1:
                     raise C.ProtocolError(f"BLS_ARENA frame with {len(fds)} descriptors")
                 self.bls.on_arena(aid, size, fds[0])
                 return
-            if flags & C.FLAG_BODY_IN_ARENA:
+            if flags & _FLAG_BODY_IN_ARENA:
                 aid, off = C.decode_arena_ref(mv)
                 buf: Any = self.peer.view(aid, off, body_len)
                 start = 0
-            elif ftype == C.EXECUTE:
+            elif ftype == _EXECUTE:
                 # Inputs are zero-copy views of the frame: give the batch its own copy.
-                buf, start = bytearray(mv), C.HEADER_SIZE
+                buf, start = bytearray(mv), _HEADER_SIZE
             else:
-                buf, start = mv, C.HEADER_SIZE
-            body = C.decode_body(ftype, buf, start)
-            if ftype == C.EXECUTE:
+                buf, start = mv, _HEADER_SIZE
+            body = _DECODE_BODY(ftype, buf, start)
+            if ftype == _EXECUTE:
                 if self.model is None or self._finalizing:
                     raise C.ProtocolError("EXECUTE before INIT or after FINALIZE")
                 if self.bls.in_user_code():
@@ -146,7 +151,7 @@ class Stub:
                     self._queued.append((fid, body, buf))
                 else:
                     self._execute(fid, body, buf)
-            elif ftype == C.BLS_RESPONSE:
+            elif ftype == _BLS_RESPONSE:
                 self.bls.on_response(fid, body, buf)
             elif ftype == C.MODEL_CONTROL_DONE:
                 self.bls.on_control_done(fid, body)

@@ -117,6 +117,29 @@ def test_error_response_reaches_the_model(host: StubHost, tmp_path: Path) -> Non
     )
 
 
+def test_output_bytes_disagreeing_with_its_shape_fail_that_call(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """A BLS response whose tensor carries the wrong byte count is an error
+    response naming the tensor, for that call only; the stub goes on."""
+    host.handshake(write_model(tmp_path, CALLER))
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1])])]}, id=1))
+    req = host.recv_type("BLS_REQUEST")
+    bad = P.inline("Y", FP32, [3], struct.pack("<2f", 1, 2))  # 8 bytes for 3 floats
+    bls_reply(host, req["id"], [bad])
+    resp = host.recv_type("RESPONSES")["body"]["responses"][0]
+    assert resp["has_error"], resp
+    assert (
+        "Tensor 'Y'" in resp["error_message"] and "needs 12 bytes, got 8" in resp["error_message"]
+    ), resp
+    # the next request is served normally
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r2", [f32("A", [3])])]}, id=2))
+    req = host.recv_type("BLS_REQUEST")
+    bls_reply(host, req["id"], [f32("Y", [5])])
+    out = host.recv_type("RESPONSES")["body"]["responses"][0]["outputs"][0]
+    assert np.frombuffer(host.tensor_bytes(out), np.float32).tolist() == [10]
+
+
 ZERO_COPY = """
 import gc
 import numpy as np

@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Types of the compiled module _bls_wire.pyx."""
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+def request_frame(call_id: int, request: Any, own: Any) -> bytes: ...
+def encode_request(
+    call_id: int,
+    model_name: str,
+    model_version: int,
+    request_id: str,
+    correlation: int | str | None,
+    flags: int,
+    timeout_us: int,
+    parameters: str,
+    requested: Sequence[str],
+    inputs: list[tuple],
+    own: Any = None,
+) -> bytes: ...
+def response_outputs(
+    outputs: list[tuple], buf: Any, lease: Callable[[int, int, int], Any]
+) -> list[Any]: ...

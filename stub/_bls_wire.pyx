@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+# cython: language_level=3
+"""A BLS call's two frames in the stub, compiled: the BLS_REQUEST made from
+a model's ``pb_utils.InferenceRequest`` and the output tensors of a
+BLS_RESPONSE. The client (bls.py) decides when they are sent and who
+waits; this module only converts, reading the request's and tensors' C
+fields (pb_utils/_core.pxd).
+"""
+
+from tritonpy.pb_utils._core cimport RequestCore, TensorCore, fixed_wire_size, wire_parts
+
+import math
+
+from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
+from tritonpy.pb_utils._errors import TritonModelException
+from tritonpy.pb_utils._tensor import Tensor
+from tritonpy.stub import _codec as C
+
+cdef object _tensor_cls = Tensor
+cdef Py_ssize_t _MAX_FRAME = C.MAX_FRAME
+cdef Py_ssize_t _INLINE_LIMIT = C.INLINE_LIMIT
+cdef int _LOC_INLINE = C.LOC_INLINE
+cdef int _TYPE_BYTES = TYPE_BYTES
+cdef int _BLS_REQUEST = C.BLS_REQUEST
+# ITEMSIZE as a C table (0: no fixed size, or no such type).
+cdef Py_ssize_t _itemsize_c[16]
+for _code in range(16):
+    _itemsize_c[_code] = ITEMSIZE.get(_code, 0)
+# Room kept in a frame for the fields around the inputs, and per input.
+cdef Py_ssize_t _FIXED_RESERVE = 4096
+cdef Py_ssize_t _TENSOR_RESERVE = 128
+
+
+def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
+    """The BLS_REQUEST frame of ``request``. Inputs up to INLINE_LIMIT ride
+    in the frame while it has room; larger ones are copied into the stub's
+    arenas (``own``; the backend returns them with RELEASE once copied)."""
+    cdef list inputs = []
+    cdef Py_ssize_t budget = _MAX_FRAME - _FIXED_RESERVE
+    cdef Py_ssize_t n
+    cdef TensorCore t
+    for t in request._inputs:
+        name, dtype, dims, data = wire_parts(t)
+        mv = memoryview(data)
+        if mv.ndim != 1 or mv.format != "B":
+            mv = mv.cast("B")
+        n = mv.nbytes
+        if n <= _INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
+            budget -= n + _TENSOR_RESERVE
+            inputs.append((name, dtype, tuple(dims), mv, 0, 0, n))
+        else:
+            aid, off, view = own.alloc(n)
+            view[:] = mv
+            inputs.append((name, dtype, tuple(dims), None, aid, off, n))
+    corr = request._correlation_id
+    if corr == 0 or corr == "":
+        corr = None
+    params = request._parameters
+    if params == "{}":
+        params = ""
+    return encode_request(
+        call_id,
+        request._model_name,
+        request._model_version,
+        request._request_id,
+        corr,
+        request._flags,
+        request._timeout,
+        params,
+        request._requested_output_names,
+        inputs,
+        own,
+    )
+
+
+def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
+                   str request_id, correlation, unsigned int flags,
+                   unsigned long long timeout_us, str parameters, requested,
+                   list inputs, own=None):
+    """One BLS_REQUEST frame. ``inputs``: (name, dtype, dims, inline data or
+    None, arena_id, offset, byte_size). A body too large for a frame goes
+    into ``own`` (the stub's arenas)."""
+    w = C.FrameWriter()
+    w.begin(_BLS_REQUEST, call_id)
+    w.string(model_name)
+    w.i64(model_version)
+    w.string(request_id)
+    if correlation is None:
+        w.u8(0)
+        w.u64(0)
+        w.string("")
+    elif isinstance(correlation, str):
+        w.u8(2)
+        w.u64(0)
+        w.string(correlation)
+    else:
+        w.u8(1)
+        w.u64(correlation)
+        w.string("")
+    w.u32(flags)
+    w.u64(timeout_us)
+    w.string(parameters)
+    w.u32(len(requested))
+    for name in requested:
+        w.string(name)
+    w.u32(len(inputs))
+    for name, dtype, dims, data, aid, off, n in inputs:
+        if data is not None:
+            w.tensor_inline(name, dtype, dims, data)
+        else:
+            w.tensor_arena(name, dtype, dims, n, aid, off)
+    if w.size() > _MAX_FRAME:
+        if own is None:
+            raise ValueError("BLS_REQUEST too large for a frame")
+        body = w.body_bytes()
+        aid, off, view = own.alloc(len(body))
+        view[:] = body
+        return w.finish_in_arena(aid, off)
+    return w.finish()
+
+
+def response_outputs(list outputs, buf, lease):
+    """The output tensors of a decoded BLS_RESPONSE: inline data copied out
+    of the frame (whose buffer is reused), arena data as a numpy view that
+    holds the allocation (``lease(arena_id, offset, byte_size)``). Raises
+    TritonModelException when a tensor's bytes disagree with its shape."""
+    cdef list tensors = []
+    cdef TensorCore t
+    cdef Py_ssize_t nbytes, a
+    cdef int dtype
+    for name, dtype, dims, nbytes, loc, a, b in outputs:
+        if dtype != _TYPE_BYTES and nbytes != fixed_wire_size(_itemsize_c[dtype], dims):
+            raise TritonModelException(
+                f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} "
+                f"needs {math.prod(dims) * ITEMSIZE[dtype]} bytes, got {nbytes}"
+            )
+        if loc == _LOC_INLINE:
+            data = memoryview(bytearray(buf[a : a + nbytes]))
+        else:
+            data = memoryview(lease(a, b, nbytes))
+            if data.ndim != 1 or data.format != "B":
+                data = data.cast("B")
+        t = _tensor_cls.__new__(_tensor_cls)
+        t._name = name
+        t._dtype = dtype
+        t._dims = dims
+        t._buf = data
+        tensors.append(t)
+    return tensors
