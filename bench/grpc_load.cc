@@ -122,7 +122,8 @@ struct Stream {
   double prev = 0;  // monotonic time of the previous response (or send)
   bool in_window = false;
   bool writing = false;
-  bool idle = false;  // past the window, nothing in flight
+  bool send_after_write = false;  // the next request waits for the last write
+  bool idle = false;              // past the window, nothing in flight
 };
 
 struct Unary {
@@ -192,6 +193,12 @@ class Runner {
 
   void SendStream(Stream* s)
   {
+    if (s->writing) {
+      // One write in flight per stream: the responses of the last request
+      // can all arrive before its write's completion is dequeued.
+      s->send_after_write = true;
+      return;
+    }
     s->k = 0;
     s->sent = WallNow();
     s->prev = MonoNow();
@@ -247,6 +254,10 @@ class Runner {
         s->rw->Read(&s->in, Tag(s, kRead));
       } else if (op == kWrite) {
         s->writing = false;
+        if (s->send_after_write) {
+          s->send_after_write = false;
+          SendStream(s);
+        }
       } else if (op == kRead) {
         double mono = MonoNow();
         std::string text;

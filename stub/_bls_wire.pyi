@@ -20,5 +20,8 @@ def encode_request(
     own: Any = None,
 ) -> bytes: ...
 def response_outputs(
-    outputs: list[tuple], buf: Any, lease: Callable[[int, int, int], Any]
+    outputs: list[tuple],
+    buf: Any,
+    lease: Callable[[int, int, int], Any],
+    release: Callable[[tuple[int, int]], None],
 ) -> list[Any]: ...

@@ -120,21 +120,27 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
     return w.finish()
 
 
-def response_outputs(list outputs, buf, lease):
+def response_outputs(list outputs, buf, lease, release):
     """The output tensors of a decoded BLS_RESPONSE: inline data copied out
     of the frame (whose buffer is reused), arena data as a numpy view that
-    holds the allocation (``lease(arena_id, offset, byte_size)``). Raises
-    TritonModelException when a tensor's bytes disagree with its shape."""
+    holds the allocation (``lease(arena_id, offset, byte_size)``). When a
+    tensor's bytes disagree with its shape, every arena output is handed to
+    ``release((arena_id, offset))`` (none is leased yet) and
+    TritonModelException names the tensor."""
     cdef list tensors = []
     cdef TensorCore t
     cdef Py_ssize_t nbytes, a
     cdef int dtype
     for name, dtype, dims, nbytes, loc, a, b in outputs:
         if dtype != _TYPE_BYTES and nbytes != fixed_wire_size(_itemsize_c[dtype], dims):
+            for out in outputs:
+                if out[4] != _LOC_INLINE:
+                    release((out[5], out[6]))
             raise TritonModelException(
                 f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} "
                 f"needs {math.prod(dims) * ITEMSIZE[dtype]} bytes, got {nbytes}"
             )
+    for name, dtype, dims, nbytes, loc, a, b in outputs:
         if loc == _LOC_INLINE:
             data = memoryview(bytearray(buf[a : a + nbytes]))
         else:

@@ -185,7 +185,7 @@ class BlsClient:
                     self._queue_release((t[5], t[6]))
         else:
             try:
-                resp = _Response(_ResponseOutputs(outputs, buf, self._lease))
+                resp = _Response(_ResponseOutputs(outputs, buf, self._lease, self._queue_release))
             except Exception as e:  # noqa: BLE001 - a bad response fails this call only
                 resp = _Response(error=_TritonError(f"BLS response: {e}"))
             if params:

@@ -121,13 +121,23 @@ def test_output_bytes_disagreeing_with_its_shape_fail_that_call(
     host: StubHost, tmp_path: Path
 ) -> None:
     """A BLS response whose tensor carries the wrong byte count is an error
-    response naming the tensor, for that call only; the stub goes on."""
+    response naming the tensor, for that call only; its arena outputs go
+    back to the backend; the stub goes on."""
     host.handshake(write_model(tmp_path, CALLER))
+    bls_arena(host, 1, 1 << 16)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1])])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
     bad = P.inline("Y", FP32, [3], struct.pack("<2f", 1, 2))  # 8 bytes for 3 floats
-    bls_reply(host, req["id"], [bad])
-    resp = host.recv_type("RESPONSES")["body"]["responses"][0]
+    in_arena = P.Tensor("Z", FP32, [4], 16, 1, b"", 1, 256).to_json()
+    bls_reply(host, req["id"], [in_arena, bad])
+    released, resp = None, None
+    while released is None or resp is None:
+        f = host.recv()
+        if f["type"] == "BLS_RELEASE":
+            released = f["body"]["allocations"]
+        elif f["type"] == "RESPONSES":
+            resp = f["body"]["responses"][0]
+    assert released == [{"arena_id": 1, "offset": 256}]
     assert resp["has_error"], resp
     assert (
         "Tensor 'Y'" in resp["error_message"] and "needs 12 bytes, got 8" in resp["error_message"]
