@@ -386,9 +386,9 @@ Where a request's time goes, and what is left to gain against the floor:
 {doc["command"]}
 ```
 
-`make bench` sets up what it needs (wrk from Debian, matplotlib, numpy for
-the interpreter the official stub embeds, the floor backend built with
-CMake), runs for under 20 minutes on this machine, and writes
+`make bench` sets up what it needs (wrk and libgrpc++-dev from Debian, the
+C++ gRPC client built with g++, matplotlib, numpy for the interpreter the
+official stub embeds, the floor backend built with CMake), runs for under 20 minutes on this machine, and writes
 `bench/results/bench.{{md,json}}` and plots, then this page. `make
 bench-smoke` is a seconds-per-scenario end-to-end check. `python -m bench
 --help` (or `tritonpy bench --help`) lists every knob: rounds, durations,
