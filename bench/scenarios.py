@@ -118,7 +118,7 @@ def _grpc(mode: str, model: str, conns: int) -> Callable[[Context, Server], dict
             procs=procs,
             tokens=ctx.cfg.tokens,
             client=ctx.grpc_client,
-            payloads=ctx.scripts,
+            payloads=ctx.scripts.parent,  # the work directory
         )
 
     return run
