@@ -30,12 +30,12 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
+from tritonpy.stub.metrics import install as _install_metrics
 
 # Bound once: _on_frame runs for every frame.
 _DECODE_HEADER, _DECODE_BODY = C.decode_header, C.decode_body
 _ARENA, _BLS_ARENA, _EXECUTE, _BLS_RESPONSE = C.ARENA, C.BLS_ARENA, C.EXECUTE, C.BLS_RESPONSE
 _FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
-from tritonpy.stub.metrics import install as _install_metrics
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
