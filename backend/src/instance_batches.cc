@@ -129,9 +129,8 @@ InstanceState::MarkReturnedLocked(Batch* batch)
   // A sync instance's Execute waits for the low-water mark (or, with no
   // batch sent ahead, for its own batch to return): waking it at every
   // returned batch would cost a futex wake here and a sleep there per
-  // batch. An async instance's Execute is woken by MaybeEndBatch.
-  if (!traits_.async_execute &&
-      RoomAheadLocked(ResumeAt(model_->sync_prefetch_batches()))) {
+  // batch.
+  if (RoomAheadLocked(ResumeAt(model_->sync_prefetch_batches()))) {
     cv_.notify_all();
   }
 }
