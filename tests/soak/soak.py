@@ -314,11 +314,19 @@ def soak(
     )
     # Arenas grow to the most tensors ever in flight at once, then keep
     # their descriptors (and their first 64 MiB resident) for reuse: a
-    # burst of the largest request brings them to that high-water mark
-    # before the baseline. 8 covers a sync instance's in-flight batches
-    # (the running one, 4 sent ahead, 1 being built); rarer peaks later in
+    # burst of the largest request among small ones, at the run's
+    # concurrency, brings them to that high-water mark before the baseline
+    # (large inputs sent ahead while small ones hold the arena, and large
+    # answers still being written to their clients); rarer peaks later in
     # a long run show as a step, a leak as a slope.
-    traffic(server, seconds=120, requests=8, concurrency=8, seed=2, mix={"identity_large": 1})
+    traffic(
+        server,
+        seconds=120,
+        requests=4 * concurrency,
+        concurrency=concurrency,
+        seed=2,
+        mix={"identity_large": 1, "identity": 1},
+    )
     time.sleep(1.0)
     baseline = sample_all(server)
     log(f"baseline: {json.dumps(baseline)}")
