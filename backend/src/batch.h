@@ -43,6 +43,7 @@ struct Batch {
   std::vector<BatchRequest> requests;   // in Triton's order
   std::vector<size_t> wire_index;       // EXECUTE position -> requests index
   std::vector<Allocation> allocations;  // backend arena space of the frame
+  uint64_t arena_bytes = 0;             // their total, once registered
   std::vector<std::vector<uint8_t>> scratch;  // gathered inline inputs
   size_t open = 0;                            // requests not complete yet
   bool execute_done = false;  // EXECUTE_DONE / BATCH_DONE arrived

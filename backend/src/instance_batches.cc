@@ -125,6 +125,15 @@ InstanceState::MarkReturnedLocked(Batch* batch)
   if (batch->execute_returned) return;
   batch->execute_returned = true;
   --executing_batches_;
+  executing_bytes_ -= batch->arena_bytes;
+  // A sync instance's Execute waits for the low-water mark (or, with no
+  // batch sent ahead, for its own batch to return): waking it at every
+  // returned batch would cost a futex wake here and a sleep there per
+  // batch. An async instance's Execute is woken by MaybeEndBatch.
+  if (!traits_.async_execute &&
+      RoomAheadLocked(ResumeAt(model_->sync_prefetch_batches()))) {
+    cv_.notify_all();
+  }
 }
 
 void
@@ -136,9 +145,11 @@ InstanceState::MaybeEndBatch(const std::shared_ptr<Batch>& batch)
   batches_.erase(batch->id);
   std::lock_guard<std::mutex> lock(mu_);
   --inflight_batches_;
-  MarkReturnedLocked(batch.get());
   batch->ended = true;
-  cv_.notify_all();
+  // An async instance's Execute waits for room among its batches in
+  // flight.
+  if (traits_.async_execute) cv_.notify_all();
+  MarkReturnedLocked(batch.get());
 }
 
 Status
@@ -180,7 +191,6 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
   {
     std::lock_guard<std::mutex> lock(mu_);
     MarkReturnedLocked(batch.get());
-    cv_.notify_all();
   }
   MaybeEndBatch(batch);
   return Status();

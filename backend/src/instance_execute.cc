@@ -122,11 +122,19 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     cv_.wait_for(lock, std::chrono::seconds(2 * timeout_s), [&] {
       return state_ != StubState::kRestarting;
     });
-    if (state_ == StubState::kReady) {
-      const bool async = traits_.async_execute;
+    if (state_ == StubState::kReady && !traits_.async_execute) {
+      if (!RoomAheadLocked(prefetch)) {
+        // Full: refill once the stub is down to half the batches sent
+        // ahead, so that this thread sleeps and wakes once per few
+        // batches instead of once per batch (see ResumeAt).
+        cv_.wait(lock, [&] {
+          return RoomAheadLocked(ResumeAt(prefetch)) ||
+                 state_ != StubState::kReady || shutting_down_;
+        });
+      }
+    } else if (state_ == StubState::kReady) {
       cv_.wait(lock, [&] {
-        return (async ? inflight_batches_ < max_inflight
-                      : executing_batches_ <= prefetch) ||
+        return inflight_batches_ < max_inflight ||
                state_ != StubState::kReady || shutting_down_;
       });
     }
@@ -219,6 +227,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   }
 
   batch->open = batch->wire_index.size();
+  for (const Allocation& a : batch->allocations) batch->arena_bytes += a.size;
   batch->compute_start_ns = NowNs();
   bool registered = false;
   {
@@ -227,6 +236,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
       pending_.push_back(batch);
       ++inflight_batches_;
       ++executing_batches_;
+      executing_bytes_ += batch->arena_bytes;
       registered = true;
     }
   }

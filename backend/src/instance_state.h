@@ -138,8 +138,29 @@ class InstanceState {
   void FailOpenRequests(Batch* batch, const Status& status);
   // Reports statistics, releases with `release_flags`, deletes the factory.
   void CompleteRequest(Batch* batch, BatchRequest* req, uint32_t release_flags);
-  // Records that the model's execute() returned for `batch` (mu_ held).
+  // Records that the model's execute() returned for `batch` (mu_ held);
+  // wakes a waiting Execute at the low-water mark.
   void MarkReturnedLocked(Batch* batch);
+  // A sync instance whose stub has more than `prefetch` batches queued
+  // sends the next one when it is down to this many executing: half the
+  // batches sent ahead, so that Execute sleeps and wakes once per few
+  // batches instead of once per batch, while the stub still has work.
+  static uint32_t ResumeAt(uint32_t prefetch)
+  {
+    return prefetch <= 1 ? prefetch : prefetch / 2;
+  }
+  // Arena bytes of inputs that batches sent ahead may hold: past the first
+  // batch ahead, a sync instance sends more only below this, so that deep
+  // prefetching of small requests does not become hundreds of MiB of
+  // shared memory for large ones.
+  static constexpr uint64_t kAheadBytes = 16ull << 20;
+  // Whether a sync instance may send a batch with at most `limit` batches
+  // executing (the one running and those queued behind it; mu_ held).
+  bool RoomAheadLocked(uint32_t limit) const
+  {
+    return executing_batches_ <= limit &&
+           (executing_batches_ < 2 || executing_bytes_ < kAheadBytes);
+  }
   // Ends `batch` once execute returned and every request is complete.
   void MaybeEndBatch(const std::shared_ptr<Batch>& batch);
   // Fails and ends every batch in flight (stub death, unload).
@@ -189,8 +210,10 @@ class InstanceState {
   // Registered by Execute, not yet adopted by the reader.
   std::vector<std::shared_ptr<Batch>> pending_;  // guarded by mu_
   uint32_t inflight_batches_ = 0;                // guarded by mu_
-  // Batches sent whose execute() has not returned yet.
+  // Batches sent whose execute() has not returned yet, and the arena
+  // bytes of their inputs.
   uint32_t executing_batches_ = 0;                      // guarded by mu_
+  uint64_t executing_bytes_ = 0;                        // guarded by mu_
   uint64_t next_query_id_ = 1;                          // guarded by mu_
   std::set<uint64_t> ready_queries_;                    // guarded by mu_
   std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_

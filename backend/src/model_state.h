@@ -53,10 +53,12 @@ class ModelState {
   // Model config parameter `max_inflight_batches` (default 128): how many
   // batches an async-execute instance keeps in flight before Execute blocks.
   uint32_t max_inflight_batches() const { return max_inflight_batches_; }
-  // Model config parameter `sync_prefetch_batches` (default 4 for a model
+  // Model config parameter `sync_prefetch_batches` (default 16 for a model
   // of one instance without dynamic or sequence batching, else 1): how many
   // batches a sync-execute instance sends ahead of the one its model is
-  // executing; 0 makes Execute wait for execute() like the official backend.
+  // executing (past the first, only while those batches hold less than
+  // 16 MiB of arena inputs); 0 makes Execute wait for execute() like the
+  // official backend.
   uint32_t sync_prefetch_batches() const { return sync_prefetch_batches_; }
   // Model config parameter `execute_timeout_seconds`, else the backend's
   // execute-timeout-seconds; 0: execute is not bounded.
@@ -90,7 +92,7 @@ class ModelState {
   static constexpr uint32_t kDefaultMaxInflightBatches = 128;
   static constexpr uint32_t kDefaultSyncPrefetchBatches = 1;
   // The default for one instance under Triton's default scheduler.
-  static constexpr uint32_t kSoloSyncPrefetchBatches = 4;
+  static constexpr uint32_t kSoloSyncPrefetchBatches = 16;
   // Parses an integer model parameter `name` from `lo` to `hi`. Exposed for
   // unit tests.
   static Status ParseCount(

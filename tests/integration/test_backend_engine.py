@@ -162,7 +162,14 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
         ("serial_bad", prefetch("65")),
     ):
         write_model(repo, name, SERIAL, SLEEPY_CONFIG.format(name=name, extra=extra))
-    # Where the default is 1 batch ahead, not 4: several instances, or a
+    # Inputs of 12 MiB: past the first batch ahead, no more than 16 MiB of
+    # arena inputs go ahead.
+    big = SLEEPY_CONFIG.format(name="serial_big", extra="").replace(
+        "input [ {",
+        'input [ { name: "BLOB", data_type: TYPE_UINT8, dims: [ -1 ] }, {',
+    )
+    write_model(repo, "serial_big", SERIAL, big)
+    # Where the default is 1 batch ahead, not 16: several instances, or a
     # batcher that should get to form its batches.
     two = SLEEPY_CONFIG.format(name="serial_two", extra="").replace("count: 1", "count: 2")
     write_model(repo, "serial_two", SERIAL, two)
@@ -182,6 +189,7 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
             "--load-model=serial_p4",
             "--load-model=serial_two",
             "--load-model=serial_dyn",
+            "--load-model=serial_big",
             "--log-verbose=1",
         ],
     )
@@ -250,12 +258,12 @@ def sleep_input(ms: float) -> list:
 
 @pytest.mark.parametrize(
     ("model", "ahead"),
-    [("serial", 4), ("serial_p0", 0), ("serial_p1", 1), ("serial_two", 1), ("serial_dyn", 1)],
+    [("serial", 16), ("serial_p0", 0), ("serial_p1", 1), ("serial_two", 1), ("serial_dyn", 1)],
 )
 def test_batches_sent_ahead_by_default_and_when_set(
     srv: TritonServer, model: str, ahead: int
 ) -> None:
-    """4 batches ahead for one instance under Triton's default scheduler, 1
+    """16 batches ahead for one instance under Triton's default scheduler, 1
     with several instances or a batcher, else what the parameter says."""
     line = f"tritonpy: model '{model}': sync_prefetch_batches {ahead},"
     assert line in srv.log(), [x for x in srv.log().splitlines() if "sync_prefetch" in x]
@@ -279,15 +287,16 @@ def test_sync_execute_never_overlaps(srv: TritonServer, model: str) -> None:
 
 @pytest.mark.parametrize(
     ("model", "ahead"),
-    [("serial", 4), ("serial_p1", 1), ("serial_p4", 4)],
+    [("serial", 16), ("serial_p1", 1), ("serial_p4", 4)],
 )
 def test_stub_death_fails_the_batches_sent_ahead_too(
     srv: TritonServer, model: str, ahead: int
 ) -> None:
     """The running batch and the ones queued behind it in the stub fail with
-    the death (4 by default for one instance without a batcher, else
+    the death (16 by default for one instance without a batcher, else
     sync_prefetch_batches); one more waits in the backend's Execute and
-    fails too; those still in Triton's queue go to the restarted stub."""
+    fails too; those still in Triton's queue go to the restarted stub.
+    With 16 ahead, all six followers are in the stub."""
     followers = 6
 
     async def run() -> tuple[Any, list]:
@@ -305,7 +314,7 @@ def test_stub_death_fails_the_batches_sent_ahead_too(
     assert "died" in str(results[0]) and "SIGKILL" in str(results[0]), str(results[0])
     for r in failed:
         assert model in str(r), str(r)
-    assert len(failed) == 1 + ahead + 1, [str(r) for r in results]
+    assert len(failed) == 1 + min(ahead + 1, followers), [str(r) for r in results]
     deadline = time.monotonic() + 20
     c = httpclient.InferenceServerClient(srv.http_url)
     try:
@@ -445,3 +454,34 @@ def test_bad_backend_setting_names_the_key(tmp_path: Path) -> None:
         assert expected in srv.log(), srv.log()[-2000:]
     finally:
         srv.stop()
+
+
+def test_large_inputs_are_not_sent_far_ahead(srv: TritonServer) -> None:
+    """With 12 MiB of inputs per request, one batch goes ahead of the
+    running one (not 16): the next waits in Execute until the arena bytes
+    ahead are under 16 MiB. When the stub dies, the running batch, the one
+    ahead and the one waiting fail; the other four go to the restarted
+    stub."""
+    followers = 6
+    blob = np.zeros(12 << 20, np.uint8)
+
+    def inputs(ms: float) -> list:
+        x = sleep_input(ms)
+        b = httpaio.InferInput("BLOB", [blob.size], "UINT8")
+        b.set_data_from_numpy(blob, binary_data=True)
+        return [b, *x]
+
+    async def run() -> list:
+        async with httpaio.InferenceServerClient(srv.http_url) as c:
+            first = asyncio.ensure_future(c.infer("serial_big", inputs(1000)))
+            await asyncio.sleep(0.3)
+            rest = []
+            for _ in range(followers):
+                rest.append(asyncio.ensure_future(c.infer("serial_big", inputs(10))))
+                await asyncio.sleep(0.05)  # one by one, in Triton's queue order
+            return await asyncio.gather(first, *rest, return_exceptions=True)
+
+    results = asyncio.run(run())
+    failed = [r for r in results if isinstance(r, InferenceServerException)]
+    assert results[0] in failed and "died" in str(results[0]), str(results[0])
+    assert len(failed) == 3, [str(r) for r in results]
