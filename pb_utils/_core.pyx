@@ -30,7 +30,6 @@ cdef dict _native_codes = NATIVE_CODES
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _TYPE_BF16 = TYPE_BF16
 cdef dict _wire_numpy = WIRE_NUMPY
-cdef object _frombuffer = np.frombuffer
 cdef int _FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
 # Set once by bind_tensor and bind_response, when _tensor.py and
 # _response.py are imported.
@@ -68,8 +67,11 @@ cdef class TensorCore:
         if arr is None:
             if self._dtype == _TYPE_BYTES or self._dtype == _TYPE_BF16:
                 return (<object>self)._materialize()
-            # A fixed-size wire tensor: a zero-copy view, made once.
-            arr = _frombuffer(self._buf, dtype=_wire_numpy[self._dtype]).reshape(self._dims)
+            # A fixed-size wire tensor: a zero-copy view, made once, in one
+            # call (the ndarray constructor over the buffer: read-only if
+            # the buffer is; its byte size was checked against the dims
+            # when the frame was decoded).
+            arr = _ndarray(self._dims, _wire_numpy[self._dtype], self._buf)
             self._array = arr
             return arr
         if self._dtype == _TYPE_BF16:
