@@ -96,20 +96,64 @@ def arenas(pid: int, stub: bool = False) -> list[tuple[int, int]]:
     return out
 
 
+_SERVER_ARENA = "/memfd:tritonpy-arena"
+_STUB_ARENA = "/memfd:tritonpy-stub"
+
+
+def _peer_prefix(stub: bool) -> str:
+    return _SERVER_ARENA if stub else _STUB_ARENA
+
+
 def sample(pid: int, stub: bool = False) -> dict[str, int]:
-    """fds (sockets excluded: client connections come and go), threads,
-    RSS, and the memfd arenas this process owns: bytes resident in them
+    """fds (sockets excluded: client connections come and go; so are the
+    peer's arenas this process maps, which follow the peer's arena count:
+    peer_arena_fds, and peer_arenas counts them once each), threads, RSS,
+    and the memfd arenas this process owns: bytes resident in them
     (arena_kib) and their size (arena_size_kib)."""
     with open(f"/proc/{pid}/status") as f:
         status = dict(line.split(":", 1) for line in f if ":" in line)
-    fds = sum(not t.startswith("socket:") for _, t in _fd_targets(pid))
+    peer = _peer_prefix(stub)
+    fds = peer_fds = 0
+    for _, target in _fd_targets(pid):
+        if target.startswith(peer):
+            peer_fds += 1
+        elif not target.startswith("socket:"):
+            fds += 1
     owned = arenas(pid, stub)
     return {
         "fds": fds,
+        "peer_arena_fds": peer_fds,
+        "peer_arenas": len(_inodes(pid, peer)),
         "threads": int(status["Threads"].strip()),
         "rss_kib": int(status["VmRSS"].split()[0]),
         "arena_kib": sum(r for _, r in owned) >> 10,
         "arena_size_kib": sum(n for n, _ in owned) >> 10,
+    }
+
+
+def _inodes(pid: int, prefix: str) -> set[int]:
+    out = set()
+    for path, target in _fd_targets(pid):
+        if target.startswith(prefix):
+            try:
+                out.add(os.stat(path).st_ino)
+            except OSError:
+                pass
+    return out
+
+
+def stale_peer_arenas(server: TritonServer) -> dict[str, int]:
+    """Per process, the peer arenas it maps that no peer holds any more
+    (a mapping kept after its owner let the arena go is a leak)."""
+    procs = {"server": (server.proc.pid, False)}
+    for pid in server.stubs():
+        procs[str(pid)] = (pid, True)
+    owned = {False: set(), True: set()}  # stub? -> arenas owned by that side
+    for pid, stub in procs.values():
+        owned[stub] |= _inodes(pid, _STUB_ARENA if stub else _SERVER_ARENA)
+    return {
+        name: len(_inodes(pid, _peer_prefix(stub)) - owned[not stub])
+        for name, (pid, stub) in procs.items()
     }
 
 
