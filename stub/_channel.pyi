@@ -11,6 +11,10 @@ class Channel:
     sock: socket.socket
     closed: bool
     _out: collections.deque[tuple[bytes, Sequence[int]]]
+    on_drained: Callable[[], None] | None
+    drained_wanted: bool
+    @property
+    def more(self) -> bool: ...
     def __init__(
         self,
         fd: int,
@@ -18,6 +22,7 @@ class Channel:
         on_frame: Callable[[memoryview, list[int]], None],
         on_eof: Callable[[str], None],
         on_violation: Callable[[str], None],
+        on_drained: Callable[[], None] | None = None,
     ) -> None: ...
     def start(self) -> None: ...
     def _readable(self) -> None: ...

@@ -3,9 +3,12 @@
 # cython: language_level=3
 """The stub's end of the SOCK_SEQPACKET socket, driven by the event loop.
 
-Reads go through ``loop.add_reader`` and one non-blocking ``recvmsg`` into
-one preallocated buffer, one message per readiness callback (uvloop's stream
-transports are not meant for SEQPACKET: see DESIGN.md). Writes are attempted
+Reads go through ``loop.add_reader`` and one non-blocking ``recvmmsg`` per
+readiness callback, which takes every message waiting, up to ``SLOTS``, into
+preallocated slots (uvloop's stream transports are not meant for SEQPACKET:
+see DESIGN.md). The messages are handed over in order, then ``on_drained``
+runs if a handler asked for it: what they produced (the answers of a burst
+of sync batches) can leave in one frame. Writes are attempted
 at once; what the kernel does not take is queued and flushed when the socket
 is writable again, in order.
 
@@ -23,6 +26,8 @@ import socket
 import time
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
 from libc.string cimport memset
 
@@ -45,7 +50,10 @@ cdef extern from "<sys/socket.h>" nogil:
         size_t cmsg_len
         int cmsg_level
         int cmsg_type
-    ssize_t recvmsg(int fd, msghdr* msg, int flags)
+    struct mmsghdr:
+        msghdr msg_hdr
+        unsigned int msg_len
+    int recvmmsg(int fd, mmsghdr* msgs, unsigned int vlen, int flags, void* timeout)
     ssize_t sendmsg(int fd, const msghdr* msg, int flags)
     ssize_t send(int fd, const void* buf, size_t n, int flags)
     cmsghdr* CMSG_FIRSTHDR(msghdr* msg)
@@ -61,6 +69,9 @@ cdef extern from "<sys/socket.h>" nogil:
     int MSG_NOSIGNAL
     int MSG_CMSG_CLOEXEC
 
+cdef extern from "Python.h":
+    int PyBUF_WRITE
+
 cdef extern from "<unistd.h>" nogil:
     int close(int fd)
 
@@ -68,7 +79,14 @@ cdef enum:
     MAX_FDS = 16  # descriptors one message may carry (the backend sends one at most)
     # Words of ancillary data: 128 bytes, more than CMSG_SPACE(MAX_FDS * sizeof(int)).
     CONTROL_WORDS = 16
+    # Messages one read takes. The backend sends a sync instance up to 16
+    # batches ahead and refills at half: a read of up to 8 answers a burst
+    # in one frame while the batches after it keep the stub busy.
+    SLOTS = 8
 cdef Py_ssize_t _MAX_FRAME = _codec.MAX_FRAME
+# A slot holds one byte more than a frame may have, so an oversized message
+# shows; rounded to whole pages.
+cdef Py_ssize_t _SLOT = (_MAX_FRAME + 1 + 4095) & ~4095
 cdef object _ProtocolError = _codec.ProtocolError
 
 
@@ -82,17 +100,26 @@ cdef class Channel:
     cdef object _on_frame
     cdef object _on_eof
     cdef object _on_violation
-    cdef bytearray _buf
-    cdef object _view
-    cdef char* _data
-    # Ancillary data of a read and of a write, aligned for cmsghdr.
-    cdef size_t _recv_control[CONTROL_WORDS]
+    cdef public object on_drained  # settable after construction
+    cdef public bint drained_wanted  # on_drained runs only when this is set
+    cdef object _view  # of all the slots
+    cdef char* _data  # SLOTS slots of _SLOT bytes, malloc'd: untouched until used
+    cdef mmsghdr _msgs[SLOTS]
+    cdef iovec _iovs[SLOTS]
+    cdef unsigned int _count  # messages in the slots ...
+    cdef unsigned int _next  # ... and the first one not yet handed over
+    # Ancillary data of each read slot and of a write, aligned for cmsghdr.
+    cdef size_t _recv_control[SLOTS][CONTROL_WORDS]
     cdef size_t _send_control[CONTROL_WORDS]
 
-    def __init__(self, int fd, loop, on_frame, on_eof, on_violation):
+    def __init__(self, int fd, loop, on_frame, on_eof, on_violation, on_drained=None):
         """``on_frame(view, fds)`` gets each message, ``on_eof(why)`` the
         end of the connection, ``on_violation(message)`` a message no frame
-        can be (too long, too many descriptors)."""
+        can be (too long, too many descriptors), ``on_drained()`` is called
+        once every message read has been handed over, if a handler asked for
+        it (``drained_wanted``). A view is valid until the next read: a
+        handler that keeps the bytes copies them."""
+        cdef unsigned int i
         self.sock = socket.socket(fileno=fd)
         if self.sock.type != socket.SOCK_SEQPACKET:
             raise ValueError(f"fd {fd} is not a SOCK_SEQPACKET socket")
@@ -109,10 +136,19 @@ cdef class Channel:
         self._on_frame = on_frame
         self._on_eof = on_eof
         self._on_violation = on_violation
-        # One byte more than a frame may have, so an oversized message shows.
-        self._buf = bytearray(_MAX_FRAME + 1)
-        self._view = memoryview(self._buf)
-        self._data = self._buf
+        self.on_drained = on_drained
+        self._data = <char*>PyMem_RawMalloc(SLOTS * _SLOT)
+        if self._data == NULL:
+            raise MemoryError()
+        self._view = PyMemoryView_FromMemory(self._data, SLOTS * _SLOT, PyBUF_WRITE)
+        self._count = self._next = 0
+        memset(self._msgs, 0, sizeof(self._msgs))
+        for i in range(SLOTS):
+            self._iovs[i].iov_base = self._data + i * _SLOT
+            self._iovs[i].iov_len = _SLOT
+            self._msgs[i].msg_hdr.msg_iov = &self._iovs[i]
+            self._msgs[i].msg_hdr.msg_iovlen = 1
+            self._msgs[i].msg_hdr.msg_control = self._recv_control[i]
         self._out = collections.deque()
         self._writing = False
         self.closed = False
@@ -120,58 +156,88 @@ cdef class Channel:
     def start(self):
         self._loop.add_reader(self._fd, self._readable)
 
+    def __dealloc__(self):
+        # The view handed out last may outlive the channel only by mistake;
+        # the memory goes with the channel.
+        PyMem_RawFree(self._data)
+
     # -- reading
 
     def _readable(self):
-        # One message per call: the loop's readiness is level-triggered
-        # (libuv poll handles, selectors), so a socket with more messages
-        # calls again at once, and the usual single message costs no
-        # recvmsg that ends in EAGAIN.
-        cdef iovec iov
-        cdef msghdr msg
-        cdef cmsghdr* c
-        cdef ssize_t n
-        cdef int err
-        cdef list fds = []
-        cdef int* data
-        cdef size_t i, count
+        # The loop's readiness is level-triggered (libuv poll handles,
+        # selectors): messages past the slots call again at once. A BLS
+        # waiter reads through here too, from inside a handler: it hands
+        # over the messages still in the slots first, in order, and reads
+        # again only when they are all out.
         if self.closed:
             return
-        iov.iov_base = self._data
-        iov.iov_len = _MAX_FRAME + 1
-        memset(&msg, 0, sizeof(msg))
-        msg.msg_iov = &iov
-        msg.msg_iovlen = 1
-        msg.msg_control = self._recv_control
-        msg.msg_controllen = CMSG_SPACE(MAX_FDS * sizeof(int))
-        n = recvmsg(self._fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)
+        if self._next >= self._count and not self._receive():
+            return
+        self._hand_over()
+
+    cdef bint _receive(self) except -1:
+        """Read what is waiting into the slots; False if nothing was."""
+        cdef int n, err
+        cdef unsigned int i
+        for i in range(SLOTS):  # what the last read changed
+            self._msgs[i].msg_hdr.msg_controllen = CMSG_SPACE(MAX_FDS * sizeof(int))
+        n = recvmmsg(self._fd, self._msgs, SLOTS, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL)
         if n < 0:
             err = errno
             if err == EAGAIN or err == EINTR:
-                return
+                return False
             self._eof(f"socket error: [Errno {err}] {os.strerror(err)}")
-            return
-        if msg.msg_controllen:
-            c = CMSG_FIRSTHDR(&msg)
-            while c != NULL:
-                if c.cmsg_level == SOL_SOCKET and c.cmsg_type == SCM_RIGHTS:
-                    data = <int*>CMSG_DATA(c)
-                    count = (c.cmsg_len - CMSG_LEN(0)) // sizeof(int)
-                    for i in range(count):
-                        fds.append(data[i])
-                c = CMSG_NXTHDR(&msg, c)
+            return False
+        self._count = n
+        self._next = 0
         if n == 0:
-            _close_all(fds)
             self._eof("the backend closed the socket")
-            return
-        if msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) or n > _MAX_FRAME:
-            _close_all(fds)
-            self._on_violation(
-                f"protocol error: a message of more than {_MAX_FRAME} bytes "
-                "or with too many descriptors"
-            )
-            return
-        self._on_frame(self._view[:n], fds)
+            return False
+        return True
+
+    cdef _hand_over(self):
+        cdef msghdr* msg
+        cdef cmsghdr* c
+        cdef int* data
+        cdef size_t i, count, n
+        cdef unsigned int k
+        cdef list fds
+        while self._next < self._count and not self.closed:
+            k = self._next
+            self._next += 1
+            msg = &self._msgs[k].msg_hdr
+            n = self._msgs[k].msg_len
+            fds = []
+            if msg.msg_controllen:
+                c = CMSG_FIRSTHDR(msg)
+                while c != NULL:
+                    if c.cmsg_level == SOL_SOCKET and c.cmsg_type == SCM_RIGHTS:
+                        data = <int*>CMSG_DATA(c)
+                        count = (c.cmsg_len - CMSG_LEN(0)) // sizeof(int)
+                        for i in range(count):
+                            fds.append(data[i])
+                    c = CMSG_NXTHDR(msg, c)
+            if n == 0:
+                # A zero-length message is how the peer's close reads.
+                _close_all(fds)
+                self._eof("the backend closed the socket")
+                return
+            if msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) or <Py_ssize_t>n > _MAX_FRAME:
+                _close_all(fds)
+                self._on_violation(
+                    f"protocol error: a message of more than {_MAX_FRAME} bytes "
+                    "or with too many descriptors"
+                )
+                return
+            self._on_frame(self._view[k * _SLOT:k * _SLOT + n], fds)
+        if self.drained_wanted and not self.closed:
+            self.drained_wanted = False
+            self.on_drained()
+
+    @property
+    def more(self):
+        """Messages of the last read not yet handed over."""
+        return self._next < self._count
 
     cdef _eof(self, why):
         if not self.closed:

@@ -9,12 +9,18 @@ What each request costs (building the requests of a batch, checking and
 encoding its answers) is compiled, in _batch.pyx; this module decides
 when it runs.
 
-Responses leave in two ways:
-- default mode, returned from ``execute``: one RESPONSES frame with
-  BATCH_DONE when the batch is over;
+Responses wait in the outbox and leave as few RESPONSES frames as fit:
+- default mode, returned from ``execute``: the batch's entries, the last one
+  ending the batch (BATCH_END). A sync batch's go when the channel has
+  handed over every message of the read that brought it (``drained``), so
+  a burst of quick batches read together is answered in one frame (not
+  with an execute timeout, nor after a batch that took 1 ms or more; the
+  last batch of a read, with nothing waiting, writes its frame at once,
+  ended by BATCH_DONE); an async batch's at the end of the loop iteration
+  its task ended in;
 - sent through a response sender (decoupled mode, or default mode answering
-  early): encoded at once into the pending list, which is flushed as one
-  coalesced RESPONSES frame per loop iteration, from whichever thread sent.
+  early): encoded at once, flushed once per loop iteration, from whichever
+  thread sent.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import time
 import traceback
 import types
 from typing import Any
@@ -41,6 +48,13 @@ _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
+_now_ns = time.monotonic_ns
+# A sync batch's answers wait for the batches read with it only when it
+# took less than this, and not for a while after one that took longer: a
+# model whose batches are quick loses nothing by it, one with slow batches
+# would make answers already made wait for them.
+_QUICK_NS = 1_000_000
+_SLOW_COOLDOWN_NS = 1_000_000_000
 
 
 class Engine:
@@ -58,6 +72,9 @@ class Engine:
         self.outbox = _batch.Outbox(self._lock)  # entries for the next flush
         self._announce: list[tuple[int, int, int]] = []
         self._loop_thread = threading.get_ident()
+        self.hold_answers = False  # set at INIT: no execute timeout
+        self._started_ns = 0  # when the last execute() started
+        self._hold_after_ns = 0  # no holding before (after a slow batch)
 
     # ---------------------------------------------------------------- execute
 
@@ -67,6 +84,7 @@ class Engine:
         if batch_id in self.batches:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
         self.batches[batch_id] = batch
+        self._started_ns = _now_ns()
         try:
             result = self.model.execute(requests)
         except Exception as e:  # noqa: BLE001 - the model's error goes to its requests
@@ -134,7 +152,23 @@ class Engine:
             self._forget(batch)
             self._queue_entries(entries)
             return
-        self.flush()  # anything sent earlier goes first
+        ch = self.channel
+        if ch.more or self.outbox:
+            # A sync batch runs inside the channel's hand-over of what it
+            # read: if it was quick, the batches read with it end in the
+            # same frame, sent when the channel has handed them all over.
+            entries = _Answer(batch, result, None, self.own, self.model_name)
+            self._forget(batch)
+            self.outbox.put(entries)
+            now = _now_ns()
+            if now - self._started_ns >= _QUICK_NS:
+                self._hold_after_ns = now + _SLOW_COOLDOWN_NS
+            elif ch.more and self.hold_answers and now >= self._hold_after_ns:
+                ch.drained_wanted = True
+                return
+            self.flush()
+            return
+        self.flush()  # the metrics a client will want to see
         w = self.writer
         w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
         w.u32(n)
@@ -254,6 +288,14 @@ class Engine:
             items, self._announce = self._announce, []
         for arena_id, size, fd in items:
             self.channel.send(C.encode_simple(C.ARENA, (arena_id, size)), (fd,))
+
+    def drained(self) -> None:
+        """The channel has handed over every message of its last read (in
+        a BLS waiter's thread, maybe)."""
+        if threading.get_ident() == self._loop_thread:
+            self.flush()
+        else:
+            self.loop.call_soon_threadsafe(self.flush)
 
     def flush(self) -> None:
         """Send every pending entry, as few RESPONSES frames as fit."""

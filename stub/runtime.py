@@ -50,6 +50,7 @@ class Stub:
         self.own = OwnArenas(self._announce_arena)
         self.peer = PeerArenas()
         self.engine = Engine(self)
+        self.channel.on_drained = self.engine.drained
         self.bls = BlsClient(self)
         _bls_api._client = self.bls
         self.metrics = _install_metrics(self)
@@ -90,7 +91,10 @@ class Stub:
         self._stop(0)
 
     def _fatal(self, message: str) -> None:
-        """A protocol violation: tell the backend why, then leave."""
+        """A protocol violation: tell the backend why, then leave. Answers
+        already made (of the sync batches read with the bad frame) go
+        first."""
+        self.engine.drained()
         self.channel.send(C.encode_simple(C.ERROR, message))
         self._flush_and_close("the ERROR frame")
         self._stderr(message)
@@ -244,6 +248,9 @@ class Stub:
         self.instance = args.get("model_instance_name") or self.instance
         self._set_model_name(args.get("model_name", self.instance), self.settings)
         self.engine.decoupled = bool(self.settings.get("decoupled", False))
+        # Answers of sync batches read together wait for each other only
+        # when no execute timeout counts each batch's time.
+        self.engine.hold_answers = not float(self.settings.get("execute_timeout_seconds", 0))
         self.bls.configure(args)
         try:
             imported, self._model_class = self._model_class, None

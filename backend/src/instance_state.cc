@@ -331,6 +331,11 @@ InstanceState::Handshake(
   stub_settings.Set(
       "finalize_grace_seconds",
       json::Value::Double(settings.finalize_grace_seconds));
+  // With an execute timeout the backend must see each sync batch end as it
+  // does: the stub then answers every batch at once.
+  stub_settings.Set(
+      "execute_timeout_seconds",
+      json::Value::Double(model_->execute_timeout_seconds()));
   json::Value init = json::Value::Object();
   init.Set("args", std::move(args));
   init.Set("model_file", json::Value::String(model_->model_file()));

@@ -14,6 +14,7 @@ import fcntl
 import json
 import mmap
 import os
+import re
 import select
 import socket
 import subprocess
@@ -123,7 +124,10 @@ class StubHost:
         config: dict[str, Any] | None = None,
         settings: dict[str, Any] | None = None,
         timeout: float = 10.0,
+        then: tuple[bytes, ...] = (),
     ) -> dict[str, Any]:
+        """INIT (after HELLO), and the frames ``then`` right behind it;
+        returns INIT_DONE's JSON."""
         if not self.greeted:
             hello = self.recv_type("HELLO", timeout)
             assert hello["body"]["json"]["protocol"] == 1
@@ -144,6 +148,8 @@ class StubHost:
             "settings": {"log_verbose": 0, **(settings or {})},
         }
         self.send(P.encode(P.INIT, {"json": init}))
+        for frame in then:
+            self.send(frame)
         return self.recv_type("INIT_DONE", timeout)["body"]["json"]
 
     def auto_complete(
@@ -179,15 +185,29 @@ class StubHost:
         frame = self.recv(kw.get("timeout", 10.0))
         while frame["type"] == "ARENA":
             frame = self.recv()
-        entries = frame["body"].get("responses") if frame["type"] == "RESPONSES" else None
-        if frame["id"] == 0 and entries and entries[-1]["response_flags"] & P.RESP_BATCH_END:
-            # An async batch ends with its last entry (coalesced frames):
-            # shown as the one-batch frame a sync execute sends.
-            assert all(e["batch_id"] == batch_id for e in entries), frame
-            entries[-1]["response_flags"] &= ~P.RESP_BATCH_END
-            frame = {**frame, "id": batch_id, "flags": frame["flags"] | P.FLAG_BATCH_DONE}
-        assert frame["id"] == batch_id, frame
-        return frame
+        if frame["type"] != "RESPONSES" or frame["id"] != 0:
+            assert frame["id"] == batch_id, _brief(frame)
+            return frame
+        # A batch's answers end with an entry that ends the batch
+        # (BATCH_END), in as many frames as they fill: shown as one frame
+        # that ends the batch (BATCH_DONE), with "frames" counting them.
+        entries, frames = list(frame["body"]["responses"]), 1
+        while not (entries and entries[-1]["response_flags"] & P.RESP_BATCH_END):
+            more = self.recv(kw.get("timeout", 10.0))
+            if more["type"] == "ARENA":
+                continue
+            assert more["type"] == "RESPONSES" and more["id"] == 0, _brief(more)
+            entries += more["body"]["responses"]
+            frames += 1
+        assert all(e["batch_id"] == batch_id for e in entries), _brief(frame)
+        entries[-1]["response_flags"] &= ~P.RESP_BATCH_END
+        return {
+            **frame,
+            "id": batch_id,
+            "flags": frame["flags"] | P.FLAG_BATCH_DONE,
+            "body": {**frame["body"], "responses": entries},
+            "frames": frames,
+        }
 
     def entries(self, until: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Collect RESPONSES entries (and EXECUTE_DONE frames, as
@@ -233,3 +253,8 @@ class StubHost:
             for fd, m in self.my_arenas.values():
                 m.close()
                 os.close(fd)
+
+
+def _brief(frame: dict[str, Any]) -> str:
+    """A frame for an assertion message, without its tensors' bytes."""
+    return re.sub(r"'data_hex': '[0-9a-f]{64,}'", "'data_hex': ...", repr(frame))[:2000]

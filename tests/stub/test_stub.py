@@ -12,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -179,6 +180,101 @@ def test_huge_batch_metadata_travels_in_an_arena(host: StubHost, tmp_path: Path)
     reply = host.execute(4, [P.request(f"r{i}") for i in range(40)])
     assert "arena_ref" in reply, "a 256 KiB response frame must travel in the arena"
     assert len(reply["body"]["responses"]) == 40
+
+
+BURST = """
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(0.2)  # the batches sent meanwhile wait, to be read together
+    def execute(self, requests):
+        if requests[0].request_id() == "slow":
+            time.sleep(0.2)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(f"O{i}", np.full(200, int(r.request_id()[1:]) if r.request_id()[1:].isdigit() else 0, np.float32))
+                for i in range(2)]) for r in requests]
+"""
+
+
+def _burst(
+    host: StubHost, tmp_path: Path, sizes: dict[int, int], first: str = "", **settings: Any
+) -> list[dict[str, Any]]:
+    """The batches of ``sizes`` (id -> requests) sent right behind INIT,
+    while the model initializes, the first request named ``first`` if
+    given; returns the RESPONSES frames that answer them."""
+    burst = []
+    for batch_id, n in sizes.items():
+        reqs = [P.request(f"r{batch_id * 100 + i}") for i in range(n)]
+        burst.append(P.encode(P.EXECUTE, {"requests": reqs}, id=batch_id))
+    if first:
+        burst[0] = P.encode(P.EXECUTE, {"requests": [P.request(first)]}, id=next(iter(sizes)))
+    assert host.handshake(write_model(tmp_path, BURST), settings=settings, then=tuple(burst))["ok"]
+    frames: list[dict[str, Any]] = []
+    while sum(len(f["body"]["responses"]) for f in frames) < sum(sizes.values()):
+        f = host.recv(10.0)
+        if f["type"] != "ARENA":
+            assert f["type"] == "RESPONSES", f["type"]
+            frames.append(f)
+    return frames
+
+
+def test_a_burst_of_sync_batches_is_answered_together(host: StubHost, tmp_path: Path) -> None:
+    """Quick sync batches read together (sent while the stub was busy) are
+    answered in one RESPONSES frame, each ending with a BATCH_END entry,
+    in the order they came; answers past a frame's size go on in the next
+    frame, still in order."""
+    sizes = {2: 1, 3: 60, 4: 2, 5: 60}  # answers of 1.6 KB: 123 fill two frames
+    frames = _burst(host, tmp_path, sizes)
+    assert [(f["id"], f["flags"]) for f in frames] == [(0, 0), (0, 0)]
+    entries = [e for f in frames for e in f["body"]["responses"]]
+    order = [(e["batch_id"], e["request_index"]) for e in entries]
+    assert order == [(b, i) for b, n in sizes.items() for i in range(n)]
+    ends = [
+        (e["batch_id"], e["request_index"])
+        for e in entries
+        if e["response_flags"] & P.RESP_BATCH_END
+    ]
+    assert ends == [(b, n - 1) for b, n in sizes.items()]
+    last = np.frombuffer(host.tensor_bytes(entries[-1]["outputs"][1]), np.float32)
+    assert (last == 559).all()
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r7")]}, id=6))
+    alone = host.recv(10.0)
+    assert alone["id"] == 6 and alone["flags"] & P.FLAG_BATCH_DONE, "a lone batch: its own frame"
+
+
+@pytest.mark.parametrize("why", ["execute timeout", "slow batch"])
+def test_answers_do_not_wait_for_other_batches(host: StubHost, tmp_path: Path, why: str) -> None:
+    """With an execute timeout (the backend times each batch by its answer),
+    or after a batch that took long (answers made would wait for the next
+    one), every batch of a burst is answered as soon as it returns."""
+    sizes = {2: 1, 3: 3, 4: 2}
+    if why == "execute timeout":
+        frames = _burst(host, tmp_path, sizes, execute_timeout_seconds=1.5)
+    else:
+        frames = _burst(host, tmp_path, sizes, first="slow")
+    batches = [sorted({e["batch_id"] for e in f["body"]["responses"]}) for f in frames]
+    assert batches == [[b] for b in sizes], "one frame per batch"
+
+
+def test_huge_response_metadata_travels_in_an_arena(host: StubHost, tmp_path: Path) -> None:
+    """A response whose entry alone exceeds MAX_FRAME is sent BODY_IN_ARENA."""
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                return [pb_utils.InferenceResponse(parameters={"note": "n" * 200_000})
+                        for _ in requests]
+    """,
+        )
+    )
+    reply = host.execute(4, [P.request("r0")])
+    assert "arena_ref" in reply, "a 200 KB response frame must travel in the arena"
+    assert json.loads(reply["body"]["responses"][0]["parameters"]) == {"note": "n" * 200_000}
 
 
 def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
