@@ -229,10 +229,20 @@ cdef class Channel:
                     "or with too many descriptors"
                 )
                 return
-            self._on_frame(self._view[k * _SLOT:k * _SLOT + n], fds)
+            try:
+                self._on_frame(self._view[k * _SLOT:k * _SLOT + n], fds)
+            except BaseException:
+                # Whatever escaped the handler, the rest of the read (and
+                # the answers waiting for it) still go, on the next turn.
+                self._loop.call_soon(self._resume)
+                raise
         if self.drained_wanted and not self.closed:
             self.drained_wanted = False
             self.on_drained()
+
+    def _resume(self):
+        if not self.closed:
+            self._hand_over()
 
     @property
     def more(self):

@@ -87,7 +87,7 @@ class Engine:
         self._started_ns = _now_ns()
         try:
             result = self.model.execute(requests)
-        except Exception as e:  # noqa: BLE001 - the model's error goes to its requests
+        except BaseException as e:  # noqa: BLE001 - any error of the model goes to its requests
             self._execute_failed(batch, e)
             return
         if type(result) is not list and inspect.isawaitable(result):

@@ -293,23 +293,32 @@ def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
     assert "'m'" in res["error"]
 
 
-def test_execute_raising_fails_the_batch_and_serves_on(host: StubHost, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "exc", ["ValueError", "SystemExit", "KeyboardInterrupt", "asyncio.CancelledError"]
+)
+def test_execute_raising_fails_the_batch_and_serves_on(
+    host: StubHost, tmp_path: Path, exc: str
+) -> None:
+    """Whatever execute() raises, BaseException included, fails its batch
+    only."""
     host.handshake(
         write_model(
             tmp_path,
-            """
+            f"""
+        import asyncio
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 if requests[0].request_id() == "boom":
-                    raise ValueError("exploded")
+                    raise {exc}("exploded")
                 return [pb_utils.InferenceResponse([]) for _ in requests]
     """,
         )
     )
     reply = host.execute(1, [P.request("boom")])
     assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
-    assert "exploded" in reply["body"]["error"] and "ValueError" in reply["body"]["error"]
+    error = reply["body"]["error"]
+    assert "exploded" in error and exc.split(".")[-1] in error, error
     reply = host.execute(2, [P.request("fine")])
     assert reply["type"] == "RESPONSES"
 
