@@ -109,7 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     stub = Stub(fd, instance or f"fd{fd}", loop)
     stub.start()
     try:
-        loop.run_forever()
+        while True:
+            try:
+                loop.run_forever()
+                break
+            except (KeyboardInterrupt, SystemExit) as e:
+                # Model code raised one of the two exceptions asyncio lets
+                # out of the loop (in an async execute, a callback). A task
+                # holds it and fails its batch once the loop runs on; the
+                # stub serves on (leaving would strand every other request,
+                # and a model's threads could keep a dead stub alive).
+                if stub.exit_code is not None:
+                    break  # the stub was on its way out anyway
+                stub._stderr(f"model code raised {type(e).__name__} on the event loop; serving on")
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
