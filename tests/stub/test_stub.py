@@ -294,13 +294,19 @@ def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "exc", ["ValueError", "SystemExit", "KeyboardInterrupt", "asyncio.CancelledError"]
+    "kind,exc",
+    [
+        ("def", e)
+        for e in ("ValueError", "SystemExit", "KeyboardInterrupt", "asyncio.CancelledError")
+    ]
+    + [("async def", e) for e in ("ValueError", "SystemExit", "KeyboardInterrupt")],
 )
 def test_execute_raising_fails_the_batch_and_serves_on(
-    host: StubHost, tmp_path: Path, exc: str
+    host: StubHost, tmp_path: Path, kind: str, exc: str
 ) -> None:
     """Whatever execute() raises, BaseException included, fails its batch
-    only."""
+    only (asyncio lets SystemExit and KeyboardInterrupt out of the loop:
+    the stub runs its loop on)."""
     host.handshake(
         write_model(
             tmp_path,
@@ -308,7 +314,7 @@ def test_execute_raising_fails_the_batch_and_serves_on(
         import asyncio
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
-            def execute(self, requests):
+            {kind} execute(self, requests):
                 if requests[0].request_id() == "boom":
                     raise {exc}("exploded")
                 return [pb_utils.InferenceResponse([]) for _ in requests]
@@ -319,35 +325,6 @@ def test_execute_raising_fails_the_batch_and_serves_on(
     assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
     error = reply["body"]["error"]
     assert "exploded" in error and exc.split(".")[-1] in error, error
-    reply = host.execute(2, [P.request("fine")])
-    assert reply["type"] == "RESPONSES"
-
-
-@pytest.mark.parametrize("exc", ["ValueError", "SystemExit", "KeyboardInterrupt"])
-def test_async_execute_raising_fails_the_batch_and_serves_on(
-    host: StubHost, tmp_path: Path, exc: str
-) -> None:
-    """asyncio lets SystemExit and KeyboardInterrupt out of the loop: the
-    stub runs its loop on, and the task's batch fails like any other."""
-    host.handshake(
-        write_model(
-            tmp_path,
-            f"""
-        import asyncio
-        import triton_python_backend_utils as pb_utils
-        class TritonPythonModel:
-            async def execute(self, requests):
-                await asyncio.sleep(0)
-                if requests[0].request_id() == "boom":
-                    raise {exc}("exploded")
-                return [pb_utils.InferenceResponse([]) for _ in requests]
-    """,
-        )
-    )
-    reply = host.execute(1, [P.request("boom")])
-    assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
-    error = reply["body"]["error"]
-    assert "exploded" in error and exc in error, error
     reply = host.execute(2, [P.request("fine")])
     assert reply["type"] == "RESPONSES"
 
