@@ -100,7 +100,7 @@ cdef class Channel:
     cdef object _on_frame
     cdef object _on_eof
     cdef object _on_violation
-    cdef public object on_drained  # settable after construction
+    cdef public object on_drained
     cdef public bint drained_wanted  # on_drained runs only when this is set
     cdef object _view  # of all the slots
     cdef char* _data  # SLOTS slots of _SLOT bytes, malloc'd: untouched until used
@@ -112,12 +112,12 @@ cdef class Channel:
     cdef size_t _recv_control[SLOTS][CONTROL_WORDS]
     cdef size_t _send_control[CONTROL_WORDS]
 
-    def __init__(self, int fd, loop, on_frame, on_eof, on_violation, on_drained=None):
+    def __init__(self, int fd, loop, on_frame, on_eof, on_violation):
         """``on_frame(view, fds)`` gets each message, ``on_eof(why)`` the
         end of the connection, ``on_violation(message)`` a message no frame
-        can be (too long, too many descriptors), ``on_drained()`` is called
-        once every message read has been handed over, if a handler asked for
-        it (``drained_wanted``). A view is valid until the next read: a
+        can be (too long, too many descriptors). ``on_drained()``, set after
+        construction, is called once every message read has been handed
+        over, if a handler asked for it (``drained_wanted``). A view is valid until the next read: a
         handler that keeps the bytes copies them."""
         cdef unsigned int i
         self.sock = socket.socket(fileno=fd)
@@ -136,7 +136,7 @@ cdef class Channel:
         self._on_frame = on_frame
         self._on_eof = on_eof
         self._on_violation = on_violation
-        self.on_drained = on_drained
+        self.on_drained = None
         self._data = <char*>PyMem_RawMalloc(SLOTS * _SLOT)
         if self._data == NULL:
             raise MemoryError()
@@ -149,6 +149,7 @@ cdef class Channel:
             self._msgs[i].msg_hdr.msg_iov = &self._iovs[i]
             self._msgs[i].msg_hdr.msg_iovlen = 1
             self._msgs[i].msg_hdr.msg_control = self._recv_control[i]
+            self._msgs[i].msg_hdr.msg_controllen = CMSG_SPACE(MAX_FDS * sizeof(int))
         self._out = collections.deque()
         self._writing = False
         self.closed = False
@@ -179,7 +180,7 @@ cdef class Channel:
         """Read what is waiting into the slots; False if nothing was."""
         cdef int n, err
         cdef unsigned int i
-        for i in range(SLOTS):  # what the last read changed
+        for i in range(self._count):  # the slots the last read filled
             self._msgs[i].msg_hdr.msg_controllen = CMSG_SPACE(MAX_FDS * sizeof(int))
         n = recvmmsg(self._fd, self._msgs, SLOTS, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL)
         if n < 0:

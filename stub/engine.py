@@ -145,20 +145,18 @@ class Engine:
                 f"tritonpy: model '{self.model_name}': {problem}; every request of the batch fails",
             )
             return
-        if batch.task is not None:
-            # A task's batch: other tasks often end in the same loop
-            # iteration, and their batches leave in one frame.
+        ch = self.channel
+        if batch.task is not None or ch.more or self.outbox:
             entries = _Answer(batch, result, None, self.own, self.model_name)
             self._forget(batch)
-            self._queue_entries(entries)
-            return
-        ch = self.channel
-        if ch.more or self.outbox:
+            if batch.task is not None:
+                # A task's batch: other tasks often end in the same loop
+                # iteration, and their batches leave in one frame.
+                self._queue_entries(entries)
+                return
             # A sync batch runs inside the channel's hand-over of what it
             # read: if it was quick, the batches read with it end in the
             # same frame, sent when the channel has handed them all over.
-            entries = _Answer(batch, result, None, self.own, self.model_name)
-            self._forget(batch)
             self.outbox.put(entries)
             now = _now_ns()
             if now - self._started_ns >= _QUICK_NS:
@@ -168,6 +166,7 @@ class Engine:
                 return
             self.flush()
             return
+        # Alone in its read with nothing waiting: its own frame, at once.
         self.flush()  # the metrics a client will want to see
         w = self.writer
         w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)

@@ -76,32 +76,38 @@ def _fd_targets(pid: int) -> list[tuple[str, str]]:
     return out
 
 
-def arenas(pid: int, stub: bool = False) -> list[tuple[int, int]]:
-    """(size, resident bytes) of each memfd arena `pid` owns, once each
-    (Python's mmap holds a second descriptor of every arena it maps). A
-    stub owns "tritonpy-stub-*", the server "tritonpy-arena"; each also
-    maps the other's, counted at its owner."""
-    prefix = "/memfd:tritonpy-stub" if stub else "/memfd:tritonpy-arena"
-    seen = set()
-    out = []
+_SERVER_ARENA = "/memfd:tritonpy-arena"
+_STUB_ARENA = "/memfd:tritonpy-stub"
+
+
+def _own_prefix(stub: bool) -> str:
+    return _STUB_ARENA if stub else _SERVER_ARENA
+
+
+def _peer_prefix(stub: bool) -> str:
+    return _SERVER_ARENA if stub else _STUB_ARENA
+
+
+def _memfds(pid: int, prefix: str) -> dict[int, os.stat_result]:
+    """The memfds named ``prefix``* that ``pid`` holds, by inode: once each,
+    however many descriptors it has of one."""
+    out: dict[int, os.stat_result] = {}
     for path, target in _fd_targets(pid):
         if target.startswith(prefix):
             try:
                 st = os.stat(path)
             except OSError:
                 continue
-            if st.st_ino not in seen:
-                seen.add(st.st_ino)
-                out.append((st.st_size, st.st_blocks * 512))
+            out.setdefault(st.st_ino, st)
     return out
 
 
-_SERVER_ARENA = "/memfd:tritonpy-arena"
-_STUB_ARENA = "/memfd:tritonpy-stub"
-
-
-def _peer_prefix(stub: bool) -> str:
-    return _SERVER_ARENA if stub else _STUB_ARENA
+def arenas(pid: int, stub: bool = False) -> list[tuple[int, int]]:
+    """(size, resident bytes) of each memfd arena `pid` owns, once each
+    (Python's mmap holds a second descriptor of every arena it maps). A
+    stub owns "tritonpy-stub-*", the server "tritonpy-arena"; each also
+    maps the other's, counted at its owner."""
+    return [(st.st_size, st.st_blocks * 512) for st in _memfds(pid, _own_prefix(stub)).values()]
 
 
 def sample(pid: int, stub: bool = False) -> dict[str, int]:
@@ -123,23 +129,12 @@ def sample(pid: int, stub: bool = False) -> dict[str, int]:
     return {
         "fds": fds,
         "peer_arena_fds": peer_fds,
-        "peer_arenas": len(_inodes(pid, peer)),
+        "peer_arenas": len(_memfds(pid, peer)),
         "threads": int(status["Threads"].strip()),
         "rss_kib": int(status["VmRSS"].split()[0]),
         "arena_kib": sum(r for _, r in owned) >> 10,
         "arena_size_kib": sum(n for n, _ in owned) >> 10,
     }
-
-
-def _inodes(pid: int, prefix: str) -> set[int]:
-    out = set()
-    for path, target in _fd_targets(pid):
-        if target.startswith(prefix):
-            try:
-                out.add(os.stat(path).st_ino)
-            except OSError:
-                pass
-    return out
 
 
 def stale_peer_arenas(server: TritonServer) -> dict[str, int]:
@@ -150,9 +145,9 @@ def stale_peer_arenas(server: TritonServer) -> dict[str, int]:
         procs[str(pid)] = (pid, True)
     owned = {False: set(), True: set()}  # stub? -> arenas owned by that side
     for pid, stub in procs.values():
-        owned[stub] |= _inodes(pid, _STUB_ARENA if stub else _SERVER_ARENA)
+        owned[stub] |= _memfds(pid, _own_prefix(stub)).keys()
     return {
-        name: len(_inodes(pid, _peer_prefix(stub)) - owned[not stub])
+        name: len(_memfds(pid, _peer_prefix(stub)).keys() - owned[not stub])
         for name, (pid, stub) in procs.items()
     }
 

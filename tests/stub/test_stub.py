@@ -162,24 +162,45 @@ def test_batch_of_many_requests_each_gets_its_own_answer(host: StubHost, tmp_pat
         assert sums["SUM"] == i + 1
 
 
-def test_huge_batch_metadata_travels_in_an_arena(host: StubHost, tmp_path: Path) -> None:
-    """A batch whose response frame exceeds MAX_FRAME is sent BODY_IN_ARENA."""
+@pytest.mark.parametrize(
+    "answer,n,parameters",
+    [
+        # 40 answers of 6.4 KB: 256 KiB
+        (
+            'pb_utils.InferenceResponse([pb_utils.Tensor(f"O{i}", np.zeros(200, np.float32)) for i in range(8)])',
+            40,
+            {},
+        ),
+        # one answer of 200 KB
+        (
+            'pb_utils.InferenceResponse(parameters={"note": "n" * 200_000})',
+            1,
+            {"note": "n" * 200_000},
+        ),
+    ],
+)
+def test_huge_batch_metadata_travels_in_an_arena(
+    host: StubHost, tmp_path: Path, answer: str, n: int, parameters: dict[str, str]
+) -> None:
+    """A batch whose response frame exceeds MAX_FRAME (many answers, or one
+    answer alone) is sent BODY_IN_ARENA."""
     host.handshake(
         write_model(
             tmp_path,
-            """
+            f"""
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
-                return [pb_utils.InferenceResponse([pb_utils.Tensor(f"O{i}", np.zeros(200, np.float32))
-                        for i in range(8)]) for _ in requests]
+                return [{answer} for _ in requests]
     """,
         )
     )
-    reply = host.execute(4, [P.request(f"r{i}") for i in range(40)])
-    assert "arena_ref" in reply, "a 256 KiB response frame must travel in the arena"
-    assert len(reply["body"]["responses"]) == 40
+    reply = host.execute(4, [P.request(f"r{i}") for i in range(n)])
+    assert "arena_ref" in reply, "a response frame over MAX_FRAME must travel in the arena"
+    entries = reply["body"]["responses"]
+    assert len(entries) == n
+    assert json.loads(entries[-1]["parameters"] or "{}") == parameters
 
 
 BURST = """
@@ -255,26 +276,6 @@ def test_answers_do_not_wait_for_other_batches(host: StubHost, tmp_path: Path, w
         frames = _burst(host, tmp_path, sizes, first="slow")
     batches = [sorted({e["batch_id"] for e in f["body"]["responses"]}) for f in frames]
     assert batches == [[b] for b in sizes], "one frame per batch"
-
-
-def test_huge_response_metadata_travels_in_an_arena(host: StubHost, tmp_path: Path) -> None:
-    """A response whose entry alone exceeds MAX_FRAME is sent BODY_IN_ARENA."""
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
-        import numpy as np
-        import triton_python_backend_utils as pb_utils
-        class TritonPythonModel:
-            def execute(self, requests):
-                return [pb_utils.InferenceResponse(parameters={"note": "n" * 200_000})
-                        for _ in requests]
-    """,
-        )
-    )
-    reply = host.execute(4, [P.request("r0")])
-    assert "arena_ref" in reply, "a 200 KB response frame must travel in the arena"
-    assert json.loads(reply["body"]["responses"][0]["parameters"]) == {"note": "n" * 200_000}
 
 
 def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
