@@ -89,6 +89,7 @@ cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
 cdef int _LAST_TYPE = 28
+cdef int _EXECUTE_TYPE = 5  # EXECUTE, as a C constant
 cdef uint32_t _RESP_FLAGS = 0xE0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
                         MODEL_CONTROL_DONE, AUTO_COMPLETE, AUTO_COMPLETE_DONE}
@@ -412,6 +413,13 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
     cdef list items, names, tensors
     cdef uint8_t kind, has_error
     cdef uint32_t aid
+    if ftype == _EXECUTE_TYPE:  # the frame of every batch: no Python compares first
+        count = r.u32()
+        items = []
+        for i in range(count):
+            items.append(r.request())
+        r.done()
+        return items
     if ftype in _JSON_TYPES:
         try:
             out = json.loads(PyUnicode_DecodeUTF8(<const char*>(r.p + r.pos), r.end - r.pos, "strict"))
@@ -465,12 +473,6 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
         aid = r.u32()
         r.zero32()
         out = (aid, r.u64())
-    elif ftype == EXECUTE:
-        count = r.u32()
-        items = []
-        for i in range(count):
-            items.append(r.request())
-        out = items
     elif ftype == RESPONSES:
         count = r.u32()
         items = []

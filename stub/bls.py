@@ -129,7 +129,11 @@ class BlsClient:
         # Serialises socket reads done outside the event loop's own reader.
         self._pump_lock = threading.Lock()
         self._poller: Any = None  # select.poll of the channel, made on first use
-        self._loop_in_user_code = False
+        # True while the loop thread runs a sync execute(): BLS waiters in
+        # other threads may then read the socket. The runtime sets it (an
+        # attribute, not a method: it is on every batch's path);
+        # leave_user_code() clears it under the pump lock.
+        self.loop_in_user_code = False
         self.instance_count = 1
 
     # ---------------------------------------------------------------- set-up
@@ -141,15 +145,9 @@ class BlsClient:
         except (ValueError, TypeError, AttributeError):
             self.instance_count = 1
 
-    def enter_user_code(self) -> None:
-        self._loop_in_user_code = True
-
-    def in_user_code(self) -> bool:
-        return self._loop_in_user_code
-
     def leave_user_code(self) -> None:
         with self._pump_lock:  # no other thread is reading past this point
-            self._loop_in_user_code = False
+            self.loop_in_user_code = False
 
     # ---------------------------------------------------------------- frames in
 
@@ -301,7 +299,7 @@ class BlsClient:
             fn(*args)
             return
         with self._pump_lock:
-            if self._loop_in_user_code:
+            if self.loop_in_user_code:
                 fn(*args)
                 return
         self.loop.call_soon_threadsafe(fn, *args)
@@ -434,7 +432,7 @@ class BlsClient:
             self.flush_releases()
             self._pump(0.05, blocking=True)
             return
-        if self._loop_in_user_code and self._pump(0.02, blocking=False):
+        if self.loop_in_user_code and self._pump(0.02, blocking=False):
             return
         event = call.event
         if event is None:

@@ -49,6 +49,7 @@ _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
 _now_ns = time.monotonic_ns
+_MAX_FRAME = C.MAX_FRAME
 # A sync batch's answers wait for the batches read with it only when it
 # took less than this, and not for a while after one that took longer: a
 # model whose batches are quick loses nothing by it, one with slow batches
@@ -97,7 +98,11 @@ class Engine:
             batch.task = self.loop.create_task(coro)
             batch.task.add_done_callback(lambda t: self._task_done(batch, t))
             return
-        self._execute_returned(batch, result)
+        batch.returned = True
+        if self.decoupled:
+            self._decoupled_returned(batch, result)
+        else:
+            self._default_returned(batch, result)
 
     def _task_done(self, batch: Batch, task: asyncio.Task) -> None:
         if task.cancelled():
@@ -167,13 +172,21 @@ class Engine:
             self.flush()
             return
         # Alone in its read with nothing waiting: its own frame, at once.
-        self.flush()  # the metrics a client will want to see
+        # (flush(), _forget() and _send_frame() written out: every request
+        # at low load takes this path.)
+        metrics = self.stub.metrics
+        if metrics.dirty or metrics.deletes:
+            metrics.flush()  # a client that has its response sees its metrics
         w = self.writer
         w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
         w.u32(n)
         _Answer(batch, result, w, self.own, self.model_name)
-        self._forget(batch)
-        self._send_frame(w)
+        self.batches.pop(batch.id, None)
+        batch.requests = ()
+        if self._announce or w.size() > _MAX_FRAME:
+            self._send_frame(w)
+        else:
+            ch.send(w.finish())
 
     def _execute_failed(self, batch: Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))

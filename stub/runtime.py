@@ -149,12 +149,7 @@ class Stub:
             if ftype == _EXECUTE:
                 if self.model is None or self._finalizing:
                     raise C.ProtocolError("EXECUTE before INIT or after FINALIZE")
-                if self.bls.in_user_code():
-                    # Read by a BLS waiter while execute() runs: the backend
-                    # sends a sync model's next batch ahead; it runs next.
-                    self._queued.append((fid, body, buf))
-                else:
-                    self._execute(fid, body, buf)
+                self._execute(fid, body, buf)
             elif ftype == _BLS_RESPONSE:
                 self.bls.on_response(fid, body, buf)
             elif ftype == C.MODEL_CONTROL_DONE:
@@ -195,15 +190,23 @@ class Stub:
             self._fatal(f"protocol error: {e}")
 
     def _execute(self, fid: int, body: Any, buf: Any) -> None:
-        batch: tuple[int, Any, Any] | None = (fid, body, buf)
-        while batch is not None:
+        bls = self.bls
+        if bls.loop_in_user_code:
+            # Read by a BLS waiter while execute() runs: the backend sends a
+            # sync model's next batch ahead; it runs next.
+            self._queued.append((fid, body, buf))
+            return
+        on_execute = self.engine.on_execute
+        while True:
             # While a sync execute runs, BLS waiters may read the socket.
-            self.bls.enter_user_code()
+            bls.loop_in_user_code = True
             try:
-                self.engine.on_execute(*batch)
+                on_execute(fid, body, buf)
             finally:
-                self.bls.leave_user_code()
-            batch = self._queued.popleft() if self._queued else None
+                bls.leave_user_code()
+            if not self._queued:
+                return
+            fid, body, buf = self._queued.popleft()
 
     # ---------------------------------------------------------------- init / finalize
 
