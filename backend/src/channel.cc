@@ -78,30 +78,42 @@ Channel::Receive(
 {
   fds->clear();
   if (buf->size() < proto::kMaxFrame) buf->resize(proto::kMaxFrame);
-  if (timeout_ms >= 0 || wake_fd >= 0) {
-    struct pollfd pfd[2];
-    pfd[0].fd = fd_;
-    pfd[0].events = POLLIN;
-    pfd[0].revents = 0;
-    pfd[1].fd = wake_fd;
-    pfd[1].events = POLLIN;
-    pfd[1].revents = 0;
-    nfds_t n = wake_fd >= 0 ? 2 : 1;
-    int r;
-    do {
-      r = poll(pfd, n, timeout_ms);
-    } while (r < 0 && errno == EINTR);
-    if (r == 0) return RecvResult::kTimeout;
-    if (r < 0) {
-      *error = Status::Internal(std::string("poll: ") + strerror(errno));
-      return RecvResult::kError;
-    }
-    if (pfd[0].revents == 0) {
-      uint64_t drain;
-      (void)!read(wake_fd, &drain, sizeof(drain));
-      return RecvResult::kTimeout;
-    }
+  if (timeout_ms < 0 && wake_fd < 0) return Read(buf, len, fds, error, 0);
+  if (last_was_frame_) {
+    RecvResult r = Read(buf, len, fds, error, MSG_DONTWAIT);
+    if (r != RecvResult::kTimeout) return r;
   }
+  struct pollfd pfd[2];
+  pfd[0].fd = fd_;
+  pfd[0].events = POLLIN;
+  pfd[0].revents = 0;
+  pfd[1].fd = wake_fd;
+  pfd[1].events = POLLIN;
+  pfd[1].revents = 0;
+  nfds_t n = wake_fd >= 0 ? 2 : 1;
+  int r;
+  do {
+    r = poll(pfd, n, timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) return RecvResult::kTimeout;
+  if (r < 0) {
+    *error = Status::Internal(std::string("poll: ") + strerror(errno));
+    return RecvResult::kError;
+  }
+  if (pfd[0].revents == 0) {
+    uint64_t drain;
+    (void)!read(wake_fd, &drain, sizeof(drain));
+    return RecvResult::kTimeout;
+  }
+  return Read(buf, len, fds, error, 0);
+}
+
+Channel::RecvResult
+Channel::Read(
+    std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
+    Status* error, int flags)
+{
+  last_was_frame_ = false;
   struct iovec iov;
   iov.iov_base = buf->data();
   iov.iov_len = buf->size();
@@ -114,9 +126,12 @@ Channel::Receive(
   msg.msg_controllen = sizeof(control);
   ssize_t n;
   do {
-    n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+    n = recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC | flags);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
+    if ((flags & MSG_DONTWAIT) != 0 &&
+        (errno == EAGAIN || errno == EWOULDBLOCK))
+      return RecvResult::kTimeout;
     if (errno == ECONNRESET || errno == EPIPE) return RecvResult::kEof;
     *error = Status::Internal(std::string("recvmsg: ") + strerror(errno));
     return RecvResult::kError;
@@ -145,6 +160,7 @@ Channel::Receive(
     return RecvResult::kError;
   }
   *len = static_cast<size_t>(n);
+  last_was_frame_ = true;
   return RecvResult::kFrame;
 }
 

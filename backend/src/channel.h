@@ -35,7 +35,9 @@ class Channel {
   // owns them). timeout_ms < 0 blocks. When `wake_fd` (an eventfd) is
   // given and becomes readable first, it is drained and kTimeout returned:
   // another thread wants the reader's attention. On kError, `error` says
-  // why (including MSG_TRUNC / MSG_CTRUNC).
+  // why (including MSG_TRUNC / MSG_CTRUNC). Right after a frame, the next
+  // call tries the socket before waiting: under load another frame is
+  // usually there, and the poll is saved.
   RecvResult Receive(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
       int timeout_ms, Status* error, int wake_fd = -1);
@@ -45,7 +47,13 @@ class Channel {
   void Shutdown();
 
  private:
+  // One recvmsg with `flags`; kTimeout when MSG_DONTWAIT found nothing.
+  RecvResult Read(
+      std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
+      Status* error, int flags);
+
   int fd_;
+  bool last_was_frame_ = false;  // the reader's own: Receive's caller only
   std::mutex send_mu_;
 };
 
