@@ -51,11 +51,12 @@ _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
 _now_ns = time.monotonic_ns
 _MAX_FRAME = C.MAX_FRAME
 # A sync batch's answers wait for the batches read with it only when it
-# took less than this, and not for a while after one that took longer: a
-# model whose batches are quick loses nothing by it, one with slow batches
-# would make answers already made wait for them.
+# took less than this and so did the model's batches lately (an average
+# weighing the newest 1/8): a model whose batches are quick loses nothing
+# by it, one with slow batches would make answers already made wait for
+# them. An average, not the last slow batch: on a busy machine a quick
+# batch preempted for a time slice takes milliseconds now and then.
 _QUICK_NS = 1_000_000
-_SLOW_COOLDOWN_NS = 1_000_000_000
 
 
 class Engine:
@@ -75,7 +76,7 @@ class Engine:
         self._loop_thread = threading.get_ident()
         self.hold_answers = False  # set at INIT: no execute timeout
         self._started_ns = 0  # when the last execute() started
-        self._hold_after_ns = 0  # no holding before (after a slow batch)
+        self._typical_ns = 0  # average time of the sync batches read with others
 
     # ---------------------------------------------------------------- execute
 
@@ -163,10 +164,9 @@ class Engine:
             # read: if it was quick, the batches read with it end in the
             # same frame, sent when the channel has handed them all over.
             self.outbox.put(entries)
-            now = _now_ns()
-            if now - self._started_ns >= _QUICK_NS:
-                self._hold_after_ns = now + _SLOW_COOLDOWN_NS
-            elif ch.more and self.hold_answers and now >= self._hold_after_ns:
+            took = _now_ns() - self._started_ns
+            typical = self._typical_ns = self._typical_ns + ((took - self._typical_ns) >> 3)
+            if took < _QUICK_NS and typical < _QUICK_NS and ch.more and self.hold_answers:
                 ch.drained_wanted = True
                 return
             self.flush()

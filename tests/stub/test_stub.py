@@ -213,6 +213,8 @@ class TritonPythonModel:
     def execute(self, requests):
         if requests[0].request_id() == "slow":
             time.sleep(0.2)
+        elif requests[0].request_id() == "5ms":
+            time.sleep(0.005)
         return [pb_utils.InferenceResponse([pb_utils.Tensor(f"O{i}", np.full(200, int(r.request_id()[1:]) if r.request_id()[1:].isdigit() else 0, np.float32))
                 for i in range(2)]) for r in requests]
 """
@@ -276,6 +278,18 @@ def test_answers_do_not_wait_for_other_batches(host: StubHost, tmp_path: Path, w
         frames = _burst(host, tmp_path, sizes, first="slow")
     batches = [sorted({e["batch_id"] for e in f["body"]["responses"]}) for f in frames]
     assert batches == [[b] for b in sizes], "one frame per batch"
+
+
+def test_one_batch_of_a_few_ms_does_not_stop_answers_waiting(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """A batch that took a few milliseconds once (as a quick one preempted
+    on a busy machine does) is answered at once, and the quick batches read
+    after it still wait for each other: one frame for them."""
+    sizes = {2: 1, 3: 3, 4: 2, 5: 1}
+    frames = _burst(host, tmp_path, sizes, first="5ms")
+    batches = [sorted({e["batch_id"] for e in f["body"]["responses"]}) for f in frames]
+    assert batches == [[2], [3, 4, 5]]
 
 
 def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
