@@ -60,20 +60,6 @@ cdef inline tuple wire_parts(TensorCore t):
     return t._to_wire()
 
 
-cdef extern from "Python.h":
-    const Py_ssize_t PY_SSIZE_T_MAX
-
-
-cdef inline Py_ssize_t fixed_wire_size(Py_ssize_t itemsize, tuple dims):
-    """Bytes of a tensor of ``itemsize``-byte elements and shape ``dims``
-    (each >= 0); -1 when that is more than any buffer can hold."""
-    cdef Py_ssize_t size = itemsize
-    cdef Py_ssize_t d
-    for d in dims:
-        if d == 0:
-            return 0
-        if size > PY_SSIZE_T_MAX // d:
-            size = -1  # no buffer is that large, unless a later dimension is 0
-        elif size >= 0:
-            size *= d
-    return size
+# Bytes of a fixed-size tensor of a wire type code and shape (_core.pyx);
+# -1 for no such type or more than any buffer holds.
+cdef Py_ssize_t dtype_wire_size(int dtype, tuple dims)

@@ -20,7 +20,7 @@ attributes: only C fields make this path cheaper; see
 docs/performance.md.)
 """
 
-from ._dtypes import NATIVE_CODES, TYPE_BF16, TYPE_BYTES, WIRE_NUMPY
+from ._dtypes import ITEMSIZE, NATIVE_CODES, TYPE_BF16, TYPE_BYTES, WIRE_NUMPY
 from ._errors import TritonModelException
 
 import numpy as np
@@ -31,6 +31,10 @@ cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _TYPE_BF16 = TYPE_BF16
 cdef dict _wire_numpy = WIRE_NUMPY
 cdef int _FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
+# ITEMSIZE as a C table (0: no fixed size, or no such type).
+cdef Py_ssize_t _itemsize_c[16]
+for _code in range(16):
+    _itemsize_c[_code] = ITEMSIZE.get(_code, 0)
 # Set once by bind_tensor and bind_response, when _tensor.py and
 # _response.py are imported.
 cdef object _general_init = None
@@ -184,3 +188,25 @@ cdef class SenderCore:
         if response is not None:
             req._sent += 1
         req._batch.engine.send(req, response, flags)
+
+
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
+
+cdef Py_ssize_t dtype_wire_size(int dtype, tuple dims):
+    """Bytes of a tensor of the fixed-size wire type ``dtype`` and shape
+    ``dims`` (each >= 0); -1 for no such type, or when that is more than
+    any buffer can hold."""
+    if dtype < 1 or dtype >= 16 or _itemsize_c[dtype] == 0:
+        return -1
+    cdef Py_ssize_t size = _itemsize_c[dtype]
+    cdef Py_ssize_t d
+    for d in dims:
+        if d == 0:
+            return 0
+        if size > PY_SSIZE_T_MAX // d:
+            size = -1  # no buffer is that large, unless a later dimension is 0
+        elif size >= 0:
+            size *= d
+    return size

@@ -15,7 +15,7 @@ from tritonpy.pb_utils._core cimport (
     RequestCore,
     ResponseCore,
     TensorCore,
-    fixed_wire_size,
+    dtype_wire_size,
     wire_parts,
 )
 
@@ -35,10 +35,6 @@ cdef object _response_cls = InferenceResponse
 cdef object _default_memory = _DEFAULT_MEMORY
 cdef object _no_trace = _NO_TRACE
 cdef dict _itemsize = ITEMSIZE
-# ITEMSIZE as a C table (0: no fixed size, or no such type).
-cdef Py_ssize_t _itemsize_c[16]
-for _code in range(16):
-    _itemsize_c[_code] = ITEMSIZE.get(_code, 0)
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _INVALID_ARG = int(TritonError.INVALID_ARG)
 cdef long _RESCHEDULE = TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
@@ -128,7 +124,7 @@ cdef TensorCore _tensor(str name, int dtype, tuple dims, Py_ssize_t nbytes, view
     dimensions (>= 0): only the byte size is left."""
     cdef TensorCore t
     if dtype != _TYPE_BYTES:
-        if nbytes != fixed_wire_size(_itemsize_c[dtype], dims):
+        if nbytes != dtype_wire_size(dtype, dims):
             # Triton checks byte sizes before a backend sees a request: a
             # frame that disagrees with itself is the backend's mistake.
             raise C.ProtocolError(

@@ -8,7 +8,7 @@ waits; this module only converts, reading the request's and tensors' C
 fields (pb_utils/_core.pxd).
 """
 
-from tritonpy.pb_utils._core cimport RequestCore, TensorCore, fixed_wire_size, wire_parts
+from tritonpy.pb_utils._core cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
 
 import math
 
@@ -23,10 +23,6 @@ cdef Py_ssize_t _INLINE_LIMIT = C.INLINE_LIMIT
 cdef int _LOC_INLINE = C.LOC_INLINE
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _BLS_REQUEST = C.BLS_REQUEST
-# ITEMSIZE as a C table (0: no fixed size, or no such type).
-cdef Py_ssize_t _itemsize_c[16]
-for _code in range(16):
-    _itemsize_c[_code] = ITEMSIZE.get(_code, 0)
 # Room kept in a frame for the fields around the inputs, and per input.
 cdef Py_ssize_t _FIXED_RESERVE = 4096
 cdef Py_ssize_t _TENSOR_RESERVE = 128
@@ -132,7 +128,7 @@ def response_outputs(list outputs, buf, lease, release):
     cdef Py_ssize_t nbytes, a
     cdef int dtype
     for name, dtype, dims, nbytes, loc, a, b in outputs:
-        if dtype != _TYPE_BYTES and nbytes != fixed_wire_size(_itemsize_c[dtype], dims):
+        if dtype != _TYPE_BYTES and nbytes != dtype_wire_size(dtype, dims):
             for out in outputs:
                 if out[4] != _LOC_INLINE:
                     release((out[5], out[6]))
