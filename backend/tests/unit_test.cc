@@ -2,15 +2,20 @@
 // Copyright (c) The tritonpy authors.
 //
 // Unit tests of the pieces that need no Triton: JSON, arena allocator,
-// peer arena bounds, codec round trips with arena references.
+// peer arena bounds, codec round trips with arena references, the socket
+// end's receive.
 
+#include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "arena.h"
+#include "channel.h"
 #include "json.h"
 #include "protocol.h"
 
@@ -157,6 +162,77 @@ TestCodec()
       "AUTO_COMPLETE_DONE");
 }
 
+// Channel::Receive on a real SOCK_SEQPACKET pair: frames in order, also
+// when read without a poll right after one another; the wake eventfd and
+// the timeout still end a receive after a frame; EOF when the peer closes.
+void
+TestChannel()
+{
+  using tritonpy::Channel;
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  CHECK(wake >= 0);
+  Channel ch(sv[0]);
+  std::vector<uint8_t> buf;
+  std::vector<int> fds;
+  size_t len = 0;
+  Status err;
+  CHECK(write(sv[1], "one", 3) == 3 && write(sv[1], "three", 5) == 5);
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+          Channel::RecvResult::kFrame &&
+      len == 3 && memcmp(buf.data(), "one", 3) == 0);
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+          Channel::RecvResult::kFrame &&
+      len == 5 && memcmp(buf.data(), "three", 5) == 0);
+  // Nothing waiting after a frame: the receive waits out its timeout.
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 50, &err, wake) ==
+      Channel::RecvResult::kTimeout);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(45));
+  // The wake eventfd ends a receive that follows a frame, and is drained.
+  CHECK(write(sv[1], "x", 1) == 1);
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+      Channel::RecvResult::kFrame);
+  uint64_t one = 1;
+  CHECK(write(wake, &one, sizeof(one)) == sizeof(one));
+  t0 = std::chrono::steady_clock::now();
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 5000, &err, wake) ==
+      Channel::RecvResult::kTimeout);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  uint64_t left = 0;
+  CHECK(read(wake, &left, sizeof(left)) < 0);  // drained: EAGAIN
+  // A frame and the wake together: the frame first, the wake next.
+  CHECK(write(sv[1], "y", 1) == 1);
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+      Channel::RecvResult::kFrame);
+  CHECK(write(sv[1], "z", 1) == 1);
+  CHECK(write(wake, &one, sizeof(one)) == sizeof(one));
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+          Channel::RecvResult::kFrame &&
+      len == 1 && buf[0] == 'z');
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+      Channel::RecvResult::kTimeout);
+  // The peer's close reads as EOF, right after a frame too.
+  CHECK(write(sv[1], "w", 1) == 1);
+  close(sv[1]);
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+      Channel::RecvResult::kFrame);
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err, wake) ==
+      Channel::RecvResult::kEof);
+  close(wake);
+}
+
 }  // namespace
 
 int
@@ -166,6 +242,7 @@ main()
   TestAllocator();
   TestPeerArenas();
   TestCodec();
+  TestChannel();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }
