@@ -89,7 +89,7 @@ cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
 cdef int _LAST_TYPE = 28
-cdef int _EXECUTE_TYPE = 5  # EXECUTE, as a C constant
+cdef int _EXECUTE_TYPE = EXECUTE  # as a C int: compared without a Python lookup
 cdef uint32_t _RESP_FLAGS = 0xE0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
                         MODEL_CONTROL_DONE, AUTO_COMPLETE, AUTO_COMPLETE_DONE}

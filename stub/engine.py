@@ -14,7 +14,7 @@ Responses wait in the outbox and leave as few RESPONSES frames as fit:
   ending the batch (BATCH_END). A sync batch's go when the channel has
   handed over every message of the read that brought it (``drained``), so
   a burst of quick batches read together is answered in one frame (not
-  with an execute timeout, nor after a batch that took 1 ms or more; the
+  with an execute timeout, nor while batches take 1 ms or more; the
   last batch of a read, with nothing waiting, writes its frame at once,
   ended by BATCH_DONE); an async batch's at the end of the loop iteration
   its task ended in;
