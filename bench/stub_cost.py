@@ -173,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--top", type=int, default=25, help="functions to list")
     p.add_argument("--model", choices=sorted(MODELS), default="add_sub")
+    p.add_argument("--save", type=Path, help="keep callgrind's output file here (for callgrind_annotate)")
     args = p.parse_args(argv)
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         sys.exit("needs valgrind (Debian: apt-get install valgrind)")
     with tempfile.TemporaryDirectory(prefix="tritonpy-stub-cost-") as tmp:
         dump = run(args.requests, args.warmup, Path(tmp), MODELS[args.model])
         total = total_instructions(dump)
+        if args.save:
+            shutil.copyfile(dump, args.save)
         if args.model == "stream":
             args.requests *= TOKENS  # counts below are per token
             print(f"stub: {total / args.requests:,.0f} instructions per stream token")
