@@ -173,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--top", type=int, default=25, help="functions to list")
     p.add_argument("--model", choices=sorted(MODELS), default="add_sub")
-    p.add_argument("--save", type=Path, help="keep callgrind's output file here (for callgrind_annotate)")
+    p.add_argument(
+        "--save", type=Path, help="keep callgrind's output file here (for callgrind_annotate)"
+    )
     args = p.parse_args(argv)
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         sys.exit("needs valgrind (Debian: apt-get install valgrind)")
