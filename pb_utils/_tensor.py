@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,13 @@ from ._dtypes import (
 from ._errors import TritonModelException
 
 __all__ = ["Tensor"]
+
+# Set by the stub: ``n -> writable buffer`` of shared memory the backend
+# reads in place (stub/arena.py, OwnArenas.block). None outside a stub.
+_block: Callable[[int], Any] | None = None
+# Outputs up to this size travel inside the frame anyway (a copy): they
+# get ordinary memory (stub/_codec.pyx INLINE_LIMIT).
+_BLOCK_MIN = 65536
 
 _DL_CPU = 1
 _DL_CUDA_HOST = 3
@@ -191,6 +199,36 @@ class Tensor(TensorCore):
         result._array = arr
         result._buf = None
         return result
+
+    @staticmethod
+    def empty(name: str, shape: Iterable[int], dtype: Any) -> Tensor:
+        """A new tensor whose array the model fills in place, like
+        ``numpy.empty`` (the contents start undefined): ``as_numpy()``
+        returns it, writable. In a stub, an array over 64 KiB lives in the
+        shared memory the backend reads: returned in a response, it is not
+        copied on its way out. Fixed-size dtypes only (not BYTES)."""
+        _check_name(name)
+        try:
+            np_dtype = np.dtype(dtype)
+            dims = tuple(int(d) for d in shape)
+        except (TypeError, ValueError) as exc:
+            raise TritonModelException(f"Tensor '{name}': {exc}") from exc
+        if any(d < 0 for d in dims):
+            raise TritonModelException(f"Tensor '{name}': negative dimension in {list(dims)}")
+        code = code_of_dtype(np_dtype)
+        if code == TYPE_BYTES or (code == TYPE_INVALID and not _is_bfloat16(np_dtype)):
+            raise TritonModelException(
+                f"Tensor '{name}': Tensor.empty takes a fixed-size dtype (bool, "
+                f"(u)int8-64, float16/32/64, ml_dtypes.bfloat16), not {np_dtype}"
+            )
+        count = math.prod(dims)
+        nbytes = count * np_dtype.itemsize
+        block = _block
+        if block is None or nbytes <= _BLOCK_MIN or nbytes > _MEMORY_BYTES:
+            arr = np.empty(dims, np_dtype)
+        else:
+            arr = np.frombuffer(block(nbytes), np_dtype, count).reshape(dims)
+        return Tensor(name, arr)
 
     def __repr__(self) -> str:
         return (

@@ -306,6 +306,13 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
                     (name, dtype, tuple(dims), None, ref[0], ref[1], n, _LOC_RECEIVER_ARENA)
                 )
                 continue
+            # Bytes the model wrote into a block of our arenas
+            # (pb_utils.Tensor.empty) go by reference too.
+            ref = own.hold(np.frombuffer(mv, np.uint8).ctypes.data, n) if n else None
+            if ref is not None:
+                allocated.append(ref)
+                out.append((name, dtype, tuple(dims), None, ref[0], ref[1], n, _LOC_ARENA))
+                continue
             aid, off, view = own.alloc(n)
             allocated.append((aid, off))
             view[:] = mv

@@ -11,11 +11,13 @@ frees a memfd when the last process holding it goes away.
 from __future__ import annotations
 
 import bisect
+import collections
 import ctypes
 import fcntl
 import mmap
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -54,6 +56,7 @@ class _Arena:
         "_free_sizes",
         "used",
         "keep_resident",
+        "base",
     )
 
     def __init__(self, arena_id: int, size: int, keep_resident: int = 0) -> None:
@@ -69,6 +72,8 @@ class _Arena:
         fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
         self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.view = memoryview(self.map)
+        # The mapping's address: a model's array is found in its block by it.
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(self.map))
         self._free_offs = [0]
         self._free_sizes = [size]
         self.used = 0
@@ -113,9 +118,27 @@ class _Arena:
                 _fallocate(self.fd, 3, lo, hi - lo)  # PUNCH_HOLE | KEEP_SIZE
 
 
+class _Block:
+    """Arena space a model writes in place (``OwnArenas.block``)."""
+
+    __slots__ = ("n", "holds", "alive")
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.holds = 0  # RESPONSES frames sent with it and not yet released
+        self.alive = True  # its buffer (an array over it) still exists
+
+
 class OwnArenas:
     """Arenas this process allocates from. ``announce(arena_id, size, fd)``
-    is called once per new arena, before any frame refers to it."""
+    is called once per new arena, before any frame refers to it.
+
+    Besides the stub's own short-lived allocations (freed by the backend's
+    RELEASE), a model can get a *block* to write an output into
+    (``pb_utils.Tensor.empty``): the block is sent by reference, without a
+    copy, and goes back to the free list only when no view of it is left
+    and every RESPONSES frame that carried it has been released.
+    """
 
     def __init__(
         self, announce: Callable[[int, int, int], None], default_size: int = DEFAULT_ARENA_SIZE
@@ -126,10 +149,18 @@ class OwnArenas:
         self._live: dict[tuple[int, int], int] = {}
         self._next_id = 1
         self._lock = threading.Lock()  # response senders allocate from any thread
+        self._blocks: dict[tuple[int, int], _Block] = {}
+        # (arena id, offset sent) -> the blocks whose bytes went out there
+        self._sent: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        # Blocks whose buffer died. Appended by weakref callbacks, which
+        # may run at any allocation (even inside this class, under the
+        # lock): the list is only drained under the lock, at a safe point.
+        self._dead: collections.deque[tuple[int, int]] = collections.deque()
 
     def alloc(self, n: int) -> tuple[int, int, memoryview]:
         """Reserve ``n`` bytes; return (arena_id, offset, writable view)."""
         with self._lock:
+            self._reap()
             return self._alloc(n)
 
     def _alloc(self, n: int) -> tuple[int, int, memoryview]:
@@ -150,19 +181,85 @@ class OwnArenas:
         return a.id, off, a.view[off : off + n]
 
     def free(self, arena_id: int, offset: int) -> None:
+        """The backend is done with the bytes at (arena_id, offset)."""
         with self._lock:
-            n = self._live.pop((arena_id, offset), None)
-            if n is None:
-                raise KeyError(f"no live allocation at arena {arena_id} offset {offset}")
-            self._arenas[arena_id].free(offset, n)
+            self._reap()
+            key = (arena_id, offset)
+            blocks = self._sent.get(key)
+            if blocks:  # a model's block, sent by reference
+                block_key = blocks.pop()
+                if not blocks:
+                    del self._sent[key]
+                self._drop_hold(block_key)
+                return
+            self._free(arena_id, offset)
+
+    def _free(self, arena_id: int, offset: int) -> None:
+        n = self._live.pop((arena_id, offset), None)
+        if n is None:
+            raise KeyError(f"no live allocation at arena {arena_id} offset {offset}")
+        self._arenas[arena_id].free(offset, n)
+
+    # ------------------------------------------------------------ blocks
+
+    def block(self, n: int) -> Any:
+        """``n`` (> 0) writable bytes for a model to fill: a buffer object
+        (a ctypes array over the arena). They stay reserved as long as it
+        exists; an array made over it (numpy.frombuffer) keeps it alive,
+        as does every view of that array."""
+        with self._lock:
+            self._reap()
+            aid, off, _ = self._alloc(n)
+            self._blocks[(aid, off)] = _Block(n)
+            buf = (ctypes.c_char * n).from_buffer(self._arenas[aid].map, off)
+        weakref.finalize(buf, self._dead.append, (aid, off)).atexit = False
+        return buf
+
+    def hold(self, address: int, n: int) -> tuple[int, int] | None:
+        """If the ``n`` bytes at ``address`` lie inside a block, (arena id,
+        offset) to send them by reference, counted until ``free`` of that
+        pair; else None."""
+        with self._lock:
+            for (aid, off), b in self._blocks.items():
+                start = self._arenas[aid].base + off
+                if start <= address and address + n <= start + b.n:
+                    sent = (aid, off + address - start)
+                    b.holds += 1
+                    self._sent.setdefault(sent, []).append((aid, off))
+                    return sent
+        return None
+
+    def unhold(self, arena_id: int, offset: int) -> None:
+        """Undo a ``hold`` whose frame was never sent."""
+        self.free(arena_id, offset)
+
+    def _drop_hold(self, key: tuple[int, int]) -> None:
+        b = self._blocks[key]
+        b.holds -= 1
+        if b.holds == 0 and not b.alive:
+            del self._blocks[key]
+            self._free(*key)
+
+    def _reap(self) -> None:
+        while self._dead:
+            key = self._dead.popleft()
+            b = self._blocks[key]
+            b.alive = False
+            if b.holds == 0:
+                del self._blocks[key]
+                self._free(*key)
 
     @property
     def live_bytes(self) -> int:
-        return sum(self._live.values())
+        with self._lock:
+            self._reap()
+            return sum(self._live.values())
 
     @property
     def live_count(self) -> int:
-        return len(self._live)
+        with self._lock:
+            self._reap()
+            return len(self._live)
 
 
 class PeerArenas:

@@ -23,6 +23,7 @@ from typing import Any
 
 from tritonpy.pb_utils import _bls as _bls_api
 from tritonpy.pb_utils import _logger
+from tritonpy.pb_utils import _tensor as _tensor_api
 from tritonpy.pb_utils._model_config import ModelConfig
 from tritonpy.stub import _codec as C
 from tritonpy.stub import debug
@@ -53,6 +54,7 @@ class Stub:
         self.channel.on_drained = self.engine.drained
         self.bls = BlsClient(self)
         _bls_api._client = self.bls
+        _tensor_api._block = self.own.block
         self.metrics = _install_metrics(self)
         self.model: Any = None
         # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused

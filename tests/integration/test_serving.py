@@ -140,6 +140,22 @@ def test_non_contiguous_and_empty_outputs(server: TritonServer, proto: str) -> N
     np.testing.assert_array_equal(res.as_numpy("EVERY_OTHER_ROW"), x[::2])
     assert res.as_numpy("EMPTY").shape == (0, 3)
     np.testing.assert_array_equal(res.as_numpy("BIG"), np.arange(1 << 20, dtype=np.float32) + 66)
+    assert (res.as_numpy("FILLED") == 66).all()
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS)
+def test_outputs_written_in_place_under_concurrency(server: TritonServer, proto: str) -> None:
+    """pb_utils.Tensor.empty outputs are sent from shared memory without a
+    copy: with many requests in flight, each answer still holds its own
+    values (a block reused before the backend read it would mix them)."""
+
+    def one(i: int) -> bool:
+        x = np.full((2, 2), i, np.float32)
+        res = infer(server, proto, "shapes", {"X": (x, "FP32")}, ["FILLED"])
+        return bool((res.as_numpy("FILLED") == 4 * i).all())
+
+    with cf.ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(one, range(48)))
 
 
 @pytest.mark.parametrize("proto", PROTOCOLS)

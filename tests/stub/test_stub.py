@@ -609,3 +609,98 @@ def test_protocol_json_is_compact(tmp_path: Path) -> None:
         json.dumps(hello)
     finally:
         h.close()
+
+
+FILL = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.kept = None
+
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            n, value, keep = (
+                int(pb_utils.get_input_tensor_by_name(r, k).as_numpy()[0])
+                for k in ("N", "VALUE", "KEEP")
+            )
+            if keep == 2:  # send back what was kept, unchanged
+                out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", self.kept)]))
+                continue
+            if keep == 3:  # let go of it
+                self.kept = None
+            t = pb_utils.Tensor.empty("OUT", [n], np.float32)
+            a = t.as_numpy()
+            a[:] = value
+            if keep == 1:
+                self.kept = a
+            out.append(pb_utils.InferenceResponse([t, pb_utils.Tensor("TAIL", a[n // 2 :])]))
+        return out
+"""
+
+
+def _fill(host: StubHost, batch_id: int, n: int, value: int, keep: int = 0) -> list[dict]:
+    i32 = [
+        P.inline(k, INT32, [1], struct.pack("<i", v))
+        for k, v in (("N", n), ("VALUE", value), ("KEEP", keep))
+    ]
+    reply = host.execute(batch_id, [P.request(f"r{batch_id}", i32)])
+    (resp,) = reply["body"]["responses"]
+    assert not resp["has_error"], resp
+    return resp["outputs"]
+
+
+def _place(outs: list[dict]) -> tuple[int, int]:
+    return outs[0]["arena_id"], outs[0]["offset"]
+
+
+def _release(host: StubHost, outs: list[dict]) -> None:
+    refs = [{"arena_id": t["arena_id"], "offset": t["offset"]} for t in outs]
+    host.send(P.encode(P.RELEASE, {"allocations": refs}))
+
+
+def test_tensor_empty_is_sent_from_shared_memory_without_a_copy(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """A model fills pb_utils.Tensor.empty in place; the stub sends those
+    bytes by reference (a view of it too, at its offset inside the block),
+    and the block is free again once the model dropped it and the backend
+    released the frame."""
+    host.handshake(write_model(tmp_path, FILL))
+    n = 1 << 18  # 1 MiB of float32
+    outs = _fill(host, 1, n, 7)
+    out, tail = outs
+    assert out["location"] == tail["location"] == 1
+    assert tail["arena_id"] == out["arena_id"]
+    assert tail["offset"] == out["offset"] + 4 * (n // 2)  # the same bytes, not a copy
+    assert (np.frombuffer(host.tensor_bytes(out), np.float32) == 7).all()
+    assert np.frombuffer(host.tensor_bytes(tail), np.float32).size == n - n // 2
+    _release(host, outs)
+    # The model kept nothing: the next block takes the same place.
+    again = _fill(host, 2, n, 8)
+    assert _place(again) == _place(outs)
+    assert (np.frombuffer(host.tensor_bytes(again[0]), np.float32) == 8).all()
+
+
+def test_a_kept_tensor_empty_survives_its_release(host: StubHost, tmp_path: Path) -> None:
+    """The backend's RELEASE does not free a block the model still holds:
+    the next block goes elsewhere, and the kept array, sent again later,
+    still has its values and its place. Once the model lets go of it
+    (after the release), its place is taken by the next block."""
+    host.handshake(write_model(tmp_path, FILL))
+    n = 1 << 18
+    first = _fill(host, 1, n, 1, keep=1)
+    _release(host, first)
+    second = _fill(host, 2, n, 2)
+    assert _place(second) != _place(first)
+    _release(host, second)
+    third = _fill(host, 3, n, 0, keep=2)
+    assert _place(third) == _place(first)
+    assert (np.frombuffer(host.tensor_bytes(third[0]), np.float32) == 1).all()
+    _release(host, third)
+    fourth = _fill(host, 4, n, 4, keep=3)
+    assert _place(fourth) == _place(first)
+    assert (np.frombuffer(host.tensor_bytes(fourth[0]), np.float32) == 4).all()

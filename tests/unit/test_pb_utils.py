@@ -641,3 +641,48 @@ def test_logger_levels_as_the_official_api():
     assert pb.Logger.INFO == pb.LogLevel.INFO == 0
     assert pb.Logger.WARNING == 1 and pb.Logger.ERROR == 2 and pb.Logger.VERBOSE == 3
     assert pb.Logger.LogLevel is pb.LogLevel
+
+
+def test_tensor_empty_outside_a_stub_is_an_ordinary_writable_array() -> None:
+    t = Tensor.empty("OUT", (2, 3), np.int16)
+    a = t.as_numpy()
+    assert a.shape == (2, 3) and a.dtype == np.int16 and a.flags.writeable
+    a[:] = 5
+    assert t.name() == "OUT" and t.triton_dtype() == 7 and t.shape() == [2, 3]
+    assert (Tensor.empty("Z", [0], "float32").as_numpy().shape) == (0,)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "needle"),
+    [
+        ([2], np.object_, "fixed-size dtype"),
+        ([2], "S4", "fixed-size dtype"),
+        ([2, -1], np.float32, "negative dimension"),
+        (["x"], np.float32, "invalid literal"),
+        ([2], "not-a-dtype", "not understood"),
+    ],
+)
+def test_tensor_empty_names_the_tensor_in_its_errors(shape, dtype, needle: str) -> None:
+    with pytest.raises(TritonModelException, match=needle) as e:
+        Tensor.empty("OUT", shape, dtype)
+    assert "'OUT'" in str(e.value)
+
+
+def test_tensor_empty_uses_the_stubs_shared_memory_above_64_kib(monkeypatch) -> None:
+    """In a stub (the hook set), large arrays come from the given buffer,
+    small ones from ordinary memory (they are copied into the frame)."""
+    from tritonpy.pb_utils import _tensor
+
+    given = []
+
+    def block(n: int) -> bytearray:
+        given.append(bytearray(n))
+        return given[-1]
+
+    monkeypatch.setattr(_tensor, "_block", block)
+    small = Tensor.empty("S", [16384], np.float32).as_numpy()  # exactly 64 KiB
+    big = Tensor.empty("B", [128, 129], np.float32).as_numpy()
+    assert len(given) == 1 and len(given[0]) == big.nbytes
+    big[:] = 2
+    assert bytes(given[0]) == np.full(128 * 129, 2, np.float32).tobytes()
+    assert small.nbytes == 65536 and small.flags.writeable

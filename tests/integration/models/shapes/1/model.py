@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """Outputs that are not plain contiguous arrays: transposed and strided
-views, a zero-size tensor, and a 4 MiB tensor that travels through the arena."""
+views, a zero-size tensor, a 4 MiB tensor that travels through the arena,
+and 4 MiB written in place into shared memory (pb_utils.Tensor.empty)."""
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -12,6 +13,8 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            filled = pb_utils.Tensor.empty("FILLED", [1 << 20], np.float32)
+            filled.as_numpy()[:] = float(x.sum())
             responses.append(
                 pb_utils.InferenceResponse(
                     [
@@ -21,6 +24,7 @@ class TritonPythonModel:
                         pb_utils.Tensor(
                             "BIG", np.arange(1 << 20, dtype=np.float32) + float(x.sum())
                         ),
+                        filled,
                     ]
                 )
             )
