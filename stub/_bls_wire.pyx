@@ -12,6 +12,8 @@ from tritonpy.pb_utils._core cimport RequestCore, TensorCore, dtype_wire_size, w
 
 import math
 
+import numpy as np
+
 from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
 from tritonpy.pb_utils._errors import TritonModelException
 from tritonpy.pb_utils._tensor import Tensor
@@ -31,24 +33,38 @@ cdef Py_ssize_t _TENSOR_RESERVE = 128
 def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
     """The BLS_REQUEST frame of ``request``. Inputs up to INLINE_LIMIT ride
     in the frame while it has room; larger ones are copied into the stub's
-    arenas (``own``; the backend returns them with RELEASE once copied)."""
+    arenas (``own``; the backend returns them with RELEASE once copied),
+    unless the model wrote them there (pb_utils.Tensor.empty): those are
+    sent by reference."""
     cdef list inputs = []
+    cdef list taken = []
     cdef Py_ssize_t budget = _MAX_FRAME - _FIXED_RESERVE
     cdef Py_ssize_t n
     cdef TensorCore t
-    for t in request._inputs:
-        name, dtype, dims, data = wire_parts(t)
-        mv = memoryview(data)
-        if mv.ndim != 1 or mv.format != "B":
-            mv = mv.cast("B")
-        n = mv.nbytes
-        if n <= _INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
-            budget -= n + _TENSOR_RESERVE
-            inputs.append((name, dtype, tuple(dims), mv, 0, 0, n))
-        else:
-            aid, off, view = own.alloc(n)
-            view[:] = mv
-            inputs.append((name, dtype, tuple(dims), None, aid, off, n))
+    try:
+        for t in request._inputs:
+            name, dtype, dims, data = wire_parts(t)
+            mv = memoryview(data)
+            if mv.ndim != 1 or mv.format != "B":
+                mv = mv.cast("B")
+            n = mv.nbytes
+            if n <= _INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
+                budget -= n + _TENSOR_RESERVE
+                inputs.append((name, dtype, tuple(dims), mv, 0, 0, n))
+                continue
+            ref = own.hold(np.frombuffer(mv, np.uint8).ctypes.data, n) if n else None
+            if ref is not None:
+                taken.append(ref)
+            else:
+                aid, off, view = own.alloc(n)
+                ref = (aid, off)
+                taken.append(ref)
+                view[:] = mv
+            inputs.append((name, dtype, tuple(dims), None, ref[0], ref[1], n))
+    except BaseException:
+        for aid, off in taken:
+            own.free(aid, off)
+        raise
     corr = request._correlation_id
     if corr == 0 or corr == "":
         corr = None

@@ -361,3 +361,45 @@ def test_exec_from_threads_while_execute_blocks(host: StubHost, tmp_path: Path) 
         102,
         103,
     ]
+
+
+IN_PLACE_INPUT = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.Tensor.empty("X", [1 << 18], np.float32)
+            x.as_numpy()[:] = 3
+            for _ in range(2):  # the same tensor in two calls
+                pb_utils.InferenceRequest(
+                    model_name="target", inputs=[x], requested_output_names=["Y"]).exec()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.ones(1, np.float32))]))
+        return out
+"""
+
+
+def test_tensor_empty_inputs_are_sent_by_reference(host: StubHost, tmp_path: Path) -> None:
+    """A BLS input the model wrote in place goes out as a reference to its
+    block, each time it is used; the block is free again once the model
+    dropped it and the backend released both references."""
+    host.handshake(write_model(tmp_path, IN_PLACE_INPUT))
+    places = []
+    for batch in (1, 2):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=batch))
+        refs = []
+        for _ in range(2):
+            req = host.recv_type("BLS_REQUEST")
+            (t,) = req["body"]["request"]["inputs"]
+            assert t["location"] == 1
+            assert (np.frombuffer(host.tensor_bytes(t), np.float32) == 3).all()
+            refs.append((t["arena_id"], t["offset"]))
+            bls_reply(host, req["id"], [f32("Y", [0])])
+        assert refs[0] == refs[1]  # not copied: still held when the second went out
+        host.recv_type("RESPONSES")
+        release = [{"arena_id": a, "offset": o} for a, o in refs]
+        host.send(P.encode(P.RELEASE, {"allocations": release}))
+        places.append(refs[0])
+    assert places[0] == places[1]  # the first batch's block was freed and reused
