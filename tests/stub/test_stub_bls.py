@@ -403,3 +403,47 @@ def test_tensor_empty_inputs_are_sent_by_reference(host: StubHost, tmp_path: Pat
         host.send(P.encode(P.RELEASE, {"allocations": release}))
         places.append(refs[0])
     assert places[0] == places[1]  # the first batch's block was freed and reused
+
+
+HALF_BUILT = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            inputs = [pb_utils.Tensor("B", np.full(1 << 18, 5, np.float32))]
+            if r.request_id() == "bad":  # a second input that cannot be encoded
+                inputs.append(pb_utils.Tensor("S", np.array([object()], dtype=object)))
+            try:
+                pb_utils.InferenceRequest(
+                    model_name="target", inputs=inputs, requested_output_names=["Y"]).exec()
+            except pb_utils.TritonModelException:
+                pass
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.ones(1, np.float32))]))
+        return out
+"""
+
+
+def test_a_request_that_fails_to_build_gives_its_arena_space_back(
+    host: StubHost, tmp_path: Path
+) -> None:
+    host.handshake(write_model(tmp_path, HALF_BUILT))
+    places = []
+    for batch, rid in ((1, "good"), (2, "bad"), (3, "good")):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request(rid, [])]}, id=batch))
+        if rid == "bad":
+            host.recv_type("RESPONSES")
+            continue
+        req = host.recv_type("BLS_REQUEST")
+        (t,) = req["body"]["request"]["inputs"]
+        places.append((t["arena_id"], t["offset"]))
+        bls_reply(host, req["id"], [f32("Y", [0])])
+        host.recv_type("RESPONSES")
+        host.send(
+            P.encode(
+                P.RELEASE, {"allocations": [{"arena_id": t["arena_id"], "offset": t["offset"]}]}
+            )
+        )
+    assert places[0] == places[1]
