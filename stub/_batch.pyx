@@ -49,6 +49,15 @@ cdef Py_ssize_t _INLINE_LIMIT = C.INLINE_LIMIT
 cdef Py_ssize_t _MAX_FRAME = C.MAX_FRAME
 # Bytes kept free in a frame for the fixed part of an entry, and per tensor.
 cdef Py_ssize_t _ENTRY_RESERVE = 1024
+# Output bytes copied into the stub's arenas so far (debug counters: a
+# tensor sent by reference, or inline in its frame, adds nothing).
+cdef unsigned long long _copied = 0
+
+
+def copied_bytes():
+    """Output bytes copied into the stub's arenas since the stub started."""
+    return _copied
+
 cdef Py_ssize_t _TENSOR_RESERVE = 128
 
 
@@ -267,6 +276,7 @@ cdef tuple _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_si
 
 
 cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, inputs, own):
+    global _copied
     cdef object wanted = req._requested_output_names
     cdef list out = []
     cdef list allocated = []
@@ -316,6 +326,7 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
             aid, off, view = own.alloc(n)
             allocated.append((aid, off))
             view[:] = mv
+            _copied += n
             out.append((name, dtype, tuple(dims), None, aid, off, n, _LOC_ARENA))
     except BaseException:
         for aid, off in allocated:

@@ -28,6 +28,14 @@ cdef int _BLS_REQUEST = C.BLS_REQUEST
 # Room kept in a frame for the fields around the inputs, and per input.
 cdef Py_ssize_t _FIXED_RESERVE = 4096
 cdef Py_ssize_t _TENSOR_RESERVE = 128
+# BLS input bytes copied into the stub's arenas so far (debug counters).
+cdef unsigned long long _copied = 0
+
+
+def copied_bytes():
+    """BLS input bytes copied into the stub's arenas since the stub started."""
+    return _copied
+
 
 
 def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
@@ -36,6 +44,7 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
     arenas (``own``; the backend returns them with RELEASE once copied),
     unless the model wrote them there (pb_utils.Tensor.empty): those are
     sent by reference."""
+    global _copied
     cdef list inputs = []
     cdef list taken = []
     cdef Py_ssize_t budget = _MAX_FRAME - _FIXED_RESERVE
@@ -60,6 +69,7 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
                 ref = (aid, off)
                 taken.append(ref)
                 view[:] = mv
+                _copied += n
             inputs.append((name, dtype, tuple(dims), None, ref[0], ref[1], n))
     except BaseException:
         for aid, off in taken:

@@ -34,10 +34,11 @@ MODELS = [
     "async_sleep",
     "bls_add_sub",
     "bls_square_stream",
+    "shapes",
 ]
 LINE = re.compile(r"tritonpy-debug (stub|backend) (.*?) idle: ((?:\w+=\d+ ?)+)")
 # Fields that tell how much work was seen, not what is still held.
-PROGRESS = {"batches_total"}
+PROGRESS = {"batches_total", "bytes_copied"}
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +182,36 @@ def test_default_mode_returns_to_zero(debug_server: TritonServer) -> None:
             assert c.infer("identity", [t], outputs=[out]).as_numpy("OUT_FP32").sum() == 1 << 20
 
     check(debug_server, "identity", big_identity)
+
+
+def test_outputs_written_in_place_are_not_copied(debug_server: TritonServer) -> None:
+    """shapes answers with BIG, a 4 MiB array of its own (copied into the
+    stub's arena), and FILLED, 4 MiB written in place with
+    pb_utils.Tensor.empty (sent by reference): the stub's copy counter
+    grows by BIG's bytes alone."""
+
+    def stub_line() -> dict[str, int]:
+        lines = [v for (side, _), v in last_lines(debug_server, "shapes").items() if side == "stub"]
+        return lines[0] if lines else {"batches_total": 0, "bytes_copied": 0}
+
+    before = stub_line()
+
+    def load() -> None:
+        c = http(debug_server)
+        x = httpclient.InferInput("X", [2, 2], "FP32")
+        x.set_data_from_numpy(np.ones((2, 2), np.float32))
+        for _ in range(3):
+            r = c.infer("shapes", [x])
+            assert (r.as_numpy("FILLED") == 4).all() and r.as_numpy("BIG").nbytes == 4 << 20
+
+    check(debug_server, "shapes", load)
+    deadline = time.monotonic() + 10
+    after = stub_line()
+    while after["batches_total"] < before["batches_total"] + 3 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the idle line after the last request may be due
+        after = stub_line()
+    assert after["batches_total"] == before["batches_total"] + 3
+    assert after["bytes_copied"] - before["bytes_copied"] == 3 * (4 << 20)
 
 
 def test_decoupled_returns_to_zero(debug_server: TritonServer) -> None:
