@@ -73,6 +73,19 @@ def last_lines(server: TritonServer, model: str) -> dict[tuple[str, str], dict[s
     return out
 
 
+def stub_line(server: TritonServer, model: str, batches: int = 0) -> dict[str, int]:
+    """The last idle line of ``model``'s (one) stub, once it has seen
+    ``batches`` batches (the line after the last one may still be due)."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [v for (side, _), v in last_lines(server, model).items() if side == "stub"]
+        line = lines[0] if lines else {"batches_total": 0, "bytes_copied": 0}
+        if line["batches_total"] >= batches or time.monotonic() > deadline:
+            assert line["batches_total"] == batches or not batches, (model, line, batches)
+            return line
+        time.sleep(0.1)
+
+
 def wait_idle(
     server: TritonServer,
     model: str,
@@ -181,7 +194,11 @@ def test_default_mode_returns_to_zero(debug_server: TritonServer) -> None:
         for _ in range(3):
             assert c.infer("identity", [t], outputs=[out]).as_numpy("OUT_FP32").sum() == 1 << 20
 
+    before = stub_line(debug_server, "identity")
     check(debug_server, "identity", big_identity)
+    # Each 4 MiB output is its input, sent back by reference: no copy.
+    after = stub_line(debug_server, "identity", before["batches_total"] + 3)
+    assert after["bytes_copied"] == before["bytes_copied"]
 
 
 def test_outputs_written_in_place_are_not_copied(debug_server: TritonServer) -> None:
@@ -189,12 +206,7 @@ def test_outputs_written_in_place_are_not_copied(debug_server: TritonServer) -> 
     stub's arena), and FILLED, 4 MiB written in place with
     pb_utils.Tensor.empty (sent by reference): the stub's copy counter
     grows by BIG's bytes alone."""
-
-    def stub_line() -> dict[str, int]:
-        lines = [v for (side, _), v in last_lines(debug_server, "shapes").items() if side == "stub"]
-        return lines[0] if lines else {"batches_total": 0, "bytes_copied": 0}
-
-    before = stub_line()
+    before = stub_line(debug_server, "shapes")
 
     def load() -> None:
         c = http(debug_server)
@@ -205,12 +217,7 @@ def test_outputs_written_in_place_are_not_copied(debug_server: TritonServer) -> 
             assert (r.as_numpy("FILLED") == 4).all() and r.as_numpy("BIG").nbytes == 4 << 20
 
     check(debug_server, "shapes", load)
-    deadline = time.monotonic() + 10
-    after = stub_line()
-    while after["batches_total"] < before["batches_total"] + 3 and time.monotonic() < deadline:
-        time.sleep(0.1)  # the idle line after the last request may be due
-        after = stub_line()
-    assert after["batches_total"] == before["batches_total"] + 3
+    after = stub_line(debug_server, "shapes", before["batches_total"] + 3)
     assert after["bytes_copied"] - before["bytes_copied"] == 3 * (4 << 20)
 
 
