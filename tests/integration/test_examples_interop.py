@@ -3,8 +3,8 @@
 """DLPack interop and the interop examples through a real tritonserver:
 models computing in PyTorch and JAX on their inputs (zero-copy checked in
 the model, results checked here), BF16 and non-contiguous outputs, and the
-clients of the pytorch, jax, bls_async, bls_decoupled and preprocessing
-(ensemble) examples run as they are."""
+clients of the pytorch, jax, bls_async, bls_decoupled, preprocessing
+(ensemble) and render (outputs written in place) examples run as they are."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import EXAMPLES, TritonServer, build_repository
+from server import EXAMPLES, TritonServer, build_repository, official_server, run_example_client
 
 MODELS = [
     "dlpack_torch",
@@ -35,6 +35,7 @@ MODELS = [
     "preprocessing",
     "iris_preprocess",
     "iris_classify",
+    "render",
 ]
 
 
@@ -119,6 +120,8 @@ def test_jax_model_small_inputs_and_bf16(interop_server: TritonServer) -> None:
         ("bls_async", "--http", 1),
         ("bls_decoupled", "--grpc", 3),
         ("preprocessing", "--http", 6),
+        ("render", "--http", 4),
+        ("render", "--grpc", 4),
     ],
 )
 def test_example_client(interop_server: TritonServer, example: str, flag: str, count: int) -> None:
@@ -131,6 +134,23 @@ def test_example_client(interop_server: TritonServer, example: str, flag: str, c
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count(" ok") == count and "WRONG" not in out.stdout, out.stdout
+
+
+def test_render_example_also_runs_on_the_official_backend(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The render model falls back to an ordinary array where
+    pb_utils.Tensor.empty is missing: the same client passes there."""
+    work = tmp_path_factory.mktemp("official-render")
+    config = build_repository(work / "repo", ["render"]) / "render" / "config.pbtxt"
+    config.write_text(config.read_text().replace('backend: "tritonpy"', 'backend: "python"'))
+    official = official_server(work, [])  # serves work/repo as it is
+    try:
+        official.wait_ready()
+        run_example_client("render", "--http", official.http_url, oks=4)
+        run_example_client("render", "--grpc", official.grpc_url, oks=4)
+    finally:
+        assert official.stop() == 0, official.log()[-3000:]
 
 
 def test_ensemble_bad_row_is_an_error_naming_it(interop_server: TritonServer) -> None:
