@@ -13,6 +13,7 @@ buffer already has the wire layout.
 from __future__ import annotations
 
 import math
+import operator
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -210,7 +211,7 @@ class Tensor(TensorCore):
         _check_name(name)
         try:
             np_dtype = np.dtype(dtype)
-            dims = tuple(int(d) for d in shape)
+            dims = tuple(operator.index(d) for d in shape)
         except (TypeError, ValueError) as exc:
             raise TritonModelException(f"Tensor '{name}': {exc}") from exc
         if any(d < 0 for d in dims):

@@ -658,7 +658,8 @@ def test_tensor_empty_outside_a_stub_is_an_ordinary_writable_array() -> None:
         ([2], np.object_, "fixed-size dtype"),
         ([2], "S4", "fixed-size dtype"),
         ([2, -1], np.float32, "negative dimension"),
-        (["x"], np.float32, "invalid literal"),
+        (["x"], np.float32, "cannot be interpreted as an integer"),
+        ([2.5], np.float32, "cannot be interpreted as an integer"),
         ([2], "not-a-dtype", "not understood"),
     ],
 )
