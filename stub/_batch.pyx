@@ -246,17 +246,18 @@ def entry(RequestCore req not None, resp, unsigned int flags, Py_ssize_t frame_s
           model_name):
     """The entry of one response sent through a sender (or of an error
     made by the engine): outputs copied at once, so the model may reuse
-    its arrays."""
+    its arrays (all but pb_utils.Tensor.empty arrays, sent by reference)."""
     return _entry(req, resp, flags, frame_size, False, own, model_name)
 
 
 cdef tuple _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_size,
                   bint by_ref, own, model_name):
     """An entry ready to write: outputs already copied (inline bytes or an
-    arena allocation). A bad output turns the entry into an error for this
-    request alone. With ``by_ref``, a large output lying inside an input
-    of the request's batch in a backend arena is sent as a reference to it
-    (location 2)."""
+    arena allocation), or inside a block of our arenas the model wrote in
+    place (held until released). A bad output turns the entry into an
+    error for this request alone. With ``by_ref``, a large output lying
+    inside an input of the request's batch in a backend arena is sent as a
+    reference to it (location 2)."""
     cdef Batch batch = req._batch
     cdef ResponseCore r
     if batch is None:

@@ -71,29 +71,30 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
                 view[:] = mv
                 _copied += n
             inputs.append((name, dtype, tuple(dims), None, ref[0], ref[1], n))
+        corr = request._correlation_id
+        if corr == 0 or corr == "":
+            corr = None
+        params = request._parameters
+        if params == "{}":
+            params = ""
+        # (Fields out of their wire range, e.g. a negative timeout, fail here.)
+        return encode_request(
+            call_id,
+            request._model_name,
+            request._model_version,
+            request._request_id,
+            corr,
+            request._flags,
+            request._timeout,
+            params,
+            request._requested_output_names,
+            inputs,
+            own,
+        )
     except BaseException:
         for aid, off in taken:
             own.free(aid, off)
         raise
-    corr = request._correlation_id
-    if corr == 0 or corr == "":
-        corr = None
-    params = request._parameters
-    if params == "{}":
-        params = ""
-    return encode_request(
-        call_id,
-        request._model_name,
-        request._model_version,
-        request._request_id,
-        corr,
-        request._flags,
-        request._timeout,
-        params,
-        request._requested_output_names,
-        inputs,
-        own,
-    )
 
 
 def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
@@ -137,8 +138,12 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
             raise ValueError("BLS_REQUEST too large for a frame")
         body = w.body_bytes()
         aid, off, view = own.alloc(len(body))
-        view[:] = body
-        return w.finish_in_arena(aid, off)
+        try:
+            view[:] = body
+            return w.finish_in_arena(aid, off)
+        except BaseException:
+            own.free(aid, off)
+            raise
     return w.finish()
 
 

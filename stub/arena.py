@@ -125,7 +125,7 @@ class _Block:
 
     def __init__(self, n: int) -> None:
         self.n = n
-        self.holds = 0  # RESPONSES frames sent with it and not yet released
+        self.holds = 0  # tensors sent naming it (outputs, BLS inputs), not yet released
         self.alive = True  # its buffer (an array over it) still exists
 
 
@@ -134,10 +134,12 @@ class OwnArenas:
     is called once per new arena, before any frame refers to it.
 
     Besides the stub's own short-lived allocations (freed by the backend's
-    RELEASE), a model can get a *block* to write an output into
+    RELEASE), a model can get a *block* to write a tensor into
     (``pb_utils.Tensor.empty``): the block is sent by reference, without a
     copy, and goes back to the free list only when no view of it is left
-    and every RESPONSES frame that carried it has been released.
+    and every tensor that named it (a response output, a BLS input) has
+    been released. A RELEASE of a block that has no reference out is the
+    backend's mistake: KeyError, as for any unknown allocation.
     """
 
     def __init__(
@@ -192,6 +194,8 @@ class OwnArenas:
                     del self._sent[key]
                 self._drop_hold(block_key)
                 return
+            if key in self._blocks:  # a block with no reference out
+                raise KeyError(f"arena {arena_id} offset {offset} was not sent (or is back)")
             self._free(arena_id, offset)
 
     def _free(self, arena_id: int, offset: int) -> None:

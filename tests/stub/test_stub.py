@@ -685,6 +685,40 @@ def test_tensor_empty_is_sent_from_shared_memory_without_a_copy(
     assert (np.frombuffer(host.tensor_bytes(again[0]), np.float32) == 8).all()
 
 
+def test_a_dropped_tensor_empty_stays_reserved_until_released(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """The model's array is gone once execute returns, but the backend may
+    not have read the block yet: the next block must go elsewhere until
+    the release comes. A second release of it is a protocol error (the
+    space could be in use again), as for any unknown allocation."""
+    host.handshake(write_model(tmp_path, FILL))
+    n = 1 << 18
+    first = _fill(host, 1, n, 1)
+    second = _fill(host, 2, n, 2)  # first's array is dead, its frame not released
+    assert _place(second) != _place(first)
+    assert (np.frombuffer(host.tensor_bytes(first[0]), np.float32) == 1).all()
+    _release(host, first)
+    _release(host, second)
+    third = _fill(host, 3, n, 3)
+    assert _place(third) == _place(first)
+    _release(host, third)
+    _release(host, third[:1])
+    assert "no live allocation" in host.recv_type("ERROR")["body"]["message"]
+    assert host.wait(5) == 70
+
+
+def test_a_second_release_of_a_kept_tensor_empty_is_refused(host: StubHost, tmp_path: Path) -> None:
+    """The model still holds the block: a release with no reference out
+    must not free it under the model's array (a protocol error instead)."""
+    host.handshake(write_model(tmp_path, FILL))
+    first = _fill(host, 1, 1 << 18, 1, keep=1)
+    _release(host, first)
+    _release(host, first[:1])
+    assert "was not sent" in host.recv_type("ERROR")["body"]["message"]
+    assert host.wait(5) == 70
+
+
 def test_a_kept_tensor_empty_survives_its_release(host: StubHost, tmp_path: Path) -> None:
     """The backend's RELEASE does not free a block the model still holds:
     the next block goes elsewhere, and the kept array, sent again later,

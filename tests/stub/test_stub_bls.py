@@ -413,27 +413,42 @@ class TritonPythonModel:
     def execute(self, requests):
         out = []
         for r in requests:
-            inputs = [pb_utils.Tensor("B", np.full(1 << 18, 5, np.float32))]
-            if r.request_id() == "bad":  # a second input that cannot be encoded
+            kind, case = r.request_id().split("/")
+            if kind == "block":  # written in place: sent by reference
+                big = pb_utils.Tensor.empty("B", [1 << 18], np.float32)
+                big.as_numpy()[:] = 5
+            else:  # copied into the stub's arena
+                big = pb_utils.Tensor("B", np.full(1 << 18, 5, np.float32))
+            inputs, timeout = [big], 0
+            if case == "bad_input":  # a second input that cannot be encoded
                 inputs.append(pb_utils.Tensor("S", np.array([object()], dtype=object)))
+            if case == "bad_timeout":  # out of the frame's range
+                timeout = -1
             try:
                 pb_utils.InferenceRequest(
-                    model_name="target", inputs=inputs, requested_output_names=["Y"]).exec()
-            except pb_utils.TritonModelException:
+                    model_name="target", inputs=inputs, requested_output_names=["Y"],
+                    timeout=timeout).exec()
+            except (pb_utils.TritonModelException, OverflowError):
                 pass
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.ones(1, np.float32))]))
         return out
 """
 
 
+@pytest.mark.parametrize("kind", ["copy", "block"])
 def test_a_request_that_fails_to_build_gives_its_arena_space_back(
-    host: StubHost, tmp_path: Path
+    host: StubHost, tmp_path: Path, kind: str
 ) -> None:
+    """A BLS request that fails after its first input took arena space (a
+    bad second input, or a field out of range when the frame is written)
+    gives that space back: the next good call's input lands where the
+    first one's did."""
     host.handshake(write_model(tmp_path, HALF_BUILT))
     places = []
-    for batch, rid in ((1, "good"), (2, "bad"), (3, "good")):
-        host.send(P.encode(P.EXECUTE, {"requests": [P.request(rid, [])]}, id=batch))
-        if rid == "bad":
+    cases = ["good", "bad_input", "good", "bad_timeout", "good"]
+    for batch, case in enumerate(cases, 1):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"{kind}/{case}", [])]}, id=batch))
+        if case != "good":
             host.recv_type("RESPONSES")
             continue
         req = host.recv_type("BLS_REQUEST")
@@ -446,4 +461,4 @@ def test_a_request_that_fails_to_build_gives_its_arena_space_back(
                 P.RELEASE, {"allocations": [{"arena_id": t["arena_id"], "offset": t["offset"]}]}
             )
         )
-    assert places[0] == places[1]
+    assert places[0] == places[1] == places[2]
