@@ -206,8 +206,8 @@ class Tensor(TensorCore):
         """A new tensor whose array the model fills in place, like
         ``numpy.empty`` (the contents start undefined): ``as_numpy()``
         returns it, writable. In a stub, an array over 64 KiB lives in the
-        shared memory the backend reads: returned in a response, it is not
-        copied on its way out. Fixed-size dtypes only (not BYTES)."""
+        shared memory the backend reads: in a response or a BLS request it
+        is not copied on its way out. Fixed-size dtypes only (not BYTES)."""
         _check_name(name)
         try:
             np_dtype = np.dtype(dtype)
