@@ -107,7 +107,17 @@ class Engine:
 
     def _task_done(self, batch: Batch, task: asyncio.Task) -> None:
         if task.cancelled():
-            self._execute_cancelled(batch)
+            # We cancel a task once all its requests are cancelled, or once
+            # unload has answered them all; any other cancellation came from
+            # inside the model (an awaited task cancelled, CancelledError
+            # raised): a failure of execute(), not a cancelled request.
+            if all(r._cancelled or r._done for r in batch.requests):
+                self._execute_cancelled(batch)
+                return
+            try:
+                task.result()
+            except asyncio.CancelledError as e:
+                self._execute_failed(batch, e)
             return
         exc = task.exception()
         if exc is not None:

@@ -282,6 +282,36 @@ def test_cancel_without_handler_ends_with_cancelled(host: StubHost, tmp_path: Pa
     assert entry["has_error"] and entry["error_code"] == 7 and "cancelled" in entry["error_message"]
 
 
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_a_cancellation_from_inside_the_model_is_an_error(
+    host: StubHost, tmp_path: Path, decoupled: bool
+) -> None:
+    """Nobody cancelled the request: an async execute that ends in
+    CancelledError of its own (an awaited task was cancelled) fails it with
+    an error naming the model and the exception, not as 'cancelled'."""
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
+        import asyncio
+        class TritonPythonModel:
+            async def execute(self, requests):
+                helper = asyncio.get_running_loop().create_task(asyncio.sleep(60))
+                asyncio.get_running_loop().call_later(0.01, helper.cancel)
+                await helper
+    """,
+        ),
+        settings={"decoupled": decoupled},
+    )
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("mine", [])]}, id=3))
+    got = host.entries(lambda g: any("execute_done" in e or "batch_done" in e for e in g), 3)
+    errors = [e for e in got if e.get("has_error")]
+    done = [e for e in got if "execute_done" in e and e["ok"] == 0]
+    message = errors[0]["error_message"] if errors else done[0]["error"]
+    assert "model 'm'" in message and "'mine'" in message and "CancelledError" in message
+    assert not errors or errors[0]["error_code"] != 7  # not CANCELLED
+
+
 def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
     host.handshake(
         write_model(
