@@ -49,15 +49,6 @@ cdef Py_ssize_t _INLINE_LIMIT = C.INLINE_LIMIT
 cdef Py_ssize_t _MAX_FRAME = C.MAX_FRAME
 # Bytes kept free in a frame for the fixed part of an entry, and per tensor.
 cdef Py_ssize_t _ENTRY_RESERVE = 1024
-# Output bytes copied into the stub's arenas so far (debug counters: a
-# tensor sent by reference, or inline in its frame, adds nothing).
-cdef unsigned long long _copied = 0
-
-
-def copied_bytes():
-    """Output bytes copied into the stub's arenas since the stub started."""
-    return _copied
-
 cdef Py_ssize_t _TENSOR_RESERVE = 128
 
 
@@ -277,7 +268,6 @@ cdef tuple _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_si
 
 
 cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, inputs, own):
-    global _copied
     cdef object wanted = req._requested_output_names
     cdef list out = []
     cdef list allocated = []
@@ -317,17 +307,10 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
                     (name, dtype, tuple(dims), None, ref[0], ref[1], n, _LOC_RECEIVER_ARENA)
                 )
                 continue
-            # Bytes the model wrote into a block of our arenas
-            # (pb_utils.Tensor.empty) go by reference too.
-            ref = own.hold(np.frombuffer(mv, np.uint8).ctypes.data, n) if n else None
-            if ref is not None:
-                allocated.append(ref)
-                out.append((name, dtype, tuple(dims), None, ref[0], ref[1], n, _LOC_ARENA))
-                continue
-            aid, off, view = own.alloc(n)
+            # Copied into our arenas, unless the model wrote it there
+            # (pb_utils.Tensor.empty): then by reference too.
+            aid, off = own.place(mv)
             allocated.append((aid, off))
-            view[:] = mv
-            _copied += n
             out.append((name, dtype, tuple(dims), None, aid, off, n, _LOC_ARENA))
     except BaseException:
         for aid, off in allocated:

@@ -5,7 +5,6 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
-def copied_bytes() -> int: ...
 def request_frame(call_id: int, request: Any, own: Any) -> bytes: ...
 def encode_request(
     call_id: int,

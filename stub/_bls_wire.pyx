@@ -12,8 +12,6 @@ from tritonpy.pb_utils._core cimport RequestCore, TensorCore, dtype_wire_size, w
 
 import math
 
-import numpy as np
-
 from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
 from tritonpy.pb_utils._errors import TritonModelException
 from tritonpy.pb_utils._tensor import Tensor
@@ -28,14 +26,6 @@ cdef int _BLS_REQUEST = C.BLS_REQUEST
 # Room kept in a frame for the fields around the inputs, and per input.
 cdef Py_ssize_t _FIXED_RESERVE = 4096
 cdef Py_ssize_t _TENSOR_RESERVE = 128
-# BLS input bytes copied into the stub's arenas so far (debug counters).
-cdef unsigned long long _copied = 0
-
-
-def copied_bytes():
-    """BLS input bytes copied into the stub's arenas since the stub started."""
-    return _copied
-
 
 
 def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
@@ -44,7 +34,6 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
     arenas (``own``; the backend returns them with RELEASE once copied),
     unless the model wrote them there (pb_utils.Tensor.empty): those are
     sent by reference."""
-    global _copied
     cdef list inputs = []
     cdef list taken = []
     cdef Py_ssize_t budget = _MAX_FRAME - _FIXED_RESERVE
@@ -61,16 +50,9 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
                 budget -= n + _TENSOR_RESERVE
                 inputs.append((name, dtype, tuple(dims), mv, 0, 0, n))
                 continue
-            ref = own.hold(np.frombuffer(mv, np.uint8).ctypes.data, n) if n else None
-            if ref is not None:
-                taken.append(ref)
-            else:
-                aid, off, view = own.alloc(n)
-                ref = (aid, off)
-                taken.append(ref)
-                view[:] = mv
-                _copied += n
-            inputs.append((name, dtype, tuple(dims), None, ref[0], ref[1], n))
+            aid, off = own.place(mv)
+            taken.append((aid, off))
+            inputs.append((name, dtype, tuple(dims), None, aid, off, n))
         corr = request._correlation_id
         if corr == 0 or corr == "":
             corr = None

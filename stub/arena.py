@@ -21,6 +21,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 ALIGN = 64
 DEFAULT_ARENA_SIZE = 64 << 20
 _PUNCH_THRESHOLD = 1 << 20
@@ -158,6 +160,8 @@ class OwnArenas:
         # may run at any allocation (even inside this class, under the
         # lock): the list is only drained under the lock, at a safe point.
         self._dead: collections.deque[tuple[int, int]] = collections.deque()
+        # Bytes ``place`` copied (the debug counters' bytes_copied).
+        self.bytes_copied = 0
 
     def alloc(self, n: int) -> tuple[int, int, memoryview]:
         """Reserve ``n`` bytes; return (arena_id, offset, writable view)."""
@@ -203,6 +207,26 @@ class OwnArenas:
         if n is None:
             raise KeyError(f"no live allocation at arena {arena_id} offset {offset}")
         self._arenas[arena_id].free(offset, n)
+
+    def place(self, data: memoryview) -> tuple[int, int]:
+        """(arena id, offset) where the backend reads ``data`` (flat bytes):
+        inside the block a model wrote it in (held until released), else a
+        new allocation it is copied into (freed on release). Either way
+        ``free`` of the pair gives it back."""
+        n = data.nbytes
+        if n and self._blocks:  # (an unlocked peek: only a live block can match)
+            ref = self.hold(np.frombuffer(data, np.uint8).ctypes.data, n)
+            if ref is not None:
+                return ref
+        aid, off, view = self.alloc(n)
+        try:
+            view[:] = data
+        except BaseException:
+            self.free(aid, off)
+            raise
+        with self._lock:
+            self.bytes_copied += n
+        return aid, off
 
     # ------------------------------------------------------------ blocks
 

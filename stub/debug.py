@@ -19,8 +19,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tritonpy.stub import _batch, _bls_wire
-
 PERIOD = 0.1
 LOG_INFO = 0
 
@@ -47,7 +45,7 @@ def counters(stub: Any, batches_total: int = 0) -> dict[str, int]:
         "arena_bytes": stub.own.live_bytes,
         "arena_allocations": stub.own.live_count,
         # Output and BLS input bytes copied into the arenas so far.
-        "bytes_copied": _batch.copied_bytes() + _bls_wire.copied_bytes(),
+        "bytes_copied": stub.own.bytes_copied,
     }
 
 
