@@ -215,7 +215,7 @@ class OwnArenas:
         ``free`` of the pair gives it back."""
         n = data.nbytes
         if n and self._blocks:  # (an unlocked peek: only a live block can match)
-            ref = self.hold(np.frombuffer(data, np.uint8).ctypes.data, n)
+            ref = self._hold(np.frombuffer(data, np.uint8).ctypes.data, n)
             if ref is not None:
                 return ref
         aid, off, view = self.alloc(n)
@@ -243,7 +243,7 @@ class OwnArenas:
         weakref.finalize(buf, self._dead.append, (aid, off)).atexit = False
         return buf
 
-    def hold(self, address: int, n: int) -> tuple[int, int] | None:
+    def _hold(self, address: int, n: int) -> tuple[int, int] | None:
         """If the ``n`` bytes at ``address`` lie inside a block, (arena id,
         offset) to send them by reference, counted until ``free`` of that
         pair; else None."""
@@ -256,10 +256,6 @@ class OwnArenas:
                     self._sent.setdefault(sent, []).append((aid, off))
                     return sent
         return None
-
-    def unhold(self, arena_id: int, offset: int) -> None:
-        """Undo a ``hold`` whose frame was never sent."""
-        self.free(arena_id, offset)
 
     def _drop_hold(self, key: tuple[int, int]) -> None:
         b = self._blocks[key]
