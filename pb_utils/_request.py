@@ -216,9 +216,8 @@ class InferenceRequest(RequestCore):
         await fut
 
     def _cancel(self) -> None:
-        """Mark cancelled and run the callbacks (the stub calls this on its loop)."""
-        if self._cancelled:
-            return
+        """Mark cancelled and run the callbacks (the stub calls this on its
+        loop; the flag may have been set before, from another thread)."""
         self._cancelled = True
         callbacks, self._cancel_callbacks = self._cancel_callbacks, None
         for cb in callbacks or ():

@@ -6,25 +6,27 @@ One ``_Call`` per BLS call or model-control call in flight, keyed by call
 id; frames from the backend resolve them (docs/protocol.md, *Business logic
 scripting*).
 
-How waiting works without deadlock:
+How waiting works without deadlock (stub/turns.py says who may use the
+channel while model code holds the loop thread):
 
 - ``await async_exec()`` sends BLS_REQUEST from the loop and awaits a
-  future: nothing blocks, any number of calls may be in flight.
+  future: nothing blocks, any number of calls may be in flight. With
+  ``decoupled=True`` it returns once the first response (or the end) is
+  there, as the official backend does, so coroutines that then iterate
+  the responses with a plain ``for`` have all sent their calls first.
 - ``exec()`` on the loop thread (a sync ``execute``, or sync code inside a
-  coroutine) cannot let the loop run, so it reads the socket itself: it
-  polls the channel's descriptor and hands every frame it reads to the
-  normal handlers (responses, cancellations, other calls' answers) until
-  its own answer has arrived. Responses queued by senders and BLS releases
-  are flushed on the way.
+  coroutine) cannot let the loop run, so it reads the socket itself in
+  turn: every frame it reads goes to the normal handlers (responses,
+  cancellations, other calls' answers) until its own answer has arrived.
 - ``exec()`` on another thread waits on an event set by whoever reads its
-  answer. While the loop thread is inside a sync ``execute`` (and so not
-  reading), such a thread reads the socket itself, in turns with the loop
-  thread, under one lock; the loop thread takes that lock back before it
-  returns to the event loop.
+  answer: the loop, or, while model code holds the loop thread, whoever
+  has the turn (this thread itself if nobody else).
 - A call that could never be answered fails at once: a blocking ``exec()``
   on the loop thread whose target is this very model with a single
   instance. A request timeout is also enforced here (cancel, then a
   local error) so a call can never wait forever once it has one.
+- BLS is refused in ``initialize()`` and ``finalize()``, as on the official
+  backend; the model loading API and metrics work there.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import itertools
 import json
 import mmap
 import os
-import select
 import threading
 import time
 from typing import Any
@@ -126,14 +127,7 @@ class BlsClient:
         self._releases: list[tuple[int, int]] = []
         self._release_lock = threading.Lock()
         self._release_scheduled = False
-        # Serialises socket reads done outside the event loop's own reader.
-        self._pump_lock = threading.Lock()
-        self._poller: Any = None  # select.poll of the channel, made on first use
-        # True while the loop thread runs a sync execute(): BLS waiters in
-        # other threads may then read the socket. The runtime sets it (an
-        # attribute, not a method: it is on every batch's path);
-        # leave_user_code() clears it under the pump lock.
-        self.loop_in_user_code = False
+        self.turns = stub.turns
         self.instance_count = 1
 
     # ---------------------------------------------------------------- set-up
@@ -144,10 +138,6 @@ class BlsClient:
             self.instance_count = sum(int(g.get("count", 1)) for g in groups) or 1
         except (ValueError, TypeError, AttributeError):
             self.instance_count = 1
-
-    def leave_user_code(self) -> None:
-        with self._pump_lock:  # no other thread is reading past this point
-            self.loop_in_user_code = False
 
     # ---------------------------------------------------------------- frames in
 
@@ -243,13 +233,7 @@ class BlsClient:
             if self._release_scheduled:
                 return
             self._release_scheduled = True
-        if threading.get_ident() == self._loop_thread:
-            self.loop.call_soon(self.flush_releases)
-        else:
-            try:
-                self.loop.call_soon_threadsafe(self.flush_releases)
-            except RuntimeError:  # loop closed: the process is leaving
-                pass
+        self.turns.soon(self.flush_releases)
 
     def flush_releases(self) -> None:
         if not self._releases:
@@ -268,13 +252,15 @@ class BlsClient:
     def _new_id(self) -> int:
         return next(self._ids)
 
-    def _check_usable(self, what: str) -> None:
-        if self.stub.model is None or self.stub.engine.model is None:
+    def _check_usable(self, what: str, bls: bool = True) -> None:
+        stub = self.stub
+        if bls and (stub.engine.model is None or stub.in_finalize):
             raise pb_utils.TritonModelException(
-                f"{what} is not available during initialize() in tritonpy yet: call it "
-                "from execute()"
+                "BLS is only supported during the 'execute' function. "
+                f"(tritonpy: {what} was called from model '{stub.model_name}' "
+                "outside execute(): during initialize() or finalize())"
             )
-        if self.stub.channel.closed:
+        if stub.channel.closed:
             raise pb_utils.TritonModelException(f"{what}: the server connection is closed")
 
     def _encode(self, call: _Call, request: Any) -> bytes:
@@ -289,20 +275,7 @@ class BlsClient:
         self.stub.channel.send(frame)
 
     def _submit(self, call: _Call, frame: bytes) -> None:
-        self._on_loop_or_in_turn(self._start, call, frame)
-
-    def _on_loop_or_in_turn(self, fn: Any, *args: Any) -> None:
-        """Run ``fn`` where it may use the channel: on the loop thread, or,
-        while the loop thread is stuck in a sync execute, here under the
-        reader's lock."""
-        if threading.get_ident() == self._loop_thread:
-            fn(*args)
-            return
-        with self._pump_lock:
-            if self.loop_in_user_code:
-                fn(*args)
-                return
-        self.loop.call_soon_threadsafe(fn, *args)
+        self.turns.run(self._start, call, frame)
 
     def _self_call(self, request: Any) -> bool:
         return (
@@ -348,6 +321,11 @@ class BlsClient:
         call.deadline = self._deadline(request)
         self._start(call, self._encode(call, request))
         if decoupled:
+            # Back once there is something to iterate: a plain ``for`` over
+            # the responses blocks the loop, and by then every coroutine
+            # started with this one has sent its calls too.
+            while not call.responses and not call.final:
+                await self._wait_async(call)
             return _ITER(call)
         while not call.final:
             await self._wait_async(call)
@@ -358,7 +336,7 @@ class BlsClient:
         )
 
     def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
-        self._check_usable("the model loading API")
+        self._check_usable("the model loading API", bls=False)
         call = _Call(self, self._new_id(), False)
         call.control = True
         w = C.FrameWriter()
@@ -423,16 +401,25 @@ class BlsClient:
 
     def _wait_sync(self, call: _Call) -> None:
         """Wait a little for ``call`` to make progress, reading the socket
-        when nobody else can."""
+        in turn when nobody else does."""
         if call.deadline and time.monotonic() > call.deadline:
             self._time_out(call)
             return
+        turns = self.turns
         if threading.get_ident() == self._loop_thread:
-            self.stub.engine.flush()
-            self.flush_releases()
-            self._pump(0.05, blocking=True)
-            return
-        if self.loop_in_user_code and self._pump(0.02, blocking=False):
+            # The pump flushes what is queued (responses, releases) first.
+            if turns.away:  # in a sync execute (or initialize, finalize)
+                if turns.pump(0.05):
+                    return
+            else:  # sync code in a coroutine: other threads' work runs in turn meanwhile
+                turns.enter()
+                try:
+                    pumped = turns.pump(0.05)
+                finally:
+                    turns.leave()
+                if pumped:
+                    return
+        elif turns.away and turns.pump(0.02):
             return
         event = call.event
         if event is None:
@@ -443,33 +430,6 @@ class BlsClient:
                 return
         event.wait(0.05)
         event.clear()
-
-    def _pump(self, timeout: float, blocking: bool) -> bool:
-        """Read (and write) the socket for up to ``timeout`` seconds,
-        dispatching frames to the stub's handlers. False if another thread
-        holds the reader's turn."""
-        if not self._pump_lock.acquire(blocking, timeout if blocking else -1):
-            return False
-        try:
-            ch = self.stub.channel
-            if ch.closed:
-                time.sleep(timeout)
-                return True
-            events = select.POLLIN
-            if ch._out:
-                events |= select.POLLOUT
-            p = self._poller
-            if p is None:
-                p = self._poller = select.poll()
-            p.register(ch.sock.fileno(), events)  # registers or modifies
-            for _fd, ev in p.poll(timeout * 1000):
-                if ev & select.POLLOUT:
-                    ch._writable()
-                if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                    ch._readable()
-            return True
-        finally:
-            self._pump_lock.release()
 
     def _time_out(self, call: _Call) -> None:
         self.cancel(call)
@@ -491,7 +451,7 @@ class BlsClient:
         if call.final or call.id == 0:
             return
         frame = C.encode_simple(C.BLS_CANCEL, None, call.id)
-        self._on_loop_or_in_turn(self.stub.channel.send, frame)
+        self.turns.run(self.stub.channel.send, frame)
 
 
 def _wake(fut: asyncio.Future) -> None:

@@ -64,6 +64,7 @@ class Engine:
         self.stub = stub
         self.loop: asyncio.AbstractEventLoop = stub.loop
         self.channel = stub.channel
+        self.turns = stub.turns
         self.own = stub.own
         self.model_name = stub.model_name
         self.model: Any = None
@@ -87,11 +88,23 @@ class Engine:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
         self.batches[batch_id] = batch
         self._started_ns = _now_ns()
+        # turns.enter(), written out: every batch passes here. Left before
+        # the answers go, so that what model code posted goes first.
+        turns = self.turns
+        turns.away = True
+        turns.epoch += 1
+        if turns.dozing:
+            turns.rouse()
         try:
             result = self.model.execute(requests)
         except BaseException as e:  # noqa: BLE001 - any error of the model goes to its requests
+            turns.leave()
             self._execute_failed(batch, e)
             return
+        # turns.leave(), its quick case written out.
+        turns.away = False
+        if turns.deputy_active or turns.jobs or turns.lock.locked():
+            turns.leave()
         if type(result) is not list and inspect.isawaitable(result):
             # A coroutine (the usual ``async def execute``) becomes the task
             # itself; other awaitables get a wrapper coroutine.
@@ -289,10 +302,7 @@ class Engine:
             self._call_on_loop(self.flush)
 
     def _call_on_loop(self, fn: Any, *args: Any) -> None:
-        if threading.get_ident() == self._loop_thread:
-            self.loop.call_soon(fn, *args)
-        else:
-            self.loop.call_soon_threadsafe(fn, *args)
+        self.turns.soon(fn, *args)
 
     def announce(self, arena_id: int, size: int, fd: int) -> None:
         """OwnArenas made a new arena (maybe in a user thread): it is sent
@@ -313,11 +323,11 @@ class Engine:
 
     def drained(self) -> None:
         """The channel has handed over every message of its last read (in
-        a BLS waiter's thread, maybe)."""
+        a thread reading in turn, maybe)."""
         if threading.get_ident() == self._loop_thread:
             self.flush()
         else:
-            self.loop.call_soon_threadsafe(self.flush)
+            self.turns.soon(self.flush)
 
     def flush(self) -> None:
         """Send every pending entry, as few RESPONSES frames as fit."""
@@ -355,6 +365,16 @@ class Engine:
     # ---------------------------------------------------------------- cancellation
 
     def on_cancel(self, items: list[tuple[int, int]]) -> None:
+        if threading.get_ident() != self._loop_thread:
+            # Read in turn while model code holds the loop thread: the
+            # flags now (a sync execute polling is_cancelled() sees them),
+            # the callbacks and task cancellations on the loop.
+            for batch_id, index in items:
+                batch = self.batches.get(batch_id)
+                if batch is not None and index < len(batch.requests):
+                    batch.requests[index]._cancelled = True
+            self.loop.call_soon_threadsafe(self.on_cancel, items)
+            return
         touched = []
         for batch_id, index in items:
             batch = self.batches.get(batch_id)

@@ -40,7 +40,6 @@ class MetricClient:
         self.dirty: list[Any] = []  # metrics with a pending change
         self.deletes: list[tuple] = []  # METRIC_DELETE / FAMILY_DELETE ops
         self.scheduled = False  # a flush is scheduled on the loop
-        self._loop_thread = threading.get_ident()
         self._handles = itertools.count(1)  # next() is atomic
 
     def model_name(self) -> str:
@@ -51,13 +50,7 @@ class MetricClient:
     def schedule(self) -> None:
         """Called with ``lock`` held: flush on the loop's next iteration."""
         self.scheduled = True
-        if threading.get_ident() == self._loop_thread:
-            self.loop.call_soon(self.flush)
-        else:
-            try:
-                self.loop.call_soon_threadsafe(self.flush)
-            except RuntimeError:  # loop closed: the process is leaving
-                pass
+        self.stub.turns.soon(self.flush)
 
     def _take_pending(self) -> tuple[list[tuple], list[Any]]:
         """Called with ``lock`` held. The dirty list is returned so that
@@ -157,7 +150,7 @@ class MetricClient:
         _check_fits(op)  # before anything is queued
         call = _Call(bls, bls._new_id(), False)
         call.control = True
-        bls._on_loop_or_in_turn(self._start, call, op)
+        self.stub.turns.run(self._start, call, op)
         while not call.final:
             bls._wait_sync(call)
         return call.reply or {"ok": False, "error": "no answer"}

@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -32,11 +33,15 @@ from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
 from tritonpy.stub.metrics import install as _install_metrics
+from tritonpy.stub.turns import Turns
 
 # Bound once: _on_frame runs for every frame.
 _DECODE_HEADER, _DECODE_BODY = C.decode_header, C.decode_body
 _ARENA, _BLS_ARENA, _EXECUTE, _BLS_RESPONSE = C.ARENA, C.BLS_ARENA, C.EXECUTE, C.BLS_RESPONSE
 _FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
+# Frames whose handlers start loop work (tasks, model calls): read in turn
+# by another thread while the loop is away, they wait for the loop.
+_LOOP_ONLY = frozenset((C.IS_READY, C.DRAIN, C.INIT, C.AUTO_COMPLETE, C.FINALIZE))
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
@@ -48,6 +53,7 @@ class Stub:
         self.instance = instance
         self.model_name = instance
         self.channel = Channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
+        self.turns = Turns(loop, self.channel)
         self.own = OwnArenas(self._announce_arena)
         self.peer = PeerArenas()
         self.engine = Engine(self)
@@ -56,6 +62,7 @@ class Stub:
         _bls_api._client = self.bls
         _tensor_api._block = self.own.block
         self.metrics = _install_metrics(self)
+        self.turns.flushers = [self.engine.flush, self.bls.flush_releases]
         self.model: Any = None
         # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused
         # by the INIT that follows on this stub.
@@ -64,9 +71,11 @@ class Stub:
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
         self._finalizing = False
+        self.in_finalize = False  # finalize() runs: BLS is refused
         self._draining = False
         # EXECUTE frames that arrived while user code ran on the loop.
         self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
+        self._executing = False  # inside _run: it takes the queued ones
 
     # ---------------------------------------------------------------- life
 
@@ -79,12 +88,16 @@ class Stub:
         }
         self.channel.send(C.encode_json(C.HELLO, hello))
         self.channel.start()
+        self.turns.start_deputy()
         if debug.enabled():
             debug.IdleReporter(self).start()
 
     def _stop(self, code: int) -> None:
         self.exit_code = code
-        self.loop.stop()
+        if threading.get_ident() == self.turns.loop_thread:
+            self.loop.stop()
+        else:  # read in turn while the loop is away
+            self.loop.call_soon_threadsafe(self.loop.stop)
 
     def _on_eof(self, why: str) -> None:
         # The backend (or the whole server) went away: nothing is left to
@@ -114,7 +127,7 @@ class Stub:
 
     def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
         frame = C.encode_simple(C.LOG, (level, file or "tritonpy/stub", line, message))
-        self.engine._call_on_loop(self.channel.send, frame)
+        self.turns.run(self.channel.send, frame)
 
     def _announce_arena(self, arena_id: int, size: int, fd: int) -> None:
         self.engine.announce(arena_id, size, fd)
@@ -154,6 +167,8 @@ class Stub:
                 self._execute(fid, body, buf)
             elif ftype == _BLS_RESPONSE:
                 self.bls.on_response(fid, body, buf)
+            elif ftype in _LOOP_ONLY and threading.get_ident() != self.turns.loop_thread:
+                self.loop.call_soon_threadsafe(self._on_frame, memoryview(bytes(mv)), [])
             elif ftype == C.MODEL_CONTROL_DONE:
                 self.bls.on_control_done(fid, body)
             elif ftype == C.METRIC_DONE:
@@ -192,23 +207,34 @@ class Stub:
             self._fatal(f"protocol error: {e}")
 
     def _execute(self, fid: int, body: Any, buf: Any) -> None:
-        bls = self.bls
-        if bls.loop_in_user_code:
-            # Read by a BLS waiter while execute() runs: the backend sends a
-            # sync model's next batch ahead; it runs next.
-            self._queued.append((fid, body, buf))
+        queued = self._queued
+        if self.turns.away:
+            # Read in turn while model code holds the loop thread (the
+            # backend sends a sync model's next batches ahead): they run
+            # in order once it is back.
+            queued.append((fid, body, buf))
+            if not self._executing:
+                self.loop.call_soon_threadsafe(self._run_queued)
             return
+        if queued:
+            queued.append((fid, body, buf))
+            fid, body, buf = queued.popleft()
         on_execute = self.engine.on_execute
-        while True:
-            # While a sync execute runs, BLS waiters may read the socket.
-            bls.loop_in_user_code = True
-            try:
+        self._executing = True
+        try:
+            while True:
                 on_execute(fid, body, buf)
-            finally:
-                bls.leave_user_code()
-            if not self._queued:
-                return
-            fid, body, buf = self._queued.popleft()
+                if not queued:
+                    return
+                fid, body, buf = queued.popleft()
+        finally:
+            self._executing = False
+
+    def _run_queued(self) -> None:
+        if self._queued and not self._executing and not self.turns.away:
+            # The newest, handed to _execute, goes back behind the others,
+            # which run first, in order.
+            self._execute(*self._queued.pop())
 
     # ---------------------------------------------------------------- init / finalize
 
@@ -225,10 +251,11 @@ class Stub:
         self._set_model_name(msg.get("model_name", self.instance), msg.get("settings", {}))
         step = f"importing {model_file} failed"
         try:
-            cls = _load_model_class(model_file, model_dir)
-            self._model_class = (model_file, cls)
-            step = "auto_complete_config failed"
-            reply = _complete_config(cls, config)
+            with self.turns.model_code():
+                cls = _load_model_class(model_file, model_dir)
+                self._model_class = (model_file, cls)
+                step = "auto_complete_config failed"
+                reply = _complete_config(cls, config)
         except Exception as e:  # noqa: BLE001 - every failure must reach Triton
             err = (
                 f"tritonpy: model '{self.model_name}': {step}: "
@@ -259,14 +286,15 @@ class Stub:
         self.bls.configure(args)
         try:
             imported, self._model_class = self._model_class, None
-            if imported is not None and imported[0] == msg["model_file"]:
-                cls = imported[1]
-            else:
-                cls = _load_model_class(msg["model_file"], msg["model_dir"])
-            self.model = cls()
-            init = getattr(self.model, "initialize", None)
-            if init is not None:
-                init(args)
+            with self.turns.model_code():
+                if imported is not None and imported[0] == msg["model_file"]:
+                    cls = imported[1]
+                else:
+                    cls = _load_model_class(msg["model_file"], msg["model_dir"])
+                self.model = cls()
+                init = getattr(self.model, "initialize", None)
+                if init is not None:
+                    init(args)
             execute = getattr(self.model, "execute", None)
             if not callable(execute):
                 raise AttributeError("TritonPythonModel defines no execute(requests) method")
@@ -313,8 +341,10 @@ class Stub:
         reply: dict[str, Any] = {"ok": True}
         fin = getattr(self.model, "finalize", None)
         if fin is not None:
+            self.in_finalize = True
             try:
-                result = fin()
+                with self.turns.model_code():
+                    result = fin()
                 if inspect.isawaitable(result):
                     await result
             except Exception as e:  # noqa: BLE001
@@ -336,7 +366,8 @@ class Stub:
             self._ready(query, True, "")
             return
         try:
-            result = check()
+            with self.turns.model_code():
+                result = check()
         except Exception as e:  # noqa: BLE001
             self._ready(query, False, f"is_ready() raised {type(e).__name__}: {e}")
             return

@@ -125,6 +125,12 @@ InstanceState::Create(
   if (state->wake_fd_ < 0) {
     return Status::Internal("tritonpy: eventfd failed");
   }
+  TRITONSERVER_Server* server = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelServer(model->triton_model(), &server));
+  // Before the stub: initialize() may use the model loading API.
+  state->bls_ = std::make_unique<Bls>(
+      server, state->Describe(), model->backend().settings().arena_byte_size);
   std::shared_ptr<Channel> channel;
   TRITONPY_RETURN_IF_ERROR(
       state->StartStub(&state->process_, &channel, &state->traits_));
@@ -136,11 +142,6 @@ InstanceState::Create(
   TRITONPY_LOG_INFO(
       "tritonpy: started stub for " + state->Describe() + " (pid " +
       std::to_string(state->pid_) + ")");
-  TRITONSERVER_Server* server = nullptr;
-  TRITONPY_RETURN_IF_TRITON_ERROR(
-      TRITONBACKEND_ModelServer(model->triton_model(), &server));
-  state->bls_ = std::make_unique<Bls>(
-      server, state->Describe(), model->backend().settings().arena_byte_size);
   state->drain_->server = server;
   state->drain_->model_name = model->name();
   state->drain_->model_version = static_cast<int64_t>(model->version());
@@ -235,7 +236,8 @@ InstanceState::StartFailure(StubProcess* process, const std::string& why)
 
 Status
 InstanceState::AwaitJson(
-    Channel* channel, proto::FrameType want, int timeout_ms, std::string* json)
+    const std::shared_ptr<Channel>& channel, proto::FrameType want,
+    int timeout_ms, std::string* json)
 {
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const char* want_name = proto::FrameTypeName(want);
@@ -265,7 +267,7 @@ InstanceState::AwaitJson(
     }
     if (r == Channel::RecvResult::kError) {
       CloseAll(&fds);
-      SendError(channel, err.message());
+      SendError(channel.get(), err.message());
       return err;
     }
     proto::FrameView f;
@@ -282,7 +284,16 @@ InstanceState::AwaitJson(
       proto::DecodeJson(body, f.body_len, json);
       return Status();
     }
-    if (s.ok()) s = HandleCommon(f, body, &fds, channel, &handled);
+    if (s.ok()) s = HandleCommon(f, body, &fds, channel.get(), &handled);
+    if (s.ok() && !handled && f.type == proto::FrameType::kModelControl) {
+      // pb_utils.load_model() and friends from initialize(): answered by a
+      // worker thread, as during execute.
+      std::vector<proto::ArenaRef> release;
+      if (f.body_in_arena) release.push_back(f.body_ref);
+      s = bls_->OnFrame(f, body, peers_, channel, &release);
+      if (s.ok() && !release.empty()) SendRelease(channel.get(), release);
+      handled = true;
+    }
     CloseAll(&fds);
     if (s.ok() && !handled) {
       s = Violation(
@@ -290,7 +301,7 @@ InstanceState::AwaitJson(
           " frame while waiting for " + want_name);
     }
     if (!s.ok()) {
-      SendError(channel, s.message());
+      SendError(channel.get(), s.message());
       return s;
     }
   }
@@ -298,7 +309,8 @@ InstanceState::AwaitJson(
 
 Status
 InstanceState::Handshake(
-    StubProcess* process, Channel* channel, bool greeted, StubTraits* traits)
+    StubProcess* process, const std::shared_ptr<Channel>& channel, bool greeted,
+    StubTraits* traits)
 {
   const BackendSettings& settings = model_->backend().settings();
   std::string text;
@@ -396,7 +408,7 @@ InstanceState::StartStub(
     TRITONPY_RETURN_IF_ERROR(proc->Spawn(model_->stub_launch(), name_, &fd));
     ch = std::make_shared<Channel>(fd);
   }
-  Status s = Handshake(proc.get(), ch.get(), greeted, traits);
+  Status s = Handshake(proc.get(), ch, greeted, traits);
   if (!s.ok()) {
     // EOF lets a healthy stub exit by itself; then it is killed.
     ch->Shutdown();
@@ -570,19 +582,22 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
           std::string("unexpected ") + proto::FrameTypeName(f.type) +
           " frame from the stub");
   }
-  if (!release.empty()) {
-    std::shared_ptr<Channel> channel = CurrentChannel();
-    auto frame = proto::MakeFrame(
-        proto::FrameType::kRelease, 0, 0, [&](std::vector<uint8_t>* out) {
-          proto::EncodeRelease({release}, out);
-        });
-    // A release list too long for one frame is dropped: the stub keeps
-    // that space, which is a leak but not an error.
-    if (frame.size() <= proto::kMaxFrame && channel != nullptr) {
-      (void)channel->Send(frame);
-    }
-  }
+  if (!release.empty()) SendRelease(CurrentChannel().get(), release);
   return Status();
+}
+
+void
+InstanceState::SendRelease(
+    Channel* channel, const std::vector<proto::ArenaRef>& release)
+{
+  auto frame = proto::MakeFrame(
+      proto::FrameType::kRelease, 0, 0,
+      [&](std::vector<uint8_t>* out) { proto::EncodeRelease({release}, out); });
+  // A release list too long for one frame is dropped: the stub keeps
+  // that space, which is a leak but not an error.
+  if (frame.size() <= proto::kMaxFrame && channel != nullptr) {
+    (void)channel->Send(frame);
+  }
 }
 
 void

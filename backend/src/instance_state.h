@@ -95,16 +95,21 @@ class InstanceState {
       StubTraits* traits);
   // HELLO (unless `greeted`: the stub already sent it), INIT, INIT_DONE.
   Status Handshake(
-      StubProcess* process, Channel* channel, bool greeted, StubTraits* traits);
+      StubProcess* process, const std::shared_ptr<Channel>& channel,
+      bool greeted, StubTraits* traits);
   // Waits for a frame of type `want` (a JSON frame), handling LOG/ERROR/
-  // ARENA meanwhile. timeout_ms < 0: no deadline.
+  // ARENA/METRIC and MODEL_CONTROL (the model loading API works in
+  // initialize()) meanwhile. timeout_ms < 0: no deadline.
   Status AwaitJson(
-      Channel* channel, proto::FrameType want, int timeout_ms,
-      std::string* json);
+      const std::shared_ptr<Channel>& channel, proto::FrameType want,
+      int timeout_ms, std::string* json);
   std::string StartFailure(StubProcess* process, const std::string& why);
 
   // Reader thread (instance_state.cc).
   void ReaderLoop();
+  // Gives the stub back arena space of frames this side is done with.
+  void SendRelease(
+      Channel* channel, const std::vector<proto::ArenaRef>& release);
   // Handles one received message; a failed Status is a protocol violation.
   Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
   // Frames valid at any time: LOG, ERROR, ARENA, METRIC (also while
