@@ -367,9 +367,10 @@ InstanceState::Handshake(
   // The model's initialize() may take long: no deadline, EOF ends the wait.
   s = AwaitJson(channel, proto::FrameType::kInitDone, -1, &text);
   if (!s.ok()) {
+    // The official backend's words first: scripts grep the log for them.
     return Status::Unavailable(
-        "tritonpy: " + Describe() +
-        ": stub failed during initialize: " + s.message());
+        "Stub process '" + name_ + "' is not healthy. tritonpy: " +
+        Describe() + ": stub failed during initialize: " + s.message());
   }
   json::Value done;
   s = json::Parse(text, &done);

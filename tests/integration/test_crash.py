@@ -19,7 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository
+from server import TritonServer, build_repository, load_failure, running
 
 CRASH_MODELS = ["crash", "add_sub", "crash_stream", "bls_crash", "crash_pair"]
 STUBS = 6  # crash_pair has two instances
@@ -331,6 +331,17 @@ def test_requests_wait_out_a_restart(crash_server: TritonServer) -> None:
     time.sleep(0.2)  # the backend has seen the death and is restarting
     assert ask(crash_server, "ok") != pid
     assert crash_server.model_ready("crash")
+
+
+def test_stub_killed_during_initialize_is_not_healthy(tmp_path: Path) -> None:
+    """The load fails with the official words first ("Stub process '<instance>'
+    is not healthy."), then how the stub died; the server log has them too."""
+    repo = build_repository(tmp_path / "repo", ["init_killed"])
+    with running(TritonServer(repo, tmp_path, args=["--model-control-mode=explicit"])) as srv:
+        message = load_failure(srv, "init_killed")
+        official = "Stub process 'init_killed_0_0' is not healthy."
+        assert official in message and "killed by signal 9 (SIGKILL)" in message, message
+        assert official in srv.log()
 
 
 def test_server_shutdown_leaves_no_stub(tmp_path: Path) -> None:
