@@ -369,8 +369,8 @@ InstanceState::Handshake(
   if (!s.ok()) {
     // The official backend's words first: scripts grep the log for them.
     return Status::Unavailable(
-        "Stub process '" + name_ + "' is not healthy. tritonpy: " +
-        Describe() + ": stub failed during initialize: " + s.message());
+        "Stub process '" + name_ + "' is not healthy. tritonpy: " + Describe() +
+        ": stub failed during initialize: " + s.message());
   }
   json::Value done;
   s = json::Parse(text, &done);
