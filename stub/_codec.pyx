@@ -65,6 +65,8 @@ METRIC = 25
 METRIC_DONE = 26
 AUTO_COMPLETE = 27
 AUTO_COMPLETE_DONE = 28
+LOG_LEVELS = 29
+LOG_LEVELS_ALL = 0xF  # bit n: TRITONSERVER_LogLevel n is enabled
 
 # METRIC operations (docs/protocol.md, "Custom metrics").
 OP_FAMILY_NEW = 1
@@ -88,7 +90,7 @@ LOC_RECEIVER_ARENA = 2  # RESPONSES outputs only: the backend's own arena
 cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = 28
+cdef int _LAST_TYPE = LOG_LEVELS
 cdef int _EXECUTE_TYPE = EXECUTE  # as a C int: compared without a Python lookup
 cdef uint32_t _RESP_FLAGS = 0xE0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
@@ -391,7 +393,7 @@ def decode_body(int ftype, buf, Py_ssize_t start=24):
         [(key, value), ...], [bucket, ...]), (METRIC_DELETE, metric),
         (INCREMENT or SET, metric, value), (OBSERVE, metric, [value, ...]),
         (VALUE, metric);
-    METRIC_DONE -> (ok, error, value).
+    METRIC_DONE -> (ok, error, value); LOG_LEVELS -> enabled (bit mask).
     """
     cdef Py_buffer view
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
@@ -488,6 +490,10 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
     elif ftype == EXECUTE_DONE:
         ok = r.u8()
         out = (ok, r.string())
+    elif ftype == LOG_LEVELS:
+        out = r.u32()
+        if out & ~LOG_LEVELS_ALL:
+            raise ProtocolError(f"unknown log level bits {out:#x}")
     elif ftype == LOG:
         level = r.u32()
         f = r.string()
@@ -762,6 +768,8 @@ def encode_simple(int ftype, body, uint64_t fid=0):
     elif ftype == READY:
         w.u8(1 if body[0] else 0)
         w.string(body[1])
+    elif ftype == LOG_LEVELS:
+        w.u32(body)
     elif ftype == FINALIZE or ftype == IS_READY or ftype == BLS_CANCEL:
         pass
     elif ftype in _JSON_TYPES:

@@ -32,6 +32,8 @@ BLS_REQUEST, BLS_RESPONSE, BLS_CANCEL, BLS_ARENA, BLS_RELEASE = 18, 19, 20, 21, 
 MODEL_CONTROL, MODEL_CONTROL_DONE = 23, 24
 METRIC, METRIC_DONE = 25, 26
 AUTO_COMPLETE, AUTO_COMPLETE_DONE = 27, 28
+LOG_LEVELS = 29
+LOG_LEVELS_ALL = 0xF  # bit n: TRITONSERVER_LogLevel n is enabled
 # METRIC operations.
 (
     OP_FAMILY_NEW,
@@ -76,6 +78,7 @@ TYPE_NAMES = {
     METRIC_DONE: "METRIC_DONE",
     AUTO_COMPLETE: "AUTO_COMPLETE",
     AUTO_COMPLETE_DONE: "AUTO_COMPLETE_DONE",
+    LOG_LEVELS: "LOG_LEVELS",
 }
 TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
 JSON_TYPES = {
@@ -237,6 +240,8 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     elif ftype == READY:
         w.u8(body["ready"])
         w.str(body["message"])
+    elif ftype == LOG_LEVELS:
+        w.u32(body["enabled"])
     elif ftype in (ARENA, BLS_ARENA):
         w.u32(body["arena_id"])
         w.u32(0)
@@ -485,6 +490,10 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         }
     elif ftype == READY:
         body = {"ready": r.u8(), "message": r.str()}
+    elif ftype == LOG_LEVELS:
+        body = {"enabled": r.u32()}
+        if body["enabled"] & ~LOG_LEVELS_ALL:
+            raise ProtocolError("unknown log level bits")
     elif ftype in (ARENA, BLS_ARENA):
         aid = r.u32()
         r.zero32()

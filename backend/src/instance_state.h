@@ -77,6 +77,10 @@ class InstanceState {
   // does not wake it, so a batch sent meanwhile has its cancellation
   // polled from at most this long after it started.
   static constexpr int kSyncIdlePollMs = 100;
+  // How long an idle reader of an async instance blocks: how late a change
+  // of Triton's log settings may reach a stub that gets no batch.
+  static constexpr int kIdleLogPollMs = 1000;
+  static constexpr uint32_t kLogLevelsUnsent = ~0u;
   static constexpr int kDebugPeriodMs = 100;
 
   // What INIT_DONE told about the model.
@@ -122,6 +126,10 @@ class InstanceState {
       const std::string& why, bool violation,
       const std::string& killed_because = "", bool unloading = false);
   void SendError(Channel* channel, const std::string& message);
+  // Sends LOG_LEVELS when Triton's log settings (EnabledLogLevels) differ
+  // from what the stub was last told; a few loads when they do not. Any
+  // thread: before each batch, at idle polls, before INIT and FINALIZE.
+  void SyncLogLevels(Channel* channel);
   std::shared_ptr<Channel> CurrentChannel();
   // The running stub's model has a sync execute().
   bool SyncInstance();
@@ -218,7 +226,11 @@ class InstanceState {
   std::set<uint64_t> ready_queries_;                    // guarded by mu_
   std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_
 
-  // Set by the reader before it blocks without a timeout; Execute then
+  // LOG_LEVELS bits the current stub was last sent (kLogLevelsUnsent: none).
+  std::atomic<uint32_t> log_levels_sent_{kLogLevelsUnsent};
+  std::mutex log_levels_mu_;  // serialises the senders of LOG_LEVELS
+
+  // Set by the reader before it blocks idle (kIdleLogPollMs); Execute then
   // wakes it through wake_fd_ so that cancellation polling starts.
   std::atomic<bool> reader_blocking_{false};
 

@@ -130,6 +130,8 @@ FrameTypeName(FrameType t)
       return "AUTO_COMPLETE";
     case FrameType::kAutoCompleteDone:
       return "AUTO_COMPLETE_DONE";
+    case FrameType::kLogLevels:
+      return "LOG_LEVELS";
   }
   return "UNKNOWN";
 }
@@ -278,6 +280,17 @@ DecodeReady(const uint8_t* body, size_t len, ReadyBody* out)
   Reader r(body, len);
   TRITONPY_RETURN_IF_ERROR(r.U8(&out->ready));
   TRITONPY_RETURN_IF_ERROR(r.Str(&out->message));
+  return r.Done();
+}
+
+Status
+DecodeLogLevels(const uint8_t* body, size_t len, LogLevelsBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->enabled));
+  if ((out->enabled & ~kLogLevelsAll) != 0) {
+    return Violation("LOG_LEVELS: unknown log level bits");
+  }
   return r.Done();
 }
 
@@ -560,6 +573,13 @@ EncodeReady(const ReadyBody& b, std::vector<uint8_t>* out)
   Writer w(out);
   w.U8(b.ready);
   w.Str(b.message);
+}
+
+void
+EncodeLogLevels(const LogLevelsBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(b.enabled);
 }
 
 }  // namespace proto

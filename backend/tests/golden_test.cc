@@ -268,6 +268,13 @@ DecodeFrame(
       tp::EncodeReady(r, out);
       break;
     }
+    case tp::FrameType::kLogLevels: {
+      tp::LogLevelsBody l;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeLogLevels(b, n, &l));
+      body->Set("enabled", Value::Int(l.enabled));
+      tp::EncodeLogLevels(l, out);
+      break;
+    }
     case tp::FrameType::kArena:
     case tp::FrameType::kBlsArena: {
       tp::ArenaBody a;

@@ -59,7 +59,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
                     },
                     "model_file": "/models/add_sub/1/model.py",
                     "model_dir": "/models/add_sub/1",
-                    "settings": {"log_verbose": 0},
+                    "settings": {"decoupled": False},
                 }
             },
             0,
@@ -360,6 +360,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
         ),
         ("is_ready.bin", P.IS_READY, {}, 3, 0),
         ("drain.bin", P.DRAIN, {}, 0, 0),
+        ("log_levels.bin", P.LOG_LEVELS, {"enabled": 0b1101}, 0, 0),
         ("ready.bin", P.READY, {"ready": 0, "message": "warming up"}, 3, 0),
         (
             "release.bin",
@@ -519,7 +520,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
                     "config": '{"name":"add_sub","max_batch_size":0,"input":[],"output":[]}',
                     "model_file": "/models/add_sub/1/model.py",
                     "model_dir": "/models/add_sub/1",
-                    "settings": {"log_verbose": 0},
+                    "settings": {"decoupled": False},
                 }
             },
             0,
@@ -580,6 +581,8 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
     bls = bytearray(frames["bls_response.bin"])
     struct.pack_into("<I", bls, 24, 1 << 30)  # response_flags
     bad_bls_flags = bytes(bls)
+    bad_levels = bytearray(frames["log_levels.bin"])
+    bad_levels[24] |= 0x10  # the bit after VERBOSE's
     return [
         ("bad_short.bin", ex[:20], "shorter than the header"),
         ("bad_magic.bin", b"XXXX" + ex[4:], "bad magic"),
@@ -602,6 +605,7 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_bls_response_flags.bin", bad_bls_flags, "unknown BLS response flag bit 30"),
         ("bad_metric_op.bin", bytes(bad_op), "unknown metric op 9"),
         ("bad_metric_kind.bin", bytes(bad_kind), "unknown metric kind 3"),
+        ("bad_log_levels.bin", bytes(bad_levels), "unknown log level bit 4"),
     ]
 
 

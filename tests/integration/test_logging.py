@@ -91,3 +91,83 @@ def test_disabled_levels_stay_out(tmp_path: Path, off: str) -> None:
         "log-error": "error",
     }
     assert shown == {what: levels[what] != off for what in shown}, shown
+
+
+# ------------------------------------------------ every phase, settings changed live
+
+PHASE_LEVELS = ("log", "info", "warning", "error", "verbose", "print")
+
+
+def phase_counts(log: str) -> dict[str, dict[str, int]]:
+    """How often each "log_phases <phase> <level>" line is in ``log``."""
+    counts = {p: dict.fromkeys(PHASE_LEVELS, 0) for p in ("initialize", "execute", "finalize")}
+    for found in re.finditer(r"log_phases (initialize|execute|finalize) (\w+)", log):
+        counts[found[1]][found[2]] += 1
+    return counts
+
+
+def expected(*, initialize: set[str], execute: set[str], finalize: set[str]) -> dict:
+    shown = {"initialize": initialize, "execute": execute, "finalize": finalize}
+    return {p: {lv: int(lv in shown[p]) for lv in PHASE_LEVELS} for p in shown}
+
+
+def serve_phases(work: Path, settings: dict[str, object] | None) -> str:
+    """Serves log_phases, applies ``settings`` through the logging endpoint
+    once it is loaded, runs one request, shuts the server down; returns its
+    log."""
+    srv = TritonServer(build_repository(work / "repo", ["log_phases"]), work)
+    try:
+        srv.wait_ready()
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=60) as c:
+            if settings is not None:
+                c.update_log_settings(settings)
+            x = httpclient.InferInput("IN", [1], "FP32")
+            x.set_data_from_numpy(np.array([1.0], np.float32))
+            assert c.infer("log_phases", [x]).as_numpy("OUT")[0] == 1.0
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+    return srv.log()
+
+
+NON_VERBOSE = {"log", "info", "warning", "error", "print"}
+
+
+def test_finalize_logs_reach_the_log_on_shutdown(tmp_path: Path) -> None:
+    log = serve_phases(tmp_path, None)
+    want = expected(initialize=NON_VERBOSE, execute=NON_VERBOSE, finalize=NON_VERBOSE)
+    assert phase_counts(log) == want, log[-3000:]
+
+
+def test_finalize_logs_reach_the_log_on_unload(tmp_path: Path) -> None:
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", ["log_phases"]),
+        tmp_path,
+        args=["--model-control-mode=explicit", "--load-model=log_phases"],
+    )
+    try:
+        srv.wait_ready()
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=60) as c:
+            c.unload_model("log_phases")
+        deadline = time.monotonic() + 30
+        while srv.model_ready("log_phases") or "unloaded 'log_phases'" not in srv.log():
+            assert time.monotonic() < deadline, srv.log()[-3000:]
+            time.sleep(0.05)
+        counts = phase_counts(srv.log())["finalize"]
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+    assert counts == {lv: int(lv in NON_VERBOSE) for lv in PHASE_LEVELS}, srv.log()[-3000:]
+
+
+def test_verbose_switched_on_through_the_logging_endpoint(tmp_path: Path) -> None:
+    log = serve_phases(tmp_path, {"log_verbose_level": 1})
+    everything = NON_VERBOSE | {"verbose"}
+    want = expected(initialize=NON_VERBOSE, execute=everything, finalize=everything)
+    assert phase_counts(log) == want, log[-3000:]
+
+
+def test_levels_switched_off_through_the_logging_endpoint(tmp_path: Path) -> None:
+    log = serve_phases(tmp_path, {"log_info": False, "log_warning": False, "log_error": False})
+    # print() is not Triton's log: it stays.
+    want = expected(initialize=NON_VERBOSE, execute={"print"}, finalize={"print"})
+    assert phase_counts(log) == want, log[-3000:]
+

@@ -139,6 +139,8 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
         out = dict(zip(("batch_id", "request_index", "error_code", "message"), body, strict=True))
     elif ftype == C.READY:
         out = {"ready": body[0], "message": body[1]}
+    elif ftype == C.LOG_LEVELS:
+        out = {"enabled": body}
     elif ftype == C.EXECUTE_DONE:
         out = {"ok": body[0], "error": body[1]}
     elif ftype == C.LOG:
