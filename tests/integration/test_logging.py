@@ -6,15 +6,20 @@ with the model's file and line, at their level, and Triton's log settings
 
 from __future__ import annotations
 
+import queue
 import re
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository
+from server import TritonServer, build_repository, running
 
 
 def run(work: Path, args: list[str]) -> tuple[str, int]:
@@ -171,3 +176,72 @@ def test_levels_switched_off_through_the_logging_endpoint(tmp_path: Path) -> Non
     want = expected(initialize=NON_VERBOSE, execute={"print"}, finalize={"print"})
     assert phase_counts(log) == want, log[-3000:]
 
+
+# ------------------------------------------------ an exception of execute()
+
+
+def decoupled_copy(repo: Path, name: str) -> str:
+    """A decoupled copy of the model ``name`` in ``repo``; returns its name."""
+    copy = f"{name}_decoupled"
+    shutil.copytree(repo / name, repo / copy)
+    config = (repo / copy / "config.pbtxt").read_text().replace(f'"{name}"', f'"{copy}"')
+    (repo / copy / "config.pbtxt").write_text(
+        config + "model_transaction_policy { decoupled: true }\n"
+    )
+    return copy
+
+
+@pytest.fixture(scope="module")
+def raising_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("raising")
+    repo = build_repository(work / "repo", ["raise_sync", "raise_async"])
+    for name in ("raise_sync", "raise_async"):
+        decoupled_copy(repo, name)
+    with running(TritonServer(repo, work)) as srv:
+        yield srv
+
+
+def infer_error(srv: TritonServer, model: str) -> str:
+    """The error one request to ``model`` gets (a gRPC stream for a
+    decoupled model)."""
+    x = np.array([1.0], np.float32)
+    if not model.endswith("_decoupled"):
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=60) as c:
+            inp = httpclient.InferInput("IN", [1], "FP32")
+            inp.set_data_from_numpy(x)
+            with pytest.raises(InferenceServerException) as e:
+                c.infer(model, [inp])
+            return str(e.value)
+    answers: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(srv.grpc_url) as c:
+        inp = grpcclient.InferInput("IN", [1], "FP32")
+        inp.set_data_from_numpy(x)
+        c.start_stream(callback=lambda result, error: answers.put(error))
+        try:
+            c.async_stream_infer(model, [inp])
+            error = answers.get(timeout=60)
+        finally:
+            c.stop_stream()
+    assert error is not None
+    return str(error)
+
+
+@pytest.mark.parametrize(
+    "model", ["raise_sync", "raise_async", "raise_sync_decoupled", "raise_async_decoupled"]
+)
+def test_execute_exception_is_logged_with_its_traceback(
+    raising_server: TritonServer, model: str
+) -> None:
+    kind = "async" if "async" in model else "sync"
+    refusal = f"ValueError: execute refused on purpose ({kind})"
+    assert refusal in infer_error(raising_server, model)
+    head = f"Failed to process the request(s) for model '{model}', message: {refusal}"
+    deadline = time.monotonic() + 30
+    while (
+        line := next((ln for ln in raising_server.log().splitlines() if head in ln), None)
+    ) is None:
+        assert time.monotonic() < deadline, raising_server.log()[-3000:]
+        time.sleep(0.05)
+    # Triton writes the message on one line, newlines escaped.
+    assert line.startswith("E"), line
+    assert "Traceback (most recent call last)" in line and "in refuse" in line, line
