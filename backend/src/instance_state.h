@@ -65,8 +65,8 @@ class InstanceState {
 
   // Readiness of the instance: OK when the stub runs and, if the model
   // defines is_ready(), that answered true within ready-timeout-seconds;
-  // else UNAVAILABLE with the reason. TRITONBACKEND API 1.19 has no entry
-  // point that would call this; it is kept for one that does.
+  // else UNAVAILABLE with the reason. Behind TRITONBACKEND_ModelInstanceReady,
+  // which Triton cores newer than 2.51 call (2.51 never does).
   Status CheckReady();
 
  private:
