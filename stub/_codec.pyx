@@ -274,7 +274,7 @@ cdef class _Reader:
         cdef list tensors = []
         for j in range(k):
             tensors.append(self.tensor())
-        return (rid, corr, flags, timeout, params, names, tensors)
+        return (rid, corr, flags, timeout, params, names, tensors, self.string())
 
     cdef tuple response_rest(self, bint receiver_arena_ok):
         """What follows the flags of a RESPONSES entry and of a BLS_RESPONSE:
@@ -373,7 +373,7 @@ def decode_body(int ftype, buf, Py_ssize_t start=24):
 
     EXECUTE -> list of requests
         (request_id, correlation, flags, timeout_us, parameters,
-         requested_output_names, inputs)
+         requested_output_names, inputs, trace_context)
         where correlation is None, an int or a str, and inputs are tensor
         tuples (see _Reader.tensor).
     RESPONSES -> list of
@@ -385,7 +385,8 @@ def decode_body(int ftype, buf, Py_ssize_t start=24):
     CANCEL -> list of (batch_id, request_index);
     SEND_ERROR -> (batch_id, request_index, code, message);
     READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL -> None;
-    BLS_REQUEST -> (model_name, model_version, request as in EXECUTE);
+    BLS_REQUEST -> (model_name, model_version, trace_batch_id,
+        trace_request_index, request as in EXECUTE);
     BLS_RESPONSE -> (response_flags, error, parameters, outputs);
     BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset);
     METRIC -> list of ops: (FAMILY_NEW, family, kind, name, description),
@@ -453,7 +454,9 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
     elif ftype == BLS_REQUEST:
         mname = r.string()
         mver = r.i64()
-        out = (mname, mver, r.request())
+        bid = r.u64()
+        idx = r.u32()
+        out = (mname, mver, bid, idx, r.request())
     elif ftype == CANCEL:
         count = r.u32()
         items = []

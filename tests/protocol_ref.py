@@ -208,6 +208,8 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     elif ftype == BLS_REQUEST:
         w.str(body["model_name"])
         w.i64(body["model_version"])
+        w.u64(body["trace_batch_id"])
+        w.u32(body["trace_request_index"])
         _encode_request(w, body["request"])
     elif ftype == BLS_RESPONSE:
         w.u32(body["response_flags"])
@@ -331,6 +333,7 @@ def _encode_request(w: _W, r: dict[str, Any]) -> None:
     w.u32(len(r["inputs"]))
     for t in r["inputs"]:
         w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+    w.str(r["trace_context"])
 
 
 # ---------------------------------------------------------------- reader
@@ -457,7 +460,13 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
     elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL):
         body = {}
     elif ftype == BLS_REQUEST:
-        body = {"model_name": r.str(), "model_version": r.i64(), "request": _decode_request(r)}
+        body = {
+            "model_name": r.str(),
+            "model_version": r.i64(),
+            "trace_batch_id": r.u64(),
+            "trace_request_index": r.u32(),
+            "request": _decode_request(r),
+        }
     elif ftype == BLS_RESPONSE:
         body = {
             "response_flags": r.u32(),
@@ -574,6 +583,7 @@ def _decode_request(r: _R) -> dict[str, Any]:
     req["parameters"] = r.str()
     req["requested_outputs"] = [r.str() for _ in range(r.u32())]
     req["inputs"] = [r.tensor() for _ in range(r.u32())]
+    req["trace_context"] = r.str()
     return req
 
 
@@ -594,6 +604,7 @@ def request(
         "parameters": "",
         "requested_outputs": [],
         "inputs": inputs or [],
+        "trace_context": "",
     }
     r.update(kw)
     return r

@@ -568,8 +568,11 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
     case proto::FrameType::kBlsCancel:
     case proto::FrameType::kBlsRelease:
     case proto::FrameType::kModelControl:
-      TRITONPY_RETURN_IF_ERROR(
-          bls_->OnFrame(f, body, peers_, CurrentChannel(), &release));
+      TRITONPY_RETURN_IF_ERROR(bls_->OnFrame(
+          f, body, peers_, CurrentChannel(), &release,
+          [this](uint64_t batch_id, uint32_t index) {
+            return OpenRequestTrace(batch_id, index);
+          }));
       break;
     case proto::FrameType::kRelease: {
       // Backend allocations are freed when their batch ends; nothing to do.

@@ -141,6 +141,10 @@ class InstanceState {
       std::vector<proto::ArenaRef>* release);
   Status OnExecuteDone(uint64_t batch_id, const Status& status);
   void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
+  // The trace of request `index` (EXECUTE position) of batch `batch_id`
+  // while that request is open; else null.
+  TRITONSERVER_InferenceTrace* OpenRequestTrace(
+      uint64_t batch_id, uint32_t index);
   // Fails every open request of `batch` with `status` (a final error
   // response each, then release).
   void FailOpenRequests(Batch* batch, const Status& status);

@@ -113,6 +113,9 @@ struct Request {
   std::string parameters;
   std::vector<std::string> requested_outputs;
   std::vector<Tensor> inputs;
+  // EXECUTE: TRITONSERVER_InferenceTraceContext of the request's trace ("":
+  // none). BLS_REQUEST: "" (the trace is named by trace_batch_id).
+  std::string trace_context;
 };
 
 struct Response {
@@ -176,6 +179,10 @@ struct LogLevelsBody {
 struct BlsRequestBody {
   std::string model_name;
   int64_t model_version = -1;
+  // The request given to execute() whose trace the call continues
+  // (trace_batch_id 0: none).
+  uint64_t trace_batch_id = 0;
+  uint32_t trace_request_index = 0;
   Request request;
 };
 // BLS_RESPONSE: one response of a call (response_flags: kRespFinal only).

@@ -109,6 +109,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
                         [P.inline("IN", INT32, [0, 4], b"")],
                         correlation_kind=2,
                         correlation_str="seq-\u00e9",
+                        trace_context='{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
                     ),
                 ]
             },
@@ -375,6 +376,8 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
             {
                 "model_name": "add_sub",
                 "model_version": -1,
+                "trace_batch_id": 2**40 + 1,
+                "trace_request_index": 2,
                 "request": P.request(
                     "bls-1",
                     [
@@ -590,7 +593,8 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_type.bin", ex[:5] + b"\x63" + ex[6:], "unknown frame type 99"),
         ("bad_flags.bin", ex[:6] + b"\x80\x00" + ex[8:], "unknown flag bit"),
         ("bad_body_len.bin", body_len(ex, len(ex) - 24 + 1), "body_len longer than the message"),
-        ("bad_truncated.bin", body_len(ex[:-3], len(ex) - 27), "body ends inside a tensor"),
+        # The last 4 bytes are the request's empty trace_context: cut into the tensor before.
+        ("bad_truncated.bin", body_len(ex[:-7], len(ex) - 31), "body ends inside a tensor"),
         ("bad_trailing.bin", body_len(ex + b"\0\0\0\0", len(ex) - 20), "trailing bytes"),
         ("bad_huge_string.bin", bytes(huge_str), "string length past the end"),
         ("bad_huge_count.bin", bytes(huge_count), "count past the end"),
