@@ -24,11 +24,14 @@ class LogLevel(enum.IntEnum):
 # Set by the stub: sink(level, file, line, message). Outside a stub the
 # messages go to stderr, so models stay importable and testable anywhere.
 _sink: Callable[[int, str, int, str], None] | None = None
-_verbose = False
+# Bit n set: level n is enabled. The stub keeps it equal to Triton's current
+# log settings (the backend pushes every change), so a disabled level costs
+# one test here. Outside a stub: Triton's defaults.
+_enabled = 0b0111
 
 
 def _emit(level: int, message: str, depth: int) -> None:
-    if level == LogLevel.VERBOSE and not _verbose:
+    if not _enabled >> level & 1:
         return
     frame = sys._getframe(depth)
     file, line = frame.f_code.co_filename, frame.f_lineno
@@ -58,7 +61,9 @@ class Logger:
 
     @staticmethod
     def log(message: str, level: _Level = LogLevel.INFO) -> None:
-        _emit(int(level), message, 2)
+        value = int(level)
+        # Triton logs a level it does not know as INFO.
+        _emit(value if 0 <= value <= LogLevel.VERBOSE else LogLevel.INFO, message, 2)
 
     @staticmethod
     def log_info(message: str) -> None:

@@ -61,17 +61,31 @@ _DEFAULT_MEMORY = PreferredMemory(_MEMORY_DEFAULT, 0)  # immutable, shared
 class InferenceTrace:
     """The trace a request belongs to; a BLS request may pass it on."""
 
-    __slots__ = ("_context",)
+    __slots__ = ("_context", "_batch_id", "_index")
 
     def __init__(self) -> None:
         self._context = ""
+        # The request given to execute() whose trace this is (batch id 0:
+        # none): a BLS request that passes it continues that trace.
+        self._batch_id = 0
+        self._index = 0
 
     def get_context(self) -> str | None:
         """The trace context (OpenTelemetry headers as JSON), or None."""
         return self._context or None
 
 
-_NO_TRACE = InferenceTrace()  # the trace of requests given to execute(); never changed
+_NO_TRACE = InferenceTrace()  # no trace; never changed
+
+
+def _trace_of(context: str, batch: Any, index: int) -> InferenceTrace:
+    """The InferenceTrace of the ``index``-th request of the stub's batch."""
+    trace = InferenceTrace()
+    trace._context = context
+    if batch is not None:
+        trace._batch_id = batch.id
+        trace._index = index
+    return trace
 
 
 class InferenceRequest(RequestCore):
@@ -164,7 +178,10 @@ class InferenceRequest(RequestCore):
         return self._parameters
 
     def trace(self) -> InferenceTrace:
-        return self._trace
+        trace = self._trace
+        if type(trace) is str:  # a request given to execute(): made on first use
+            trace = self._trace = _trace_of(trace, self._batch, self._index)
+        return trace
 
     def requested_output_names(self) -> set[str]:
         # A set, as in the official backend (it stores a std::set).

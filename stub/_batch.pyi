@@ -29,6 +29,7 @@ def request_from_stub(
     inputs: list[Any],
     batch: Any = None,
     index: int = 0,
+    trace_context: str = "",
 ) -> Any: ...
 def check_result(result: Any, n: int, batch: Batch) -> str: ...
 def answer(

@@ -24,7 +24,7 @@ import numpy as np
 from tritonpy.pb_utils import TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
 from tritonpy.pb_utils._errors import TritonError
-from tritonpy.pb_utils._request import _DEFAULT_MEMORY, _NO_TRACE, InferenceRequest
+from tritonpy.pb_utils._request import _DEFAULT_MEMORY, InferenceRequest
 from tritonpy.pb_utils._response import InferenceResponse
 from tritonpy.pb_utils._tensor import Tensor
 from tritonpy.stub import _codec as C
@@ -33,7 +33,6 @@ cdef object _request_cls = InferenceRequest
 cdef object _tensor_cls = Tensor
 cdef object _response_cls = InferenceResponse
 cdef object _default_memory = _DEFAULT_MEMORY
-cdef object _no_trace = _NO_TRACE
 cdef dict _itemsize = ITEMSIZE
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _INVALID_ARG = int(TritonError.INVALID_ARG)
@@ -86,7 +85,7 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
     batch.id = batch_id
     batch.engine = engine
     batch.buf = buf
-    for rid, corr, flags, timeout, params, names, tensors in wire:
+    for rid, corr, flags, timeout, params, names, tensors, trace in wire:
         inputs = []
         for name, dtype, dims, nbytes, loc, a, b in tensors:
             if loc == _LOC_INLINE:
@@ -110,6 +109,7 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
                 inputs,
                 batch,
                 index,
+                trace,
             )
         )
         index += 1
@@ -148,7 +148,7 @@ cdef object _size(int dtype, tuple dims):
 
 cdef RequestCore _request(model_name, request_id, correlation_id, flags, timeout,
                           parameters, requested_output_names, inputs, batch,
-                          Py_ssize_t index):
+                          Py_ssize_t index, str trace_context):
     cdef RequestCore r = RequestCore.__new__(_request_cls)
     r._model_name = model_name
     r._request_id = request_id
@@ -159,7 +159,9 @@ cdef RequestCore _request(model_name, request_id, correlation_id, flags, timeout
     r._requested_output_names = requested_output_names
     r._inputs = inputs
     r._preferred_memory = _default_memory
-    r._trace = _no_trace
+    # The trace context; InferenceRequest.trace() makes the InferenceTrace
+    # when a model asks for it.
+    r._trace = trace_context
     r._batch = batch
     r._index = index
     return r
@@ -167,11 +169,12 @@ cdef RequestCore _request(model_name, request_id, correlation_id, flags, timeout
 
 def request_from_stub(model_name, request_id, correlation_id, flags, timeout,
                       parameters, requested_output_names, inputs, batch=None,
-                      Py_ssize_t index=0):
+                      Py_ssize_t index=0, str trace_context=""):
     """A request as execute() sees it, ``index``-th of ``batch`` (no
     validation: the frame decoder has checked the fields)."""
     return _request(model_name, request_id, correlation_id, flags, timeout,
-                    parameters, requested_output_names, inputs, batch, index)
+                    parameters, requested_output_names, inputs, batch, index,
+                    trace_context)
 
 
 # ------------------------------------------------------------------ answers

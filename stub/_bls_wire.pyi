@@ -18,6 +18,8 @@ def encode_request(
     requested: Sequence[str],
     inputs: list[tuple],
     own: Any = None,
+    trace_batch_id: int = 0,
+    trace_request_index: int = 0,
 ) -> bytes: ...
 def response_outputs(
     outputs: list[tuple],

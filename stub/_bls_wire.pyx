@@ -59,6 +59,7 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
         params = request._parameters
         if params == "{}":
             params = ""
+        trace = request.trace()
         # (Fields out of their wire range, e.g. a negative timeout, fail here.)
         return encode_request(
             call_id,
@@ -72,6 +73,8 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
             request._requested_output_names,
             inputs,
             own,
+            trace._batch_id,
+            trace._index,
         )
     except BaseException:
         for aid, off in taken:
@@ -82,14 +85,18 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
 def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
                    str request_id, correlation, unsigned int flags,
                    unsigned long long timeout_us, str parameters, requested,
-                   list inputs, own=None):
+                   list inputs, own=None, unsigned long long trace_batch_id=0,
+                   unsigned int trace_request_index=0):
     """One BLS_REQUEST frame. ``inputs``: (name, dtype, dims, inline data or
     None, arena_id, offset, byte_size). A body too large for a frame goes
-    into ``own`` (the stub's arenas)."""
+    into ``own`` (the stub's arenas). ``trace_batch_id`` (0: none) and
+    ``trace_request_index`` name the request whose trace the call continues."""
     w = C.FrameWriter()
     w.begin(_BLS_REQUEST, call_id)
     w.string(model_name)
     w.i64(model_version)
+    w.u64(trace_batch_id)
+    w.u32(trace_request_index)
     w.string(request_id)
     if correlation is None:
         w.u8(0)
@@ -115,6 +122,7 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
             w.tensor_inline(name, dtype, dims, data)
         else:
             w.tensor_arena(name, dtype, dims, n, aid, off)
+    w.string("")  # trace_context: the backend takes the trace from trace_batch_id
     if w.size() > _MAX_FRAME:
         if own is None:
             raise ValueError("BLS_REQUEST too large for a frame")

@@ -65,6 +65,8 @@ METRIC = 25
 METRIC_DONE = 26
 AUTO_COMPLETE = 27
 AUTO_COMPLETE_DONE = 28
+LOG_LEVELS = 29
+LOG_LEVELS_ALL = 0xF  # bit n: TRITONSERVER_LogLevel n is enabled
 
 # METRIC operations (docs/protocol.md, "Custom metrics").
 OP_FAMILY_NEW = 1
@@ -88,7 +90,7 @@ LOC_RECEIVER_ARENA = 2  # RESPONSES outputs only: the backend's own arena
 cdef uint32_t _MAGIC = 0x31595054
 cdef Py_ssize_t _HDR = 24
 cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = 28
+cdef int _LAST_TYPE = LOG_LEVELS
 cdef int _EXECUTE_TYPE = EXECUTE  # as a C int: compared without a Python lookup
 cdef uint32_t _RESP_FLAGS = 0xE0000001u
 cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
@@ -272,7 +274,7 @@ cdef class _Reader:
         cdef list tensors = []
         for j in range(k):
             tensors.append(self.tensor())
-        return (rid, corr, flags, timeout, params, names, tensors)
+        return (rid, corr, flags, timeout, params, names, tensors, self.string())
 
     cdef tuple response_rest(self, bint receiver_arena_ok):
         """What follows the flags of a RESPONSES entry and of a BLS_RESPONSE:
@@ -371,7 +373,7 @@ def decode_body(int ftype, buf, Py_ssize_t start=24):
 
     EXECUTE -> list of requests
         (request_id, correlation, flags, timeout_us, parameters,
-         requested_output_names, inputs)
+         requested_output_names, inputs, trace_context)
         where correlation is None, an int or a str, and inputs are tensor
         tuples (see _Reader.tensor).
     RESPONSES -> list of
@@ -383,7 +385,8 @@ def decode_body(int ftype, buf, Py_ssize_t start=24):
     CANCEL -> list of (batch_id, request_index);
     SEND_ERROR -> (batch_id, request_index, code, message);
     READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL -> None;
-    BLS_REQUEST -> (model_name, model_version, request as in EXECUTE);
+    BLS_REQUEST -> (model_name, model_version, trace_batch_id,
+        trace_request_index, request as in EXECUTE);
     BLS_RESPONSE -> (response_flags, error, parameters, outputs);
     BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset);
     METRIC -> list of ops: (FAMILY_NEW, family, kind, name, description),
@@ -391,7 +394,7 @@ def decode_body(int ftype, buf, Py_ssize_t start=24):
         [(key, value), ...], [bucket, ...]), (METRIC_DELETE, metric),
         (INCREMENT or SET, metric, value), (OBSERVE, metric, [value, ...]),
         (VALUE, metric);
-    METRIC_DONE -> (ok, error, value).
+    METRIC_DONE -> (ok, error, value); LOG_LEVELS -> enabled (bit mask).
     """
     cdef Py_buffer view
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
@@ -451,7 +454,9 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
     elif ftype == BLS_REQUEST:
         mname = r.string()
         mver = r.i64()
-        out = (mname, mver, r.request())
+        bid = r.u64()
+        idx = r.u32()
+        out = (mname, mver, bid, idx, r.request())
     elif ftype == CANCEL:
         count = r.u32()
         items = []
@@ -488,6 +493,10 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
     elif ftype == EXECUTE_DONE:
         ok = r.u8()
         out = (ok, r.string())
+    elif ftype == LOG_LEVELS:
+        out = r.u32()
+        if out & ~LOG_LEVELS_ALL:
+            raise ProtocolError(f"unknown log level bits {out:#x}")
     elif ftype == LOG:
         level = r.u32()
         f = r.string()
@@ -762,6 +771,8 @@ def encode_simple(int ftype, body, uint64_t fid=0):
     elif ftype == READY:
         w.u8(1 if body[0] else 0)
         w.string(body[1])
+    elif ftype == LOG_LEVELS:
+        w.u32(body)
     elif ftype == FINALIZE or ftype == IS_READY or ftype == BLS_CANCEL:
         pass
     elif ftype in _JSON_TYPES:

@@ -180,6 +180,8 @@ class Stub:
                     self.own.free(aid, off)
             elif ftype == C.SEND_ERROR:
                 self.engine.on_send_error(*body)
+            elif ftype == C.LOG_LEVELS:
+                _logger._enabled = body
             elif ftype == C.IS_READY:
                 self._on_is_ready(fid)
             elif ftype == C.DRAIN:
@@ -238,9 +240,8 @@ class Stub:
 
     # ---------------------------------------------------------------- init / finalize
 
-    def _set_model_name(self, name: str, settings: dict[str, Any]) -> None:
+    def _set_model_name(self, name: str) -> None:
         self.model_name = self.engine.model_name = name
-        _logger._verbose = bool(settings.get("log_verbose", 0))
         _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
 
     def _on_auto_complete(self, msg: dict[str, Any]) -> None:
@@ -248,7 +249,7 @@ class Stub:
             raise C.ProtocolError("AUTO_COMPLETE after INIT or AUTO_COMPLETE")
         self._auto_completed = True
         model_file, model_dir, config = msg["model_file"], msg["model_dir"], msg["config"]
-        self._set_model_name(msg.get("model_name", self.instance), msg.get("settings", {}))
+        self._set_model_name(msg.get("model_name", self.instance))
         step = f"importing {model_file} failed"
         try:
             with self.turns.model_code():
@@ -278,7 +279,7 @@ class Stub:
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
         self.instance = args.get("model_instance_name") or self.instance
-        self._set_model_name(args.get("model_name", self.instance), self.settings)
+        self._set_model_name(args.get("model_name", self.instance))
         self.engine.decoupled = bool(self.settings.get("decoupled", False))
         # Answers of sync batches read together wait for each other only
         # when no execute timeout counts each batch's time.
@@ -354,6 +355,11 @@ class Stub:
                     f"raised {type(e).__name__}: {e}\n"
                     f"{traceback.format_exc()}",
                 }
+        # After the LOG frames finalize() queued on the loop (from any
+        # thread): the backend stops reading once FINALIZE_DONE is in.
+        self.loop.call_soon(self._finalized, reply)
+
+    def _finalized(self, reply: dict[str, Any]) -> None:
         self.channel.send(C.encode_json(C.FINALIZE_DONE, reply))
         self._flush_and_close("FINALIZE_DONE")
         self._stop(0)

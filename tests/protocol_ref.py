@@ -32,6 +32,8 @@ BLS_REQUEST, BLS_RESPONSE, BLS_CANCEL, BLS_ARENA, BLS_RELEASE = 18, 19, 20, 21, 
 MODEL_CONTROL, MODEL_CONTROL_DONE = 23, 24
 METRIC, METRIC_DONE = 25, 26
 AUTO_COMPLETE, AUTO_COMPLETE_DONE = 27, 28
+LOG_LEVELS = 29
+LOG_LEVELS_ALL = 0xF  # bit n: TRITONSERVER_LogLevel n is enabled
 # METRIC operations.
 (
     OP_FAMILY_NEW,
@@ -76,6 +78,7 @@ TYPE_NAMES = {
     METRIC_DONE: "METRIC_DONE",
     AUTO_COMPLETE: "AUTO_COMPLETE",
     AUTO_COMPLETE_DONE: "AUTO_COMPLETE_DONE",
+    LOG_LEVELS: "LOG_LEVELS",
 }
 TYPE_VALUES = {v: k for k, v in TYPE_NAMES.items()}
 JSON_TYPES = {
@@ -205,6 +208,8 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     elif ftype == BLS_REQUEST:
         w.str(body["model_name"])
         w.i64(body["model_version"])
+        w.u64(body["trace_batch_id"])
+        w.u32(body["trace_request_index"])
         _encode_request(w, body["request"])
     elif ftype == BLS_RESPONSE:
         w.u32(body["response_flags"])
@@ -237,6 +242,8 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     elif ftype == READY:
         w.u8(body["ready"])
         w.str(body["message"])
+    elif ftype == LOG_LEVELS:
+        w.u32(body["enabled"])
     elif ftype in (ARENA, BLS_ARENA):
         w.u32(body["arena_id"])
         w.u32(0)
@@ -326,6 +333,7 @@ def _encode_request(w: _W, r: dict[str, Any]) -> None:
     w.u32(len(r["inputs"]))
     for t in r["inputs"]:
         w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+    w.str(r["trace_context"])
 
 
 # ---------------------------------------------------------------- reader
@@ -452,7 +460,13 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
     elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL):
         body = {}
     elif ftype == BLS_REQUEST:
-        body = {"model_name": r.str(), "model_version": r.i64(), "request": _decode_request(r)}
+        body = {
+            "model_name": r.str(),
+            "model_version": r.i64(),
+            "trace_batch_id": r.u64(),
+            "trace_request_index": r.u32(),
+            "request": _decode_request(r),
+        }
     elif ftype == BLS_RESPONSE:
         body = {
             "response_flags": r.u32(),
@@ -485,6 +499,10 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         }
     elif ftype == READY:
         body = {"ready": r.u8(), "message": r.str()}
+    elif ftype == LOG_LEVELS:
+        body = {"enabled": r.u32()}
+        if body["enabled"] & ~LOG_LEVELS_ALL:
+            raise ProtocolError("unknown log level bits")
     elif ftype in (ARENA, BLS_ARENA):
         aid = r.u32()
         r.zero32()
@@ -565,6 +583,7 @@ def _decode_request(r: _R) -> dict[str, Any]:
     req["parameters"] = r.str()
     req["requested_outputs"] = [r.str() for _ in range(r.u32())]
     req["inputs"] = [r.tensor() for _ in range(r.u32())]
+    req["trace_context"] = r.str()
     return req
 
 
@@ -585,6 +604,7 @@ def request(
         "parameters": "",
         "requested_outputs": [],
         "inputs": inputs or [],
+        "trace_context": "",
     }
     r.update(kw)
     return r

@@ -104,17 +104,16 @@ RunAutoComplete(
       call.stub_timeout_seconds * 1000, &text);
   if (st.ok()) st = proto::CheckHello(text);
   if (st.ok()) {
-    json::Value settings = json::Value::Object();
-    settings.Set(
-        "log_verbose",
-        json::Value::Int(
-            TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE) ? 1 : 0));
+    // What auto_complete_config logs obeys Triton's settings.
+    st = s.channel->Send(proto::MakeLogLevelsFrame(EnabledLogLevels()));
+  }
+  if (st.ok()) {
     json::Value msg = json::Value::Object();
     msg.Set("model_name", json::Value::String(call.model_name));
     msg.Set("config", json::Value::String(call.config_json));
     msg.Set("model_file", json::Value::String(call.model_file));
     msg.Set("model_dir", json::Value::String(call.model_dir));
-    msg.Set("settings", std::move(settings));
+    msg.Set("settings", json::Value::Object());
     std::string body = msg.Serialize();
     if (body.size() > proto::kMaxFrame - proto::kHeaderSize) {
       st = Status::InvalidArg("the model config is too large for a frame");

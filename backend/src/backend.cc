@@ -140,3 +140,16 @@ TRITONBACKEND_ModelInstanceExecute(
       requests, request_count);
   return nullptr;  // every request was answered and released
 }
+
+TRITONPY_EXPORT TRITONSERVER_Error*
+TRITONBACKEND_ModelInstanceReady(TRITONBACKEND_ModelInstance* instance)
+{
+  void* vstate = nullptr;
+  tritonpy::Status s =
+      tritonpy::FromTriton(TRITONBACKEND_ModelInstanceState(instance, &vstate));
+  if (s.ok() && vstate == nullptr) {
+    s = tritonpy::Status::Unavailable("tritonpy: no instance state");
+  }
+  if (s.ok()) s = static_cast<tritonpy::InstanceState*>(vstate)->CheckReady();
+  return tritonpy::ToTriton(s);
+}

@@ -475,7 +475,7 @@ Status
 Bls::OnFrame(
     const proto::FrameView& f, const uint8_t* body, const PeerArenas& peers,
     const std::shared_ptr<Channel>& channel,
-    std::vector<proto::ArenaRef>* release)
+    std::vector<proto::ArenaRef>* release, const TraceOf& trace_of)
 {
   BlsCore* core = core_.get();
   {
@@ -623,7 +623,24 @@ Bls::OnFrame(
       std::lock_guard<std::mutex> lock(call->mu);
       call->request = req;
     }
-    s = FromTriton(TRITONSERVER_ServerInferAsync(core->server, req, nullptr));
+    // The call continues the trace of the request it names (as the
+    // official backend does: a child of that trace).
+    TRITONSERVER_InferenceTrace* trace = nullptr;
+    TRITONSERVER_InferenceTrace* parent =
+        rb.trace_batch_id != 0
+            ? trace_of(rb.trace_batch_id, rb.trace_request_index)
+            : nullptr;
+    if (parent != nullptr) {
+      TRITONSERVER_Error* err =
+          TRITONSERVER_InferenceTraceSpawnChildTrace(parent, &trace);
+      if (err != nullptr) {
+        TRITONPY_LOG_WARN(
+            "tritonpy: " + core->describe + ": BLS request to model '" +
+            rb.model_name + "' is not traced: " + FromTriton(err).message());
+        trace = nullptr;
+      }
+    }
+    s = FromTriton(TRITONSERVER_ServerInferAsync(core->server, req, trace));
     if (!s.ok()) {
       std::lock_guard<std::mutex> lock(core->mu);
       core->calls.erase(f.id);

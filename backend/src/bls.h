@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,7 @@
 #include "error.h"
 #include "protocol.h"
 #include "tritonpy/triton_api.h"
+#include "tritonpy/triton_infer_api.h"
 
 namespace tritonpy {
 
@@ -53,10 +55,15 @@ class Bls {
   // space the frame used (inputs) is appended to `release`. A failed
   // Status is a protocol violation; every other failure is answered to the
   // stub as an error response.
+  // `trace_of(batch_id, request_index)`: the trace of that request given to
+  // execute() while it is still open, else null; a BLS_REQUEST that names
+  // one runs under a child of that trace.
+  using TraceOf =
+      std::function<TRITONSERVER_InferenceTrace*(uint64_t, uint32_t)>;
   Status OnFrame(
       const proto::FrameView& f, const uint8_t* body, const PeerArenas& peers,
       const std::shared_ptr<Channel>& channel,
-      std::vector<proto::ArenaRef>* release);
+      std::vector<proto::ArenaRef>* release, const TraceOf& trace_of);
 
   // Reader thread, when the stub is gone: cancels its calls in flight and
   // frees every BLS allocation it held. Responses still to come are

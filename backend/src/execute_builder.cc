@@ -10,6 +10,7 @@
 #include "protocol.h"
 #include "response_writer.h"
 #include "triton_util.h"
+#include "tritonpy/triton_infer_api.h"
 
 namespace tritonpy {
 
@@ -92,6 +93,16 @@ ReadRequest(
       TRITONBACKEND_InferenceRequestTimeoutMicroseconds(
           request, &wire->timeout_us));
   TRITONPY_RETURN_IF_ERROR(ReadParameters(request, &wire->parameters));
+  // A trace's context exists in OpenTelemetry mode only; a server built
+  // without tracing answers an error: no trace then.
+  TRITONSERVER_InferenceTrace* trace = nullptr;
+  TRITONSERVER_Error* terr = TRITONBACKEND_RequestTrace(request, &trace);
+  const char* context = nullptr;
+  if (terr == nullptr && trace != nullptr) {
+    terr = TRITONSERVER_InferenceTraceContext(trace, &context);
+  }
+  if (terr != nullptr) TRITONSERVER_ErrorDelete(terr);
+  if (context != nullptr) wire->trace_context = context;
 
   uint32_t nout = 0;
   TRITONPY_RETURN_IF_TRITON_ERROR(

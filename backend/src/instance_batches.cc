@@ -486,4 +486,22 @@ InstanceState::CheckReady()
       (answer.message.empty() ? std::string() : ": " + answer.message));
 }
 
+TRITONSERVER_InferenceTrace*
+InstanceState::OpenRequestTrace(uint64_t batch_id, uint32_t index)
+{
+  auto it = batches_.find(batch_id);
+  if (it == batches_.end() || index >= it->second->wire_index.size()) {
+    return nullptr;
+  }
+  const BatchRequest& req = it->second->requests[it->second->wire_index[index]];
+  if (req.complete || req.request == nullptr) return nullptr;
+  TRITONSERVER_InferenceTrace* trace = nullptr;
+  TRITONSERVER_Error* err = TRITONBACKEND_RequestTrace(req.request, &trace);
+  if (err != nullptr) {
+    TRITONSERVER_ErrorDelete(err);
+    return nullptr;
+  }
+  return trace;
+}
+
 }  // namespace tritonpy

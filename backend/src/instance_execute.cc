@@ -250,7 +250,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     FinishLocally(batch.get());
     return;
   }
-  // An idle reader of an async instance blocks without a timeout; it must
+  // An idle reader of an async instance blocks for up to a second; it must
   // be woken so that it polls cancellation of the new batch. A sync
   // instance's idle reader blocks at most kSyncIdlePollMs and adopts the
   // batch anyway when the stub's frames arrive: no wake-up per batch.
@@ -258,6 +258,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
   }
+  SyncLogLevels(channel.get());  // the batch's logs obey the settings of now
   if (!channel->Send(frame).ok()) {
     // The stub is gone or the socket is broken: EOF makes the reader
     // handle it as a death, which fails this batch with the reason.

@@ -175,6 +175,7 @@ InstanceState::~InstanceState()
   }
   bool clean = false;
   if (ready && channel != nullptr) {
+    SyncLogLevels(channel.get());  // for what finalize() logs
     // The stub gives in-flight work finalize_grace_seconds, then cancels
     // it, completes every open request itself and answers FINALIZE_DONE.
     auto frame = proto::MakeFrame(
@@ -335,10 +336,6 @@ InstanceState::Handshake(
       "model_version", json::Value::String(std::to_string(model_->version())));
   args.Set("model_name", json::Value::String(model_->name()));
   json::Value stub_settings = json::Value::Object();
-  stub_settings.Set(
-      "log_verbose",
-      json::Value::Int(
-          TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE) ? 1 : 0));
   stub_settings.Set("decoupled", json::Value::Bool(model_->decoupled()));
   stub_settings.Set(
       "finalize_grace_seconds",
@@ -362,6 +359,9 @@ InstanceState::Handshake(
   auto frame = proto::MakeFrame(
       proto::FrameType::kInit, 0, 0,
       [&](std::vector<uint8_t>* out) { proto::EncodeJson(init_text, out); });
+  // A new stub knows nothing of the log settings: they go before INIT.
+  log_levels_sent_.store(kLogLevelsUnsent);
+  SyncLogLevels(channel);
   TRITONPY_RETURN_IF_ERROR(channel->Send(frame));
 
   // The model's initialize() may take long: no deadline, EOF ends the wait.
@@ -499,6 +499,18 @@ InstanceState::HandleCommon(
   }
 }
 
+void
+InstanceState::SyncLogLevels(Channel* channel)
+{
+  const uint32_t enabled = EnabledLogLevels();
+  if (enabled == log_levels_sent_.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(log_levels_mu_);
+  if (enabled == log_levels_sent_.load()) return;
+  if (channel->Send(proto::MakeLogLevelsFrame(enabled)).ok()) {
+    log_levels_sent_.store(enabled);
+  }
+}
+
 bool
 InstanceState::SyncInstance()
 {
@@ -569,8 +581,11 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
     case proto::FrameType::kBlsCancel:
     case proto::FrameType::kBlsRelease:
     case proto::FrameType::kModelControl:
-      TRITONPY_RETURN_IF_ERROR(
-          bls_->OnFrame(f, body, peers_, CurrentChannel(), &release));
+      TRITONPY_RETURN_IF_ERROR(bls_->OnFrame(
+          f, body, peers_, CurrentChannel(), &release,
+          [this](uint64_t batch_id, uint32_t index) {
+            return OpenRequestTrace(batch_id, index);
+          }));
       break;
     case proto::FrameType::kRelease: {
       // Backend allocations are freed when their batch ends; nothing to do.
@@ -617,7 +632,7 @@ InstanceState::ReaderLoop()
       reader_blocking_.store(true);
       AdoptPendingBatches();
       if (open_requests_ == 0) {
-        timeout_ms = SyncInstance() ? kSyncIdlePollMs : -1;
+        timeout_ms = SyncInstance() ? kSyncIdlePollMs : kIdleLogPollMs;
         if (debug_counters_) {
           const int due = LogDebugCounters();
           if (due >= 0 && (timeout_ms < 0 || due < timeout_ms))
@@ -636,6 +651,7 @@ InstanceState::ReaderLoop()
     std::string kill_reason;
     bool unloading = false;
     if (r == Channel::RecvResult::kTimeout) {
+      SyncLogLevels(channel.get());
       AdoptPendingBatches();
       PollCancellation(true);
       PollUnload();

@@ -65,8 +65,8 @@ class InstanceState {
 
   // Readiness of the instance: OK when the stub runs and, if the model
   // defines is_ready(), that answered true within ready-timeout-seconds;
-  // else UNAVAILABLE with the reason. TRITONBACKEND API 1.19 has no entry
-  // point that would call this; it is kept for one that does.
+  // else UNAVAILABLE with the reason. Behind TRITONBACKEND_ModelInstanceReady,
+  // which Triton cores newer than 2.51 call (2.51 never does).
   Status CheckReady();
 
  private:
@@ -77,6 +77,10 @@ class InstanceState {
   // does not wake it, so a batch sent meanwhile has its cancellation
   // polled from at most this long after it started.
   static constexpr int kSyncIdlePollMs = 100;
+  // How long an idle reader of an async instance blocks: how late a change
+  // of Triton's log settings may reach a stub that gets no batch.
+  static constexpr int kIdleLogPollMs = 1000;
+  static constexpr uint32_t kLogLevelsUnsent = ~0u;
   static constexpr int kDebugPeriodMs = 100;
 
   // What INIT_DONE told about the model.
@@ -127,6 +131,10 @@ class InstanceState {
       const std::string& why, bool violation,
       const std::string& killed_because = "", bool unloading = false);
   void SendError(Channel* channel, const std::string& message);
+  // Sends LOG_LEVELS when Triton's log settings (EnabledLogLevels) differ
+  // from what the stub was last told; a few loads when they do not. Any
+  // thread: before each batch, at idle polls, before INIT and FINALIZE.
+  void SyncLogLevels(Channel* channel);
   std::shared_ptr<Channel> CurrentChannel();
   // The running stub's model has a sync execute().
   bool SyncInstance();
@@ -138,6 +146,10 @@ class InstanceState {
       std::vector<proto::ArenaRef>* release);
   Status OnExecuteDone(uint64_t batch_id, const Status& status);
   void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
+  // The trace of request `index` (EXECUTE position) of batch `batch_id`
+  // while that request is open; else null.
+  TRITONSERVER_InferenceTrace* OpenRequestTrace(
+      uint64_t batch_id, uint32_t index);
   // Fails every open request of `batch` with `status` (a final error
   // response each, then release).
   void FailOpenRequests(Batch* batch, const Status& status);
@@ -223,7 +235,11 @@ class InstanceState {
   std::set<uint64_t> ready_queries_;                    // guarded by mu_
   std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_
 
-  // Set by the reader before it blocks without a timeout; Execute then
+  // LOG_LEVELS bits the current stub was last sent (kLogLevelsUnsent: none).
+  std::atomic<uint32_t> log_levels_sent_{kLogLevelsUnsent};
+  std::mutex log_levels_mu_;  // serialises the senders of LOG_LEVELS
+
+  // Set by the reader before it blocks idle (kIdleLogPollMs); Execute then
   // wakes it through wake_fd_ so that cancellation polling starts.
   std::atomic<bool> reader_blocking_{false};
 

@@ -23,7 +23,7 @@ namespace {
 
 // Minimum encoded sizes, used to bound counts before allocating.
 constexpr size_t kMinTensor = 4 + 4 + 4 + 8 + 1;
-constexpr size_t kMinRequest = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 4;
+constexpr size_t kMinRequest = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4;
 constexpr size_t kMinResponse = 8 + 4 + 4 + 1 + 4 + 4 + 4 + 4;
 constexpr size_t kCancelEntry = 8 + 4 + 4;
 
@@ -49,7 +49,7 @@ ReadRequest(Reader* r, Request* q)
   TRITONPY_RETURN_IF_ERROR(r->Count(kMinTensor, &nin));
   q->inputs.assign(nin, Tensor());
   for (Tensor& t : q->inputs) TRITONPY_RETURN_IF_ERROR(r->Tensor(&t));
-  return Status();
+  return r->Str(&q->trace_context);
 }
 
 void
@@ -66,6 +66,7 @@ WriteRequest(Writer* w, const Request& q)
   for (const std::string& name : q.requested_outputs) w->Str(name);
   w->U32(static_cast<uint32_t>(q.inputs.size()));
   for (const Tensor& t : q.inputs) w->Tensor(t);
+  w->Str(q.trace_context);
 }
 
 }  // namespace
@@ -130,6 +131,8 @@ FrameTypeName(FrameType t)
       return "AUTO_COMPLETE";
     case FrameType::kAutoCompleteDone:
       return "AUTO_COMPLETE_DONE";
+    case FrameType::kLogLevels:
+      return "LOG_LEVELS";
   }
   return "UNKNOWN";
 }
@@ -282,6 +285,17 @@ DecodeReady(const uint8_t* body, size_t len, ReadyBody* out)
 }
 
 Status
+DecodeLogLevels(const uint8_t* body, size_t len, LogLevelsBody* out)
+{
+  Reader r(body, len);
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->enabled));
+  if ((out->enabled & ~kLogLevelsAll) != 0) {
+    return Violation("LOG_LEVELS: unknown log level bits");
+  }
+  return r.Done();
+}
+
+Status
 DecodeArena(const uint8_t* body, size_t len, ArenaBody* out)
 {
   Reader r(body, len);
@@ -310,6 +324,8 @@ DecodeBlsRequest(const uint8_t* body, size_t len, BlsRequestBody* out)
   Reader r(body, len);
   TRITONPY_RETURN_IF_ERROR(r.Str(&out->model_name));
   TRITONPY_RETURN_IF_ERROR(r.I64(&out->model_version));
+  TRITONPY_RETURN_IF_ERROR(r.U64(&out->trace_batch_id));
+  TRITONPY_RETURN_IF_ERROR(r.U32(&out->trace_request_index));
   TRITONPY_RETURN_IF_ERROR(ReadRequest(&r, &out->request));
   return r.Done();
 }
@@ -466,6 +482,8 @@ EncodeBlsRequest(const BlsRequestBody& b, std::vector<uint8_t>* out)
   Writer w(out);
   w.Str(b.model_name);
   w.I64(b.model_version);
+  w.U64(b.trace_batch_id);
+  w.U32(b.trace_request_index);
   WriteRequest(&w, b.request);
 }
 
@@ -560,6 +578,13 @@ EncodeReady(const ReadyBody& b, std::vector<uint8_t>* out)
   Writer w(out);
   w.U8(b.ready);
   w.Str(b.message);
+}
+
+void
+EncodeLogLevels(const LogLevelsBody& b, std::vector<uint8_t>* out)
+{
+  Writer w(out);
+  w.U32(b.enabled);
 }
 
 }  // namespace proto

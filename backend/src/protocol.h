@@ -62,8 +62,12 @@ enum class FrameType : uint8_t {
   kMetricDone = 26,
   kAutoComplete = 27,
   kAutoCompleteDone = 28,
+  kLogLevels = 29,
 };
-constexpr uint8_t kMaxFrameType = 28;
+constexpr uint8_t kMaxFrameType = 29;
+
+// LOG_LEVELS: bit n set = TRITONSERVER_LogLevel n is enabled.
+constexpr uint32_t kLogLevelsAll = 0xF;
 
 // RESPONSES entry flags (response_flags).
 constexpr uint32_t kRespFinal = 1;  // TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -109,6 +113,9 @@ struct Request {
   std::string parameters;
   std::vector<std::string> requested_outputs;
   std::vector<Tensor> inputs;
+  // EXECUTE: TRITONSERVER_InferenceTraceContext of the request's trace ("":
+  // none). BLS_REQUEST: "" (the trace is named by trace_batch_id).
+  std::string trace_context;
 };
 
 struct Response {
@@ -165,10 +172,17 @@ struct ReadyBody {
   uint8_t ready = 0;
   std::string message;
 };
+struct LogLevelsBody {
+  uint32_t enabled = 0;  // kLogLevelsAll bits
+};
 // BLS_REQUEST: the call's target, then one request as in EXECUTE.
 struct BlsRequestBody {
   std::string model_name;
   int64_t model_version = -1;
+  // The request given to execute() whose trace the call continues
+  // (trace_batch_id 0: none).
+  uint64_t trace_batch_id = 0;
+  uint32_t trace_request_index = 0;
   Request request;
 };
 // BLS_RESPONSE: one response of a call (response_flags: kRespFinal only).
@@ -254,6 +268,7 @@ DecodeFinalize(const uint8_t* body, size_t len)
 Status DecodeCancel(const uint8_t* body, size_t len, CancelBody* out);
 Status DecodeSendError(const uint8_t* body, size_t len, SendErrorBody* out);
 Status DecodeReady(const uint8_t* body, size_t len, ReadyBody* out);
+Status DecodeLogLevels(const uint8_t* body, size_t len, LogLevelsBody* out);
 Status DecodeBlsRequest(const uint8_t* body, size_t len, BlsRequestBody* out);
 Status DecodeBlsResponse(const uint8_t* body, size_t len, BlsResponseBody* out);
 Status DecodeMetric(const uint8_t* body, size_t len, MetricBody* out);
@@ -278,6 +293,7 @@ void EncodeRelease(const ReleaseBody& b, std::vector<uint8_t>* out);
 void EncodeCancel(const CancelBody& b, std::vector<uint8_t>* out);
 void EncodeSendError(const SendErrorBody& b, std::vector<uint8_t>* out);
 void EncodeReady(const ReadyBody& b, std::vector<uint8_t>* out);
+void EncodeLogLevels(const LogLevelsBody& b, std::vector<uint8_t>* out);
 void EncodeBlsRequest(const BlsRequestBody& b, std::vector<uint8_t>* out);
 void EncodeBlsResponse(const BlsResponseBody& b, std::vector<uint8_t>* out);
 void EncodeMetric(const MetricBody& b, std::vector<uint8_t>* out);
@@ -299,6 +315,15 @@ MakeFrame(FrameType type, uint16_t flags, uint64_t id, Fn encode_body)
   encode_body(&out);
   FinishFrame(type, flags, id, &out);
   return out;
+}
+
+// A LOG_LEVELS frame telling the stub which levels Triton logs.
+inline std::vector<uint8_t>
+MakeLogLevelsFrame(uint32_t enabled)
+{
+  return MakeFrame(FrameType::kLogLevels, 0, 0, [&](std::vector<uint8_t>* out) {
+    EncodeLogLevels({enabled}, out);
+  });
 }
 
 // Size of a fixed-size element of `dtype` (BOOL 1 ... FP64 8, BF16 2);

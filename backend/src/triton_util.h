@@ -6,6 +6,7 @@
 // tritonserver includes this header.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "error.h"
@@ -30,6 +31,21 @@ ToTriton(const Status& s)
 {
   if (s.ok()) return nullptr;
   return TRITONSERVER_ErrorNew(s.code(), s.message().c_str());
+}
+
+// The levels Triton's log writes now, as LOG_LEVELS bits (bit n:
+// TRITONSERVER_LogLevel n). Cheap: four reads of the logger's switches,
+// which the logging endpoint (POST /v2/logging) may change at any time.
+inline uint32_t
+EnabledLogLevels()
+{
+  uint32_t enabled = 0;
+  for (TRITONSERVER_LogLevel level :
+       {TRITONSERVER_LOG_INFO, TRITONSERVER_LOG_WARN, TRITONSERVER_LOG_ERROR,
+        TRITONSERVER_LOG_VERBOSE}) {
+    if (TRITONSERVER_LogIsEnabled(level)) enabled |= 1u << level;
+  }
+  return enabled;
 }
 
 inline void

@@ -170,6 +170,8 @@ DecodeBody(const uint8_t* body, size_t len)
   (void)ok(tp::DecodeSendError(body, len, &send_error));
   tp::ReadyBody ready;
   (void)ok(tp::DecodeReady(body, len, &ready));
+  tp::LogLevelsBody log_levels;
+  (void)ok(tp::DecodeLogLevels(body, len, &log_levels));
   tp::BlsRequestBody bls_request;
   if (ok(tp::DecodeBlsRequest(body, len, &bls_request))) {
     sum += TouchAll(bls_request.request.inputs);

@@ -91,6 +91,7 @@ RequestJson(const tp::Request& q)
   Value ins = Value::Array();
   for (const tp::Tensor& t : q.inputs) ins.Append(TensorJson(t));
   r.Set("inputs", std::move(ins));
+  r.Set("trace_context", Value::String(q.trace_context));
   return r;
 }
 
@@ -200,6 +201,8 @@ DecodeFrame(
       TRITONPY_RETURN_IF_ERROR(tp::DecodeBlsRequest(b, n, &q));
       body->Set("model_name", Value::String(q.model_name));
       body->Set("model_version", Value::Int(q.model_version));
+      body->Set("trace_batch_id", Value::Uint(q.trace_batch_id));
+      body->Set("trace_request_index", Value::Int(q.trace_request_index));
       body->Set("request", RequestJson(q.request));
       tp::EncodeBlsRequest(q, out);
       break;
@@ -266,6 +269,13 @@ DecodeFrame(
       body->Set("ready", Value::Int(r.ready));
       body->Set("message", Value::String(r.message));
       tp::EncodeReady(r, out);
+      break;
+    }
+    case tp::FrameType::kLogLevels: {
+      tp::LogLevelsBody l;
+      TRITONPY_RETURN_IF_ERROR(tp::DecodeLogLevels(b, n, &l));
+      body->Set("enabled", Value::Int(l.enabled));
+      tp::EncodeLogLevels(l, out);
       break;
     }
     case tp::FrameType::kArena:

@@ -59,7 +59,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
                     },
                     "model_file": "/models/add_sub/1/model.py",
                     "model_dir": "/models/add_sub/1",
-                    "settings": {"log_verbose": 0},
+                    "settings": {"decoupled": False},
                 }
             },
             0,
@@ -109,6 +109,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
                         [P.inline("IN", INT32, [0, 4], b"")],
                         correlation_kind=2,
                         correlation_str="seq-\u00e9",
+                        trace_context='{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}',
                     ),
                 ]
             },
@@ -360,6 +361,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
         ),
         ("is_ready.bin", P.IS_READY, {}, 3, 0),
         ("drain.bin", P.DRAIN, {}, 0, 0),
+        ("log_levels.bin", P.LOG_LEVELS, {"enabled": 0b1101}, 0, 0),
         ("ready.bin", P.READY, {"ready": 0, "message": "warming up"}, 3, 0),
         (
             "release.bin",
@@ -374,6 +376,8 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
             {
                 "model_name": "add_sub",
                 "model_version": -1,
+                "trace_batch_id": 2**40 + 1,
+                "trace_request_index": 2,
                 "request": P.request(
                     "bls-1",
                     [
@@ -519,7 +523,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
                     "config": '{"name":"add_sub","max_batch_size":0,"input":[],"output":[]}',
                     "model_file": "/models/add_sub/1/model.py",
                     "model_dir": "/models/add_sub/1",
-                    "settings": {"log_verbose": 0},
+                    "settings": {"decoupled": False},
                 }
             },
             0,
@@ -580,6 +584,8 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
     bls = bytearray(frames["bls_response.bin"])
     struct.pack_into("<I", bls, 24, 1 << 30)  # response_flags
     bad_bls_flags = bytes(bls)
+    bad_levels = bytearray(frames["log_levels.bin"])
+    bad_levels[24] |= 0x10  # the bit after VERBOSE's
     return [
         ("bad_short.bin", ex[:20], "shorter than the header"),
         ("bad_magic.bin", b"XXXX" + ex[4:], "bad magic"),
@@ -587,7 +593,8 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_type.bin", ex[:5] + b"\x63" + ex[6:], "unknown frame type 99"),
         ("bad_flags.bin", ex[:6] + b"\x80\x00" + ex[8:], "unknown flag bit"),
         ("bad_body_len.bin", body_len(ex, len(ex) - 24 + 1), "body_len longer than the message"),
-        ("bad_truncated.bin", body_len(ex[:-3], len(ex) - 27), "body ends inside a tensor"),
+        # The last 4 bytes are the request's empty trace_context: cut into the tensor before.
+        ("bad_truncated.bin", body_len(ex[:-7], len(ex) - 31), "body ends inside a tensor"),
         ("bad_trailing.bin", body_len(ex + b"\0\0\0\0", len(ex) - 20), "trailing bytes"),
         ("bad_huge_string.bin", bytes(huge_str), "string length past the end"),
         ("bad_huge_count.bin", bytes(huge_count), "count past the end"),
@@ -602,6 +609,7 @@ def invalid(frames: dict[str, bytes]) -> list[tuple[str, bytes, str]]:
         ("bad_bls_response_flags.bin", bad_bls_flags, "unknown BLS response flag bit 30"),
         ("bad_metric_op.bin", bytes(bad_op), "unknown metric op 9"),
         ("bad_metric_kind.bin", bytes(bad_kind), "unknown metric kind 3"),
+        ("bad_log_levels.bin", bytes(bad_levels), "unknown log level bit 4"),
     ]
 
 

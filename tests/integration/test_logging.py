@@ -6,15 +6,20 @@ with the model's file and line, at their level, and Triton's log settings
 
 from __future__ import annotations
 
+import queue
 import re
+import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository
+from server import TritonServer, build_repository, running
 
 
 def run(work: Path, args: list[str]) -> tuple[str, int]:
@@ -91,3 +96,152 @@ def test_disabled_levels_stay_out(tmp_path: Path, off: str) -> None:
         "log-error": "error",
     }
     assert shown == {what: levels[what] != off for what in shown}, shown
+
+
+# ------------------------------------------------ every phase, settings changed live
+
+PHASE_LEVELS = ("log", "info", "warning", "error", "verbose", "print")
+
+
+def phase_counts(log: str) -> dict[str, dict[str, int]]:
+    """How often each "log_phases <phase> <level>" line is in ``log``."""
+    counts = {p: dict.fromkeys(PHASE_LEVELS, 0) for p in ("initialize", "execute", "finalize")}
+    for found in re.finditer(r"log_phases (initialize|execute|finalize) (\w+)", log):
+        counts[found[1]][found[2]] += 1
+    return counts
+
+
+def expected(*, initialize: set[str], execute: set[str], finalize: set[str]) -> dict:
+    shown = {"initialize": initialize, "execute": execute, "finalize": finalize}
+    return {p: {lv: int(lv in shown[p]) for lv in PHASE_LEVELS} for p in shown}
+
+
+def serve_phases(work: Path, settings: dict[str, object] | None) -> str:
+    """Serves log_phases, applies ``settings`` through the logging endpoint
+    once it is loaded, runs one request, shuts the server down; returns its
+    log."""
+    srv = TritonServer(build_repository(work / "repo", ["log_phases"]), work)
+    try:
+        srv.wait_ready()
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=60) as c:
+            if settings is not None:
+                c.update_log_settings(settings)
+            x = httpclient.InferInput("IN", [1], "FP32")
+            x.set_data_from_numpy(np.array([1.0], np.float32))
+            assert c.infer("log_phases", [x]).as_numpy("OUT")[0] == 1.0
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+    return srv.log()
+
+
+NON_VERBOSE = {"log", "info", "warning", "error", "print"}
+
+
+def test_finalize_logs_reach_the_log_on_shutdown(tmp_path: Path) -> None:
+    log = serve_phases(tmp_path, None)
+    want = expected(initialize=NON_VERBOSE, execute=NON_VERBOSE, finalize=NON_VERBOSE)
+    assert phase_counts(log) == want, log[-3000:]
+
+
+def test_finalize_logs_reach_the_log_on_unload(tmp_path: Path) -> None:
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", ["log_phases"]),
+        tmp_path,
+        args=["--model-control-mode=explicit", "--load-model=log_phases"],
+    )
+    try:
+        srv.wait_ready()
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=60) as c:
+            c.unload_model("log_phases")
+        deadline = time.monotonic() + 30
+        while srv.model_ready("log_phases") or "unloaded 'log_phases'" not in srv.log():
+            assert time.monotonic() < deadline, srv.log()[-3000:]
+            time.sleep(0.05)
+        counts = phase_counts(srv.log())["finalize"]
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+    assert counts == {lv: int(lv in NON_VERBOSE) for lv in PHASE_LEVELS}, srv.log()[-3000:]
+
+
+def test_verbose_switched_on_through_the_logging_endpoint(tmp_path: Path) -> None:
+    log = serve_phases(tmp_path, {"log_verbose_level": 1})
+    everything = NON_VERBOSE | {"verbose"}
+    want = expected(initialize=NON_VERBOSE, execute=everything, finalize=everything)
+    assert phase_counts(log) == want, log[-3000:]
+
+
+def test_levels_switched_off_through_the_logging_endpoint(tmp_path: Path) -> None:
+    log = serve_phases(tmp_path, {"log_info": False, "log_warning": False, "log_error": False})
+    # print() is not Triton's log: it stays.
+    want = expected(initialize=NON_VERBOSE, execute={"print"}, finalize={"print"})
+    assert phase_counts(log) == want, log[-3000:]
+
+
+# ------------------------------------------------ an exception of execute()
+
+
+def decoupled_copy(repo: Path, name: str) -> str:
+    """A decoupled copy of the model ``name`` in ``repo``; returns its name."""
+    copy = f"{name}_decoupled"
+    shutil.copytree(repo / name, repo / copy)
+    config = (repo / copy / "config.pbtxt").read_text().replace(f'"{name}"', f'"{copy}"')
+    (repo / copy / "config.pbtxt").write_text(
+        config + "model_transaction_policy { decoupled: true }\n"
+    )
+    return copy
+
+
+@pytest.fixture(scope="module")
+def raising_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("raising")
+    repo = build_repository(work / "repo", ["raise_sync", "raise_async"])
+    for name in ("raise_sync", "raise_async"):
+        decoupled_copy(repo, name)
+    with running(TritonServer(repo, work)) as srv:
+        yield srv
+
+
+def infer_error(srv: TritonServer, model: str) -> str:
+    """The error one request to ``model`` gets (a gRPC stream for a
+    decoupled model)."""
+    x = np.array([1.0], np.float32)
+    if not model.endswith("_decoupled"):
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=60) as c:
+            inp = httpclient.InferInput("IN", [1], "FP32")
+            inp.set_data_from_numpy(x)
+            with pytest.raises(InferenceServerException) as e:
+                c.infer(model, [inp])
+            return str(e.value)
+    answers: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(srv.grpc_url) as c:
+        inp = grpcclient.InferInput("IN", [1], "FP32")
+        inp.set_data_from_numpy(x)
+        c.start_stream(callback=lambda result, error: answers.put(error))
+        try:
+            c.async_stream_infer(model, [inp])
+            error = answers.get(timeout=60)
+        finally:
+            c.stop_stream()
+    assert error is not None
+    return str(error)
+
+
+@pytest.mark.parametrize(
+    "model", ["raise_sync", "raise_async", "raise_sync_decoupled", "raise_async_decoupled"]
+)
+def test_execute_exception_is_logged_with_its_traceback(
+    raising_server: TritonServer, model: str
+) -> None:
+    kind = "async" if "async" in model else "sync"
+    refusal = f"ValueError: execute refused on purpose ({kind})"
+    assert refusal in infer_error(raising_server, model)
+    head = f"Failed to process the request(s) for model '{model}', message: {refusal}"
+    deadline = time.monotonic() + 30
+    while (
+        line := next((ln for ln in raising_server.log().splitlines() if head in ln), None)
+    ) is None:
+        assert time.monotonic() < deadline, raising_server.log()[-3000:]
+        time.sleep(0.05)
+    # Triton writes the message on one line, newlines escaped.
+    assert line.startswith("E"), line
+    assert "Traceback (most recent call last)" in line and "in refuse" in line, line

@@ -123,11 +123,13 @@ class StubHost:
         model_file: str = "model.py",
         config: dict[str, Any] | None = None,
         settings: dict[str, Any] | None = None,
+        log_levels: int = 0b0111,
         timeout: float = 10.0,
         then: tuple[bytes, ...] = (),
     ) -> dict[str, Any]:
-        """INIT (after HELLO), and the frames ``then`` right behind it;
-        returns INIT_DONE's JSON."""
+        """LOG_LEVELS and INIT (after HELLO), and the frames ``then`` right
+        behind them; returns INIT_DONE's JSON. ``log_levels``: Triton's
+        defaults (INFO, WARNING, ERROR) unless told."""
         if not self.greeted:
             hello = self.recv_type("HELLO", timeout)
             assert hello["body"]["json"]["protocol"] == 1
@@ -145,8 +147,9 @@ class StubHost:
             "args": args,
             "model_file": str(model_dir / model_file),
             "model_dir": str(model_dir),
-            "settings": {"log_verbose": 0, **(settings or {})},
+            "settings": settings or {},
         }
+        self.send(P.encode(P.LOG_LEVELS, {"enabled": log_levels}))
         self.send(P.encode(P.INIT, {"json": init}))
         for frame in then:
             self.send(frame)
@@ -166,8 +169,9 @@ class StubHost:
             "config": json.dumps(config),
             "model_file": str(model_dir / model_file),
             "model_dir": str(model_dir),
-            "settings": {"log_verbose": 0},
+            "settings": {},
         }
+        self.send(P.encode(P.LOG_LEVELS, {"enabled": 0b0111}))
         self.send(P.encode(P.AUTO_COMPLETE, {"json": msg}))
         return self.recv_type("AUTO_COMPLETE_DONE")["body"]["json"]
 

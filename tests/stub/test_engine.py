@@ -573,7 +573,43 @@ def test_logger_verbose_when_the_server_is_verbose(host: StubHost, tmp_path: Pat
                 return []
     """,
     )
-    host.handshake(d, settings={"log_verbose": 1})
+    host.handshake(d, log_levels=0b1111)
     host.send(P.encode(P.FINALIZE, {}))
     host.recv_type("FINALIZE_DONE")
     assert [m["level"] for m in host.logs if m["message"] == "chatty"] == [3]
+
+
+def test_logger_follows_log_levels_sent_at_any_time(host: StubHost, tmp_path: Path) -> None:
+    """LOG_LEVELS changes what the model's next log calls send; levels
+    turned off send nothing at all."""
+    d = write_model(
+        tmp_path,
+        """
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                tag = requests[0].request_id()
+                pb_utils.Logger.log_info(f"{tag} info")
+                pb_utils.Logger.log_warn(f"{tag} warning")
+                pb_utils.Logger.log_error(f"{tag} error")
+                pb_utils.Logger.log_verbose(f"{tag} verbose")
+                return [pb_utils.InferenceResponse([]) for _ in requests]
+            def finalize(self):
+                pb_utils.Logger.log_verbose("finalize verbose")
+    """,
+    )
+    host.handshake(d)
+    host.execute(1, [P.request("a")])
+    host.send(P.encode(P.LOG_LEVELS, {"enabled": 0b1010}))  # WARNING, VERBOSE
+    host.execute(2, [P.request("b")])
+    host.send(P.encode(P.LOG_LEVELS, {"enabled": 0b1000}))
+    host.send(P.encode(P.FINALIZE, {}))
+    host.recv_type("FINALIZE_DONE")
+    assert [m["message"] for m in host.logs] == [
+        "a info",
+        "a warning",
+        "a error",
+        "b warning",
+        "b verbose",
+        "finalize verbose",
+    ]

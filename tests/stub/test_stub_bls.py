@@ -462,3 +462,49 @@ def test_a_request_that_fails_to_build_gives_its_arena_space_back(
             )
         )
     assert places[0] == places[1] == places[2]
+
+
+TRACER = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            traced = request.request_id() != "plain"
+            pb_utils.InferenceRequest(
+                model_name="target",
+                inputs=[pb_utils.Tensor("X", np.zeros(1, np.float32))],
+                requested_output_names=["Y"],
+                trace=request.trace() if traced else pb_utils.InferenceTrace(),
+            ).exec()
+            context = request.trace().get_context() or ""
+            out.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("C", np.array([context.encode()], dtype=object))]))
+        return out
+"""
+
+
+def test_bls_request_names_the_request_whose_trace_it_passes(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """A call built with trace=request.trace() names that request (batch id,
+    position); one with a fresh InferenceTrace() names none. The model sees
+    the trace context EXECUTE carried."""
+    host.handshake(write_model(tmp_path, TRACER))
+    requests = [
+        P.request("plain"),
+        P.request("traced", trace_context='{"traceparent":"00-ab-cd-01"}'),
+    ]
+    host.send(P.encode(P.EXECUTE, {"requests": requests}, id=9))
+    names = []
+    for _ in requests:
+        req = host.recv_type("BLS_REQUEST")
+        body = req["body"]
+        names.append((body["trace_batch_id"], body["trace_request_index"]))
+        assert body["request"]["trace_context"] == ""
+        bls_reply(host, req["id"], [f32("Y", [0])])
+    assert names == [(0, 0), (9, 1)]
+    reply = host.recv_type("RESPONSES")
+    contexts = [host.tensor_bytes(r["outputs"][0])[4:] for r in reply["body"]["responses"]]
+    assert contexts == [b"", b'{"traceparent":"00-ab-cd-01"}']

@@ -67,7 +67,7 @@ def start(host: StubHost, d: Path) -> dict[str, Any]:
                     "args": args,
                     "model_file": str(d / "model.py"),
                     "model_dir": str(d),
-                    "settings": {"log_verbose": 0},
+                    "settings": {"decoupled": False},
                 }
             },
         )

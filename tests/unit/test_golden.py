@@ -61,7 +61,7 @@ def _tensor(buf: bytes, t: tuple) -> dict[str, Any]:
 
 
 def _request(buf: bytes, q: tuple) -> dict[str, Any]:
-    rid, corr, rflags, timeout, params, names, inputs = q
+    rid, corr, rflags, timeout, params, names, inputs, trace = q
     kind = 0 if corr is None else (1 if isinstance(corr, int) else 2)
     return {
         "request_id": rid,
@@ -73,6 +73,7 @@ def _request(buf: bytes, q: tuple) -> dict[str, Any]:
         "parameters": params,
         "requested_outputs": names,
         "inputs": [_tensor(buf, t) for t in inputs],
+        "trace_context": trace,
     }
 
 
@@ -98,7 +99,13 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     elif ftype == C.EXECUTE:
         out = {"requests": [_request(buf, q) for q in body]}
     elif ftype == C.BLS_REQUEST:
-        out = {"model_name": body[0], "model_version": body[1], "request": _request(buf, body[2])}
+        out = {
+            "model_name": body[0],
+            "model_version": body[1],
+            "trace_batch_id": body[2],
+            "trace_request_index": body[3],
+            "request": _request(buf, body[4]),
+        }
     elif ftype == C.BLS_RESPONSE:
         rf, err, params, outs = body
         out = {
@@ -139,6 +146,8 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
         out = dict(zip(("batch_id", "request_index", "error_code", "message"), body, strict=True))
     elif ftype == C.READY:
         out = {"ready": body[0], "message": body[1]}
+    elif ftype == C.LOG_LEVELS:
+        out = {"enabled": body}
     elif ftype == C.EXECUTE_DONE:
         out = {"ok": body[0], "error": body[1]}
     elif ftype == C.LOG:
@@ -314,6 +323,8 @@ def _encode_with_writer(entry: dict[str, Any]) -> bytes:
             q["parameters"],
             q["requested_outputs"],
             ins,
+            trace_batch_id=body["trace_batch_id"],
+            trace_request_index=body["trace_request_index"],
         )
     return C.encode_json(ftype, body["json"])
 

@@ -296,6 +296,11 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceFinalize(
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance* instance, TRITONBACKEND_Request** requests,
     const uint32_t request_count);
+// Optional: null when the instance is ready, else why not. Triton cores
+// newer than 2.51 call it for model and server readiness; 2.51 never
+// looks it up.
+TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReady(
+    TRITONBACKEND_ModelInstance* instance);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -143,6 +143,21 @@ TRITONSERVER_Error* TRITONSERVER_ServerInferAsync(
     TRITONSERVER_InferenceRequest* inference_request,
     TRITONSERVER_InferenceTrace* trace);
 
+// ---- traces -----------------------------------------------------------------
+
+// The request's trace, owned by the request; null when it is not traced.
+TRITONSERVER_Error* TRITONBACKEND_RequestTrace(
+    TRITONBACKEND_Request* request, TRITONSERVER_InferenceTrace** trace);
+// A child of `trace`, owned by the caller until handed to
+// TRITONSERVER_ServerInferAsync (which takes it, even when it fails).
+TRITONSERVER_Error* TRITONSERVER_InferenceTraceSpawnChildTrace(
+    TRITONSERVER_InferenceTrace* trace,
+    TRITONSERVER_InferenceTrace** child_trace);
+// The trace's context (OpenTelemetry mode: the propagation headers as JSON;
+// may be null), valid as long as the trace.
+TRITONSERVER_Error* TRITONSERVER_InferenceTraceContext(
+    TRITONSERVER_InferenceTrace* trace, const char** trace_context);
+
 // Parameters for ServerLoadModelWithParameters ("config": string, JSON;
 // "file:<path>": bytes, the file's content).
 TRITONSERVER_Parameter* TRITONSERVER_ParameterNew(
