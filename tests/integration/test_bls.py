@@ -32,6 +32,7 @@ MODELS = [
     "bls_add_sub",
     "bls_add_sub_async",
     "bls_square_stream",
+    "stream_until_cancelled",
     "bls_self",
     "bls_loader",
     "accumulate",
@@ -222,7 +223,7 @@ def test_self_call_fails_with_a_clear_error(bls_server: TritonServer) -> None:
     assert time.monotonic() - t0 < 5
 
 
-def stream(bls_server: TritonServer, n: int, **extra: np.ndarray) -> list:
+def stream(bls_server: TritonServer, n: int, request_id: str = "", **extra: np.ndarray) -> list:
     got: queue.Queue = queue.Queue()
     c = grpcclient.InferenceServerClient(bls_server.grpc_url)
     c.start_stream(callback=lambda result, error: got.put((result, error)))
@@ -233,7 +234,9 @@ def stream(bls_server: TritonServer, n: int, **extra: np.ndarray) -> list:
         )
         t.set_data_from_numpy(arr)
         ins.append(t)
-    c.async_stream_infer("bls_square_stream", ins, enable_empty_final_response=True)
+    c.async_stream_infer(
+        "bls_square_stream", ins, request_id=request_id, enable_empty_final_response=True
+    )
     out = []
     while True:
         result, error = got.get(timeout=20)
@@ -260,10 +263,17 @@ def test_many_streams_at_once(bls_server: TritonServer) -> None:
     assert results == [[n % 7] * (n % 7) for n in range(48)]
 
 
-def test_cancelling_an_inner_stream_ends_it(bls_server: TritonServer) -> None:
-    out = stream(bls_server, 6, CANCEL_AFTER=np.array([2], np.int32))
-    assert out[-1] < 0 and 2 <= -out[-1] - 1 <= 6  # the count of inner responses
-    assert out[:2] == [6, 6]
+@pytest.mark.parametrize("sync", [False, True])
+def test_cancelling_an_inner_stream_ends_it(bls_server: TritonServer, sync: bool) -> None:
+    """The caller cancels the inner stream after 2 responses. The inner
+    model then waits for its cancellation, logs that it saw it and ends the
+    stream: the caller got 2 responses in all (never cancelled, the inner
+    model would send 2 more after 60 s, past this test's deadline)."""
+    rid = f"cancel-inner-{sync}"
+    out = stream(bls_server, 0, rid, CANCEL_AFTER=np.array([2], np.int32), SYNC=np.array([sync]))
+    assert out == [1, 2, -3]  # two inner responses, then the count (-1 - 2)
+    seen = f"stream_until_cancelled: request '{rid}' saw the cancellation after 2 responses"
+    assert bls_server.wait_log(seen), bls_server.log()[-3000:]
 
 
 def load(bls_server: TritonServer, op: str, name: str, **kw: str) -> bool:
