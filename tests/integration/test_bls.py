@@ -8,6 +8,7 @@ and the bls example's own client."""
 
 from __future__ import annotations
 
+import json
 import queue
 import subprocess
 import sys
@@ -37,6 +38,9 @@ MODELS = [
     "bls_loader",
     "accumulate",
     "bls_sequence",
+    "bls_forward",
+    "echo_request",
+    "echo_request_decoupled",
 ]
 # In the repository, loaded by the tests through the model loading API.
 UNLOADED = ["repeat"]
@@ -156,6 +160,78 @@ def test_bls_on_a_stateful_model(bls_server: TritonServer, use_async: bool) -> N
         sequence_step(c, a, 5, 0, use_async)  # a ended: Triton refuses it
     assert "START" in str(e.value) or "never started" in str(e.value), e.value
     assert sequence_step(c, a, 7, start | end, use_async) == (7, a)
+
+
+def forward(srv: TritonServer, **call: object) -> list[dict]:
+    """bls_forward makes the BLS call ``call`` describes; returns what it
+    saw of each response (the callee's SEEN and the response parameters, or
+    the error)."""
+    t = httpclient.InferInput("CALL", [1], "BYTES")
+    t.set_data_from_numpy(np.array([json.dumps(call).encode()], object))
+    return json.loads(http_client(srv).infer("bls_forward", [t]).as_numpy("RESULT")[0])
+
+
+PARAMS = {"flag": True, "off": False, "n": 7, "big": 1 << 40, "neg": -3, "s": "x", "e": ""}
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_request_and_response_parameters(bls_server: TritonServer, use_async: bool) -> None:
+    """The callee gets the BLS request's parameters with their types, and
+    the caller reads the parameters the callee set on its response."""
+    got = forward(bls_server, model="echo_request", parameters=PARAMS, **{"async": use_async})
+    assert got == [
+        {
+            "seen": {"parameters": PARAMS, "correlation_id": 0, "version": 2},
+            "parameters": {**PARAMS, "echo_version": 2},
+        }
+    ]
+    got = forward(bls_server, model="echo_request", **{"async": use_async})
+    assert got[0]["seen"]["parameters"] == {} and got[0]["parameters"] == {"echo_version": 2}
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_decoupled_bls_response_parameters(bls_server: TritonServer, use_async: bool) -> None:
+    """Each response of a decoupled BLS stream carries its own parameters
+    (and not the gRPC frontend's triton_final_response)."""
+    got = forward(
+        bls_server,
+        model="echo_request_decoupled",
+        parameters={"k": "v"},
+        decoupled=True,
+        **{"async": use_async},
+    )
+    seen = {"parameters": {"k": "v"}, "correlation_id": 0, "version": 1}
+    assert got == [
+        {"seen": seen, "parameters": {"k": "v", "echo_version": 1}},
+        {"seen": seen, "parameters": {"part": 2}},
+    ]
+
+
+@pytest.mark.parametrize("corrid", [42, "session-7"], ids=["int", "str"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_correlation_id_reaches_the_callee(
+    bls_server: TritonServer, corrid: int | str, use_async: bool
+) -> None:
+    got = forward(bls_server, model="echo_request", correlation_id=corrid, **{"async": use_async})
+    assert got[0]["seen"]["correlation_id"] == corrid
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_model_version(bls_server: TritonServer, use_async: bool) -> None:
+    """model_version picks the callee's version (-1, the default: the
+    latest); a version that is not loaded is the BLS response's error."""
+    for version, answered in ((1, 1), (2, 2), (-1, 2)):
+        got = forward(
+            bls_server, model="echo_request", model_version=version, **{"async": use_async}
+        )
+        assert got[0]["seen"]["version"] == answered, (version, got)
+    got = forward(bls_server, model="echo_request", model_version=3, **{"async": use_async})
+    assert got == [
+        {
+            "error": "Model echo_request - Error when running inference: Request for unknown "
+            "model: 'echo_request' version 3 is not found"
+        }
+    ]
 
 
 def test_large_outputs_come_back_intact(bls_server: TritonServer) -> None:
