@@ -2,9 +2,11 @@
 # Copyright (c) The tritonpy authors.
 """Business logic scripting and the model loading API through a real
 tritonserver: sync and async BLS onto add_sub, a decoupled model streaming
-from square through async BLS, errors (unknown model, bad input, timeout),
-200 concurrent async_exec calls, self-call detection, load/unload/ready,
-and the bls example's own client."""
+from square through async BLS, cancelling an inner stream, request and
+response parameters, int and str correlation ids, model_version, errors
+(unknown model or version, bad input, timeout), 200 concurrent async_exec
+calls, self-call detection, load/unload/ready, and the bls example's own
+client."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@
 models computing in PyTorch and JAX on their inputs (zero-copy checked in
 the model, results checked here), BF16 and non-contiguous outputs, and the
 clients of the pytorch, jax, bls_async, bls_decoupled, preprocessing
-(ensemble) and render (outputs written in place) examples run as they are."""
+(ensemble) and render (outputs written in place) examples run as they are;
+the clients of the examples that run on the official backend as well,
+against it."""
 
 from __future__ import annotations
 
@@ -137,13 +139,13 @@ def test_example_client(interop_server: TritonServer, example: str, flag: str, c
 
 
 # The examples whose clients also pass against the official Python backend
-# (Triton 2.51's, as the benchmarks run it), models unchanged but for
-# `backend: "python"`: (example, client arguments, " ok" lines), on the server of the
-# official_examples fixture (conftest.py). The others:
-# async_sleep (await request.wait_cancelled() is tritonpy's), bls_decoupled
-# (async BLS in a decoupled model), mock_llm (response parameters, which
-# that backend lacks), pytorch and jax (the official stub's Python has no
-# torch or jax here), repeat (no client). docs/migration.md lists them.
+# (Triton 2.51's, as the benchmarks run it; the official_examples fixture of
+# conftest.py), models unchanged but for `backend: "python"`: (example,
+# client arguments, " ok" lines). The others: async_sleep (await
+# request.wait_cancelled() is tritonpy's), bls_decoupled (async BLS in a
+# decoupled model), mock_llm (response parameters, which that backend
+# lacks), pytorch and jax (the official stub's Python has no torch or jax
+# here), repeat (no client). docs/migration.md lists them.
 OFFICIAL_RUNS = [
     ("add_sub", ["--http", "{http}", "--grpc", "{grpc}"], 2),
     ("square", ["--grpc", "{grpc}", "3", "0", "5"], 3),
