@@ -19,7 +19,10 @@ class TritonPythonModel:
         try:
             await asyncio.wait([work, *watch], return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
-            pass  # tritonpy cancels the task once all its requests are: answer them below
+            # tritonpy cancels the task once all its requests are cancelled:
+            # answer them below. Any other cancellation (unload) ends it.
+            if not all(r.is_cancelled() for r in requests):
+                raise
         finally:
             work.cancel()
             for w in watch:
