@@ -653,9 +653,11 @@ Bls::OnFrame(
       TRITONSERVER_Error* err = TRITONSERVER_InferenceRequestDelete(req);
       if (err != nullptr) TRITONSERVER_ErrorDelete(err);
     }
+    // The official backend's wording, so that models matching it still do.
     BlsCore::FailEarly(
         channel, f.id,
-        s.WithPrefix("BLS request to model '" + rb.model_name + "': "));
+        s.WithPrefix(
+            "Model " + rb.model_name + " - Error when running inference: "));
   }
   return Status();
 }

@@ -2,7 +2,8 @@
 # Copyright (c) The tritonpy authors.
 """async_sleep: an ``async def execute`` that awaits SLEEP_MS (default 10)
 per batch, standing for a call to another service. On tritonpy many batches
-wait at once in one instance; a cancelled request ends early with CANCELLED."""
+wait at once in one instance; a cancelled request ends early with CANCELLED
+and a line in the server's log naming it."""
 
 import asyncio
 
@@ -17,12 +18,19 @@ class TritonPythonModel:
         watch = [asyncio.ensure_future(r.wait_cancelled()) for r in requests]
         try:
             await asyncio.wait([work, *watch], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            # tritonpy cancels the task once all its requests are cancelled:
+            # answer them below. Any other cancellation (unload) ends it.
+            if not all(r.is_cancelled() for r in requests):
+                raise
         finally:
+            work.cancel()
             for w in watch:
                 w.cancel()
         responses = []
         for r in requests:
             if r.is_cancelled():
+                pb_utils.Logger.log_info(f"async_sleep: request '{r.request_id()}' cancelled")
                 err = pb_utils.TritonError(
                     "cancelled while sleeping", pb_utils.TritonError.CANCELLED
                 )
@@ -30,5 +38,4 @@ class TritonPythonModel:
             else:
                 x = pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x)]))
-        work.cancel()
         return responses

@@ -20,19 +20,25 @@ import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
     def initialize(self, args):
         labels = {"model": args["model_name"]}
-        self.requests = pb_utils.MetricFamily(
+        requests = pb_utils.MetricFamily(
             "custom_metrics_requests_total",
             "Requests handled by the model",
             pb_utils.MetricFamily.COUNTER,
-        ).Metric(labels)
-        self.size = pb_utils.MetricFamily(
+        )
+        size = pb_utils.MetricFamily(
             "custom_metrics_last_size", "Elements in the last request", pb_utils.MetricFamily.GAUGE
-        ).Metric(labels)
-        self.latency = pb_utils.MetricFamily(
+        )
+        latency = pb_utils.MetricFamily(
             "custom_metrics_latency_seconds",
             "Time spent per request",
             pb_utils.MetricFamily.HISTOGRAM,
-        ).Metric(labels, buckets=[1e-5, 1e-4, 1e-3, 1e-2])
+        )
+        # Held as long as their metrics: the official backend invalidates
+        # the metrics of a family that is garbage-collected.
+        self.families = (requests, size, latency)
+        self.requests = requests.Metric(labels)
+        self.size = size.Metric(labels)
+        self.latency = latency.Metric(labels, buckets=[1e-5, 1e-4, 1e-3, 1e-2])
 
     def execute(self, requests):
         responses = []

@@ -2,7 +2,8 @@
 # Copyright (c) The tritonpy authors.
 """repeat: a decoupled model answering from a thread after execute() has
 returned. Each element of IN comes back as its own response (OUT, and its
-position IDX), DELAY milliseconds apart; then the final flag."""
+position IDX), DELAY milliseconds apart; then the final flag. A cancelled
+request stops early, with a line in the server's log naming it."""
 
 import threading
 import time
@@ -34,6 +35,9 @@ class TritonPythonModel:
         sender = request.get_response_sender()
         for i, v in enumerate(values):
             if request.is_cancelled():
+                pb_utils.Logger.log_info(
+                    f"repeat: request '{request.request_id()}' cancelled after {i} responses"
+                )
                 break
             if pause:
                 time.sleep(pause)

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from server import TritonServer, build_repository, running  # noqa: E402
+from server import TritonServer, build_repository, official_server, running  # noqa: E402
 
 # Models the shared server loads at start; tests load others explicitly.
 SHARED_MODELS = [
@@ -40,3 +40,39 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     args = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in START_MODELS)]
     with running(TritonServer(repo, work, args=args)) as srv:
         yield srv
+
+
+# The examples (and test models) the official backend serves for the
+# differential tests; gpu_instance is loaded by its test (and refused).
+OFFICIAL_MODELS = [
+    "add_sub",
+    "square",
+    "auto_complete_batch",
+    "auto_complete_nobatch",
+    "bls",
+    "bls_async",
+    "custom_metrics",
+    "instance_kind",
+    "preprocessing",
+    "iris_preprocess",
+    "iris_classify",
+    "render",
+]
+
+
+@pytest.fixture(scope="session")
+def official_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    """One tritonserver with the official Python backend for every
+    differential test (a start costs seconds): OFFICIAL_MODELS loaded, as
+    they are but for `backend: "python"`, and gpu_instance loadable."""
+    work = tmp_path_factory.mktemp("official-examples")
+    repo = build_repository(work / "repo", [*OFFICIAL_MODELS, "gpu_instance"])
+    for config in repo.glob("*/config.pbtxt"):
+        config.write_text(config.read_text().replace('backend: "tritonpy"', 'backend: "python"'))
+    args = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in OFFICIAL_MODELS)]
+    srv = official_server(work, [], args)  # serves work/repo as it is
+    try:
+        srv.wait_ready(timeout=180)
+        yield srv
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]

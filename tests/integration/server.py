@@ -154,6 +154,15 @@ class TritonServer:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_log(self, text: str, timeout: float = 30.0) -> bool:
+        """Whether ``text`` appears in the log within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def _get(self, path: str) -> int:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:

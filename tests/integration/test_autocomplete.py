@@ -22,7 +22,6 @@ from server import (
     TritonServer,
     build_repository,
     load_failure,
-    official_server,
     run_example_client,
     running,
 )
@@ -189,15 +188,9 @@ def test_failed_loads_leave_no_stub_behind(server: TritonServer) -> None:
 
 
 def test_config_less_model_completes_as_on_the_official_backend(
-    server: TritonServer, tmp_path_factory: pytest.TempPathFactory
+    server: TritonServer, official_examples: TritonServer
 ) -> None:
-    work = tmp_path_factory.mktemp("official-autocomplete")
-    official = official_server(work, ["auto_complete_nobatch"])
-    try:
-        official.wait_ready()
-        theirs = config_of(official, "auto_complete_nobatch")
-    finally:
-        assert official.stop() == 0, official.log()[-3000:]
+    theirs = config_of(official_examples, "auto_complete_nobatch")
     ours = config_of(server, "auto_complete_nobatch")
     for key in ("name", "backend", "max_batch_size", "input", "output", "instance_group"):
         assert ours[key] == theirs[key], key

@@ -2,12 +2,15 @@
 # Copyright (c) The tritonpy authors.
 """Business logic scripting and the model loading API through a real
 tritonserver: sync and async BLS onto add_sub, a decoupled model streaming
-from square through async BLS, errors (unknown model, bad input, timeout),
-200 concurrent async_exec calls, self-call detection, load/unload/ready,
-and the bls example's own client."""
+from square through async BLS, cancelling an inner stream, request and
+response parameters, int and str correlation ids, model_version, errors
+(unknown model or version, bad input, timeout), 200 concurrent async_exec
+calls, self-call detection, load/unload/ready, and the bls example's own
+client."""
 
 from __future__ import annotations
 
+import json
 import queue
 import subprocess
 import sys
@@ -32,10 +35,14 @@ MODELS = [
     "bls_add_sub",
     "bls_add_sub_async",
     "bls_square_stream",
+    "stream_until_cancelled",
     "bls_self",
     "bls_loader",
     "accumulate",
     "bls_sequence",
+    "bls_forward",
+    "echo_request",
+    "echo_request_decoupled",
 ]
 # In the repository, loaded by the tests through the model loading API.
 UNLOADED = ["repeat"]
@@ -157,6 +164,78 @@ def test_bls_on_a_stateful_model(bls_server: TritonServer, use_async: bool) -> N
     assert sequence_step(c, a, 7, start | end, use_async) == (7, a)
 
 
+def forward(srv: TritonServer, **call: object) -> list[dict]:
+    """bls_forward makes the BLS call ``call`` describes; returns what it
+    saw of each response (the callee's SEEN and the response parameters, or
+    the error)."""
+    t = httpclient.InferInput("CALL", [1], "BYTES")
+    t.set_data_from_numpy(np.array([json.dumps(call).encode()], object))
+    return json.loads(http_client(srv).infer("bls_forward", [t]).as_numpy("RESULT")[0])
+
+
+PARAMS = {"flag": True, "off": False, "n": 7, "big": 1 << 40, "neg": -3, "s": "x", "e": ""}
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_request_and_response_parameters(bls_server: TritonServer, use_async: bool) -> None:
+    """The callee gets the BLS request's parameters with their types, and
+    the caller reads the parameters the callee set on its response."""
+    got = forward(bls_server, model="echo_request", parameters=PARAMS, **{"async": use_async})
+    assert got == [
+        {
+            "seen": {"parameters": PARAMS, "correlation_id": 0, "version": 2},
+            "parameters": {**PARAMS, "echo_version": 2},
+        }
+    ]
+    got = forward(bls_server, model="echo_request", **{"async": use_async})
+    assert got[0]["seen"]["parameters"] == {} and got[0]["parameters"] == {"echo_version": 2}
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_decoupled_bls_response_parameters(bls_server: TritonServer, use_async: bool) -> None:
+    """Each response of a decoupled BLS stream carries its own parameters
+    (and not the gRPC frontend's triton_final_response)."""
+    got = forward(
+        bls_server,
+        model="echo_request_decoupled",
+        parameters={"k": "v"},
+        decoupled=True,
+        **{"async": use_async},
+    )
+    seen = {"parameters": {"k": "v"}, "correlation_id": 0, "version": 1}
+    assert got == [
+        {"seen": seen, "parameters": {"k": "v", "echo_version": 1}},
+        {"seen": seen, "parameters": {"part": 2}},
+    ]
+
+
+@pytest.mark.parametrize("corrid", [42, "session-7"], ids=["int", "str"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_correlation_id_reaches_the_callee(
+    bls_server: TritonServer, corrid: int | str, use_async: bool
+) -> None:
+    got = forward(bls_server, model="echo_request", correlation_id=corrid, **{"async": use_async})
+    assert got[0]["seen"]["correlation_id"] == corrid
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_model_version(bls_server: TritonServer, use_async: bool) -> None:
+    """model_version picks the callee's version (-1, the default: the
+    latest); a version that is not loaded is the BLS response's error."""
+    for version, answered in ((1, 1), (2, 2), (-1, 2)):
+        got = forward(
+            bls_server, model="echo_request", model_version=version, **{"async": use_async}
+        )
+        assert got[0]["seen"]["version"] == answered, (version, got)
+    got = forward(bls_server, model="echo_request", model_version=3, **{"async": use_async})
+    assert got == [
+        {
+            "error": "Model echo_request - Error when running inference: Request for unknown "
+            "model: 'echo_request' version 3 is not found"
+        }
+    ]
+
+
 def test_large_outputs_come_back_intact(bls_server: TritonServer) -> None:
     """1 MiB outputs: written by Triton into the BLS arena, read in place."""
     c = http_client(bls_server)
@@ -222,7 +301,7 @@ def test_self_call_fails_with_a_clear_error(bls_server: TritonServer) -> None:
     assert time.monotonic() - t0 < 5
 
 
-def stream(bls_server: TritonServer, n: int, **extra: np.ndarray) -> list:
+def stream(bls_server: TritonServer, n: int, request_id: str = "", **extra: np.ndarray) -> list:
     got: queue.Queue = queue.Queue()
     c = grpcclient.InferenceServerClient(bls_server.grpc_url)
     c.start_stream(callback=lambda result, error: got.put((result, error)))
@@ -233,7 +312,9 @@ def stream(bls_server: TritonServer, n: int, **extra: np.ndarray) -> list:
         )
         t.set_data_from_numpy(arr)
         ins.append(t)
-    c.async_stream_infer("bls_square_stream", ins, enable_empty_final_response=True)
+    c.async_stream_infer(
+        "bls_square_stream", ins, request_id=request_id, enable_empty_final_response=True
+    )
     out = []
     while True:
         result, error = got.get(timeout=20)
@@ -260,10 +341,17 @@ def test_many_streams_at_once(bls_server: TritonServer) -> None:
     assert results == [[n % 7] * (n % 7) for n in range(48)]
 
 
-def test_cancelling_an_inner_stream_ends_it(bls_server: TritonServer) -> None:
-    out = stream(bls_server, 6, CANCEL_AFTER=np.array([2], np.int32))
-    assert out[-1] < 0 and 2 <= -out[-1] - 1 <= 6  # the count of inner responses
-    assert out[:2] == [6, 6]
+@pytest.mark.parametrize("sync", [False, True])
+def test_cancelling_an_inner_stream_ends_it(bls_server: TritonServer, sync: bool) -> None:
+    """The caller cancels the inner stream after 2 responses. The inner
+    model then waits for its cancellation, logs that it saw it and ends the
+    stream: the caller got 2 responses in all (never cancelled, the inner
+    model would send 2 more after 60 s, past this test's deadline)."""
+    rid = f"cancel-inner-{sync}"
+    out = stream(bls_server, 0, rid, CANCEL_AFTER=np.array([2], np.int32), SYNC=np.array([sync]))
+    assert out == [1, 2, -3]  # two inner responses, then the count (-1 - 2)
+    seen = f"stream_until_cancelled: request '{rid}' saw the cancellation after 2 responses"
+    assert bls_server.wait_log(seen), bls_server.log()[-3000:]
 
 
 def load(bls_server: TritonServer, op: str, name: str, **kw: str) -> bool:

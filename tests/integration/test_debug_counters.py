@@ -151,6 +151,7 @@ def stream(
     model: str,
     inputs: list[grpcclient.InferInput],
     cancel_after: int | None = None,
+    request_id: str = "",
 ) -> int:
     """One request on a gRPC stream; returns the responses received. With
     ``cancel_after`` the stream is cancelled after that many responses."""
@@ -159,7 +160,7 @@ def stream(
     c.start_stream(callback=lambda result, error: results.put((result, error)))
     got = 0
     try:
-        c.async_stream_infer(model, inputs, enable_empty_final_response=True)
+        c.async_stream_infer(model, inputs, request_id=request_id, enable_empty_final_response=True)
         while True:
             result, error = results.get(timeout=30)
             assert error is None, error
@@ -254,18 +255,25 @@ def test_errors_return_to_zero(debug_server: TritonServer) -> None:
 
 
 def test_cancellation_returns_to_zero(debug_server: TritonServer) -> None:
+    """Requests the models saw cancelled (each logs it) leave nothing held:
+    a 60 s sleep given up by the client, and a stream of 50 responses 50 ms
+    apart cancelled after 2."""
+
     def client_timeout() -> None:
         c = grpcclient.InferenceServerClient(debug_server.grpc_url)
         try:
             x = grpcclient.InferInput("IN", [1], "INT32")
             x.set_data_from_numpy(np.array([1], np.int32))
             s = grpcclient.InferInput("SLEEP_MS", [1], "FP32")
-            s.set_data_from_numpy(np.array([5000], np.float32))
-            for _ in range(3):
+            s.set_data_from_numpy(np.array([60_000], np.float32))
+            for i in range(3):
                 with pytest.raises(InferenceServerException):
-                    c.infer("async_sleep", [x, s], client_timeout=0.3)
+                    c.infer("async_sleep", [x, s], request_id=f"given-up-{i}", client_timeout=0.3)
         finally:
             c.close()
+        for i in range(3):
+            seen = f"async_sleep: request 'given-up-{i}' cancelled"
+            assert debug_server.wait_log(seen), debug_server.log()[-3000:]
 
     check(debug_server, "async_sleep", client_timeout)
 
@@ -274,7 +282,10 @@ def test_cancellation_returns_to_zero(debug_server: TritonServer) -> None:
         x.set_data_from_numpy(np.arange(50, dtype=np.int32))
         d = grpcclient.InferInput("DELAY", [1], "UINT32")
         d.set_data_from_numpy(np.array([50], np.uint32))
-        assert stream(debug_server, "repeat", [x, d], cancel_after=2) == 2
+        got = stream(debug_server, "repeat", [x, d], cancel_after=2, request_id="stopped")
+        assert got == 2
+        seen = "repeat: request 'stopped' cancelled after "
+        assert debug_server.wait_log(seen), debug_server.log()[-3000:]
 
     check(debug_server, "repeat", cancelled_stream)
 

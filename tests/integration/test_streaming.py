@@ -89,16 +89,20 @@ def test_async_execute_runs_batches_concurrently(engine_server: TritonServer) ->
 
 
 def test_async_request_cancelled_by_client_timeout(engine_server: TritonServer) -> None:
+    """The client gives up after 0.3 s of a 60 s sleep: the model sees its
+    request cancelled (and logs it) long before the sleep would end."""
     c = grpcclient.InferenceServerClient(engine_server.grpc_url)
     try:
         x = grpcclient.InferInput("IN", [1], "INT32")
         x.set_data_from_numpy(np.array([1], np.int32))
         s = grpcclient.InferInput("SLEEP_MS", [1], "FP32")
-        s.set_data_from_numpy(np.array([5000], np.float32))
+        s.set_data_from_numpy(np.array([60_000], np.float32))
         start = time.monotonic()
         with pytest.raises(InferenceServerException):
-            c.infer("async_sleep", [x, s], client_timeout=0.3)
+            c.infer("async_sleep", [x, s], request_id="timed-out", client_timeout=0.3)
         assert time.monotonic() - start < 2
+        seen = "async_sleep: request 'timed-out' cancelled"
+        assert engine_server.wait_log(seen), engine_server.log()[-3000:]
         # The instance serves the next request promptly.
         s.set_data_from_numpy(np.array([1], np.float32))
         assert c.infer("async_sleep", [x, s], client_timeout=5).as_numpy("OUT").tolist() == [1]

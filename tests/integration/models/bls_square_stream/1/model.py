@@ -3,8 +3,10 @@
 """A decoupled model streaming from the decoupled "square" model through
 async BLS (``async for`` over ``async_exec(decoupled=True)``), or with
 SYNC=true through a blocking ``exec(decoupled=True)`` in a thread-free
-loop. CANCEL_AFTER=k cancels the inner stream after k responses; one last
-response then says how many arrived in all (-1 marks it)."""
+loop. CANCEL_AFTER=k streams from "stream_until_cancelled" instead (k
+responses, then it waits for the cancellation) and cancels the inner stream
+after k responses; one last response then says how many arrived in all
+(-1 marks it). The inner request carries this request's id."""
 
 import asyncio
 
@@ -25,12 +27,18 @@ class TritonPythonModel:
 
     async def one(self, request):
         sender = request.get_response_sender()
-        inner = pb_utils.InferenceRequest(
-            model_name="square",
-            requested_output_names=["OUT"],
-            inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
-        )
         cancel_after = int(flag(request, "CANCEL_AFTER", -1))
+        if cancel_after < 0:
+            target, given = "square", pb_utils.get_input_tensor_by_name(request, "IN")
+        else:
+            target = "stream_until_cancelled"
+            given = pb_utils.Tensor("IN", np.array([cancel_after], np.int32))
+        inner = pb_utils.InferenceRequest(
+            model_name=target,
+            request_id=request.request_id(),
+            requested_output_names=["OUT"],
+            inputs=[given],
+        )
         count = 0
         if bool(flag(request, "SYNC", False)):
             stream = inner.exec(decoupled=True)

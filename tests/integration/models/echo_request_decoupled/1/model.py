@@ -1,0 +1,1 @@
+../../echo_request/1/model.py
