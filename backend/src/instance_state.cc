@@ -291,7 +291,12 @@ InstanceState::AwaitJson(
       // worker thread, as during execute.
       std::vector<proto::ArenaRef> release;
       if (f.body_in_arena) release.push_back(f.body_ref);
-      s = bls_->OnFrame(f, body, peers_, channel, &release);
+      // No request is open yet: a call made now continues no trace.
+      s = bls_->OnFrame(
+          f, body, peers_, channel, &release,
+          [](uint64_t, uint32_t) -> TRITONSERVER_InferenceTrace* {
+            return nullptr;
+          });
       if (s.ok() && !release.empty()) SendRelease(channel.get(), release);
       handled = true;
     }
@@ -361,7 +366,7 @@ InstanceState::Handshake(
       [&](std::vector<uint8_t>* out) { proto::EncodeJson(init_text, out); });
   // A new stub knows nothing of the log settings: they go before INIT.
   log_levels_sent_.store(kLogLevelsUnsent);
-  SyncLogLevels(channel);
+  SyncLogLevels(channel.get());
   TRITONPY_RETURN_IF_ERROR(channel->Send(frame));
 
   // The model's initialize() may take long: no deadline, EOF ends the wait.

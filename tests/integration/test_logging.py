@@ -104,9 +104,12 @@ PHASE_LEVELS = ("log", "info", "warning", "error", "verbose", "print")
 
 
 def phase_counts(log: str) -> dict[str, dict[str, int]]:
-    """How often each "log_phases <phase> <level>" line is in ``log``."""
+    """How often each "log_phases <phase> <level>" line is in ``log``. The
+    levels are spelled out: a print() of the stub and a line of the server
+    may share a line of the file (two processes write it)."""
     counts = {p: dict.fromkeys(PHASE_LEVELS, 0) for p in ("initialize", "execute", "finalize")}
-    for found in re.finditer(r"log_phases (initialize|execute|finalize) (\w+)", log):
+    pattern = r"log_phases (initialize|execute|finalize) (" + "|".join(PHASE_LEVELS) + ")"
+    for found in re.finditer(pattern, log):
         counts[found[1]][found[2]] += 1
     return counts
 
