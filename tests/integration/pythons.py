@@ -111,14 +111,15 @@ def discover() -> tuple[list[Python], list[str]]:
     seen = {own.executable}
     for path in _candidates():
         info = _probe(path)
-        if info is None or info["executable"] in seen:
+        # A virtual environment (pyenv-virtualenv's among the versions) is
+        # left to its base interpreter, found on its own.
+        if info is None or info["venv"] or info["executable"] in seen:
             continue
         seen.add(info["executable"])
         python = Python(info["executable"], tuple(info["version"]), own=False)
         if (
             info["implementation"] != "cpython"
             or python.version[:2] < minimum()
-            or info["venv"]
             or python.minor in chosen
         ):
             continue
