@@ -7,7 +7,11 @@ libtriton_tritonpy.so inside the package (tritonpy/_backend/), so one
 install holds everything ``tritonpy backend-dir`` needs.
 
 Environment switches: TRITONPY_DEBUG=1 builds both sides with debug
-checks; TRITONPY_CMAKE_ARGS adds arguments to the CMake configure step.
+checks; TRITONPY_CMAKE_ARGS adds arguments to the CMake configure step;
+TRITONPY_STUB_ONLY=1 leaves the backend out (neither CMake nor a C++17
+compiler is needed then): an installation that only runs stubs, such as an
+execution environment, or the ``python-executable`` of a Python other than
+the one the backend was installed from, needs no backend library.
 """
 
 import os
@@ -22,6 +26,7 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
+STUB_ONLY = os.environ.get("TRITONPY_STUB_ONLY", "") not in ("", "0")
 
 EXTENSIONS = [
     ("tritonpy.stub._codec", "stub/_codec.pyx"),
@@ -35,9 +40,15 @@ EXTENSIONS = [
 
 
 class BuildExtAndBackend(build_ext):
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:  # the extensions compile independently
+            self.parallel = min(2, os.cpu_count() or 1)
+
     def run(self) -> None:
         super().run()
-        self._build_backend()
+        if not STUB_ONLY:
+            self._build_backend()
 
     def _build_backend(self) -> None:
         cmake = shutil.which("cmake")

@@ -26,7 +26,7 @@ def library() -> Path:
     if not LIBRARY.is_file():
         raise InstallError(
             f"the backend library is missing at {LIBRARY}: reinstall tritonpy "
-            "(pip install .) so that CMake builds it"
+            "(pip install .) so that CMake builds it, without TRITONPY_STUB_ONLY=1"
         )
     return LIBRARY
 

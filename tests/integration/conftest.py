@@ -27,6 +27,22 @@ SHARED_MODELS = [
 START_MODELS = [m for m in SHARED_MODELS if m != "init_fail"]
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Says which Pythons test_pythons.py ran the stub on, and which it
+    could not (also without -s: visible in `make test`)."""
+    if "pythons" not in sys.modules:  # test_pythons.py was not collected
+        return
+    import pythons
+
+    outcomes: dict[str, str] = {}  # by version; a failure in any phase wins
+    for outcome in ("failed", "error", "skipped", "passed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(report, "nodeid", "")
+            if "test_pythons.py::" in nodeid and (outcome != "passed" or report.when == "call"):
+                outcomes.setdefault(nodeid.rsplit("[", 1)[-1].rstrip("]"), outcome)
+    terminalreporter.write_line(pythons.summary(outcomes))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "integration" in str(item.fspath):
