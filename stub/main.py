@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     from tritonpy import pb_utils
 
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+    from tritonpy.pb_utils import _c_utils
+
+    sys.modules.setdefault("c_python_backend_utils", _c_utils)
 
     from tritonpy.stub.runtime import Stub
 
