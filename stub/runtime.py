@@ -260,7 +260,7 @@ class Stub:
                 self._model_class = (model_file, cls)
                 step = "auto_complete_config failed"
                 reply = _complete_config(cls, config)
-        except Exception as e:  # noqa: BLE001 - every failure must reach Triton
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure must reach Triton
             err = (
                 f"tritonpy: model '{self.model_name}': {step}: "
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
@@ -303,7 +303,7 @@ class Stub:
             execute = getattr(self.model, "execute", None)
             if not callable(execute):
                 raise AttributeError("TritonPythonModel defines no execute(requests) method")
-        except Exception as e:  # noqa: BLE001 - every failure must reach Triton
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure must reach Triton
             err = (
                 f"tritonpy: model '{self.model_name}' failed to initialize: "
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"

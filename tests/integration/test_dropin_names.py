@@ -25,7 +25,7 @@ from tritonclient.utils import InferenceServerException
 
 from tritonpy import install as inst
 
-from server import MODELS, TritonServer, build_repository, running
+from server import MODELS, TritonServer, build_repository, load_failure, running
 
 BACKENDS = Path(__file__).resolve().parent / "backends"
 
@@ -56,9 +56,8 @@ STRING_TO_NUMPY = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("dropin")
-    repo = build_repository(
-        work / "repo", ["relimport", "argv_defaults", "api_names", "text_args", "add_sub"]
-    )
+    models = ["relimport", "argv_defaults", "argv_required", "api_names", "text_args", "add_sub"]
+    repo = build_repository(work / "repo", models)
     # A second model with the same file names beside model.py, other contents.
     shutil.copytree(MODELS / "relimport", repo / "relimport_twin")
     (repo / "relimport_twin" / "1" / "origin.py").write_text('WHERE = "twin"\n')
@@ -143,6 +142,15 @@ def test_model_code_parsing_the_command_line_sees_no_stub_options(server: Triton
     load(server, "argv_defaults")
     got = info(server, "argv_defaults")
     assert got == {"argv": [""], "repeat": 2, "tests_run": 1, "passed": True}
+
+
+def test_model_code_exiting_in_initialize_fails_the_load(server: TritonServer) -> None:
+    """argparse without its required option exits: the official backend
+    fails the load with the error; so does tritonpy, and serves on."""
+    message = load_failure(server, "argv_required")
+    assert "SystemExit: 2" in message, message
+    load(server, "argv_defaults")
+    assert info(server, "argv_defaults")["passed"] is True
 
 
 # ----------------------------------------------------------- module-level names
