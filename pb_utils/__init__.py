@@ -14,7 +14,12 @@ from ._config import (
     get_output_tensor_by_name,
     using_decoupled_model_transaction_policy,
 )
-from ._dtypes import numpy_to_triton_type, triton_string_to_numpy, triton_to_numpy_type
+from ._dtypes import (
+    TRITON_STRING_TO_NUMPY,
+    numpy_to_triton_type,
+    triton_string_to_numpy,
+    triton_to_numpy_type,
+)
 from ._errors import TritonError, TritonModelException
 from ._logger import Logger, LogLevel
 
@@ -31,6 +36,7 @@ from ._request import (
 )
 from ._response import InferenceResponse
 from ._sender import InferenceResponseSender
+from ._stub_info import get_model_dir
 from ._tensor import Tensor
 
 # Values as in tritonserver.h.
@@ -62,6 +68,8 @@ __all__ = [
     "get_input_config_by_name",
     "get_output_config_by_name",
     "using_decoupled_model_transaction_policy",
+    "get_model_dir",
+    "TRITON_STRING_TO_NUMPY",
     "triton_string_to_numpy",
     "numpy_to_triton_type",
     "triton_to_numpy_type",

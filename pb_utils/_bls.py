@@ -14,6 +14,7 @@ import base64
 from typing import TYPE_CHECKING, Any
 
 from ._errors import TritonModelException
+from ._text import text
 
 if TYPE_CHECKING:
     from ._response import InferenceResponse
@@ -75,22 +76,32 @@ async def async_exec_request(request: Any, decoupled: bool) -> Any:
     return await _need_client().async_exec(request, decoupled)
 
 
+def _name(model_name: Any, call: str) -> str:
+    """The model name argument of ``call`` as a str (bytes and numpy
+    scalars taken, as in the official backend: _text.py)."""
+    name = text(model_name)
+    if not name:
+        raise TritonModelException(f"{call}: model_name must be a non-empty str")
+    return name
+
+
 def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
     """Load (or reload) ``model_name`` (server in explicit model control
     mode). ``config``: a model config JSON overriding the repository's;
     ``files``: ``{"file:<path in the model directory>": bytes}``, which
     needs ``config``. Raises TritonModelException on failure."""
-    if not isinstance(model_name, str) or not model_name:
-        raise TritonModelException("load_model: model_name must be a non-empty str")
-    if not isinstance(config, str):
+    model_name = _name(model_name, "load_model")
+    if (config_text := text(config)) is None:
         raise TritonModelException("load_model: config must be a str (model config JSON)")
+    config = config_text
     msg: dict[str, Any] = {"op": "load", "model_name": model_name, "config": config}
     if files:
         enc = {}
-        for key, value in files.items():
-            if not isinstance(key, str) or not key.startswith("file:"):
+        for raw_key, value in files.items():
+            key = text(raw_key)
+            if key is None or not key.startswith("file:"):
                 raise TritonModelException(
-                    f"load_model: file key {key!r} must be a str starting with 'file:'"
+                    f"load_model: file key {raw_key!r} must be a str starting with 'file:'"
                 )
             if not isinstance(value, (bytes, bytearray, memoryview)):
                 raise TritonModelException(f"load_model: the content of {key!r} must be bytes")
@@ -106,8 +117,7 @@ def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None
 def unload_model(model_name: str, unload_dependents: bool = False) -> None:
     """Unload ``model_name`` (and, with ``unload_dependents``, the models
     loaded with it). Returns without waiting for the unload to finish."""
-    if not isinstance(model_name, str) or not model_name:
-        raise TritonModelException("unload_model: model_name must be a non-empty str")
+    model_name = _name(model_name, "unload_model")
     reply = _need_client().model_control(
         {"op": "unload", "model_name": model_name, "unload_dependents": bool(unload_dependents)}
     )
@@ -118,10 +128,13 @@ def unload_model(model_name: str, unload_dependents: bool = False) -> None:
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
     """Whether ``model_name`` (version ``model_version``, "" for the
     server's choice) is loaded and ready."""
-    if not isinstance(model_name, str) or not model_name:
-        raise TritonModelException("is_model_ready: model_name must be a non-empty str")
+    model_name = _name(model_name, "is_model_ready")
+    # (an int version is taken too, as before)
+    version = str(model_version) if isinstance(model_version, int) else text(model_version)
+    if version is None:
+        raise TritonModelException("is_model_ready: model_version must be a str")
     reply = _need_client().model_control(
-        {"op": "is_ready", "model_name": model_name, "model_version": str(model_version)}
+        {"op": "is_ready", "model_name": model_name, "model_version": version}
     )
     if not reply.get("ok"):
         raise TritonModelException(

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "TRITON_STRING_TO_NUMPY",
     "triton_string_to_numpy",
     "numpy_to_triton_type",
     "triton_to_numpy_type",
@@ -129,9 +130,9 @@ TO_DLPACK: dict[int, tuple[int, int]] = {
 }
 FROM_DLPACK: dict[tuple[int, int], int] = {v: k for k, v in TO_DLPACK.items()}
 
-# Config type strings -> numpy, the table the official module exposes
-# (TYPE_BOOL maps to Python bool there; kept as is).
-_STRING_TO_NUMPY: dict[str, Any] = {
+# Config type strings -> numpy: the official module's public table, same
+# name and contents (TYPE_BOOL maps to Python bool there; kept as is).
+TRITON_STRING_TO_NUMPY: dict[str, Any] = {
     "TYPE_BOOL": bool,
     "TYPE_UINT8": np.uint8,
     "TYPE_UINT16": np.uint16,
@@ -184,7 +185,7 @@ def triton_string_to_numpy(triton_type_string: str) -> Any:
 
     KeyError for unknown strings (TYPE_BF16 included), as the official does.
     """
-    return _STRING_TO_NUMPY[triton_type_string]
+    return TRITON_STRING_TO_NUMPY[triton_type_string]
 
 
 def triton_to_numpy_type(data_type: int) -> Any:

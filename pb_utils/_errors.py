@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import enum
 
+from ._text import describe, text
+
 __all__ = ["TritonError", "TritonModelException"]
 
 
@@ -43,8 +45,11 @@ class TritonError:
     CANCELLED = _ErrorCode.CANCELLED
 
     def __init__(self, message: str, code: int = _ErrorCode.INTERNAL) -> None:
-        if not isinstance(message, str):
-            raise TypeError(f"TritonError message must be a str, got {type(message).__name__}")
+        if type(message) is not str:
+            # bytes and numpy scalars too, as in the official backend (_text.py)
+            if (m := text(message)) is None:
+                raise TypeError(f"TritonError message must be a str, got {describe(message)}")
+            message = m
         try:
             self._code = _ErrorCode(code)
         except (ValueError, TypeError):

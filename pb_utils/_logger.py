@@ -9,6 +9,8 @@ import enum
 import sys
 from collections.abc import Callable
 
+from . import _text
+
 __all__ = ["LogLevel", "Logger"]
 
 
@@ -33,9 +35,11 @@ _enabled = 0b0111
 def _emit(level: int, message: str, depth: int) -> None:
     if not _enabled >> level & 1:
         return
+    text = message if type(message) is str else _text.text(message)
+    if text is None:
+        raise TypeError(f"the log message must be a str, got {_text.describe(message)}")
     frame = sys._getframe(depth)
     file, line = frame.f_code.co_filename, frame.f_lineno
-    text = str(message)
     if _sink is None:
         print(f"{LogLevel(level).name[0]} {file}:{line}] {text}", file=sys.stderr, flush=True)
     else:

@@ -21,6 +21,7 @@ import enum
 from typing import Any
 
 from ._errors import TritonModelException
+from ._text import text
 
 __all__ = ["MetricKind", "MetricFamily", "Metric"]
 
@@ -61,10 +62,13 @@ class MetricFamily:
 
     def __init__(self, name: str, description: str, kind: MetricKind) -> None:
         self._handle = 0
-        if not isinstance(name, str) or not name:
+        # bytes and numpy scalars too, as in the official backend (_text.py)
+        name_text, description_text = text(name), text(description)
+        if not name_text:
             raise TritonModelException("MetricFamily: name must be a non-empty str")
-        if not isinstance(description, str):
+        if description_text is None:
             raise TritonModelException("MetricFamily: description must be a str")
+        name, description = name_text, description_text
         try:
             kind = MetricKind(kind)
         except ValueError:

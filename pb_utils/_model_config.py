@@ -17,13 +17,13 @@ import json
 import numbers
 from typing import Any
 
-from ._dtypes import _STRING_TO_NUMPY
+from ._dtypes import TRITON_STRING_TO_NUMPY
 
 __all__ = ["ModelConfig"]
 
 # Config type strings a tensor may have ("TYPE_BF16" has no numpy type but
 # is a valid config type).
-_CONFIG_TYPES = frozenset(_STRING_TO_NUMPY) | {"TYPE_BF16"}
+_CONFIG_TYPES = frozenset(TRITON_STRING_TO_NUMPY) | {"TYPE_BF16"}
 _INPUT_KEYS = ("name", "data_type", "dims", "optional")
 _OUTPUT_KEYS = ("name", "data_type", "dims")
 _POLICY_KEYS = ("decoupled",)

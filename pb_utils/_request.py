@@ -14,6 +14,7 @@ from ._errors import TritonModelException
 from ._params import parameters_to_json
 from ._sender import InferenceResponseSender
 from ._tensor import Tensor
+from ._text import describe, text, texts
 
 if TYPE_CHECKING:
     from ._bls import ResponseIterator
@@ -138,22 +139,37 @@ class InferenceRequest(RequestCore):
             raise TypeError(
                 "InferenceRequest() missing required argument(s): " + ", ".join(missing)
             )
-        if not isinstance(correlation_id, (int, str)):
-            raise TritonModelException("Correlation ID must be integer or string")
-        if not isinstance(model_name, str):
-            raise TypeError("model_name must be a str")
+        if type(correlation_id) is not int:
+            if isinstance(correlation_id, str):
+                correlation_id = str(correlation_id)  # numpy.str_: a plain str
+            elif not isinstance(correlation_id, int):
+                raise TritonModelException("Correlation ID must be integer or string")
+        # Text arguments take str, bytes and their numpy scalars (_text.py).
+        if type(model_name) is not str:
+            if (name := text(model_name)) is None:
+                raise TypeError(f"model_name must be a str, got {describe(model_name)}")
+            model_name = name
+        if type(request_id) is not str:
+            if (rid := text(request_id)) is None:
+                raise TypeError(f"request_id must be a str, got {describe(request_id)}")
+            request_id = rid
+        output_names = list(requested_output_names)
+        for n in output_names:
+            if type(n) is not str:
+                output_names = texts(output_names, "requested_output_names items")
+                break
         inputs = list(inputs)
         for t in inputs:
             if not isinstance(t, Tensor):
                 raise TypeError(f"inputs must be Tensor objects, got {type(t).__name__}")
         self._model_name = model_name
         self._model_version = int(model_version)
-        self._request_id = str(request_id)
+        self._request_id = request_id
         self._correlation_id = correlation_id
         self._flags = int(flags)
         self._timeout = int(timeout)
         self._parameters = parameters_to_json(parameters)
-        self._requested_output_names = list(requested_output_names)
+        self._requested_output_names = output_names
         self._inputs = inputs
         self._preferred_memory = (
             preferred_memory if preferred_memory is not None else _DEFAULT_MEMORY

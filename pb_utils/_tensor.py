@@ -34,6 +34,7 @@ from ._dtypes import (
     code_of_dtype,
 )
 from ._errors import TritonModelException
+from ._text import describe, text
 
 __all__ = ["Tensor"]
 
@@ -65,8 +66,11 @@ def _check_all_strings(name: str, items: Any) -> None:
 
 
 def _check_name(name: Any) -> str:
-    if not isinstance(name, str):
-        raise TritonModelException(f"Tensor name must be a str, got {type(name).__name__}")
+    """The tensor name as a plain str (bytes and numpy scalars taken, _text.py)."""
+    if type(name) is not str:
+        if (s := text(name)) is None:
+            raise TritonModelException(f"Tensor name must be a str, got {describe(name)}")
+        name = s
     if not name:
         raise TritonModelException("Tensor name cannot be an empty string.")
     return name
@@ -147,7 +151,7 @@ class Tensor(TensorCore):
         """A Tensor over a DLPack capsule or any object with ``__dlpack__``
         (torch, jax, numpy ...). Zero-copy: the producer stays alive as long
         as the tensor or a view of it does."""
-        _check_name(name)
+        name = _check_name(name)
         if isinstance(tensor, np.ndarray) and _is_bfloat16(tensor.dtype):
             # numpy cannot export bfloat16 through DLPack; the array itself
             # is shared just the same.
@@ -208,7 +212,7 @@ class Tensor(TensorCore):
         returns it, writable. In a stub, an array over 64 KiB lives in the
         shared memory the backend reads: in a response or a BLS request it
         is not copied on its way out. Fixed-size dtypes only (not BYTES)."""
-        _check_name(name)
+        name = _check_name(name)
         try:
             np_dtype = np.dtype(dtype)
             dims = tuple(operator.index(d) for d in shape)
@@ -338,7 +342,7 @@ class Tensor(TensorCore):
 def _init(self: Tensor, name: str, numpy_array: Any) -> None:
     """``Tensor(name, array)`` beyond TensorCore's fast path: array-likes,
     other dtypes, BF16, and the errors."""
-    self._name = _check_name(name)
+    self._name = name = _check_name(name)
     if not isinstance(numpy_array, np.ndarray):
         if numpy_array is None:
             raise TritonModelException(f"Tensor '{name}': expected a numpy.ndarray, got None")

@@ -280,6 +280,14 @@ class OwnArenas:
             return sum(self._live.values())
 
     @property
+    def free_bytes(self) -> int:
+        """Bytes not allocated in the arenas made so far (more are made
+        on demand: no limit)."""
+        with self._lock:
+            self._reap()
+            return sum(a.size - a.used for a in self._arenas.values())
+
+    @property
     def live_count(self) -> int:
         with self._lock:
             self._reap()

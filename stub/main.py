@@ -88,6 +88,9 @@ def parse_args(argv: list[str]) -> tuple[int, str]:
 
 def main(argv: list[str] | None = None) -> int:
     fd, instance = parse_args(sys.argv[1:] if argv is None else argv)
+    # Model code sees the argv of the official stub's embedded interpreter,
+    # [""]: unittest.main() or argparse with defaults find no stub options.
+    sys.argv = [""]
 
     # Ctrl-C on a foreground tritonserver reaches the whole process group:
     # the server shuts down and finalizes us; dying first would fail requests.
@@ -101,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     from tritonpy import pb_utils
 
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+    from tritonpy.pb_utils import _c_utils
+
+    sys.modules.setdefault("c_python_backend_utils", _c_utils)
 
     from tritonpy.stub.runtime import Stub
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import gc
+import importlib.machinery
 import importlib.util
 import inspect
 import json
@@ -23,7 +24,7 @@ import traceback
 from typing import Any
 
 from tritonpy.pb_utils import _bls as _bls_api
-from tritonpy.pb_utils import _logger
+from tritonpy.pb_utils import _logger, _stub_info
 from tritonpy.pb_utils import _tensor as _tensor_api
 from tritonpy.pb_utils._model_config import ModelConfig
 from tritonpy.stub import _codec as C
@@ -61,6 +62,7 @@ class Stub:
         self.bls = BlsClient(self)
         _bls_api._client = self.bls
         _tensor_api._block = self.own.block
+        _stub_info._free_bytes = lambda: self.own.free_bytes
         self.metrics = _install_metrics(self)
         self.turns.flushers = [self.engine.flush, self.bls.flush_releases]
         self.model: Any = None
@@ -248,16 +250,17 @@ class Stub:
         if self._auto_completed or self.model is not None:
             raise C.ProtocolError("AUTO_COMPLETE after INIT or AUTO_COMPLETE")
         self._auto_completed = True
-        model_file, model_dir, config = msg["model_file"], msg["model_dir"], msg["config"]
+        model_file, config = msg["model_file"], msg["config"]
         self._set_model_name(msg.get("model_name", self.instance))
         step = f"importing {model_file} failed"
         try:
+            _expose_model_dir(msg)
             with self.turns.model_code():
-                cls = _load_model_class(model_file, model_dir)
+                cls = _load_model_class(msg)
                 self._model_class = (model_file, cls)
                 step = "auto_complete_config failed"
                 reply = _complete_config(cls, config)
-        except Exception as e:  # noqa: BLE001 - every failure must reach Triton
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure must reach Triton
             err = (
                 f"tritonpy: model '{self.model_name}': {step}: "
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
@@ -286,12 +289,13 @@ class Stub:
         self.engine.hold_answers = not float(self.settings.get("execute_timeout_seconds", 0))
         self.bls.configure(args)
         try:
+            _expose_model_dir(msg)
             imported, self._model_class = self._model_class, None
             with self.turns.model_code():
                 if imported is not None and imported[0] == msg["model_file"]:
                     cls = imported[1]
                 else:
-                    cls = _load_model_class(msg["model_file"], msg["model_dir"])
+                    cls = _load_model_class(msg)
                 self.model = cls()
                 init = getattr(self.model, "initialize", None)
                 if init is not None:
@@ -299,7 +303,7 @@ class Stub:
             execute = getattr(self.model, "execute", None)
             if not callable(execute):
                 raise AttributeError("TritonPythonModel defines no execute(requests) method")
-        except Exception as e:  # noqa: BLE001 - every failure must reach Triton
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure must reach Triton
             err = (
                 f"tritonpy: model '{self.model_name}' failed to initialize: "
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
@@ -420,17 +424,85 @@ def _complete_config(cls: Any, config: str) -> dict[str, Any]:
     return {"ok": True, "config": json.dumps(result.as_dict(), separators=(",", ":"))}
 
 
-def _load_model_class(model_file: str, model_dir: str) -> Any:
+def _is_backend_model(msg: dict[str, Any]) -> bool:
+    """Whether the INIT or AUTO_COMPLETE message ``msg`` is for a model of
+    a Python-based backend (its file is backends/<name>/model.py): Triton
+    then sets the config's runtime to "model.py", as the backend checks."""
+    config = msg["config"] if "config" in msg else msg.get("args", {}).get("model_config")
+    return bool(config) and json.loads(config).get("runtime") == "model.py"
+
+
+def _expose_model_dir(msg: dict[str, Any]) -> None:
+    """What pb_utils.get_model_dir() answers: the model's version directory."""
+    if not _is_backend_model(msg):
+        _stub_info._model_dir = msg["model_dir"]
+    elif "args" in msg:
+        args = msg["args"]
+        _stub_info._model_dir = os.path.join(args["model_repository"], args["model_version"])
+    else:  # the backend's AUTO_COMPLETE names the backend's directory only
+        _stub_info._model_dir = None
+        _stub_info._no_model_dir = (
+            "pb_utils.get_model_dir(): tritonpy does not know the model's directory in "
+            "auto_complete_config of a Python-based backend (it does in initialize)"
+        )
+
+
+def _load_model_class(msg: dict[str, Any]) -> Any:
+    """TritonPythonModel of the model file of an INIT or AUTO_COMPLETE
+    message, imported as the official stub imports it.
+
+    A repository model's file is the module ``<version>.<file stem>`` of a
+    package made of its version directory, so relative imports (``from .
+    import helper``) work; the version directory is also first on sys.path
+    (``import helper``), and the model's directory is appended to it, as
+    the official stub does. A Python-based backend's model.py is the
+    top-level module ``model``, its directory on sys.path: no package there
+    (named after the backend, it could hide a library of that name)."""
+    model_file, model_dir = msg["model_file"], msg["model_dir"]
     if model_dir not in sys.path:
         sys.path.insert(0, model_dir)
-    name = os.path.splitext(os.path.basename(model_file))[0]
+    stem = os.path.splitext(os.path.basename(model_file))[0]
+    name, package = stem, ""
+    if not _is_backend_model(msg):
+        parent, package = os.path.split(os.path.normpath(model_dir))
+        if parent not in sys.path:
+            sys.path.append(parent)
+        _new_package(package, model_dir)
+        name = f"{package}.{stem}"
     spec = importlib.util.spec_from_file_location(name, model_file)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {model_file}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    if package:
+        setattr(sys.modules[package], stem, module)
     cls = getattr(module, "TritonPythonModel", None)
     if cls is None:
         raise AttributeError(f"{model_file} defines no class TritonPythonModel")
     return cls
+
+
+def _new_package(name: str, path: str) -> None:
+    """Registers the directory ``path`` as the package ``name``: a regular
+    package if it has an __init__.py (run now), else a namespace package."""
+    init = os.path.join(path, "__init__.py")
+    if os.path.isfile(init):
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[path])
+    else:
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [path]
+    if spec is None:
+        raise ImportError(f"cannot import the directory {path} as package {name}")
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    if spec.loader is not None:
+        try:
+            spec.loader.exec_module(package)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
