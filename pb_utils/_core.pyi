@@ -17,13 +17,15 @@ class TensorCore:
     def name(self) -> str: ...
     def as_numpy(self) -> np.ndarray: ...
 
+NO_OUTPUTS: tuple[()]
+
 class ResponseCore:
     _output_tensors: list[Any]
     _error: Any
     _parameters: str
     def __init__(
         self,
-        output_tensors: list[Any] | None = None,
+        output_tensors: list[Any] = ...,
         error: Any = None,
         parameters: dict[str, bool | int | str] | None = None,
     ) -> None: ...

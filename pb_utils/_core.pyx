@@ -122,9 +122,13 @@ def bind_response(general_init):
     _response_general_init = general_init
 
 
+# output_tensors left out (an explicit None is refused, as officially).
+NO_OUTPUTS = ()
+
+
 cdef class ResponseCore:
 
-    def __init__(self, output_tensors=None, error=None, parameters=None):
+    def __init__(self, output_tensors=NO_OUTPUTS, error=None, parameters=None):
         if type(output_tensors) is list and error is None and parameters is None:
             for t in <list>output_tensors:
                 if not isinstance(t, TensorCore):

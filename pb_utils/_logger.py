@@ -65,9 +65,10 @@ class Logger:
 
     @staticmethod
     def log(message: str, level: _Level = LogLevel.INFO) -> None:
-        value = int(level)
-        # Triton logs a level it does not know as INFO.
-        _emit(value if 0 <= value <= LogLevel.VERBOSE else LogLevel.INFO, message, 2)
+        if not isinstance(level, LogLevel):
+            # As the official binding: a level is a pb_utils.LogLevel.
+            raise TypeError(f"level must be a pb_utils.LogLevel, got {type(level).__name__}")
+        _emit(int(level), message, 2)
 
     @staticmethod
     def log_info(message: str) -> None:

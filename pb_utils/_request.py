@@ -161,7 +161,8 @@ class InferenceRequest(RequestCore):
         inputs = list(inputs)
         for t in inputs:
             if not isinstance(t, Tensor):
-                raise TypeError(f"inputs must be Tensor objects, got {type(t).__name__}")
+                # The official backend's type for a list holding a non-Tensor.
+                raise TritonModelException(f"inputs must be Tensor objects, got {type(t).__name__}")
         self._model_name = model_name
         self._model_version = int(model_version)
         self._request_id = request_id

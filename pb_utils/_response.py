@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._core import ResponseCore, bind_response
-from ._errors import TritonError
+from ._core import NO_OUTPUTS, ResponseCore, bind_response
+from ._errors import TritonError, TritonModelException
 from ._params import parameters_to_json
 from ._tensor import Tensor
 
@@ -30,7 +30,7 @@ class InferenceResponse(ResponseCore):
 
         def __init__(
             self,
-            output_tensors: list[Tensor] | None = None,
+            output_tensors: list[Tensor] = ...,
             error: TritonError | None = None,
             parameters: dict[str, bool | int | str] | None = None,
         ) -> None: ...
@@ -50,13 +50,13 @@ class InferenceResponse(ResponseCore):
 
 def _init(
     self: InferenceResponse,
-    output_tensors: list[Tensor] | None = None,
+    output_tensors: list[Tensor] | tuple[()] = NO_OUTPUTS,
     error: TritonError | None = None,
     parameters: dict[str, bool | int | str] | None = None,
 ) -> None:
     """``InferenceResponse(...)`` beyond ResponseCore's fast path: tuples,
     errors, parameters, and the type checks."""
-    if output_tensors is None:
+    if output_tensors is NO_OUTPUTS:
         tensors: list[Tensor] = []
     elif isinstance(output_tensors, (list, tuple)):
         tensors = list(output_tensors)
@@ -66,7 +66,10 @@ def _init(
         )
     for t in tensors:
         if not isinstance(t, Tensor):
-            raise TypeError(f"output_tensors must hold Tensor objects, got {type(t).__name__}")
+            # The official backend's type for a list holding a non-Tensor.
+            raise TritonModelException(
+                f"output_tensors must hold Tensor objects, got {type(t).__name__}"
+            )
     if error is not None and not isinstance(error, TritonError):
         raise TypeError(f"error must be a TritonError, got {type(error).__name__}")
     self._output_tensors = tensors

@@ -342,10 +342,14 @@ class Tensor(TensorCore):
 def _init(self: Tensor, name: str, numpy_array: Any) -> None:
     """``Tensor(name, array)`` beyond TensorCore's fast path: array-likes,
     other dtypes, BF16, and the errors."""
+    # Arguments of the wrong type are TypeErrors, checked first, as the
+    # official constructor's argument conversion does.
+    if numpy_array is None:
+        raise TypeError(f"Tensor {name!r}: expected a numpy.ndarray, got None")
+    if type(name) is not str and text(name) is None:
+        raise TypeError(f"Tensor name must be a str, got {describe(name)}")
     self._name = name = _check_name(name)
     if not isinstance(numpy_array, np.ndarray):
-        if numpy_array is None:
-            raise TritonModelException(f"Tensor '{name}': expected a numpy.ndarray, got None")
         # The official constructor converts array-likes (pybind11
         # py::array); so do we.
         try:

@@ -141,7 +141,7 @@ def test_python_based_backend_finds_each_models_directory(server: TritonServer) 
 def test_model_code_parsing_the_command_line_sees_no_stub_options(server: TritonServer) -> None:
     load(server, "argv_defaults")
     got = info(server, "argv_defaults")
-    assert got == {"argv": [""], "repeat": 2, "tests_run": 1, "passed": True}
+    assert got == {"argv": [""], "repeat": 2, "tests_run": 4, "passed": True}
 
 
 def test_model_code_exiting_in_initialize_fails_the_load(server: TritonServer) -> None:

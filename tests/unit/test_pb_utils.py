@@ -221,10 +221,16 @@ def test_unsupported_dtypes(arr):
 def test_constructor_inputs():
     with pytest.raises(TritonModelException, match="empty string"):
         Tensor("", np.zeros(1))
-    with pytest.raises(TritonModelException, match="'T'.*got None"):
+    # Wrong argument types are TypeErrors, the array checked first, as the
+    # official argument conversion does (upstream argument_validation).
+    with pytest.raises(TypeError, match="'T'.*got None"):
         Tensor("T", None)
-    with pytest.raises(TritonModelException, match="name must be a str"):
+    with pytest.raises(TypeError, match="got None"):
+        Tensor("", None)
+    with pytest.raises(TypeError, match="name must be a str"):
         Tensor(3, np.zeros(1))
+    with pytest.raises(TypeError, match="name must be a str"):
+        Tensor(None, np.zeros(1))
     # Array-likes are converted, as pybind11's py::array does officially.
     t = Tensor("L", [[1, 2], [3, 4]])
     assert t.shape() == [2, 2] and t.triton_dtype() == 9
@@ -533,8 +539,11 @@ def test_bls_request_constructor_errors():
         pb.InferenceRequest(
             model_name="m", inputs=[t], requested_output_names=[], correlation_id=1.5
         )
-    with pytest.raises(TypeError, match="Tensor"):
+    # A list holding a non-Tensor: TritonModelException, as officially.
+    with pytest.raises(TritonModelException, match="Tensor"):
         pb.InferenceRequest(model_name="m", inputs=[np.zeros(1)], requested_output_names=[])
+    with pytest.raises(TritonModelException, match="Tensor"):
+        pb.InferenceRequest(model_name="m", inputs=[None], requested_output_names=[])
 
 
 @pytest.mark.parametrize(
@@ -571,7 +580,8 @@ def test_response():
 
     empty = pb.InferenceResponse()
     assert empty.output_tensors() == [] and not empty.has_error()
-    assert pb.InferenceResponse(output_tensors=None).output_tensors() == []
+    with pytest.raises(TypeError):  # left out is fine, None is not (as officially)
+        pb.InferenceResponse(output_tensors=None)
 
     err = pb.TritonError("nope", pb.TritonError.INVALID_ARG)
     failed = pb.InferenceResponse(output_tensors=[], error=err)
@@ -587,8 +597,10 @@ def test_response_type_errors():
     out = Tensor("OUT0", np.ones(3, np.int32))
     with pytest.raises(TypeError):
         pb.InferenceResponse(out)
-    with pytest.raises(TypeError):
+    with pytest.raises(TritonModelException):
         pb.InferenceResponse([np.ones(3)])
+    with pytest.raises(TritonModelException):
+        pb.InferenceResponse(output_tensors=[None])
     with pytest.raises(TypeError):
         pb.InferenceResponse([out], error="message")
 
@@ -641,6 +653,10 @@ def test_logger_levels_as_the_official_api():
     assert pb.Logger.INFO == pb.LogLevel.INFO == 0
     assert pb.Logger.WARNING == 1 and pb.Logger.ERROR == 2 and pb.Logger.VERBOSE == 3
     assert pb.Logger.LogLevel is pb.LogLevel
+    # A level is a LogLevel, not a bare int or None (upstream argument_validation).
+    for level in (1, None):
+        with pytest.raises(TypeError, match="LogLevel"):
+            pb.Logger.log("message", level)
 
 
 def test_tensor_empty_outside_a_stub_is_an_ordinary_writable_array() -> None:
