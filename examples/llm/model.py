@@ -41,7 +41,7 @@ FIRST_TEXT, LAST_TEXT = 32, 126  # printable ASCII: what greedy decoding may pic
 
 class Config:
     """The network's size: 3.2 M parameters. One decode step of 64 streams
-    takes about 13 ms of one CPU core (docs/llm-serving.md)."""
+    takes about 14 ms of one CPU core (docs/llm-serving.md)."""
 
     vocab = 256  # bytes
     dim = 256
