@@ -164,7 +164,20 @@ class ContinuousBatcher(Generic[D, T]):
             self._leave(seq)
 
     def close(self) -> None:
-        """Stops the runner; active and waiting streams end. For finalize."""
+        """Stops the runner; active and waiting streams end. For finalize,
+        which may run on another thread than the loop (the official
+        backend's does): the work is then handed to the loop."""
+        loop = self._runner.get_loop() if self._runner is not None else None
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if loop is not None and loop is not current and loop.is_running():
+            loop.call_soon_threadsafe(self._close)
+        else:
+            self._close()
+
+    def _close(self) -> None:
         if self._runner is not None:
             self._runner.cancel()
             self._runner = None

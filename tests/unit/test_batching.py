@@ -301,3 +301,25 @@ def test_batched_method_batches_per_instance() -> None:
 
     assert run(main()) == [100, 200, 101, 201, 102, 202]
     assert a.sizes == [3] and b.sizes == [3]
+
+
+def test_close_ends_streams_from_the_loop_or_another_thread() -> None:
+    rec = Recorder()
+    rec.gate = threading.Event()
+
+    async def main(from_thread: bool):
+        b = ContinuousBatcher(rec, max_active=1)
+        running = asyncio.ensure_future(collect(b, "a", 10**6))
+        queued = asyncio.ensure_future(collect(b, "b", 5))
+        await asyncio.to_thread(rec.entered.wait, 30)
+        if from_thread:
+            await asyncio.to_thread(b.close)
+        else:
+            b.close()
+        rec.gate.set()
+        return await running, await queued, b.active, b.waiting
+
+    for from_thread in (False, True):
+        rec.entered.clear()
+        rec.gate = threading.Event()
+        assert run(main(from_thread)) == ([], [], 0, 0)
