@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import heapq
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
@@ -68,8 +69,8 @@ class ContinuousBatcher(Generic[D, T]):
     """Runs ``step`` over the active streams, one output each per call, for
     as long as any stream is active.
 
-    ``step(batch)`` takes the list of active :class:`Sequence` objects and
-    returns one output per sequence, in order. A plain function runs in a
+    ``step(batch)`` takes the list of active :class:`Sequence` objects, in
+    slot order, and returns one output per sequence, in that order. A plain function runs in a
     worker thread of the batcher's own, so the event loop keeps sending
     outputs and taking requests while it computes (PyTorch and NumPy release
     the GIL); an ``async def`` runs on the loop.
@@ -101,7 +102,9 @@ class ContinuousBatcher(Generic[D, T]):
         self.max_active = max_active
         self.cache_budget = cache_budget
         self._on_step = on_step
-        self._free = list(range(max_active - 1, -1, -1))  # pop() hands out 0 first
+        # A heap: the lowest free slot first, so active slots stay packed
+        # at the start of a cache and a step can often read them as a range.
+        self._free = list(range(max_active))
         self._active: dict[int, Sequence[D]] = {}  # slot -> sequence
         self._waiting: collections.deque[Sequence[D]] = collections.deque()
         self._used = 0
@@ -207,7 +210,7 @@ class ContinuousBatcher(Generic[D, T]):
         seq._done = True
         if seq.slot >= 0:
             del self._active[seq.slot]
-            self._free.append(seq.slot)
+            heapq.heappush(self._free, seq.slot)
             self._used -= seq._cost
             self._poke()
         else:
@@ -220,7 +223,7 @@ class ContinuousBatcher(Generic[D, T]):
             if budget is not None and self._active and self._used + seq._cost > budget:
                 break  # in order: a big stream is not overtaken for ever
             self._waiting.popleft()
-            seq.slot = self._free.pop()
+            seq.slot = heapq.heappop(self._free)
             self._active[seq.slot] = seq
             self._used += seq._cost
 
@@ -230,7 +233,7 @@ class ContinuousBatcher(Generic[D, T]):
         while True:
             self._admit()
             batch = []
-            for seq in list(self._active.values()):
+            for _, seq in sorted(self._active.items()):
                 if seq._cancelled is not None and seq._cancelled():
                     self._leave(seq)
                     seq._push(_END)

@@ -87,7 +87,26 @@ def test_max_active_makes_streams_wait_never_refused() -> None:
     # Slots are below max_active and never shared within a step.
     for step in rec.log:
         slots = [slot for _, slot, _ in step]
-        assert len(set(slots)) == len(slots) and all(0 <= x < 3 for x in slots)
+        assert slots == sorted(set(slots)) and all(0 <= x < 3 for x in slots)
+
+
+def test_a_joining_stream_takes_the_lowest_free_slot_and_steps_go_in_slot_order() -> None:
+    rec = Recorder()
+    rec.gate = threading.Event()
+
+    async def main():
+        b = ContinuousBatcher(rec, max_active=4)
+        a = asyncio.ensure_future(collect(b, "a", 1))
+        bb = asyncio.ensure_future(collect(b, "b", 3))
+        await asyncio.to_thread(rec.entered.wait, 30)  # step 1 (a and b) holds
+        c = asyncio.ensure_future(collect(b, "c", 1))
+        await asyncio.sleep(0.01)
+        rec.gate.set()
+        return await a, await bb, await c
+
+    assert run(main()) == (["a0"], ["b0", "b1", "b2"], ["c0"])
+    # a left slot 0 after step 1; c joined in step 2 and got it.
+    assert rec.log[:2] == [[("a", 0, 0), ("b", 1, 0)], [("c", 0, 0), ("b", 1, 1)]]
 
 
 def test_cache_budget_limits_the_summed_cost_in_arrival_order() -> None:
