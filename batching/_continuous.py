@@ -195,7 +195,7 @@ class ContinuousBatcher(Generic[D, T]):
 
     def _ensure_runner(self) -> None:
         if self._runner is None or self._runner.done():
-            self._runner = asyncio.get_running_loop().create_task(self._run())
+            self._runner = asyncio.get_running_loop().create_task(self._guarded())
 
     def _poke(self) -> None:
         w = self._wake
@@ -226,6 +226,19 @@ class ContinuousBatcher(Generic[D, T]):
             seq.slot = heapq.heappop(self._free)
             self._active[seq.slot] = seq
             self._used += seq._cost
+
+    async def _guarded(self) -> None:
+        try:
+            await self._run()
+        except BaseException as e:
+            # The runner is gone (cancelled, or on_step raised): no stream
+            # is left waiting for ever; the next generate() starts another.
+            failure = e if isinstance(e, Exception) else RuntimeError("the batcher was stopped")
+            for seq in [*self._active.values(), *self._waiting]:
+                self._leave(seq)
+                seq._push(failure)
+            if failure is not e:
+                raise  # cancelled; an error went to the streams instead
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -54,7 +54,14 @@ class _Queue(Generic[T, R]):
             live = self._live()
             batch, self.items = live[: self.size], live[self.size :]
             if batch:
-                await self._run_batch(batch)
+                try:
+                    await self._run_batch(batch)
+                except asyncio.CancelledError:
+                    # The runner itself is cancelled (the loop is closing):
+                    # no caller is left waiting for ever.
+                    for _, fut, _ in batch + self.items:
+                        fut.cancel()
+                    raise
 
     def _live(self) -> list[tuple[T, asyncio.Future[R], float]]:
         # A caller cancelled before its batch started is left out of it.

@@ -342,3 +342,31 @@ def test_close_ends_streams_from_the_loop_or_another_thread() -> None:
         rec.entered.clear()
         rec.gate = threading.Event()
         assert run(main(from_thread)) == ([], [], 0, 0)
+
+
+def test_batched_callers_are_cancelled_with_a_cancelled_batch() -> None:
+    """A batch cancelled from inside (the function's own work cancelled)
+    cancels its callers and the queued ones instead of leaving them."""
+
+    @batched(max_size=1, max_wait=0)
+    async def f(xs):
+        raise asyncio.CancelledError
+
+    async def main():
+        r = await asyncio.gather(f(1), f(2), return_exceptions=True)
+        return [type(e) for e in r]
+
+    assert run(main()) == [asyncio.CancelledError, asyncio.CancelledError]
+
+
+def test_streams_fail_instead_of_hanging_when_the_runner_dies() -> None:
+    def on_step(active: int, outputs: int) -> None:
+        raise OSError("metrics are down")
+
+    async def main():
+        b = ContinuousBatcher(lambda batch: [1] * len(batch), max_active=1, on_step=on_step)
+        r = await asyncio.gather(collect(b, "a", 3), collect(b, "b", 3), return_exceptions=True)
+        assert b.active == 0 and b.waiting == 0
+        return [repr(e) for e in r]
+
+    assert run(main()) == ["OSError('metrics are down')"] * 2
