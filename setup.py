@@ -103,11 +103,18 @@ ext_modules = cythonize(
 )
 
 setup(
-    packages=["tritonpy", "tritonpy.stub", "tritonpy.pb_utils", "triton_python_backend_utils"],
+    packages=[
+        "tritonpy",
+        "tritonpy.stub",
+        "tritonpy.pb_utils",
+        "tritonpy.batching",
+        "triton_python_backend_utils",
+    ],
     package_dir={
         "tritonpy": "cli",
         "tritonpy.stub": "stub",
         "tritonpy.pb_utils": "pb_utils",
+        "tritonpy.batching": "batching",
         "triton_python_backend_utils": "compat/triton_python_backend_utils",
     },
     # py.typed and the .pyi of the compiled modules: IDEs and mypy see the
@@ -116,6 +123,7 @@ setup(
         "tritonpy": ["py.typed"],
         "tritonpy.pb_utils": ["py.typed", "*.pyi"],
         "tritonpy.stub": ["py.typed", "*.pyi"],
+        "tritonpy.batching": ["py.typed"],
         "triton_python_backend_utils": ["py.typed"],
     },
     ext_modules=ext_modules,

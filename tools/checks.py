@@ -28,6 +28,7 @@ PACKAGES = {
     "cli": "tritonpy",
     "pb_utils": "tritonpy/pb_utils",
     "stub": "tritonpy/stub",
+    "batching": "tritonpy/batching",
     "compat/triton_python_backend_utils": "triton_python_backend_utils",
 }
 CODESPELL_PATHS = [
@@ -35,6 +36,7 @@ CODESPELL_PATHS = [
     "docs",
     "pb_utils",
     "stub",
+    "batching",
     "cli",
     "backend",
     "examples",
