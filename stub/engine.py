@@ -217,11 +217,7 @@ class Engine:
     def _execute_failed(self, batch: Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         # The official backend's log line, then the traceback.
-        self.stub.log(
-            2,
-            f"Failed to process the request(s) for model '{self.model_name}', "
-            f"message: {type(e).__name__}: {e}\n{tb}",
-        )
+        self.stub.log(2, _execute_failed_text(self.stub.instance, f"{type(e).__name__}: {e}\n{tb}"))
         ids = ", ".join(f"'{r.request_id()}'" for r in batch.requests[:8])
         self._end_with_error(
             batch,
