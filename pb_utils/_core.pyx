@@ -21,7 +21,14 @@ docs/performance.md.)
 """
 
 from ._dtypes import ITEMSIZE, NATIVE_CODES, TYPE_BF16, TYPE_BYTES, WIRE_NUMPY
-from ._errors import TritonModelException
+from ._errors import (
+    SEND_BAD_FLAGS,
+    SEND_CLOSED,
+    SEND_FINAL_FIRST,
+    SEND_NEEDS_RESPONSE,
+    SEND_SECOND_RESPONSE,
+    TritonModelException,
+)
 
 import numpy as np
 
@@ -163,35 +170,40 @@ cdef class SenderCore:
 
         Raises TritonModelException after the final flag has been sent, or
         when the backend reported that an earlier response of this request
-        could not be delivered."""
+        could not be delivered. In default (non-decoupled) mode a request
+        takes one response, with the final flag or followed by it: a second
+        response, or the final flag before any response, raises and ends the
+        request with that error."""
         cdef RequestCore req = self._request
         if req is None:
             raise TypeError("response senders come from request.get_response_sender()")
-        if req._done:
-            raise TritonModelException(
-                f"the response sender of request '{req._request_id}' is closed: "
-                "it already sent the final flag"
-            )
-        if response is not None and not isinstance(response, ResponseCore):
+        if flags != 0 and flags != _FINAL:
+            raise TritonModelException(SEND_BAD_FLAGS)
+        if response is None:
+            if flags == 0:
+                raise TritonModelException(SEND_NEEDS_RESPONSE)
+        elif not isinstance(response, ResponseCore):
             raise TritonModelException(
                 f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
             )
-        if flags & ~_FINAL:
-            raise TritonModelException(f"send(): unknown flags {flags:#x}")
-        if response is None and not flags & _FINAL:
-            raise TritonModelException(
-                "send() needs a response, the final flag "
-                "(TRITONSERVER_RESPONSE_COMPLETE_FINAL), or both"
-            )
+        engine = req._batch.engine
+        if not engine.decoupled:
+            # The official backend checks these before the closed state.
+            if response is not None and (req._sent or req._done):
+                engine.broke_rule(req, SEND_SECOND_RESPONSE)
+            if response is None and not req._sent and not req._done:
+                engine.broke_rule(req, SEND_FINAL_FIRST)
+        if req._done:
+            raise TritonModelException(SEND_CLOSED)
         error = req._send_error
         if error is not None:
             req._send_error = None
             raise TritonModelException(error)
-        if flags & _FINAL:
+        if flags == _FINAL:
             req._done = True
         if response is not None:
             req._sent += 1
-        req._batch.engine.send(req, response, flags)
+        engine.send(req, response, flags)
 
 
 cdef extern from "Python.h":

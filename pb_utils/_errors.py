@@ -75,3 +75,25 @@ class TritonModelException(Exception):
     def message(self) -> str:
         # The official class offers message(); keep it for models that call it.
         return str(self.args[0]) if self.args else ""
+
+
+# Texts models, clients and scripts of the official backend compare: the
+# same words here, verbatim (tritonpy's own detail, if any, goes after them).
+SEND_CLOSED = "Unable to send response. Response sender has been closed."
+SEND_BAD_FLAGS = "Unable to send response. Unsupported flag provided."
+SEND_NEEDS_RESPONSE = (
+    "Inference Response object must be provided when the response flags is set to zero."
+)
+SEND_SECOND_RESPONSE = (
+    "Unable to send response. Non-decoupled model cannot send more than one response."
+)
+SEND_FINAL_FIRST = (
+    "Unable to send response. Non-decoupled model cannot send complete final before "
+    "sending a response."
+)
+
+
+def execute_failed(instance: str, message: str) -> str:
+    """The error every request of a failed batch gets: ``instance`` is the
+    model instance's name (e.g. add_sub_0_0)."""
+    return f"Failed to process the request(s) for model '{instance}', message: {message}"

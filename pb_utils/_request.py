@@ -207,7 +207,8 @@ class InferenceRequest(RequestCore):
     def get_response_sender(self) -> InferenceResponseSender:
         """The InferenceResponseSender of this request: the way to answer it
         in decoupled mode (any number of responses, then the final flag), and
-        in default mode (exactly one response with the final flag)."""
+        in default mode (one response, with the final flag or followed by
+        it, during execute() or after it returned)."""
         sender = self._sender
         if sender is None:
             if self._batch is None:

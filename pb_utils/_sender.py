@@ -47,7 +47,10 @@ class InferenceResponseSender(SenderCore):
 
             Raises TritonModelException after the final flag has been sent,
             or when the backend reported that an earlier response of this
-            request could not be delivered."""
+            request could not be delivered. In default mode a request takes
+            one response, with the final flag or followed by it: a second
+            response, or the final flag before any, raises and ends the
+            request with that error."""
 
     def is_cancelled(self) -> bool:
         """Whether Triton cancelled the request (a local flag, no round trip)."""

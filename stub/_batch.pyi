@@ -2,7 +2,7 @@
 # Copyright (c) The tritonpy authors.
 """Types of the compiled module _batch.pyx."""
 
-from typing import Any
+from typing import Any, overload
 
 class Batch:
     id: int
@@ -12,7 +12,6 @@ class Batch:
     task: Any
     returned: bool
     open: int
-    answers: dict[int, Any] | None
     arena_inputs: list[tuple[int, int, int, int]] | None
 
 def make_batch(
@@ -32,9 +31,10 @@ def request_from_stub(
     trace_context: str = "",
 ) -> Any: ...
 def check_result(result: Any, n: int, batch: Batch) -> str: ...
-def answer(
-    batch: Batch, result: Any, writer: Any, own: Any, model_name: str
-) -> list[tuple] | None: ...
+@overload
+def answer(batch: Batch, result: Any, writer: None, own: Any, model_name: str) -> list[tuple]: ...
+@overload
+def answer(batch: Batch, result: Any, writer: Any, own: Any, model_name: str) -> int: ...
 def entry(req: Any, resp: Any, flags: int, frame_size: int, own: Any, model_name: str) -> tuple: ...
 def entry_size(entry: tuple) -> int: ...
 def write_entries(writer: Any, entries: list[tuple], start: int) -> int: ...

@@ -23,7 +23,7 @@ import numpy as np
 
 from tritonpy.pb_utils import TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
-from tritonpy.pb_utils._errors import TritonError
+from tritonpy.pb_utils._errors import SEND_SECOND_RESPONSE, TritonError
 from tritonpy.pb_utils._request import _DEFAULT_MEMORY, InferenceRequest
 from tritonpy.pb_utils._response import InferenceResponse
 from tritonpy.pb_utils._tensor import Tensor
@@ -65,8 +65,6 @@ cdef class Batch:
     cdef public object task  # the asyncio task of an async execute()
     cdef public bint returned  # execute() has returned (or failed)
     cdef public Py_ssize_t open  # requests not yet complete
-    # Default mode: responses given to a sender, kept until the batch ends.
-    cdef public object answers
     # Inputs in backend arenas: (first address, end address, arena id,
     # offset), so that an output made of their bytes can be sent by
     # reference (location 2) instead of copied.
@@ -182,57 +180,82 @@ def request_from_stub(model_name, request_id, correlation_id, flags, timeout,
 
 def check_result(result, Py_ssize_t n, Batch batch not None):
     """What is wrong with a default-mode execute()'s result for ``batch``
-    of ``n`` requests, or ""."""
+    of ``n`` requests, or "". ``None`` (or a None element) leaves a request
+    to its response sender. The texts are the official backend's."""
     cdef Py_ssize_t i
+    cdef RequestCore req
+    if result is None:
+        return ""
     if not isinstance(result, (list, tuple)):
-        return (
-            f"execute() must return a list of pb_utils.InferenceResponse, "
-            f"got {type(result).__name__}"
-        )
+        return f"Expected a list in the execute return, found type '{type(result)}'."
     if len(result) != n:
-        return f"execute() returned {len(result)} responses for a batch of {n} requests"
+        return (
+            "Number of InferenceResponse objects do not match the number of "
+            f"InferenceRequest objects. InferenceRequest(s) size is:{n}, and "
+            f"InferenceResponse(s) size is:{len(result)}"
+        )
     for i in range(n):
         r = result[i]
-        if isinstance(r, _response_cls):
+        if r is None:
             continue
-        if r is None and (<RequestCore>batch.requests[i])._release_flags & _RESCHEDULE:
-            continue
-        return (
-            f"element {i} of execute()'s result is a {type(r).__name__}, "
-            "not a pb_utils.InferenceResponse"
-        )
+        req = batch.requests[i]
+        if req._release_flags & _RESCHEDULE:
+            return (
+                "Expected a None object in the execute function return list for "
+                f"reschduled request, found type '{type(r)}'."
+            )
+        if not isinstance(r, _response_cls):
+            return (
+                "Expected an 'InferenceResponse' object in the execute function return "
+                f"list, found type '{type(r)}'."
+            )
+        if req._sent or req._done:
+            return SEND_SECOND_RESPONSE
     return ""
 
 
 def answer(Batch batch not None, result, writer, own, model_name):
     """The entries of a default-mode batch whose execute() returned
     ``result`` (checked by check_result): written into ``writer`` (an open
-    RESPONSES frame), or with ``writer`` None returned as a list whose
-    last entry ends the batch (BATCH_END). Every request is complete
-    afterwards. Outputs go by reference where they can: the backend copies
-    them before it ends the batch, and execute() has returned, so nothing
-    changes them."""
+    RESPONSES frame; returns how many), or with ``writer`` None returned as
+    a list whose last entry ends the batch (BATCH_END). Requests already
+    complete (answered through their senders) get no entry; so do requests
+    left to their senders (a None answer, the sender taken); a None answer
+    for a request whose sender nobody took is an error for it, since
+    nothing can answer it any more. Outputs go by reference where they
+    can: the backend copies them before it ends the batch, and execute()
+    has returned, so nothing changes them."""
     cdef list requests = batch.requests
     cdef Py_ssize_t n = len(requests)
     cdef Py_ssize_t i
+    cdef Py_ssize_t completed = 0
     cdef unsigned int flags
     cdef RequestCore req
     cdef list entries = [] if writer is None else None
     for i in range(n):
         req = requests[i]
-        resp = result[i]
+        if req._done:
+            continue
+        resp = None if result is None else result[i]
         flags = _RESP_FINAL
         if req._release_flags & _RESCHEDULE:
-            flags = _RESP_RESCHEDULE
-            if resp is None:
-                flags |= _RESP_NO_RESPONSE
+            flags = _RESP_RESCHEDULE | _RESP_NO_RESPONSE
+        elif resp is None:
+            if req._sender is not None:
+                continue  # the model answers later, through the sender
+            resp = _response_cls(error=TritonError(batch.engine.unanswered(req)))
         if writer is None:
-            if i == n - 1:
-                flags |= _RESP_BATCH_END
             entries.append(_entry(req, resp, flags, 0, True, own, model_name))
         else:
             writer.entry(_entry(req, resp, flags, writer.size(), True, own, model_name))
         req._done = True
+        completed += 1
+    batch.open -= completed
+    if writer is not None:
+        return completed
+    if entries:
+        e = entries[-1]
+        entries[-1] = (e[0], e[1], e[2] | _RESP_BATCH_END, e[3], e[4], e[5])
     return entries
 
 

@@ -18,9 +18,9 @@ Responses wait in the outbox and leave as few RESPONSES frames as fit:
   last batch of a read, with nothing waiting, writes its frame at once,
   ended by BATCH_DONE); an async batch's at the end of the loop iteration
   its task ended in;
-- sent through a response sender (decoupled mode, or default mode answering
-  early): encoded at once, flushed once per loop iteration, from whichever
-  thread sent.
+- sent through a response sender (either mode, during ``execute`` or after
+  it returned): encoded at once, flushed once per loop iteration, from
+  whichever thread sent.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import types
 from typing import Any
 
 from tritonpy import pb_utils
+from tritonpy.pb_utils._errors import execute_failed
 from tritonpy.stub import _batch
 from tritonpy.stub import _codec as C
 from tritonpy.stub._batch import Batch
@@ -48,6 +49,7 @@ _RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
+_execute_failed_text = execute_failed
 _now_ns = time.monotonic_ns
 _MAX_FRAME = C.MAX_FRAME
 # A sync batch's answers wait for the batches read with it only when it
@@ -149,11 +151,9 @@ class Engine:
         if result is not None:
             self._end_with_error(
                 batch,
-                (
-                    f"tritonpy: model '{self.model_name}' is decoupled: execute() must return "
-                    f"None and answer through response senders, it returned "
-                    f"{type(result).__name__}"
-                ),
+                f"Python model '{self.stub.instance}' is using the decoupled mode and the "
+                f"execute function must return None. (tritonpy: it returned "
+                f"{type(result).__name__}; answer through the response senders)",
             )
             return
         for req in batch.requests:
@@ -165,19 +165,19 @@ class Engine:
 
     def _default_returned(self, batch: Batch, result: Any) -> None:
         n = len(batch.requests)
-        if result is None and batch.answers is not None and len(batch.answers) == n:
-            result = [batch.answers[i] for i in range(n)]
         problem = _CheckResult(result, n, batch)
         if problem:
-            self._end_with_error(
-                batch,
-                f"tritonpy: model '{self.model_name}': {problem}; every request of the batch fails",
-            )
+            self._end_with_error(batch, problem)
             return
         ch = self.channel
         if batch.task is not None or ch.more or self.outbox:
             entries = _Answer(batch, result, None, self.own, self.model_name)
-            self._forget(batch)
+            self._maybe_forget(batch)
+            if not entries:
+                # Every request answered (or to be answered) by its sender.
+                self.flush()
+                self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
+                return
             if batch.task is not None:
                 # A task's batch: other tasks often end in the same loop
                 # iteration, and their batches leave in one frame.
@@ -203,9 +203,12 @@ class Engine:
         w = self.writer
         w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
         w.u32(n)
-        _Answer(batch, result, w, self.own, self.model_name)
-        self.batches.pop(batch.id, None)
-        batch.requests = ()
+        written = _Answer(batch, result, w, self.own, self.model_name)
+        if written != n:
+            w.patch_u32(C.HEADER_SIZE, written)  # the others answer through senders
+        if batch.open <= 0:
+            self.batches.pop(batch.id, None)
+            batch.requests = ()
         if self._announce or w.size() > _MAX_FRAME:
             self._send_frame(w)
         else:
@@ -214,16 +217,12 @@ class Engine:
     def _execute_failed(self, batch: Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         # The official backend's log line, then the traceback.
-        self.stub.log(
-            2,
-            f"Failed to process the request(s) for model '{self.model_name}', "
-            f"message: {type(e).__name__}: {e}\n{tb}",
-        )
+        self.stub.log(2, _execute_failed_text(self.stub.instance, f"{type(e).__name__}: {e}\n{tb}"))
         ids = ", ".join(f"'{r.request_id()}'" for r in batch.requests[:8])
         self._end_with_error(
             batch,
-            f"tritonpy: model '{self.model_name}', request(s) {ids}: "
-            f"execute() raised {type(e).__name__}: {e}\n{tb}",
+            f"{type(e).__name__}: {e}\n\ntritonpy: model '{self.model_name}', "
+            f"request(s) {ids}: execute() raised it:\n{tb}",
         )
 
     def _execute_cancelled(self, batch: Batch) -> None:
@@ -250,12 +249,25 @@ class Engine:
             self._forget(batch)
 
     def _end_with_error(self, batch: Batch, message: str) -> None:
+        """``execute`` failed: every request of the batch still open fails
+        with ``message``, after the official backend's words."""
         batch.returned = True
         for req in batch.requests:
             req._done = True
         self.flush()
+        message = _execute_failed_text(self.stub.instance, message)
         self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, message), batch.id))
         self._forget(batch)
+
+    def unanswered(self, req: Any) -> str:
+        """The error of a default-mode request that execute() returned no
+        response for and whose response sender it never took."""
+        return _execute_failed_text(
+            self.stub.instance,
+            f"tritonpy: execute() returned no response for request '{req.request_id()}' and "
+            "did not take its response sender (request.get_response_sender()): nothing "
+            "can answer it",
+        )
 
     def _maybe_forget(self, batch: Batch) -> None:
         if batch.returned and batch.open <= 0:
@@ -278,27 +290,31 @@ class Engine:
     # ---------------------------------------------------------------- senders
 
     def send(self, req: Any, response: Any, flags: int) -> None:
-        """InferenceResponseSender.send(): called from any thread."""
-        if not self.decoupled:
-            self._default_send(req, response, flags)
-            return
+        """InferenceResponseSender.send(), checked by the sender: called
+        from any thread, during execute() or after it returned."""
         schedule, done = self.outbox.send(req, response, flags, self.own, self.model_name)
         if schedule:
             self._call_on_loop(self.flush)
         if done:
             self._call_on_loop(self._maybe_forget, req._batch)
 
-    def _default_send(self, req: Any, response: Any, flags: int) -> None:
-        batch = req._batch
-        if response is None or not flags & 1 or req._sent > 1:
-            req._done = True
-            raise pb_utils.TritonModelException(
-                f"model '{self.model_name}' is not decoupled: request '{req.request_id()}' "
-                "takes exactly one response, sent with the final flag"
+    def broke_rule(self, req: Any, message: str) -> None:
+        """A default-mode sender was asked for a second response, or for the
+        final flag before any response: the request, if still open, ends with
+        that error (so its client is not left waiting), and send() raises."""
+        if self._close(req):
+            # What the official backend answers once the exception has left
+            # execute(), which is where it usually goes.
+            text = _execute_failed_text(
+                self.stub.instance,
+                f"TritonModelException: {message}\n\ntritonpy: request '{req.request_id()}' "
+                "ends with this error",
             )
-        if batch.answers is None:
-            batch.answers = {}
-        batch.answers[req._index] = response
+            if req._batch.returned:
+                self.stub.log(2, text)  # nobody catches what send() raises now
+            self._queue(req, _Response(error=pb_utils.TritonError(text)), C.RESP_FINAL)
+            self._call_on_loop(self._maybe_forget, req._batch)
+        raise pb_utils.TritonModelException(message)
 
     def _queue(self, req: Any, response: Any, wire_flags: int) -> None:
         self._queue_entries((_Entry(req, response, wire_flags, 0, self.own, self.model_name),))

@@ -25,13 +25,15 @@ namespace tritonpy {
 
 struct BatchRequest {
   TRITONBACKEND_Request* request = nullptr;
-  TRITONBACKEND_ResponseFactory* factory = nullptr;  // decoupled mode only
-  std::string id;                                    // request id, for messages
+  // Decoupled mode; default mode only to send the final flag alone.
+  TRITONBACKEND_ResponseFactory* factory = nullptr;
+  std::string id;  // request id, for messages
   std::set<std::string> requested_outputs;
   uint64_t batch_size = 1;
   uint32_t wire_pos = 0;     // request_index in the EXECUTE frame
   bool responded = false;    // a response with FINAL was sent
   bool failed = false;       // ... some response carried an error
+  bool answered = false;     // default mode: its one response was sent
   bool complete = false;     // released (FINAL or RESCHEDULE); hands off
   bool cancel_sent = false;  // a CANCEL entry went to the stub
 };

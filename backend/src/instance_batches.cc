@@ -172,22 +172,9 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
       batch->sync_execute) {
     next->second->compute_start_ns = batch->compute_end_ns;
   }
-  if (!status.ok()) {
-    FailOpenRequests(batch.get(), status);
-  } else if (!batch->decoupled) {
-    // Default mode: execute returned, so every request should have its
-    // response by now.
-    for (size_t index : batch->wire_index) {
-      BatchRequest* req = &batch->requests[index];
-      if (req->complete) continue;
-      RespondWithError(
-          req, Status::Internal(
-                   "tritonpy: model '" + model_->name() +
-                   "' ended the batch without a response for request '" +
-                   req->id + "'"));
-      CompleteRequest(batch.get(), req, TRITONSERVER_REQUEST_RELEASE_ALL);
-    }
-  }
+  // With ok, requests still open are answered later through their
+  // response senders (either mode); the stub ends each of them.
+  if (!status.ok()) FailOpenRequests(batch.get(), status);
   {
     std::lock_guard<std::mutex> lock(mu_);
     MarkReturnedLocked(batch.get());

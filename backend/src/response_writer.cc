@@ -269,6 +269,23 @@ SendPayload(
   }
 }
 
+// Sends the final flag alone, through the request's response factory (a
+// default-mode request gets one only when it needs it).
+void
+SendFinalFlag(BatchRequest* req, Status* send_error)
+{
+  req->responded = true;
+  TRITONSERVER_Error* err = nullptr;
+  if (req->factory == nullptr) {
+    err = TRITONBACKEND_ResponseFactoryNew(&req->factory, req->request);
+  }
+  if (err == nullptr) {
+    err = TRITONBACKEND_ResponseFactorySendFlags(
+        req->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+  if (err != nullptr) NoteSendFailure(*req, err, send_error);
+}
+
 }  // namespace
 
 EntryOutcome
@@ -280,6 +297,8 @@ WriteEntry(
   const uint32_t f = entry.response_flags;
   const bool reschedule = (f & proto::kRespReschedule) != 0;
   const bool no_response = (f & proto::kRespNoResponse) != 0;
+  const bool final = (f & proto::kRespFinal) != 0 && !reschedule;
+  const uint32_t flags = final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0;
   if (!decoupled) {
     if (reschedule) {
       if (!no_response) {
@@ -289,27 +308,20 @@ WriteEntry(
       }
       return EntryOutcome::kReschedule;
     }
-    if (no_response) {
+    if (no_response && !(final && req->answered)) {
       RespondWithError(
           req, Status::Internal(
                    "tritonpy: model '" + model_name +
                    "' returned no response for request '" + req->id + "'"));
       return EntryOutcome::kComplete;
     }
-    SendPayload(
-        model_name, req, entry, data, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-        send_error);
-    return EntryOutcome::kComplete;
+    // Its one response (the stub sees to that), or the final flag after it.
+    if (!no_response) req->answered = true;
   }
-  const bool final = (f & proto::kRespFinal) != 0 && !reschedule;
-  const uint32_t flags = final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0;
   if (!no_response) {
     SendPayload(model_name, req, entry, data, flags, send_error);
   } else if (final) {
-    req->responded = true;
-    TRITONSERVER_Error* err =
-        TRITONBACKEND_ResponseFactorySendFlags(req->factory, flags);
-    if (err != nullptr) NoteSendFailure(*req, err, send_error);
+    SendFinalFlag(req, send_error);
   }
   if (reschedule) return EntryOutcome::kReschedule;
   return final ? EntryOutcome::kComplete : EntryOutcome::kOpen;

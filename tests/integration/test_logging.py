@@ -238,7 +238,8 @@ def test_execute_exception_is_logged_with_its_traceback(
     kind = "async" if "async" in model else "sync"
     refusal = f"ValueError: execute refused on purpose ({kind})"
     assert refusal in infer_error(raising_server, model)
-    head = f"Failed to process the request(s) for model '{model}', message: {refusal}"
+    # The model instance's name, as the official backend logs it.
+    head = f"Failed to process the request(s) for model '{model}_0_0', message: {refusal}"
     deadline = time.monotonic() + 30
     while (
         line := next((ln for ln in raising_server.log().splitlines() if head in ln), None)

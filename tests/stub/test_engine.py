@@ -220,9 +220,88 @@ def test_default_mode_answer_through_the_sender(host: StubHost, tmp_path: Path) 
     """,
         )
     )
-    reply = host.execute(1, [P.request("a"), P.request("b")])
-    assert reply["type"] == "RESPONSES" and reply["flags"] == P.FLAG_BATCH_DONE
-    assert [value(host, e) for e in reply["body"]["responses"]] == [5, 5]
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("a"), P.request("b")]}, id=1))
+    got = host.entries(lambda g: any("execute_done" in e for e in g))
+    answers = [e for e in got if "batch_id" in e]
+    assert [(e["request_index"], e["response_flags"]) for e in answers] == [(0, FINAL), (1, FINAL)]
+    assert [value(host, e) for e in answers] == [5, 5]
+    assert got[-1] == {"execute_done": 1, "ok": 1, "error": ""}
+
+
+# Default mode, answered through senders after execute() returned: a thread
+# (sync execute) or a task (async) sends what MODE says, 0.2 s later.
+LATE_SENDER = """
+import asyncio
+import threading
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+def out(v):
+    return pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([v], np.int32))])
+
+def play(sender, mode):
+    steps = {"one_then_final": [(out(1), 0), (None, FINAL)],
+             "final_first": [(None, FINAL)],
+             "two": [(out(1), 0), (out(2), FINAL)],
+             "after_final": [(out(1), FINAL), (out(2), 0)]}[mode]
+    for response, flags in steps:
+        try:
+            sender.send(response, flags=flags)
+        except pb_utils.TritonModelException as e:
+            pb_utils.Logger.log_info(f"send raised: {e}")
+
+class TritonPythonModel:
+    {kind} execute(self, requests):
+        for r in requests:
+            sender, mode = r.get_response_sender(), r.request_id()
+            {spawn}
+        return None
+"""
+THREAD = (
+    "def",
+    "threading.Thread(target=lambda s=sender, m=mode: (time.sleep(0.2), play(s, m))).start()",
+)
+TASK = (
+    "async def",
+    "asyncio.get_running_loop().call_later(0.2, play, sender, mode)",
+)
+
+
+@pytest.mark.parametrize("kind,spawn", [THREAD, TASK], ids=["thread", "task"])
+def test_default_mode_late_answers_follow_the_one_response_rule(
+    host: StubHost, tmp_path: Path, kind: str, spawn: str
+) -> None:
+    host.handshake(
+        write_model(tmp_path, LATE_SENDER.replace("{kind}", kind).replace("{spawn}", spawn))
+    )
+    modes = ["one_then_final", "final_first", "two", "after_final"]
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request(m) for m in modes]}, id=3))
+    got = host.entries(lambda g: sum(1 for e in g if e.get("response_flags", 0) & FINAL) == 4)
+    # execute() returned first: its batch ended with no entry.
+    assert got[0] in ({"batch_done": 3}, {"execute_done": 3, "ok": 1, "error": ""})
+    by_request: dict[str, list[Any]] = {m: [] for m in modes}
+    for e in got[1:]:
+        by_request[modes[e["request_index"]]].append(e)
+    one, final = by_request["one_then_final"]
+    assert one["response_flags"] == 0 and value(host, one) == 1
+    assert final["response_flags"] == FINAL | NO_RESPONSE
+    (err,) = by_request["final_first"]
+    assert err["response_flags"] == FINAL and err["error_code"] == 1
+    assert err["error_message"].startswith(
+        "Failed to process the request(s) for model 't_0', message: TritonModelException: "
+        "Unable to send response. "
+        "Non-decoupled model cannot send complete final before sending a response."
+    )
+    first, second = by_request["two"]
+    assert first["response_flags"] == 0 and value(host, first) == 1
+    assert (
+        second["response_flags"] == FINAL
+        and "cannot send more than one response" in (second["error_message"])
+    )
+    (only,) = by_request["after_final"]
+    assert only["response_flags"] == FINAL and value(host, only) == 1
 
 
 CANCELLABLE = """

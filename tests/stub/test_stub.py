@@ -347,9 +347,29 @@ def test_execute_raising_fails_the_batch_and_serves_on(
 @pytest.mark.parametrize(
     "body,needle",
     [
-        ("return [pb_utils.InferenceResponse([])]", "returned 1 responses for a batch of 2"),
-        ("return [pb_utils.InferenceResponse([]), 'x']", "element 1"),
-        ("return None", "must return a list"),
+        (
+            "return [pb_utils.InferenceResponse([])]",
+            "Number of InferenceResponse objects do not match the number of InferenceRequest "
+            "objects. InferenceRequest(s) size is:2, and InferenceResponse(s) size is:1",
+        ),
+        (
+            "return [pb_utils.InferenceResponse([]), 'x']",
+            "Expected an 'InferenceResponse' object in the execute function return list, "
+            "found type '<class 'str'>'.",
+        ),
+        ("return {}", "Expected a list in the execute return, found type '<class 'dict'>'."),
+        (
+            "requests[1].set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)\n"
+            "                return [None, pb_utils.InferenceResponse([])]",
+            "Expected a None object in the execute function return list for reschduled "
+            "request, found type '<class 'tritonpy.pb_utils._response.InferenceResponse'>'.",
+        ),
+        (
+            "s = requests[0].get_response_sender()\n"
+            "                s.send(pb_utils.InferenceResponse([]))\n"
+            "                return [pb_utils.InferenceResponse([]), None]",
+            "Unable to send response. Non-decoupled model cannot send more than one response.",
+        ),
     ],
 )
 def test_bad_execute_results_fail_the_whole_batch(
@@ -366,9 +386,37 @@ def test_bad_execute_results_fail_the_whole_batch(
     """,
         )
     )
-    reply = host.execute(1, [P.request("a"), P.request("b")])
-    assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
-    assert needle in reply["body"]["error"]
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("a"), P.request("b")]}, id=1))
+    done = host.entries(lambda got: any("execute_done" in e for e in got))[-1]
+    assert done["ok"] == 0
+    assert done["error"] == f"Failed to process the request(s) for model 't_0', message: {needle}"
+
+
+def test_no_response_and_no_sender_fails_that_request(host: StubHost, tmp_path: Path) -> None:
+    """execute() returned None for a request whose sender it never took:
+    nothing can answer it any more, so it fails at once (the official
+    backend leaves its client waiting); a request whose sender was taken
+    stays open."""
+    host.handshake(
+        write_model(
+            tmp_path,
+            """
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                self.kept = requests[1].get_response_sender()
+                return None
+    """,
+        )
+    )
+    reply = host.execute(1, [P.request("lost"), P.request("kept")])
+    assert reply["flags"] == P.FLAG_BATCH_DONE
+    (entry,) = reply["body"]["responses"]
+    assert entry["request_index"] == 0 and entry["response_flags"] & P.RESP_FINAL
+    assert entry["error_message"].startswith(
+        "Failed to process the request(s) for model 't_0', message: tritonpy: execute() "
+        "returned no response for request 'lost'"
+    )
 
 
 def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> None:
