@@ -77,7 +77,7 @@ class Stub:
         self._draining = False
         # EXECUTE frames that arrived while user code ran on the loop.
         self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
-        self._executing = False  # inside _run: it takes the queued ones
+        self._executing = False  # inside _execute's loop: it takes the queued ones
 
     # ---------------------------------------------------------------- life
 

@@ -23,9 +23,10 @@ and the rules change:
 - ``leave()`` takes the lock before the loop reads again, so no frame is
   read by two threads, and runs what was posted meanwhile.
 
-Entering costs the sync hot path four attribute operations, leaving one
-lock round: the deputy notices a long stay by itself (comparing ``epoch``
-at its ticks), and dozes after a second without any.
+Entering costs the sync hot path four attribute operations, leaving three
+checks (a lock round only when another thread had the channel meanwhile):
+the deputy notices a long stay by itself (comparing ``epoch`` at its
+ticks), and dozes after a second without any.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ class Turns:
     # ---------------------------------------------------------------- loop thread
 
     def enter(self) -> None:
-        """The loop thread is about to run model code. (The runtime's
-        execute path writes these lines out.)"""
+        """The loop thread is about to run model code. (Engine.on_execute
+        writes these lines out, and leave()'s quick case.)"""
         self.away = True
         self.epoch += 1
         if self.dozing:
