@@ -97,7 +97,6 @@ cdef class RequestCore:
         # code (object fields start as None).
         self._model_version = -1
         self._release_flags = 0
-        self._done = False
         self._sent = 0
         self._cancelled = False
         self._index = 0
@@ -186,13 +185,15 @@ cdef class SenderCore:
             raise TritonModelException(
                 f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
             )
-        engine = req._batch.engine
-        if not engine.decoupled:
+        responses = _responses
+        if responses is None:
+            raise TritonModelException("response senders need a running tritonpy stub")
+        if not responses.decoupled:
             # The official backend checks these before the closed state.
             if response is not None and (req._sent or req._done):
-                engine.broke_rule(req, SEND_SECOND_RESPONSE)
+                responses.broke_rule(req, SEND_SECOND_RESPONSE)
             if response is None and not req._sent and not req._done:
-                engine.broke_rule(req, SEND_FINAL_FIRST)
+                responses.broke_rule(req, SEND_FINAL_FIRST)
         if req._done:
             raise TritonModelException(SEND_CLOSED)
         error = req._send_error
@@ -200,10 +201,27 @@ cdef class SenderCore:
             req._send_error = None
             raise TritonModelException(error)
         if flags == _FINAL:
-            req._done = True
+            close_request(req)
         if response is not None:
             req._sent += 1
-        engine.send(req, response, flags)
+        responses.send(req, response, flags)
+
+
+# The host's ``responses`` (the stub's engine), bound once by bind_host:
+# send() runs once per streamed token.
+cdef object _responses = None
+
+
+def bind_host(host):
+    """_host.attach(): what the compiled code asks of the stub."""
+    global _responses
+    _responses = host.responses
+
+
+def close(RequestCore request not None):
+    """Mark ``request`` complete (its final response or error is on its
+    way); False if it already was. See close_request in _core.pxd."""
+    return close_request(request)
 
 
 cdef extern from "Python.h":

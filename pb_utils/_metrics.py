@@ -20,13 +20,11 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from . import _host
 from ._errors import TritonModelException
 from ._text import text
 
 __all__ = ["MetricKind", "MetricFamily", "Metric"]
-
-# Set by the stub at start-up (tritonpy.stub.metrics.MetricClient).
-_client: Any = None
 
 
 class MetricKind(enum.IntEnum):
@@ -40,10 +38,8 @@ class MetricKind(enum.IntEnum):
 _KIND_NAMES = ("counter", "gauge", "histogram")
 
 
-def _need_client() -> Any:
-    if _client is None:
-        raise TritonModelException("custom metrics need a running tritonpy stub")
-    return _client
+def _need_client() -> _host.Metrics:
+    return _host.need("custom metrics need a running tritonpy stub").metrics
 
 
 class MetricFamily:

@@ -45,14 +45,13 @@ from typing import Any
 import numpy as np
 
 from tritonpy import pb_utils
-from tritonpy.pb_utils import _bls as _api
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
 
 _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
 _ResponseOutputs = _bls_wire.response_outputs
-_ITER = _api.ResponseIterator
+_ITER = pb_utils.ResponseIterator
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
 _RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16

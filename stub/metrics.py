@@ -19,8 +19,7 @@ import itertools
 import threading
 from typing import Any
 
-from tritonpy.pb_utils import _metrics as _api
-from tritonpy.pb_utils._errors import TritonModelException
+from tritonpy.pb_utils import TritonModelException
 from tritonpy.stub import _codec as C
 from tritonpy.stub.bls import _Call
 
@@ -165,12 +164,6 @@ class MetricClient:
         self.stub.bls._calls[call.id] = call
         for frame in encode_metric(ops, call.id):
             self.stub.channel.send(frame)
-
-
-def install(stub: Any) -> MetricClient:
-    client = MetricClient(stub)
-    _api._client = client
-    return client
 
 
 # ------------------------------------------------------------------ encoding

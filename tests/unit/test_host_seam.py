@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The seam between pb_utils and the stub (pb_utils/_host.py): one host,
+attached once; every part of pb_utils that needs a server asks it, and
+outside a stub the same calls fail as before. Each case runs in a fresh
+interpreter, since attaching is for the life of the process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def _run(code: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_outside_a_stub_the_calls_that_need_one_say_so() -> None:
+    out = _run(
+        """
+        from tritonpy import pb_utils as pb
+        from tritonpy.pb_utils import _c_utils
+
+        for call in (
+            lambda: pb.load_model("m"),
+            lambda: pb.is_model_ready("m"),
+            lambda: pb.MetricFamily("f", "d", pb.MetricFamily.COUNTER),
+            pb.get_model_dir,
+        ):
+            try:
+                call()
+            except pb.TritonModelException as e:
+                print(e.message())
+        print(_c_utils.shared_memory.free_memory())
+        print(pb.Tensor.empty("T", [1 << 16], "float32").as_numpy().nbytes)
+        """
+    )
+    assert out.splitlines() == [
+        "BLS and the model loading API need a running tritonpy stub",
+        "BLS and the model loading API need a running tritonpy stub",
+        "custom metrics need a running tritonpy stub",
+        "pb_utils.get_model_dir() answers only in a model served by a tritonpy stub",
+        "0",
+        str(4 << 16),
+    ]
+
+
+def test_an_attached_host_serves_every_part_and_is_attached_once() -> None:
+    out = _run(
+        """
+        import types
+        from tritonpy import pb_utils as pb
+        from tritonpy.pb_utils import _c_utils, _host
+
+        calls = []
+        arenas = types.SimpleNamespace(
+            block=lambda n: calls.append(("block", n)) or bytearray(n), free_bytes=123
+        )
+        bls = types.SimpleNamespace(
+            model_control=lambda msg: calls.append(msg["op"]) or {"ok": True, "ready": True}
+        )
+        host = types.SimpleNamespace(
+            responses=None,
+            bls=bls,
+            metrics=None,
+            arenas=arenas,
+            log_levels=0b1001,  # INFO and VERBOSE only
+            log=lambda level, file, line, msg: calls.append((level, msg)),
+            model_dir=lambda: "/models/m/1",
+        )
+        _host.attach(host)
+        pb.Logger.log_info("hello")
+        pb.Logger.log_warn("not enabled")
+        pb.Logger.log_verbose("verbose")
+        print(pb.is_model_ready("m"), pb.get_model_dir(), _c_utils.shared_memory.free_memory())
+        pb.Tensor.empty("T", [1 << 16], "float32")
+        try:
+            _host.attach(host)
+        except RuntimeError as e:
+            print(e)
+        print(calls)
+        """
+    )
+    lines = out.splitlines()
+    assert lines[0] == "True /models/m/1 123"
+    assert lines[1] == "pb_utils is already attached to a stub"
+    assert lines[2] == "[(0, 'hello'), (3, 'verbose'), 'is_ready', ('block', 262144)]"
