@@ -11,7 +11,8 @@ class Batch:
     buf: Any
     task: Any
     returned: bool
-    open: int
+    @property
+    def open(self) -> int: ...
     arena_inputs: list[tuple[int, int, int, int]] | None
 
 def make_batch(

@@ -15,6 +15,7 @@ from tritonpy.pb_utils._core cimport (
     RequestCore,
     ResponseCore,
     TensorCore,
+    close_request,
     dtype_wire_size,
     wire_parts,
 )
@@ -24,7 +25,7 @@ import numpy as np
 from tritonpy.pb_utils import TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
 from tritonpy.pb_utils._errors import SEND_SECOND_RESPONSE, TritonError
-from tritonpy.pb_utils._request import _DEFAULT_MEMORY, InferenceRequest
+from tritonpy.pb_utils._request import DEFAULT_MEMORY, InferenceRequest
 from tritonpy.pb_utils._response import InferenceResponse
 from tritonpy.pb_utils._tensor import Tensor
 from tritonpy.stub import _codec as C
@@ -32,7 +33,7 @@ from tritonpy.stub import _codec as C
 cdef object _request_cls = InferenceRequest
 cdef object _tensor_cls = Tensor
 cdef object _response_cls = InferenceResponse
-cdef object _default_memory = _DEFAULT_MEMORY
+cdef object _default_memory = DEFAULT_MEMORY
 cdef dict _itemsize = ITEMSIZE
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _INVALID_ARG = int(TritonError.INVALID_ARG)
@@ -53,7 +54,8 @@ cdef Py_ssize_t _TENSOR_RESERVE = 128
 
 cdef class Batch:
     """One EXECUTE frame's requests, from the frame until the last of them
-    is complete."""
+    is complete. Each request keeps whether it is complete (RequestCore
+    ``_done``, set by close_request only); the batch asks them."""
 
     cdef public object id
     cdef public object engine  # where the requests' senders send
@@ -64,11 +66,23 @@ cdef class Batch:
     cdef public object buf  # keeps inline input bytes alive
     cdef public object task  # the asyncio task of an async execute()
     cdef public bint returned  # execute() has returned (or failed)
-    cdef public Py_ssize_t open  # requests not yet complete
     # Inputs in backend arenas: (first address, end address, arena id,
     # offset), so that an output made of their bytes can be sent by
     # reference (location 2) instead of copied.
     cdef public object arena_inputs
+
+    @property
+    def open(self):
+        """How many of its requests are not complete yet."""
+        return self.open_count()
+
+    cdef Py_ssize_t open_count(self):
+        cdef Py_ssize_t n = 0
+        cdef RequestCore req
+        for req in self.requests:
+            if not req._done:
+                n += 1
+        return n
 
 
 def make_batch(batch_id, engine, list wire, buf, peer, model_name):
@@ -112,7 +126,6 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
         )
         index += 1
     batch.requests = requests
-    batch.open = index
     return batch
 
 
@@ -248,9 +261,8 @@ def answer(Batch batch not None, result, writer, own, model_name):
             entries.append(_entry(req, resp, flags, 0, True, own, model_name))
         else:
             writer.entry(_entry(req, resp, flags, writer.size(), True, own, model_name))
-        req._done = True
+        close_request(req)
         completed += 1
-    batch.open -= completed
     if writer is not None:
         return completed
     if entries:
@@ -385,7 +397,7 @@ cdef class Outbox:
     """Entries waiting for the next RESPONSES frames. Any thread puts (a
     response sender may be called from anywhere); the engine takes them
     all when it flushes, once per loop iteration. ``lock`` is the engine's
-    lock, which also guards the batches' open counts."""
+    lock."""
 
     cdef object lock
     cdef list pending
@@ -435,8 +447,7 @@ cdef class Outbox:
             self.pending.append(entry)
             schedule = self._schedule_locked()
             if flags & 1:
-                batch.open -= 1
-                done = batch.returned and batch.open <= 0
+                done = batch.returned and batch.open_count() == 0
         return schedule, done
 
 

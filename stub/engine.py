@@ -34,6 +34,7 @@ import types
 from typing import Any
 
 from tritonpy import pb_utils
+from tritonpy.pb_utils._core import close as _close_request
 from tritonpy.pb_utils._errors import execute_failed
 from tritonpy.stub import _batch
 from tritonpy.stub import _codec as C
@@ -253,7 +254,7 @@ class Engine:
         with ``message``, after the official backend's words."""
         batch.returned = True
         for req in batch.requests:
-            req._done = True
+            _close_request(req)
         self.flush()
         message = _execute_failed_text(self.stub.instance, message)
         self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, message), batch.id))
@@ -280,12 +281,7 @@ class Engine:
 
     def _close(self, req: Any) -> bool:
         """Mark the request complete; False if it already was."""
-        with self._lock:
-            if req._done:
-                return False
-            req._done = True
-            req._batch.open -= 1
-        return True
+        return _close_request(req)
 
     # ---------------------------------------------------------------- senders
 

@@ -93,3 +93,20 @@ def test_an_attached_host_serves_every_part_and_is_attached_once() -> None:
     assert lines[0] == "True /models/m/1 123"
     assert lines[1] == "pb_utils is already attached to a stub"
     assert lines[2] == "[(0, 'hello'), (3, 'verbose'), 'is_ready', ('block', 262144)]"
+
+
+def test_a_request_is_complete_in_one_place_and_its_batch_asks_it() -> None:
+    from tritonpy.pb_utils._core import close
+    from tritonpy.stub._batch import Batch, request_from_stub
+
+    batch = Batch()
+    batch.requests = [
+        request_from_stub("m", f"r{i}", 0, 0, 0, "", [], [], batch, i) for i in range(3)
+    ]
+    assert batch.open == 3
+    assert close(batch.requests[1])
+    assert not close(batch.requests[1])  # once only, whoever ends it
+    assert batch.open == 2
+    for req in batch.requests:
+        close(req)
+    assert batch.open == 0
