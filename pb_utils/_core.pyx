@@ -38,6 +38,7 @@ cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _TYPE_BF16 = TYPE_BF16
 cdef dict _wire_numpy = WIRE_NUMPY
 cdef int _FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
+cdef int _RELEASE_RESCHEDULE = 2  # TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 # ITEMSIZE as a C table (0: no fixed size, or no such type).
 cdef Py_ssize_t _itemsize_c[16]
 for _code in range(16):
@@ -218,10 +219,60 @@ def bind_host(host):
     _responses = host.responses
 
 
+# ------------------------------------------------------------------ for the stub
+# What the stub's Python modules do to requests and responses, by name:
+# they read and write none of their fields.
+
+
 def close(RequestCore request not None):
     """Mark ``request`` complete (its final response or error is on its
     way); False if it already was. See close_request in _core.pxd."""
     return close_request(request)
+
+
+def is_closed(RequestCore request not None):
+    return request._done
+
+
+def batch_of(RequestCore request not None):
+    """The stub's batch of a request given to execute() (None for others)."""
+    return request._batch
+
+
+def rescheduled(RequestCore request not None):
+    """The model asked Triton to run ``request`` again (set_release_flags)."""
+    return bool(request._release_flags & _RELEASE_RESCHEDULE)
+
+
+def set_cancelled(RequestCore request not None):
+    """Triton cancelled ``request``: the flag alone, from any thread
+    (is_cancelled() sees it at once); ``cancel`` follows on the loop."""
+    request._cancelled = True
+
+
+def cancel(RequestCore request not None):
+    """Triton cancelled ``request``: the flag, and the callbacks the model
+    added run (on the stub's loop)."""
+    request._cancelled = True
+    callbacks, request._cancel_callbacks = request._cancel_callbacks, None
+    for cb in callbacks or ():
+        cb(request)
+
+
+def send_failed(RequestCore request not None, str message):
+    """The backend could not deliver a response of ``request``: its next
+    send() raises ``message``."""
+    request._send_error = message
+
+
+def model_name(RequestCore request not None):
+    """The model a BLS ``request`` is for."""
+    return request._model_name
+
+
+def set_parameters_json(ResponseCore response not None, str parameters):
+    """Parameters that arrived as JSON text (a BLS response)."""
+    response._parameters = parameters
 
 
 cdef extern from "Python.h":

@@ -251,14 +251,6 @@ class InferenceRequest(RequestCore):
         self.add_cancel_callback(wake)
         await fut
 
-    def _cancel(self) -> None:
-        """Mark cancelled and run the callbacks (the stub calls this on its
-        loop; the flag may have been set before, from another thread)."""
-        self._cancelled = True
-        callbacks, self._cancel_callbacks = self._cancel_callbacks, None
-        for cb in callbacks or ():
-            cb(self)
-
     def set_release_flags(self, flags: int) -> None:
         """TRITONSERVER_REQUEST_RELEASE_RESCHEDULE asks Triton to execute
         this request again (iterative sequence batching)."""

@@ -110,3 +110,30 @@ def test_a_request_is_complete_in_one_place_and_its_batch_asks_it() -> None:
     for req in batch.requests:
         close(req)
     assert batch.open == 0
+
+
+def test_the_stubs_python_modules_touch_no_private_name_of_pb_utils() -> None:
+    """The stub's Python modules reach pb_utils through its public API,
+    the host (_host.py) and the functions _core.pyx keeps for the stub;
+    only the compiled modules read fields, declared in _core.pxd."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    private: set[str] = set()
+    for f in (root / "pb_utils").glob("*.p*"):
+        text = f.read_text()
+        private |= set(re.findall(r"cdef public \w+ (_\w+)", text))
+        for slots in re.findall(r"__slots__ = \(([^)]*)\)", text):
+            private |= set(re.findall(r"\"(_[a-z]\w*)\"", slots))
+        private |= set(re.findall(r"^(_[a-z]\w*)\b[^=\n]*=", text, re.M))
+        private |= set(re.findall(r"^    def (_[a-z]\w*)\(", text, re.M))
+    found = []
+    for f in sorted((root / "stub").glob("*.py")):
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            if line.lstrip().startswith(("from ", "import ")):
+                continue  # module paths: private modules, public names
+            for m in re.finditer(r"(\w*)\.(_[a-z]\w*)\b", line.split("#")[0]):
+                if m.group(1) != "self" and m.group(2) in private:
+                    found.append(f"{f.name}:{n}: {m.group(0)}")
+    assert not found, found
