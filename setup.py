@@ -68,14 +68,19 @@ class BuildExtAndBackend(build_ext):
 
 
 def cython_include_tree() -> str:
-    """A tree where ``cimport tritonpy.pb_utils._core`` finds _core.pxd:
+    """A tree where ``cimport tritonpy.pb_utils._core`` finds _core.pxd
+    (and ``tritonpy.stub._codec`` its wire records):
     the sources are not laid out as the packages they install as (see
     package_dir below). Made afresh each time; copies keep their times, so
     cythonize rebuilds a module that cimports a .pxd only when that .pxd
     changed."""
     top = os.path.join(ROOT, "build", "cython-include")
     shutil.rmtree(top, ignore_errors=True)  # no .pxd left over from a rename
-    for package, folder in (("tritonpy", "cli"), ("tritonpy.pb_utils", "pb_utils")):
+    for package, folder in (
+        ("tritonpy", "cli"),
+        ("tritonpy.pb_utils", "pb_utils"),
+        ("tritonpy.stub", "stub"),
+    ):
         dest = os.path.join(top, *package.split("."))
         os.makedirs(dest, exist_ok=True)
         open(os.path.join(dest, "__init__.pxd"), "a").close()

@@ -4,8 +4,8 @@
 
 ``InferenceRequest.exec()``/``async_exec()`` and ``load_model()``,
 ``unload_model()``, ``is_model_ready()`` land here; the work is done by the
-stub's BLS client (``tritonpy.stub.bls``), which the stub installs as
-``_client`` when it starts. Outside a stub there is no server to call.
+stub's BLS client (``tritonpy.stub.bls``), the ``bls`` part of the host the
+stub attaches (_host.py). Outside a stub there is no server to call.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any
 
+from . import _host
 from ._errors import TritonModelException
 from ._text import text
 
@@ -21,14 +22,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ResponseIterator", "load_model", "unload_model", "is_model_ready"]
 
-# Set by the stub at start-up (tritonpy.stub.bls.BlsClient).
-_client: Any = None
+_NO_STUB = "BLS and the model loading API need a running tritonpy stub"
 
 
-def _need_client() -> Any:
-    if _client is None:
-        raise TritonModelException("BLS and the model loading API need a running tritonpy stub")
-    return _client
+def _need_client() -> _host.Bls:
+    return _host.need(_NO_STUB).bls
 
 
 class ResponseIterator:

@@ -27,7 +27,9 @@ cdef class RequestCore:
     cdef public object _trace
     cdef public object _release_flags
     cdef public object _sender  # made by get_response_sender()
-    cdef public object _done  # the final flag went out (or the batch ended)
+    # Complete: its final response (or error) is on its way. Set only by
+    # close_request; a batch is over when all its requests are complete.
+    cdef public bint _done
     cdef public object _sent  # responses sent through the sender
     cdef public object _send_error  # the backend could not deliver a response
     cdef public object _cancelled
@@ -63,3 +65,14 @@ cdef inline tuple wire_parts(TensorCore t):
 # Bytes of a fixed-size tensor of a wire type code and shape (_core.pyx);
 # -1 for no such type or more than any buffer holds.
 cdef Py_ssize_t dtype_wire_size(int dtype, tuple dims)
+
+
+cdef inline bint close_request(RequestCore request):
+    """Mark ``request`` complete; False if it already was. The one place a
+    request becomes complete, whoever ends it (its sender's final flag, the
+    stub's answers, errors and cancellations): no Python code runs between
+    the test and the set, so under the GIL it is atomic for every thread."""
+    if request._done:
+        return False
+    request._done = True
+    return True

@@ -38,6 +38,7 @@ cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _TYPE_BF16 = TYPE_BF16
 cdef dict _wire_numpy = WIRE_NUMPY
 cdef int _FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
+cdef int _RELEASE_RESCHEDULE = 2  # TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 # ITEMSIZE as a C table (0: no fixed size, or no such type).
 cdef Py_ssize_t _itemsize_c[16]
 for _code in range(16):
@@ -97,7 +98,6 @@ cdef class RequestCore:
         # code (object fields start as None).
         self._model_version = -1
         self._release_flags = 0
-        self._done = False
         self._sent = 0
         self._cancelled = False
         self._index = 0
@@ -186,13 +186,15 @@ cdef class SenderCore:
             raise TritonModelException(
                 f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
             )
-        engine = req._batch.engine
-        if not engine.decoupled:
+        responses = _responses
+        if responses is None:
+            raise TritonModelException("response senders need a running tritonpy stub")
+        if not responses.decoupled:
             # The official backend checks these before the closed state.
             if response is not None and (req._sent or req._done):
-                engine.broke_rule(req, SEND_SECOND_RESPONSE)
+                responses.broke_rule(req, SEND_SECOND_RESPONSE)
             if response is None and not req._sent and not req._done:
-                engine.broke_rule(req, SEND_FINAL_FIRST)
+                responses.broke_rule(req, SEND_FINAL_FIRST)
         if req._done:
             raise TritonModelException(SEND_CLOSED)
         error = req._send_error
@@ -200,10 +202,77 @@ cdef class SenderCore:
             req._send_error = None
             raise TritonModelException(error)
         if flags == _FINAL:
-            req._done = True
+            close_request(req)
         if response is not None:
             req._sent += 1
-        engine.send(req, response, flags)
+        responses.send(req, response, flags)
+
+
+# The host's ``responses`` (the stub's engine), bound once by bind_host:
+# send() runs once per streamed token.
+cdef object _responses = None
+
+
+def bind_host(host):
+    """_host.attach(): what the compiled code asks of the stub."""
+    global _responses
+    _responses = host.responses
+
+
+# ------------------------------------------------------------------ for the stub
+# What the stub's Python modules do to requests and responses, by name:
+# they read and write none of their fields.
+
+
+def close(RequestCore request not None):
+    """Mark ``request`` complete (its final response or error is on its
+    way); False if it already was. See close_request in _core.pxd."""
+    return close_request(request)
+
+
+def is_closed(RequestCore request not None):
+    return request._done
+
+
+def batch_of(RequestCore request not None):
+    """The stub's batch of a request given to execute() (None for others)."""
+    return request._batch
+
+
+def rescheduled(RequestCore request not None):
+    """The model asked Triton to run ``request`` again (set_release_flags)."""
+    return bool(request._release_flags & _RELEASE_RESCHEDULE)
+
+
+def set_cancelled(RequestCore request not None):
+    """Triton cancelled ``request``: the flag alone, from any thread
+    (is_cancelled() sees it at once); ``cancel`` follows on the loop."""
+    request._cancelled = True
+
+
+def cancel(RequestCore request not None):
+    """Triton cancelled ``request``: the flag, and the callbacks the model
+    added run (on the stub's loop)."""
+    request._cancelled = True
+    callbacks, request._cancel_callbacks = request._cancel_callbacks, None
+    for cb in callbacks or ():
+        cb(request)
+
+
+def send_failed(RequestCore request not None, str message):
+    """The backend could not deliver a response of ``request``: its next
+    send() raises ``message``."""
+    request._send_error = message
+
+
+def model_name(RequestCore request not None):
+    """The model a BLS ``request`` is for."""
+    return request._model_name
+
+
+def set_parameters_json(ResponseCore response not None, str parameters):
+    """Parameters that arrived as JSON text (a BLS response)."""
+    response._parameters = parameters
 
 
 cdef extern from "Python.h":

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import enum
 import sys
-from collections.abc import Callable
 
-from . import _text
+from . import _host, _text
 
 __all__ = ["LogLevel", "Logger"]
 
@@ -23,27 +22,25 @@ class LogLevel(enum.IntEnum):
     VERBOSE = 3
 
 
-# Set by the stub: sink(level, file, line, message). Outside a stub the
-# messages go to stderr, so models stay importable and testable anywhere.
-_sink: Callable[[int, str, int, str], None] | None = None
-# Bit n set: level n is enabled. The stub keeps it equal to Triton's current
-# log settings (the backend pushes every change), so a disabled level costs
-# one test here. Outside a stub: Triton's defaults.
-_enabled = 0b0111
+# Bit n set: level n is enabled. In a stub, the host's log_levels (kept
+# equal to Triton's log settings); outside a stub, Triton's defaults, and
+# the messages go to stderr, so models stay importable and testable anywhere.
+_DEFAULT_LEVELS = 0b0111
 
 
 def _emit(level: int, message: str, depth: int) -> None:
-    if not _enabled >> level & 1:
+    host = _host.attached()
+    if not (_DEFAULT_LEVELS if host is None else host.log_levels) >> level & 1:
         return
     text = message if type(message) is str else _text.text(message)
     if text is None:
         raise TypeError(f"the log message must be a str, got {_text.describe(message)}")
     frame = sys._getframe(depth)
     file, line = frame.f_code.co_filename, frame.f_lineno
-    if _sink is None:
+    if host is None:
         print(f"{LogLevel(level).name[0]} {file}:{line}] {text}", file=sys.stderr, flush=True)
     else:
-        _sink(int(level), file, line, text)
+        host.log(int(level), file, line, text)
 
 
 _Level = LogLevel  # the type, for annotations inside Logger (which rebinds the name)

@@ -20,13 +20,11 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from . import _host
 from ._errors import TritonModelException
 from ._text import text
 
-__all__ = ["MetricKind", "MetricFamily", "Metric"]
-
-# Set by the stub at start-up (tritonpy.stub.metrics.MetricClient).
-_client: Any = None
+__all__ = ["MetricKind", "MetricFamily", "Metric", "take_pending"]
 
 
 class MetricKind(enum.IntEnum):
@@ -40,10 +38,8 @@ class MetricKind(enum.IntEnum):
 _KIND_NAMES = ("counter", "gauge", "histogram")
 
 
-def _need_client() -> Any:
-    if _client is None:
-        raise TritonModelException("custom metrics need a running tritonpy stub")
-    return _client
+def _need_client() -> _host.Metrics:
+    return _host.need("custom metrics need a running tritonpy stub").metrics
 
 
 class MetricFamily:
@@ -259,3 +255,18 @@ class Metric:
 
     def __repr__(self) -> str:
         return f"<Metric of {self._family!r} labels={self._labels}>"
+
+
+def take_pending(metric: Metric) -> tuple[int, float | None, float, list[float]]:
+    """For the stub, the host's metrics lock held: ``metric``'s handle and
+    pending change (a value set or None, the summed increments, the
+    observations), which starts again from nothing."""
+    change = metric._handle, metric._set, metric._delta, metric._obs
+    metric._dirty = False
+    if metric._set is not None:
+        metric._set = None
+    if metric._delta:
+        metric._delta = 0.0
+    if metric._obs:
+        metric._obs = []
+    return change

@@ -56,7 +56,8 @@ class PreferredMemory:
         return f"PreferredMemory({self._memory_type}, {self._device_id})"
 
 
-_DEFAULT_MEMORY = PreferredMemory(_MEMORY_DEFAULT, 0)  # immutable, shared
+# No preference: every request shares it (the stub's too, stub/_batch.pyx).
+DEFAULT_MEMORY = PreferredMemory(_MEMORY_DEFAULT, 0)
 
 
 class InferenceTrace:
@@ -76,7 +77,7 @@ class InferenceTrace:
         return self._context or None
 
 
-_NO_TRACE = InferenceTrace()  # no trace; never changed
+NO_TRACE = InferenceTrace()  # no trace; never changed, shared
 
 
 def _trace_of(context: str, batch: Any, index: int) -> InferenceTrace:
@@ -173,9 +174,9 @@ class InferenceRequest(RequestCore):
         self._requested_output_names = output_names
         self._inputs = inputs
         self._preferred_memory = (
-            preferred_memory if preferred_memory is not None else _DEFAULT_MEMORY
+            preferred_memory if preferred_memory is not None else DEFAULT_MEMORY
         )
-        self._trace = trace if trace is not None else _NO_TRACE
+        self._trace = trace if trace is not None else NO_TRACE
         # The per-request state starts as RequestCore.__cinit__ sets it.
 
     def correlation_id(self) -> int | str:
@@ -249,14 +250,6 @@ class InferenceRequest(RequestCore):
 
         self.add_cancel_callback(wake)
         await fut
-
-    def _cancel(self) -> None:
-        """Mark cancelled and run the callbacks (the stub calls this on its
-        loop; the flag may have been set before, from another thread)."""
-        self._cancelled = True
-        callbacks, self._cancel_callbacks = self._cancel_callbacks, None
-        for cb in callbacks or ():
-            cb(self)
 
     def set_release_flags(self, flags: int) -> None:
         """TRITONSERVER_REQUEST_RELEASE_RESCHEDULE asks Triton to execute

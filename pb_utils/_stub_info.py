@@ -5,18 +5,11 @@ and the shared memory of ``c_python_backend_utils.shared_memory``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from ._errors import TritonModelException
+from . import _host
 
 __all__ = ["get_model_dir", "SharedMemory", "shared_memory"]
 
-# Set by the stub before it imports the model: the model's version
-# directory, or None with the reason it is not known.
-_model_dir: str | None = None
-_no_model_dir = "pb_utils.get_model_dir() answers only in a model served by a tritonpy stub"
-# Set by the stub: the free bytes of its own arenas (stub/arena.py).
-_free_bytes: Callable[[], int] | None = None
+_NO_STUB = "pb_utils.get_model_dir() answers only in a model served by a tritonpy stub"
 
 
 def get_model_dir() -> str:
@@ -24,9 +17,7 @@ def get_model_dir() -> str:
     as the official backend gives it: where ``model.py`` and its files are,
     and for a Python-based backend (whose code is backends/<name>/model.py)
     where the model's own files are."""
-    if _model_dir is None:
-        raise TritonModelException(_no_model_dir)
-    return _model_dir
+    return _host.need(_NO_STUB).model_dir()
 
 
 class SharedMemory:
@@ -42,7 +33,8 @@ class SharedMemory:
         this is no limit: a stub that has sent no large tensor yet has
         none (0), a restarted one starts again from there. 0 outside a
         stub."""
-        return _free_bytes() if _free_bytes is not None else 0
+        host = _host.attached()
+        return host.arenas.free_bytes if host is not None else 0
 
 
 shared_memory = SharedMemory()

@@ -15,12 +15,12 @@ from __future__ import annotations
 import math
 import operator
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from . import _bytes, _dlpack
+from . import _bytes, _dlpack, _host
 from ._core import TensorCore, bind_tensor
 from ._dtypes import (
     FROM_DLPACK,
@@ -38,9 +38,6 @@ from ._text import describe, text
 
 __all__ = ["Tensor"]
 
-# Set by the stub: ``n -> writable buffer`` of shared memory the backend
-# reads in place (stub/arena.py, OwnArenas.block). None outside a stub.
-_block: Callable[[int], Any] | None = None
 # Outputs up to this size travel inside the frame anyway (a copy): they
 # get ordinary memory (stub/_codec.pyx INLINE_LIMIT).
 _BLOCK_MIN = 65536
@@ -228,11 +225,11 @@ class Tensor(TensorCore):
             )
         count = math.prod(dims)
         nbytes = count * np_dtype.itemsize
-        block = _block
-        if block is None or nbytes <= _BLOCK_MIN or nbytes > _MEMORY_BYTES:
+        host = _host.attached()
+        if host is None or nbytes <= _BLOCK_MIN or nbytes > _MEMORY_BYTES:
             arr = np.empty(dims, np_dtype)
-        else:
-            arr = np.frombuffer(block(nbytes), np_dtype, count).reshape(dims)
+        else:  # shared memory the backend reads in place
+            arr = np.frombuffer(host.arenas.block(nbytes), np_dtype, count).reshape(dims)
         return Tensor(name, arr)
 
     def __repr__(self) -> str:

@@ -15,8 +15,18 @@ from tritonpy.pb_utils._core cimport (
     RequestCore,
     ResponseCore,
     TensorCore,
+    close_request,
     dtype_wire_size,
     wire_parts,
+)
+
+from tritonpy.stub._codec cimport (
+    Entry,
+    OutTensor,
+    entry_size,
+    make_entry,
+    out_arena,
+    out_inline,
 )
 
 import numpy as np
@@ -24,7 +34,7 @@ import numpy as np
 from tritonpy.pb_utils import TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
 from tritonpy.pb_utils._errors import SEND_SECOND_RESPONSE, TritonError
-from tritonpy.pb_utils._request import _DEFAULT_MEMORY, InferenceRequest
+from tritonpy.pb_utils._request import DEFAULT_MEMORY, InferenceRequest
 from tritonpy.pb_utils._response import InferenceResponse
 from tritonpy.pb_utils._tensor import Tensor
 from tritonpy.stub import _codec as C
@@ -32,7 +42,7 @@ from tritonpy.stub import _codec as C
 cdef object _request_cls = InferenceRequest
 cdef object _tensor_cls = Tensor
 cdef object _response_cls = InferenceResponse
-cdef object _default_memory = _DEFAULT_MEMORY
+cdef object _default_memory = DEFAULT_MEMORY
 cdef dict _itemsize = ITEMSIZE
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _INVALID_ARG = int(TritonError.INVALID_ARG)
@@ -53,7 +63,8 @@ cdef Py_ssize_t _TENSOR_RESERVE = 128
 
 cdef class Batch:
     """One EXECUTE frame's requests, from the frame until the last of them
-    is complete."""
+    is complete. Each request keeps whether it is complete (RequestCore
+    ``_done``, set by close_request only); the batch asks them."""
 
     cdef public object id
     cdef public object engine  # where the requests' senders send
@@ -64,11 +75,23 @@ cdef class Batch:
     cdef public object buf  # keeps inline input bytes alive
     cdef public object task  # the asyncio task of an async execute()
     cdef public bint returned  # execute() has returned (or failed)
-    cdef public Py_ssize_t open  # requests not yet complete
     # Inputs in backend arenas: (first address, end address, arena id,
     # offset), so that an output made of their bytes can be sent by
     # reference (location 2) instead of copied.
     cdef public object arena_inputs
+
+    @property
+    def open(self):
+        """How many of its requests are not complete yet."""
+        return self.open_count()
+
+    cdef Py_ssize_t open_count(self):
+        cdef Py_ssize_t n = 0
+        cdef RequestCore req
+        for req in self.requests:
+            if not req._done:
+                n += 1
+        return n
 
 
 def make_batch(batch_id, engine, list wire, buf, peer, model_name):
@@ -112,7 +135,6 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
         )
         index += 1
     batch.requests = requests
-    batch.open = index
     return batch
 
 
@@ -248,14 +270,12 @@ def answer(Batch batch not None, result, writer, own, model_name):
             entries.append(_entry(req, resp, flags, 0, True, own, model_name))
         else:
             writer.entry(_entry(req, resp, flags, writer.size(), True, own, model_name))
-        req._done = True
+        close_request(req)
         completed += 1
-    batch.open -= completed
     if writer is not None:
         return completed
     if entries:
-        e = entries[-1]
-        entries[-1] = (e[0], e[1], e[2] | _RESP_BATCH_END, e[3], e[4], e[5])
+        (<Entry>entries[-1]).flags |= _RESP_BATCH_END
     return entries
 
 
@@ -267,7 +287,7 @@ def entry(RequestCore req not None, resp, unsigned int flags, Py_ssize_t frame_s
     return _entry(req, resp, flags, frame_size, False, own, model_name)
 
 
-cdef tuple _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_size,
+cdef Entry _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_size,
                   bint by_ref, own, model_name):
     """An entry ready to write: outputs already copied (inline bytes or an
     arena allocation), or inside a block of our arenas the model wrote in
@@ -280,17 +300,17 @@ cdef tuple _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_si
     if batch is None:
         raise ValueError(f"request '{req._request_id}' is not part of a batch of this stub")
     if resp is None or flags & _RESP_NO_RESPONSE:
-        return (batch.id, req._index, flags | _RESP_NO_RESPONSE, None, "", ())
+        return make_entry(batch.id, req._index, flags | _RESP_NO_RESPONSE, None, "", ())
     r = resp
     if r._error is not None:
         err = r._error
-        return (batch.id, req._index, flags, (int(err.code()), err.message()), "", ())
+        return make_entry(batch.id, req._index, flags, (int(err.code()), err.message()), "", ())
     try:
         outputs = _outputs(req, r, frame_size, batch.arena_inputs if by_ref else None, own)
     except Exception as e:  # noqa: BLE001
         msg = f"model '{model_name}', request '{req._request_id}': {e}"
-        return (batch.id, req._index, flags, (_INVALID_ARG, msg), "", ())
-    return (batch.id, req._index, flags, None, r._parameters, outputs)
+        return make_entry(batch.id, req._index, flags, (_INVALID_ARG, msg), "", ())
+    return make_entry(batch.id, req._index, flags, None, r._parameters, outputs)
 
 
 cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, inputs, own):
@@ -310,9 +330,7 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
                 n = len(small)
                 if n + _TENSOR_RESERVE <= budget:
                     budget -= n + _TENSOR_RESERVE
-                    out.append(
-                        (t._name, t._dtype, t._array.shape, small, 0, 0, n, _LOC_INLINE)
-                    )
+                    out.append(out_inline(t._name, t._dtype, t._array.shape, small))
                     continue
             try:
                 name, dtype, dims, data = wire_parts(t)
@@ -324,20 +342,20 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
             n = mv.nbytes
             if n <= _INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
                 budget -= n + _TENSOR_RESERVE
-                out.append((name, dtype, tuple(dims), bytes(mv), 0, 0, n, _LOC_INLINE))
+                out.append(out_inline(name, dtype, tuple(dims), bytes(mv)))
                 continue
             budget -= _TENSOR_RESERVE
             ref = _find_input(inputs, mv) if inputs else None
             if ref is not None:
                 out.append(
-                    (name, dtype, tuple(dims), None, ref[0], ref[1], n, _LOC_RECEIVER_ARENA)
+                    out_arena(name, dtype, tuple(dims), n, ref[0], ref[1], _LOC_RECEIVER_ARENA)
                 )
                 continue
             # Copied into our arenas, unless the model wrote it there
             # (pb_utils.Tensor.empty): then by reference too.
             aid, off = own.place(mv)
             allocated.append((aid, off))
-            out.append((name, dtype, tuple(dims), None, aid, off, n, _LOC_ARENA))
+            out.append(out_arena(name, dtype, tuple(dims), n, aid, off, _LOC_ARENA))
     except BaseException:
         for aid, off in allocated:
             own.free(aid, off)
@@ -370,14 +388,6 @@ cdef object _find_input(list inputs, mv):
     return None
 
 
-cpdef Py_ssize_t entry_size(tuple entry) except -1:
-    """An upper bound of the bytes ``entry`` takes in a frame."""
-    cdef Py_ssize_t size = 64 + len(entry[4]) + (len(entry[3][1]) if entry[3] else 0)
-    for name, _dtype, dims, data, _aid, _off, n, _loc in entry[5]:
-        size += 64 + len(name) + 8 * len(dims) + (n if data is not None else 0)
-    return size
-
-
 # ------------------------------------------------------------------ the outbox
 
 
@@ -385,7 +395,7 @@ cdef class Outbox:
     """Entries waiting for the next RESPONSES frames. Any thread puts (a
     response sender may be called from anywhere); the engine takes them
     all when it flushes, once per loop iteration. ``lock`` is the engine's
-    lock, which also guards the batches' open counts."""
+    lock."""
 
     cdef object lock
     cdef list pending
@@ -435,8 +445,7 @@ cdef class Outbox:
             self.pending.append(entry)
             schedule = self._schedule_locked()
             if flags & 1:
-                batch.open -= 1
-                done = batch.returned and batch.open <= 0
+                done = batch.returned and batch.open_count() == 0
         return schedule, done
 
 
@@ -446,7 +455,7 @@ def write_entries(writer, list entries, Py_ssize_t start):
     cdef Py_ssize_t i = start
     cdef Py_ssize_t n = len(entries)
     cdef Py_ssize_t size = writer.size()
-    cdef tuple entry
+    cdef Entry entry
     while i < n:
         entry = entries[i]
         if i > start and size + entry_size(entry) > _MAX_FRAME:

@@ -58,6 +58,28 @@ LOC_RECEIVER_ARENA: int
 
 class ProtocolError(ValueError): ...
 
+class OutTensor:
+    """An output tensor of a RESPONSES entry (made by stub/_batch.pyx)."""
+
+    name: str
+    dtype: int
+    dims: tuple[int, ...]
+    data: bytes | None
+    arena_id: int
+    offset: int
+    byte_size: int
+    location: int
+
+class Entry:
+    """A RESPONSES entry (made by stub/_batch.pyx)."""
+
+    batch_id: int
+    index: int
+    flags: int
+    error: tuple[int, str] | None
+    parameters: str
+    outputs: tuple[OutTensor, ...]
+
 def decode_header(buf: ReadableBuffer) -> tuple[int, int, int, int]: ...
 def decode_arena_ref(buf: ReadableBuffer) -> tuple[int, int]: ...
 def decode_body(ftype: int, buf: ReadableBuffer, start: int = 24) -> Any: ...
@@ -89,7 +111,7 @@ class FrameWriter:
         offset: int,
         location: int = ...,
     ) -> None: ...
-    def entry(self, e: tuple[Any, ...]) -> None: ...
+    def entry(self, e: Entry) -> None: ...
     def json_body(self, obj: dict[str, Any]) -> None: ...
     def body_bytes(self) -> bytes: ...
     def finish(self) -> bytes: ...

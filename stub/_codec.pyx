@@ -518,6 +518,83 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
     return out
 
 
+# ------------------------------------------------------------------ records
+
+
+@cython.freelist(16)
+cdef class OutTensor:
+    pass  # fields: _codec.pxd
+
+
+@cython.freelist(16)
+cdef class Entry:
+    pass  # fields: _codec.pxd
+
+
+cdef inline OutTensor _out_tensor(str name, uint32_t dtype, tuple dims, uint64_t byte_size):
+    cdef OutTensor t = OutTensor.__new__(OutTensor)
+    t.name = name
+    t.dtype = dtype
+    t.dims = dims
+    t.byte_size = byte_size
+    return t
+
+
+cdef OutTensor out_inline(str name, uint32_t dtype, tuple dims, bytes data):
+    cdef OutTensor t = _out_tensor(name, dtype, dims, PyBytes_GET_SIZE(data))
+    t.data = data
+    t.location = 0  # LOC_INLINE
+    return t
+
+
+cdef OutTensor out_arena(str name, uint32_t dtype, tuple dims, uint64_t byte_size,
+                         uint32_t arena_id, uint64_t offset, uint8_t location):
+    cdef OutTensor t = _out_tensor(name, dtype, dims, byte_size)
+    t.arena_id = arena_id
+    t.offset = offset
+    t.location = location
+    return t
+
+
+cdef Entry make_entry(uint64_t batch_id, uint32_t index, uint32_t flags, object error,
+                      str parameters, tuple outputs):
+    cdef Entry e = Entry.__new__(Entry)
+    e.batch_id = batch_id
+    e.index = index
+    e.flags = flags
+    e.error = error
+    e.parameters = parameters
+    e.outputs = outputs
+    return e
+
+
+cdef inline Py_ssize_t _utf8_size(str s) except -1:
+    cdef Py_ssize_t n
+    PyUnicode_AsUTF8AndSize(s, &n)  # cached in the str, as string() uses it
+    return n
+
+
+cdef Py_ssize_t entry_size(Entry e) except -1:
+    """The most bytes FrameWriter.entry writes for ``e`` (exact but for
+    the up to 7 padding bytes before inline data)."""
+    # batch id, index, flags, has_error, code, message and parameters
+    # lengths, output count
+    cdef Py_ssize_t size = 8 + 4 + 4 + 1 + 4 + 4 + 4 + 4
+    cdef OutTensor o
+    if e.error is not None:
+        msg = e.error[1]
+        return size + (_utf8_size(msg) if type(msg) is str else len(msg))
+    size += _utf8_size(e.parameters)
+    for o in e.outputs:
+        # name, dtype, ndim, dims, byte size, location
+        size += 4 + _utf8_size(o.name) + 4 + 4 + 8 * len(o.dims) + 8 + 1
+        if o.data is not None:
+            size += 7 + <Py_ssize_t>o.byte_size  # padding to 8, the bytes
+        else:
+            size += 4 + 4 + 8  # arena id, reserved, offset
+    return size
+
+
 # ------------------------------------------------------------------ writing
 
 
@@ -665,17 +742,15 @@ cdef class FrameWriter:
         self.put(p, n)
         return 0
 
-    cpdef entry(self, tuple e):
-        """One RESPONSES entry from the stub's tuple (batch id, request
-        index, response flags, error as (code, message) or None, parameters
-        JSON, outputs), each output (name, dtype, dims, inline bytes or
-        None, arena id, offset, byte size, location)."""
-        cdef object err = e[3]
-        cdef tuple outputs
-        cdef tuple o
-        self.u64(e[0])
-        self.u32(e[1])
-        self.u32(e[2])
+    cpdef entry(self, Entry e):
+        """One RESPONSES entry (Entry, _codec.pxd), in the room entry_size
+        reserves for it."""
+        cdef object err = e.error
+        cdef OutTensor o
+        self.reserve(entry_size(e))
+        self.u64(e.batch_id)
+        self.u32(e.index)
+        self.u32(e.flags)
         if err is not None:
             self.u8(1)
             self.u32(err[0])
@@ -686,14 +761,14 @@ cdef class FrameWriter:
         self.u8(0)
         self.u32(0)
         self.len_prefixed(NULL, 0)  # message
-        self.string(e[4])
-        outputs = e[5]
-        self.u32(len(outputs))
-        for o in outputs:
-            if o[3] is not None:
-                self.tensor_inline(o[0], o[1], o[2], o[3])
+        self.string(e.parameters)
+        self.u32(len(e.outputs))
+        for o in e.outputs:
+            if o.data is not None:
+                self._inline(o.name, o.dtype, o.dims, PyBytes_AS_STRING(o.data), o.byte_size)
             else:
-                self.tensor_arena(o[0], o[1], o[2], o[6], o[4], o[5], o[7])
+                self.tensor_arena(o.name, o.dtype, o.dims, o.byte_size, o.arena_id, o.offset,
+                                  o.location)
 
     cpdef tensor_arena(self, str name, uint32_t dtype, tuple dims, uint64_t byte_size,
                        uint32_t arena_id, uint64_t offset, uint8_t location=LOC_ARENA):

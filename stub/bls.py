@@ -45,14 +45,14 @@ from typing import Any
 import numpy as np
 
 from tritonpy import pb_utils
-from tritonpy.pb_utils import _bls as _api
+from tritonpy.pb_utils import _core as _req
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
 
 _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
 _ResponseOutputs = _bls_wire.response_outputs
-_ITER = _api.ResponseIterator
+_ITER = pb_utils.ResponseIterator
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
 _RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16
@@ -177,7 +177,7 @@ class BlsClient:
             except Exception as e:  # noqa: BLE001 - a bad response fails this call only
                 resp = _Response(error=_TritonError(f"BLS response: {e}"))
             if params:
-                resp._parameters = params
+                _req.set_parameters_json(resp, params)
         if final:
             self._calls.pop(call_id, None)
         self._push(call, resp, final)
@@ -279,24 +279,21 @@ class BlsClient:
 
     def _self_call(self, request: Any) -> bool:
         return (
-            request._model_name == self.stub.model_name
+            _req.model_name(request) == self.stub.model_name
             and self.instance_count <= 1
             and threading.get_ident() == self._loop_thread
         )
 
     def _deadline(self, request: Any) -> float:
-        return (
-            time.monotonic() + request._timeout / 1e6 + _TIMEOUT_GRACE
-            if request._timeout > 0
-            else 0.0
-        )
+        timeout = request.timeout()
+        return time.monotonic() + timeout / 1e6 + _TIMEOUT_GRACE if timeout > 0 else 0.0
 
     def exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.exec()")
         if self._self_call(request):
             err = _Response(
                 error=_TritonError(
-                    f"model '{request._model_name}' called itself with a blocking exec() from its "
+                    f"model '{_req.model_name(request)}' called itself with a blocking exec() from its "
                     "only instance: the request could never run (it would deadlock). Use more "
                     "instances, or 'async def execute' with 'await async_exec()'",
                     _TritonError.UNAVAILABLE,

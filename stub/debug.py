@@ -37,7 +37,7 @@ def counters(stub: Any, batches_total: int = 0) -> dict[str, int]:
         "batches": len(batches),
         "requests": sum(len(b.requests) for b in batches),
         # Senders of requests not yet complete (no final flag yet).
-        "senders": sum(1 for b in batches for r in b.requests if not r._done),
+        "senders": sum(b.open for b in batches),
         "tasks": sum(1 for b in batches if b.task is not None and not b.task.done()),
         "pending_responses": len(engine.outbox),
         # BLS calls whose futures or iterators are still waiting.

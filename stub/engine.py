@@ -34,6 +34,7 @@ import types
 from typing import Any
 
 from tritonpy import pb_utils
+from tritonpy.pb_utils import _core as _req
 from tritonpy.pb_utils._errors import execute_failed
 from tritonpy.stub import _batch
 from tritonpy.stub import _codec as C
@@ -45,7 +46,6 @@ _Answer = _batch.answer
 _CheckResult = _batch.check_result
 _Entry = _batch.entry
 _WriteEntries = _batch.write_entries
-_RESCHEDULE = pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
@@ -126,7 +126,7 @@ class Engine:
             # unload has answered them all; any other cancellation came from
             # inside the model (an awaited task cancelled, CancelledError
             # raised): a failure of execute(), not a cancelled request.
-            if all(r._cancelled or r._done for r in batch.requests):
+            if all(r.is_cancelled() or _req.is_closed(r) for r in batch.requests):
                 self._execute_cancelled(batch)
                 return
             try:
@@ -157,7 +157,7 @@ class Engine:
             )
             return
         for req in batch.requests:
-            if req._release_flags & _RESCHEDULE and self._close(req):
+            if _req.rescheduled(req) and self._close(req):
                 self._queue(req, None, C.RESP_RESCHEDULE | C.RESP_NO_RESPONSE)
         self.flush()
         self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
@@ -253,7 +253,7 @@ class Engine:
         with ``message``, after the official backend's words."""
         batch.returned = True
         for req in batch.requests:
-            req._done = True
+            _req.close(req)
         self.flush()
         message = _execute_failed_text(self.stub.instance, message)
         self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, message), batch.id))
@@ -280,12 +280,7 @@ class Engine:
 
     def _close(self, req: Any) -> bool:
         """Mark the request complete; False if it already was."""
-        with self._lock:
-            if req._done:
-                return False
-            req._done = True
-            req._batch.open -= 1
-        return True
+        return _req.close(req)
 
     # ---------------------------------------------------------------- senders
 
@@ -296,7 +291,7 @@ class Engine:
         if schedule:
             self._call_on_loop(self.flush)
         if done:
-            self._call_on_loop(self._maybe_forget, req._batch)
+            self._call_on_loop(self._maybe_forget, _req.batch_of(req))
 
     def broke_rule(self, req: Any, message: str) -> None:
         """A default-mode sender was asked for a second response, or for the
@@ -310,10 +305,10 @@ class Engine:
                 f"TritonModelException: {message}\n\ntritonpy: request '{req.request_id()}' "
                 "ends with this error",
             )
-            if req._batch.returned:
+            if _req.batch_of(req).returned:
                 self.stub.log(2, text)  # nobody catches what send() raises now
             self._queue(req, _Response(error=pb_utils.TritonError(text)), C.RESP_FINAL)
-            self._call_on_loop(self._maybe_forget, req._batch)
+            self._call_on_loop(self._maybe_forget, _req.batch_of(req))
         raise pb_utils.TritonModelException(message)
 
     def _queue(self, req: Any, response: Any, wire_flags: int) -> None:
@@ -394,7 +389,7 @@ class Engine:
             for batch_id, index in items:
                 batch = self.batches.get(batch_id)
                 if batch is not None and index < len(batch.requests):
-                    batch.requests[index]._cancelled = True
+                    _req.set_cancelled(batch.requests[index])
             self.loop.call_soon_threadsafe(self.on_cancel, items)
             return
         touched = []
@@ -404,7 +399,7 @@ class Engine:
                 continue  # already complete: nothing to tell
             req = batch.requests[index]
             try:
-                req._cancel()
+                _req.cancel(req)
             except Exception:  # noqa: BLE001 - a callback's error must not stop the others
                 self.stub.log(
                     2,
@@ -414,13 +409,17 @@ class Engine:
             touched.append(batch)
         for batch in touched:
             task = batch.task
-            if task is not None and not task.done() and all(r._cancelled for r in batch.requests):
+            if (
+                task is not None
+                and not task.done()
+                and all(r.is_cancelled() for r in batch.requests)
+            ):
                 task.cancel()
 
     def on_send_error(self, batch_id: int, index: int, code: int, message: str) -> None:
         batch = self.batches.get(batch_id)
         if batch is not None and index < len(batch.requests):
-            batch.requests[index]._send_error = message
+            _req.send_failed(batch.requests[index], message)
 
     # ---------------------------------------------------------------- shutdown
 

@@ -19,8 +19,8 @@ import itertools
 import threading
 from typing import Any
 
-from tritonpy.pb_utils import _metrics as _api
-from tritonpy.pb_utils._errors import TritonModelException
+from tritonpy.pb_utils import TritonModelException
+from tritonpy.pb_utils._metrics import take_pending
 from tritonpy.stub import _codec as C
 from tritonpy.stub.bls import _Call
 
@@ -58,17 +58,13 @@ class MetricClient:
         dirty, self.dirty = self.dirty, []
         ops: list[tuple] = []
         for m in dirty:
-            m._dirty = False
-            h = m._handle
-            if m._set is not None:
-                ops.append((C.OP_SET, h, m._set))
-                m._set = None
-            if m._delta:
-                ops.append((C.OP_INCREMENT, h, m._delta))
-                m._delta = 0.0
-            if m._obs:
-                ops.append((C.OP_OBSERVE, h, m._obs))
-                m._obs = []
+            h, value, delta, observations = take_pending(m)
+            if value is not None:
+                ops.append((C.OP_SET, h, value))
+            if delta:
+                ops.append((C.OP_INCREMENT, h, delta))
+            if observations:
+                ops.append((C.OP_OBSERVE, h, observations))
         if self.deletes:
             ops.extend(self.deletes)
             self.deletes = []
@@ -165,12 +161,6 @@ class MetricClient:
         self.stub.bls._calls[call.id] = call
         for frame in encode_metric(ops, call.id):
             self.stub.channel.send(frame)
-
-
-def install(stub: Any) -> MetricClient:
-    client = MetricClient(stub)
-    _api._client = client
-    return client
 
 
 # ------------------------------------------------------------------ encoding

@@ -23,9 +23,6 @@ import threading
 import traceback
 from typing import Any
 
-from tritonpy.pb_utils import _bls as _bls_api
-from tritonpy.pb_utils import _logger, _stub_info
-from tritonpy.pb_utils import _tensor as _tensor_api
 from tritonpy.pb_utils._model_config import ModelConfig
 from tritonpy.stub import _codec as C
 from tritonpy.stub import debug
@@ -33,7 +30,8 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
-from tritonpy.stub.metrics import install as _install_metrics
+from tritonpy.stub.metrics import MetricClient
+from tritonpy.stub.pb_host import PbHost
 from tritonpy.stub.turns import Turns
 
 # Bound once: _on_frame runs for every frame.
@@ -60,10 +58,8 @@ class Stub:
         self.engine = Engine(self)
         self.channel.on_drained = self.engine.drained
         self.bls = BlsClient(self)
-        _bls_api._client = self.bls
-        _tensor_api._block = self.own.block
-        _stub_info._free_bytes = lambda: self.own.free_bytes
-        self.metrics = _install_metrics(self)
+        self.metrics = MetricClient(self)
+        self.host = PbHost(self).attach()  # pb_utils reaches the stub through it
         self.turns.flushers = [self.engine.flush, self.bls.flush_releases]
         self.model: Any = None
         # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused
@@ -183,7 +179,7 @@ class Stub:
             elif ftype == C.SEND_ERROR:
                 self.engine.on_send_error(*body)
             elif ftype == C.LOG_LEVELS:
-                _logger._enabled = body
+                self.host.log_levels = body
             elif ftype == C.IS_READY:
                 self._on_is_ready(fid)
             elif ftype == C.DRAIN:
@@ -244,7 +240,6 @@ class Stub:
 
     def _set_model_name(self, name: str) -> None:
         self.model_name = self.engine.model_name = name
-        _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
 
     def _on_auto_complete(self, msg: dict[str, Any]) -> None:
         if self._auto_completed or self.model is not None:
@@ -254,7 +249,7 @@ class Stub:
         self._set_model_name(msg.get("model_name", self.instance))
         step = f"importing {model_file} failed"
         try:
-            _expose_model_dir(msg)
+            _expose_model_dir(self.host, msg)
             with self.turns.model_code():
                 cls = _load_model_class(msg)
                 self._model_class = (model_file, cls)
@@ -289,7 +284,7 @@ class Stub:
         self.engine.hold_answers = not float(self.settings.get("execute_timeout_seconds", 0))
         self.bls.configure(args)
         try:
-            _expose_model_dir(msg)
+            _expose_model_dir(self.host, msg)
             imported, self._model_class = self._model_class, None
             with self.turns.model_code():
                 if imported is not None and imported[0] == msg["model_file"]:
@@ -432,18 +427,18 @@ def _is_backend_model(msg: dict[str, Any]) -> bool:
     return bool(config) and json.loads(config).get("runtime") == "model.py"
 
 
-def _expose_model_dir(msg: dict[str, Any]) -> None:
+def _expose_model_dir(host: PbHost, msg: dict[str, Any]) -> None:
     """What pb_utils.get_model_dir() answers: the model's version directory."""
     if not _is_backend_model(msg):
-        _stub_info._model_dir = msg["model_dir"]
+        host.set_model_dir(msg["model_dir"])
     elif "args" in msg:
         args = msg["args"]
-        _stub_info._model_dir = os.path.join(args["model_repository"], args["model_version"])
+        host.set_model_dir(os.path.join(args["model_repository"], args["model_version"]))
     else:  # the backend's AUTO_COMPLETE names the backend's directory only
-        _stub_info._model_dir = None
-        _stub_info._no_model_dir = (
+        host.set_model_dir(
+            None,
             "pb_utils.get_model_dir(): tritonpy does not know the model's directory in "
-            "auto_complete_config of a Python-based backend (it does in initialize)"
+            "auto_complete_config of a Python-based backend (it does in initialize)",
         )
 
 

@@ -686,9 +686,11 @@ def test_tensor_empty_names_the_tensor_in_its_errors(shape, dtype, needle: str) 
 
 
 def test_tensor_empty_uses_the_stubs_shared_memory_above_64_kib(monkeypatch) -> None:
-    """In a stub (the hook set), large arrays come from the given buffer,
-    small ones from ordinary memory (they are copied into the frame)."""
-    from tritonpy.pb_utils import _tensor
+    """In a stub (a host attached), large arrays come from the host's
+    arenas, small ones from ordinary memory (they are copied into the frame)."""
+    import types
+
+    from tritonpy.pb_utils import _host
 
     given = []
 
@@ -696,7 +698,9 @@ def test_tensor_empty_uses_the_stubs_shared_memory_above_64_kib(monkeypatch) -> 
         given.append(bytearray(n))
         return given[-1]
 
-    monkeypatch.setattr(_tensor, "_block", block)
+    monkeypatch.setattr(
+        _host, "_host", types.SimpleNamespace(arenas=types.SimpleNamespace(block=block))
+    )
     small = Tensor.empty("S", [16384], np.float32).as_numpy()  # exactly 64 KiB
     big = Tensor.empty("B", [128, 129], np.float32).as_numpy()
     assert len(given) == 1 and len(given[0]) == big.nbytes
