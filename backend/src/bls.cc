@@ -251,7 +251,7 @@ BlsCore::OnResponse(
     } else {
       Status s;
       uint32_t count = 0;
-      json::Value params = json::Value::Object();
+      json::Value params = json::Value::object();
       TRITONSERVER_Error* err =
           TRITONSERVER_InferenceResponseParameterCount(response, &count);
       for (uint32_t i = 0; err == nullptr && i < count; ++i) {
@@ -263,26 +263,22 @@ BlsCore::OnResponse(
         if (err != nullptr) break;
         switch (type) {
           case TRITONSERVER_PARAMETER_STRING:
-            params.Set(
-                name, json::Value::String(static_cast<const char*>(value)));
+            params[name] = static_cast<const char*>(value);
             break;
           case TRITONSERVER_PARAMETER_INT:
-            params.Set(
-                name, json::Value::Int(*static_cast<const int64_t*>(value)));
+            params[name] = *static_cast<const int64_t*>(value);
             break;
           case TRITONSERVER_PARAMETER_BOOL:
-            params.Set(
-                name, json::Value::Bool(*static_cast<const bool*>(value)));
+            params[name] = *static_cast<const bool*>(value);
             break;
           case TRITONSERVER_PARAMETER_DOUBLE:
-            params.Set(
-                name, json::Value::Double(*static_cast<const double*>(value)));
+            params[name] = *static_cast<const double*>(value);
             break;
           default:
             break;  // bytes parameters are not forwarded
         }
       }
-      if (err == nullptr && count > 0) body.parameters = params.Serialize();
+      if (err == nullptr && count > 0) body.parameters = json::Write(params);
       if (err == nullptr) {
         err = TRITONSERVER_InferenceResponseOutputCount(response, &count);
       }
@@ -528,7 +524,7 @@ Bls::OnFrame(
       const uint64_t id = f.id;
       std::thread worker([keep, channel, msg, id, done] {
         json::Value reply = RunModelControl(keep->server, *msg);
-        std::string out = reply.Serialize();
+        std::string out = json::Write(reply);
         auto frame = proto::MakeFrame(
             proto::FrameType::kModelControlDone, 0, id,
             [&](std::vector<uint8_t>* o) { proto::EncodeJson(out, o); });

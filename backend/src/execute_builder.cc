@@ -32,7 +32,7 @@ ReadParameters(TRITONBACKEND_Request* request, std::string* out)
     out->clear();
     return Status();
   }
-  json::Value params = json::Value::Object();
+  json::Value params = json::Value::object();
   for (uint32_t i = 0; i < count; ++i) {
     const char* key = nullptr;
     TRITONSERVER_ParameterType type;
@@ -42,23 +42,22 @@ ReadParameters(TRITONBACKEND_Request* request, std::string* out)
     if (key == nullptr || value == nullptr) continue;
     switch (type) {
       case TRITONSERVER_PARAMETER_STRING:
-        params.Set(key, json::Value::String(static_cast<const char*>(value)));
+        params[key] = static_cast<const char*>(value);
         break;
       case TRITONSERVER_PARAMETER_INT:
-        params.Set(key, json::Value::Int(*static_cast<const int64_t*>(value)));
+        params[key] = *static_cast<const int64_t*>(value);
         break;
       case TRITONSERVER_PARAMETER_BOOL:
-        params.Set(key, json::Value::Bool(*static_cast<const bool*>(value)));
+        params[key] = *static_cast<const bool*>(value);
         break;
       case TRITONSERVER_PARAMETER_DOUBLE:
-        params.Set(
-            key, json::Value::Double(*static_cast<const double*>(value)));
+        params[key] = *static_cast<const double*>(value);
         break;
       default:
         break;  // BYTES parameters have no JSON form; skipped.
     }
   }
-  *out = params.Serialize();
+  *out = json::Write(params);
   return Status();
 }
 

@@ -59,20 +59,20 @@ SetParameters(const std::string& params, TRITONBACKEND_Response* response)
   if (!doc.is_object()) {
     return Status::InvalidArg("response parameters must be a JSON object");
   }
-  for (const auto& [key, v] : doc.members()) {
+  for (const auto& [key, v] : doc.items()) {
     TRITONSERVER_Error* err = nullptr;
     if (v.is_string()) {
       err = TRITONBACKEND_ResponseSetStringParameter(
-          response, key.c_str(), v.as_string().c_str());
-    } else if (v.is_bool()) {
+          response, key.c_str(), v.get_ref<const std::string&>().c_str());
+    } else if (v.is_boolean()) {
       err = TRITONBACKEND_ResponseSetBoolParameter(
-          response, key.c_str(), v.as_bool());
-    } else if (v.is_int()) {
+          response, key.c_str(), v.get<bool>());
+    } else if (v.is_number_integer()) {
       err = TRITONBACKEND_ResponseSetIntParameter(
-          response, key.c_str(), v.as_int());
+          response, key.c_str(), v.get<int64_t>());
     } else if (v.is_number()) {
       err = TRITONBACKEND_ResponseSetDoubleParameter(
-          response, key.c_str(), v.as_double());
+          response, key.c_str(), v.get<double>());
     } else {
       return Status::InvalidArg(
           "response parameter '" + key +
