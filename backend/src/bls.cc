@@ -16,6 +16,7 @@
 
 #include "bls_request.h"
 #include "json.h"
+#include "params.h"
 #include "triton_util.h"
 #include "tritonpy/triton_infer_api.h"
 
@@ -249,36 +250,9 @@ BlsCore::OnResponse(
       body.error_code = static_cast<uint32_t>(TRITONSERVER_ErrorCode(rerr));
       body.error_message = TRITONSERVER_ErrorMessage(rerr);
     } else {
-      Status s;
-      uint32_t count = 0;
-      json::Value params = json::Value::object();
       TRITONSERVER_Error* err =
-          TRITONSERVER_InferenceResponseParameterCount(response, &count);
-      for (uint32_t i = 0; err == nullptr && i < count; ++i) {
-        const char* name = nullptr;
-        TRITONSERVER_ParameterType type;
-        const void* value = nullptr;
-        err = TRITONSERVER_InferenceResponseParameter(
-            response, i, &name, &type, &value);
-        if (err != nullptr) break;
-        switch (type) {
-          case TRITONSERVER_PARAMETER_STRING:
-            params[name] = static_cast<const char*>(value);
-            break;
-          case TRITONSERVER_PARAMETER_INT:
-            params[name] = *static_cast<const int64_t*>(value);
-            break;
-          case TRITONSERVER_PARAMETER_BOOL:
-            params[name] = *static_cast<const bool*>(value);
-            break;
-          case TRITONSERVER_PARAMETER_DOUBLE:
-            params[name] = *static_cast<const double*>(value);
-            break;
-          default:
-            break;  // bytes parameters are not forwarded
-        }
-      }
-      if (err == nullptr && count > 0) body.parameters = json::Write(params);
+          ToTriton(BlsResponseParametersToJson(response, &body.parameters));
+      uint32_t count = 0;
       if (err == nullptr) {
         err = TRITONSERVER_InferenceResponseOutputCount(response, &count);
       }

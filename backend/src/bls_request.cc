@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "params.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -44,45 +45,6 @@ Base64Decode(const std::string& in, std::string* out)
   return Status();
 }
 
-Status
-SetRequestParameters(
-    TRITONSERVER_InferenceRequest* req, const std::string& text)
-{
-  if (text.empty()) return Status();
-  json::Value doc;
-  TRITONPY_RETURN_IF_ERROR(
-      json::Parse(text, &doc).WithPrefix("request parameters: "));
-  if (!doc.is_object()) {
-    return Status::InvalidArg("request parameters must be a JSON object");
-  }
-  for (const auto& [key, v] : doc.items()) {
-    if (v.is_string()) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetStringParameter(
-              req, key.c_str(), v.get_ref<const std::string&>().c_str()));
-    } else if (v.is_boolean()) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetBoolParameter(
-              req, key.c_str(), v.get<bool>()));
-    } else if (
-        v.is_number_integer() &&
-        (!v.is_number_unsigned() || v.get<uint64_t>() <= INT64_MAX)) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetIntParameter(
-              req, key.c_str(), v.get<int64_t>()));
-    } else if (v.is_number()) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetDoubleParameter(
-              req, key.c_str(), v.get<double>()));
-    } else {
-      return Status::InvalidArg(
-          "request parameter '" + key +
-          "' must be a string, an integer, a bool or a number");
-    }
-  }
-  return Status();
-}
-
 }  // namespace
 
 Status
@@ -108,7 +70,7 @@ BuildBlsRequest(
     TRITONPY_RETURN_IF_TRITON_ERROR(
         TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(req, q.timeout_us));
   }
-  TRITONPY_RETURN_IF_ERROR(SetRequestParameters(req, q.parameters));
+  TRITONPY_RETURN_IF_ERROR(SetBlsRequestParameters(req, q.parameters));
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const proto::Tensor& t = q.inputs[i];
     TRITONPY_RETURN_IF_TRITON_ERROR(TRITONSERVER_InferenceRequestAddInput(
