@@ -33,13 +33,19 @@ Parse(const char* data, size_t size, Value* out)
   } catch (const TooDeep&) {
     return Status::InvalidArg("invalid JSON: nesting too deep");
   } catch (const nlohmann::json::exception& e) {
-    // what() is "[json.exception.parse_error.101] parse error at ...".
-    std::string_view what = e.what();
-    size_t tag_end = what.find("] ");
-    if (tag_end != std::string_view::npos) what.remove_prefix(tag_end + 2);
-    return Status::InvalidArg("invalid JSON: " + std::string(what));
+    return ParseError(e);
   }
   return Status();
+}
+
+Status
+ParseError(const nlohmann::json::exception& e)
+{
+  // what() is "[json.exception.parse_error.101] parse error at ...".
+  std::string_view what = e.what();
+  size_t tag_end = what.find("] ");
+  if (tag_end != std::string_view::npos) what.remove_prefix(tag_end + 2);
+  return Status::InvalidArg("invalid JSON: " + std::string(what));
 }
 
 const Value*

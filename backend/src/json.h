@@ -36,6 +36,10 @@ Parse(std::string_view text, Value* out)
   return Parse(text.data(), text.size(), out);
 }
 
+// The Status for an error of nlohmann's parser: "invalid JSON: <what and
+// where>".
+Status ParseError(const nlohmann::json::exception& e);
+
 // The member `key` of `object`, or null when it is absent or `object` is
 // not an object.
 const Value* Find(const Value& object, std::string_view key);

@@ -67,7 +67,94 @@ ToJson(
   return Status();
 }
 
-// `what` ("request", "response") names the parameters in errors.
+// Hands each member of a flat JSON object of parameters to the setters as
+// the parser meets it: no document is built (a model's response with
+// parameters runs this). `what` ("request", "response") names the
+// parameters in errors; the first failure stops the parse and stays in
+// `status`.
+template <typename Object>
+class ParameterReader {
+ public:
+  using Json = json::Value;
+
+  ParameterReader(const char* what, Object* object, const Setters<Object>& set)
+      : what_(what), object_(object), set_(set)
+  {
+  }
+
+  Status status;
+
+  bool null() { return Unsupported(); }
+  bool boolean(bool v) { return Set(set_.boolean, v); }
+  bool number_integer(Json::number_integer_t v) { return Set(set_.integer, v); }
+  bool number_unsigned(Json::number_unsigned_t v)
+  {
+    // Above int64: a double, as any other integer outside int64.
+    return v <= INT64_MAX ? Set(set_.integer, static_cast<int64_t>(v))
+                          : Set(set_.real, static_cast<double>(v));
+  }
+  bool number_float(Json::number_float_t v, const Json::string_t&)
+  {
+    return Set(set_.real, v);
+  }
+  bool string(Json::string_t& v) { return Set(set_.string, v.c_str()); }
+  bool binary(Json::binary_t&) { return Unsupported(); }
+  bool start_object(size_t) { return depth_++ == 0 || Unsupported(); }
+  bool key(Json::string_t& k)
+  {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object()
+  {
+    --depth_;
+    return true;
+  }
+  bool start_array(size_t) { return Unsupported(); }
+  bool end_array() { return true; }
+  bool parse_error(
+      size_t, const std::string&, const nlohmann::json::exception& e)
+  {
+    return Fail(
+        json::ParseError(e).WithPrefix(std::string(what_) + " parameters: "));
+  }
+
+ private:
+  bool Fail(Status s)
+  {
+    status = std::move(s);
+    return false;
+  }
+
+  // A value that is not a parameter, or a document that is not an object.
+  bool Unsupported()
+  {
+    if (depth_ == 0) {
+      return Fail(
+          Status::InvalidArg(
+              std::string(what_) + " parameters must be a JSON object"));
+    }
+    return Fail(
+        Status::InvalidArg(
+            std::string(what_) + " parameter '" + key_ +
+            "' must be a string, an integer, a bool or a number"));
+  }
+
+  template <typename T>
+  bool Set(TRITONSERVER_Error* (*setter)(Object*, const char*, T), T value)
+  {
+    if (depth_ == 0) return Unsupported();
+    status = FromTriton(setter(object_, key_.c_str(), value));
+    return status.ok();
+  }
+
+  const char* what_;
+  Object* object_;
+  const Setters<Object>& set_;
+  int depth_ = 0;
+  std::string key_;
+};
+
 template <typename Object>
 Status
 FromJson(
@@ -75,36 +162,9 @@ FromJson(
     const Setters<Object>& set)
 {
   if (text.empty()) return Status();
-  json::Value doc;
-  TRITONPY_RETURN_IF_ERROR(
-      json::Parse(text, &doc).WithPrefix(std::string(what) + " parameters: "));
-  if (!doc.is_object()) {
-    return Status::InvalidArg(
-        std::string(what) + " parameters must be a JSON object");
-  }
-  for (auto it = doc.cbegin(); it != doc.cend(); ++it) {
-    const std::string& key = it.key();
-    const json::Value& v = it.value();
-    const char* name = key.c_str();
-    TRITONSERVER_Error* err = nullptr;
-    if (v.is_string()) {
-      err = set.string(object, name, v.get_ref<const std::string&>().c_str());
-    } else if (v.is_boolean()) {
-      err = set.boolean(object, name, v.get<bool>());
-    } else if (
-        v.is_number_integer() &&
-        (!v.is_number_unsigned() || v.get<uint64_t>() <= INT64_MAX)) {
-      err = set.integer(object, name, v.get<int64_t>());
-    } else if (v.is_number()) {
-      err = set.real(object, name, v.get<double>());
-    } else {
-      return Status::InvalidArg(
-          std::string(what) + " parameter '" + key +
-          "' must be a string, an integer, a bool or a number");
-    }
-    TRITONPY_RETURN_IF_ERROR(FromTriton(err));
-  }
-  return Status();
+  ParameterReader<Object> reader(what, object, set);
+  json::Value::sax_parse(text.data(), text.data() + text.size(), &reader);
+  return reader.status;
 }
 
 }  // namespace
