@@ -47,7 +47,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.deps: pyproject.toml | $(PY)
-	$(PIP) install -q "setuptools>=68" wheel "Cython>=3.0" "numpy>=1.24" "uvloop>=0.19" \
+	$(PIP) install -q "setuptools>=68" wheel "Cython>=3.0" "nlohmann-json>=3.11" "numpy>=1.24" "uvloop>=0.19" \
 	    "pytest>=8" "pytest-timeout>=2.3" "tritonclient[http,grpc]>=2.51" "ml_dtypes>=0.4" "hypothesis>=6" "ruff>=0.6" \
 	    "mypy>=1.10" "codespell>=2.3" "clang-format>=23.1,<24" "pyyaml>=6" "jedi>=0.19"
 	@command -v cmake >/dev/null || $(PIP) install -q cmake

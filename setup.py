@@ -57,6 +57,9 @@ class BuildExtAndBackend(build_ext):
         build_dir = os.path.join(ROOT, "build", "cmake")
         config = "Debug" if DEBUG else "Release"
         configure = [cmake, "-S", ROOT, "-B", build_dir, f"-DCMAKE_BUILD_TYPE={config}"]
+        import nlohmann_json  # build requirement: the JSON library's headers
+
+        configure.append(f"-DTRITONPY_JSON_INCLUDE={nlohmann_json.get_include()}")
         configure += shlex.split(os.environ.get("TRITONPY_CMAKE_ARGS", ""))
         # Always given: the CMake cache would keep an earlier debug build's ON.
         configure.append(f"-DTRITONPY_DEBUG={'ON' if DEBUG else 'OFF'}")

@@ -108,13 +108,13 @@ RunAutoComplete(
     st = s.channel->Send(proto::MakeLogLevelsFrame(EnabledLogLevels()));
   }
   if (st.ok()) {
-    json::Value msg = json::Value::Object();
-    msg.Set("model_name", json::Value::String(call.model_name));
-    msg.Set("config", json::Value::String(call.config_json));
-    msg.Set("model_file", json::Value::String(call.model_file));
-    msg.Set("model_dir", json::Value::String(call.model_dir));
-    msg.Set("settings", json::Value::Object());
-    std::string body = msg.Serialize();
+    const json::Value msg = {
+        {"model_name", call.model_name},
+        {"config", call.config_json},
+        {"model_file", call.model_file},
+        {"model_dir", call.model_dir},
+        {"settings", json::Value::object()}};
+    std::string body = json::Write(msg);
     if (body.size() > proto::kMaxFrame - proto::kHeaderSize) {
       st = Status::InvalidArg("the model config is too large for a frame");
     } else {
@@ -132,11 +132,11 @@ RunAutoComplete(
   }
   json::Value done;
   if (st.ok()) st = json::Parse(text, &done);
-  if (st.ok() && !done.GetBool("ok", false)) {
+  if (st.ok() && !json::GetBool(done, "ok")) {
     // The model's own failure: the stub's message names the model and
     // carries the traceback.
     StopStub(&s);
-    std::string error = done.GetString("error", "");
+    std::string error = json::GetString(done, "error");
     return Status::InvalidArg(
         error.empty() ? prefix + "auto_complete_config failed" : error);
   }
@@ -147,10 +147,7 @@ RunAutoComplete(
                        call.launch.python + " -m tritonpy.stub`) failed: " +
                        st.message() + (how.empty() ? "" : "; the stub " + how));
   }
-  const json::Value* config = done.Find("config");
-  completed->clear();
-  if (config != nullptr && config->is_string())
-    *completed = config->as_string();
+  *completed = json::GetString(done, "config");
   *stub = std::move(s);
   return Status();
 }

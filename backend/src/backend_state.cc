@@ -248,10 +248,11 @@ BackendState::Create(
     TRITONPY_RETURN_IF_ERROR(
         json::Parse(buffer, byte_size, &doc)
             .WithPrefix("tritonpy: backend config: "));
-    const json::Value* cmdline = doc.Find("cmdline");
+    const json::Value* cmdline = json::Find(doc, "cmdline");
     if (cmdline != nullptr && cmdline->is_object()) {
-      for (const auto& [key, value] : cmdline->members()) {
-        cmd_kv[key] = value.is_string() ? value.as_string() : value.Serialize();
+      for (const auto& [key, value] : cmdline->items()) {
+        cmd_kv[key] =
+            value.is_string() ? value.get<std::string>() : json::Write(value);
       }
     }
   }
@@ -268,11 +269,10 @@ BackendState::Create(
       " stub-timeout-seconds=" + std::to_string(s.stub_timeout_seconds) +
       " arena-byte-size=" + std::to_string(s.arena_byte_size) +
       " finalize-grace-seconds=" +
-      json::Value::Double(s.finalize_grace_seconds).Serialize() +
-      " ready-timeout-seconds=" +
-      json::Value::Double(s.ready_timeout_seconds).Serialize() +
+      json::FormatNumber(s.finalize_grace_seconds) +
+      " ready-timeout-seconds=" + json::FormatNumber(s.ready_timeout_seconds) +
       " execute-timeout-seconds=" +
-      json::Value::Double(s.execute_timeout_seconds).Serialize() +
+      json::FormatNumber(s.execute_timeout_seconds) +
       " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
       (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir));
   *out = std::move(state);

@@ -16,6 +16,7 @@
 
 #include "bls_request.h"
 #include "json.h"
+#include "params.h"
 #include "triton_util.h"
 #include "tritonpy/triton_infer_api.h"
 
@@ -249,40 +250,9 @@ BlsCore::OnResponse(
       body.error_code = static_cast<uint32_t>(TRITONSERVER_ErrorCode(rerr));
       body.error_message = TRITONSERVER_ErrorMessage(rerr);
     } else {
-      Status s;
-      uint32_t count = 0;
-      json::Value params = json::Value::Object();
       TRITONSERVER_Error* err =
-          TRITONSERVER_InferenceResponseParameterCount(response, &count);
-      for (uint32_t i = 0; err == nullptr && i < count; ++i) {
-        const char* name = nullptr;
-        TRITONSERVER_ParameterType type;
-        const void* value = nullptr;
-        err = TRITONSERVER_InferenceResponseParameter(
-            response, i, &name, &type, &value);
-        if (err != nullptr) break;
-        switch (type) {
-          case TRITONSERVER_PARAMETER_STRING:
-            params.Set(
-                name, json::Value::String(static_cast<const char*>(value)));
-            break;
-          case TRITONSERVER_PARAMETER_INT:
-            params.Set(
-                name, json::Value::Int(*static_cast<const int64_t*>(value)));
-            break;
-          case TRITONSERVER_PARAMETER_BOOL:
-            params.Set(
-                name, json::Value::Bool(*static_cast<const bool*>(value)));
-            break;
-          case TRITONSERVER_PARAMETER_DOUBLE:
-            params.Set(
-                name, json::Value::Double(*static_cast<const double*>(value)));
-            break;
-          default:
-            break;  // bytes parameters are not forwarded
-        }
-      }
-      if (err == nullptr && count > 0) body.parameters = params.Serialize();
+          ToTriton(BlsResponseParametersToJson(response, &body.parameters));
+      uint32_t count = 0;
       if (err == nullptr) {
         err = TRITONSERVER_InferenceResponseOutputCount(response, &count);
       }
@@ -528,7 +498,7 @@ Bls::OnFrame(
       const uint64_t id = f.id;
       std::thread worker([keep, channel, msg, id, done] {
         json::Value reply = RunModelControl(keep->server, *msg);
-        std::string out = reply.Serialize();
+        std::string out = json::Write(reply);
         auto frame = proto::MakeFrame(
             proto::FrameType::kModelControlDone, 0, id,
             [&](std::vector<uint8_t>* o) { proto::EncodeJson(out, o); });

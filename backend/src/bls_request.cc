@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "params.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -44,44 +45,6 @@ Base64Decode(const std::string& in, std::string* out)
   return Status();
 }
 
-Status
-SetRequestParameters(
-    TRITONSERVER_InferenceRequest* req, const std::string& text)
-{
-  if (text.empty()) return Status();
-  json::Value doc;
-  TRITONPY_RETURN_IF_ERROR(
-      json::Parse(text, &doc).WithPrefix("request parameters: "));
-  if (!doc.is_object()) {
-    return Status::InvalidArg("request parameters must be a JSON object");
-  }
-  for (const auto& m : doc.members()) {
-    const json::Value& v = m.second;
-    if (v.is_string()) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetStringParameter(
-              req, m.first.c_str(), v.as_string().c_str()));
-    } else if (v.is_bool()) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetBoolParameter(
-              req, m.first.c_str(), v.as_bool()));
-    } else if (v.is_int() && !v.is_big_uint()) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetIntParameter(
-              req, m.first.c_str(), v.as_int()));
-    } else if (v.is_number()) {
-      TRITONPY_RETURN_IF_TRITON_ERROR(
-          TRITONSERVER_InferenceRequestSetDoubleParameter(
-              req, m.first.c_str(), v.as_double()));
-    } else {
-      return Status::InvalidArg(
-          "request parameter '" + m.first +
-          "' must be a string, an integer, a bool or a number");
-    }
-  }
-  return Status();
-}
-
 }  // namespace
 
 Status
@@ -107,7 +70,7 @@ BuildBlsRequest(
     TRITONPY_RETURN_IF_TRITON_ERROR(
         TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(req, q.timeout_us));
   }
-  TRITONPY_RETURN_IF_ERROR(SetRequestParameters(req, q.parameters));
+  TRITONPY_RETURN_IF_ERROR(SetBlsRequestParameters(req, q.parameters));
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const proto::Tensor& t = q.inputs[i];
     TRITONPY_RETURN_IF_TRITON_ERROR(TRITONSERVER_InferenceRequestAddInput(
@@ -128,30 +91,29 @@ BuildBlsRequest(
 json::Value
 RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
 {
-  const std::string op = msg.GetString("op");
-  const std::string name = msg.GetString("model_name");
-  json::Value reply = json::Value::Object();
+  const std::string op = json::GetString(msg, "op");
+  const std::string name = json::GetString(msg, "model_name");
   Status s;
   bool ready = false;
   if (name.empty()) {
     s = Status::InvalidArg("model_name must not be empty");
   } else if (op == "load") {
-    std::string config = msg.GetString("config");
+    std::string config = json::GetString(msg, "config");
     std::vector<std::pair<std::string, std::string>> files;
-    const json::Value* fv = msg.Find("files");
+    const json::Value* fv = json::Find(msg, "files");
     if (fv != nullptr && fv->is_object()) {
-      for (const auto& m : fv->members()) {
-        if (m.first.rfind("file:", 0) != 0 || !m.second.is_string()) {
+      for (const auto& [key, value] : fv->items()) {
+        if (key.rfind("file:", 0) != 0 || !value.is_string()) {
           s = Status::InvalidArg(
               "load_model: every key of 'files' must start with 'file:' "
               "and map to bytes, got '" +
-              m.first + "'");
+              key + "'");
           break;
         }
         std::string content;
-        s = Base64Decode(m.second.as_string(), &content);
+        s = Base64Decode(value.get_ref<const std::string&>(), &content);
         if (!s.ok()) break;
-        files.emplace_back(m.first, std::move(content));
+        files.emplace_back(key, std::move(content));
       }
     }
     if (s.ok() && !files.empty() && config.empty()) {
@@ -178,11 +140,11 @@ RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
     }
   } else if (op == "unload") {
     s = FromTriton(
-        msg.GetBool("unload_dependents", false)
+        json::GetBool(msg, "unload_dependents")
             ? TRITONSERVER_ServerUnloadModelAndDependents(server, name.c_str())
             : TRITONSERVER_ServerUnloadModel(server, name.c_str()));
   } else if (op == "is_ready") {
-    std::string v = msg.GetString("model_version");
+    std::string v = json::GetString(msg, "model_version");
     int64_t version = -1;
     if (!v.empty()) {
       char* end = nullptr;
@@ -200,10 +162,7 @@ RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
   } else {
     s = Status::InvalidArg("unknown model control operation '" + op + "'");
   }
-  reply.Set("ok", json::Value::Bool(s.ok()));
-  reply.Set("error", json::Value::String(s.message()));
-  reply.Set("ready", json::Value::Bool(ready));
-  return reply;
+  return {{"ok", s.ok()}, {"error", s.message()}, {"ready", ready}};
 }
 
 }  // namespace tritonpy

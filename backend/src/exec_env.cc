@@ -45,15 +45,15 @@ std::vector<std::string>
 StubEnvironment(const json::Value& set, const json::Value& unset)
 {
   std::set<std::string> drop;
-  for (const auto& [key, value] : set.members()) drop.insert(key);
-  for (const json::Value& key : unset.items()) drop.insert(key.as_string());
+  for (const auto& [key, value] : set.items()) drop.insert(key);
+  for (const json::Value& key : unset) drop.insert(key.get<std::string>());
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string entry = *e;
     if (drop.count(entry.substr(0, entry.find('='))) == 0) env.push_back(entry);
   }
-  for (const auto& [key, value] : set.members()) {
-    env.push_back(key + "=" + value.as_string());
+  for (const auto& [key, value] : set.items()) {
+    env.push_back(key + "=" + value.get<std::string>());
   }
   return env;
 }
@@ -99,38 +99,40 @@ PrepareExecutionEnv(
 
   json::Value doc;
   Status s = json::Parse(LastLine(out), &doc);
-  const json::Value* set = s.ok() ? doc.Find("set") : nullptr;
-  const json::Value* unset = s.ok() ? doc.Find("unset") : nullptr;
+  const json::Value* set = s.ok() ? json::Find(doc, "set") : nullptr;
+  const json::Value* unset = s.ok() ? json::Find(doc, "unset") : nullptr;
   if (!s.ok() || !doc.is_object() || set == nullptr || !set->is_object() ||
       unset == nullptr || !unset->is_array() ||
-      doc.GetString("python", "").empty()) {
+      json::GetString(doc, "python").empty()) {
     return Status::Internal(
         prefix + "unexpected answer from tritonpy.stub.env: " + Tail(out, 500));
   }
-  for (const auto& member : set->members()) {
-    if (!member.second.is_string()) {
-      return Status::Internal(prefix + "bad variable " + member.first);
+  for (const auto& [name, value] : set->items()) {
+    if (!value.is_string()) {
+      return Status::Internal(prefix + "bad variable " + name);
     }
   }
-  for (const json::Value& key : unset->items()) {
+  for (const json::Value& key : *unset) {
     if (!key.is_string()) return Status::Internal(prefix + "bad unset list");
   }
-  launch->python = doc.GetString("python", "");
+  launch->python = json::GetString(doc, "python");
   launch->env = StubEnvironment(*set, *unset);
 
   std::string how;
-  if (doc.GetBool("extracted", false)) {
-    const json::Value* seconds = doc.Find("seconds");
-    how = ", unpacked from " + doc.GetString("path", "") + " in " +
-          (seconds != nullptr ? seconds->Serialize() : std::string("?")) + " s";
-  } else if (doc.GetBool("archive", false)) {
-    how = ", unpacked earlier from " + doc.GetString("path", "") + " (reused)";
+  if (json::GetBool(doc, "extracted")) {
+    const json::Value* seconds = json::Find(doc, "seconds");
+    how = ", unpacked from " + json::GetString(doc, "path") + " in " +
+          (seconds != nullptr ? json::Write(*seconds) : std::string("?")) +
+          " s";
+  } else if (json::GetBool(doc, "archive")) {
+    how =
+        ", unpacked earlier from " + json::GetString(doc, "path") + " (reused)";
   }
   TRITONPY_LOG_INFO(
       "tritonpy: model '" + model + "': stubs run on " + launch->python +
-      " (Python " + doc.GetString("version", "?") +
-      ") of the execution environment " + doc.GetString("root", "") + how +
-      (doc.GetBool("lent", false)
+      " (Python " + json::GetString(doc, "version", "?") +
+      ") of the execution environment " + json::GetString(doc, "root") + how +
+      (json::GetBool(doc, "lent")
            ? "; tritonpy lent to it by " + settings.python_executable
            : std::string()));
   return Status();

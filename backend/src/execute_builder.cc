@@ -6,7 +6,7 @@
 #include <cstring>
 #include <utility>
 
-#include "json.h"
+#include "params.h"
 #include "protocol.h"
 #include "response_writer.h"
 #include "triton_util.h"
@@ -21,46 +21,6 @@ struct PendingInput {
   proto::Tensor* tensor;
   std::vector<std::pair<const uint8_t*, uint64_t>> parts;
 };
-
-Status
-ReadParameters(TRITONBACKEND_Request* request, std::string* out)
-{
-  uint32_t count = 0;
-  TRITONPY_RETURN_IF_TRITON_ERROR(
-      TRITONBACKEND_RequestParameterCount(request, &count));
-  if (count == 0) {
-    out->clear();
-    return Status();
-  }
-  json::Value params = json::Value::Object();
-  for (uint32_t i = 0; i < count; ++i) {
-    const char* key = nullptr;
-    TRITONSERVER_ParameterType type;
-    const void* value = nullptr;
-    TRITONPY_RETURN_IF_TRITON_ERROR(
-        TRITONBACKEND_RequestParameter(request, i, &key, &type, &value));
-    if (key == nullptr || value == nullptr) continue;
-    switch (type) {
-      case TRITONSERVER_PARAMETER_STRING:
-        params.Set(key, json::Value::String(static_cast<const char*>(value)));
-        break;
-      case TRITONSERVER_PARAMETER_INT:
-        params.Set(key, json::Value::Int(*static_cast<const int64_t*>(value)));
-        break;
-      case TRITONSERVER_PARAMETER_BOOL:
-        params.Set(key, json::Value::Bool(*static_cast<const bool*>(value)));
-        break;
-      case TRITONSERVER_PARAMETER_DOUBLE:
-        params.Set(
-            key, json::Value::Double(*static_cast<const double*>(value)));
-        break;
-      default:
-        break;  // BYTES parameters have no JSON form; skipped.
-    }
-  }
-  *out = params.Serialize();
-  return Status();
-}
 
 // Reads one request's metadata and input buffers.
 Status
@@ -92,7 +52,7 @@ ReadRequest(
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_InferenceRequestTimeoutMicroseconds(
           request, &wire->timeout_us));
-  TRITONPY_RETURN_IF_ERROR(ReadParameters(request, &wire->parameters));
+  TRITONPY_RETURN_IF_ERROR(RequestParametersToJson(request, &wire->parameters));
   // A trace's context exists in OpenTelemetry mode only; a server built
   // without tracing answers an error: no trace then.
   TRITONSERVER_InferenceTrace* trace = nullptr;

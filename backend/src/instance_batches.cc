@@ -381,7 +381,7 @@ InstanceState::OverDeadline(bool* unloading)
       *unloading = true;
       return "it kept " + std::to_string(open_requests_) +
              " request(s) after the unload's finalize-grace-seconds (" +
-             json::Value::Double(grace).Serialize() + " s)";
+             json::FormatNumber(grace) + " s)";
     }
   }
   const double limit = model_->execute_timeout_seconds();
@@ -403,7 +403,7 @@ InstanceState::OverDeadline(bool* unloading)
     }
     return "execute of the batch with request(s) " + ids +
            " ran longer than the execute timeout (" +
-           json::Value::Double(limit).Serialize() + " s)";
+           json::FormatNumber(limit) + " s)";
   }
   return "";
 }
@@ -460,8 +460,7 @@ InstanceState::CheckReady()
         !sent.ok() || generation_ != generation || state_ != StubState::kReady
             ? "the stub went away during the readiness check"
             : "is_ready() did not answer within " +
-                  json::Value::Double(timeout_s).Serialize() +
-                  " s (ready-timeout-seconds)";
+                  json::FormatNumber(timeout_s) + " s (ready-timeout-seconds)";
     return Status::Unavailable(
         "tritonpy: " + Describe() + " is not ready: " + why);
   }

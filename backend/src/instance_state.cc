@@ -159,10 +159,8 @@ InstanceState::~InstanceState()
       static_cast<int64_t>(
           1000 *
           (settings.finalize_grace_seconds + settings.stub_timeout_seconds)));
-  const std::string wait_text =
-      json::Value::Double(
-          settings.finalize_grace_seconds + settings.stub_timeout_seconds)
-          .Serialize();
+  const std::string wait_text = json::FormatNumber(
+      settings.finalize_grace_seconds + settings.stub_timeout_seconds);
   TRITONPY_LOG_INFO("tritonpy: stopping stub for " + Describe());
   std::shared_ptr<Channel> channel;
   bool ready;
@@ -329,33 +327,26 @@ InstanceState::Handshake(
     if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
   }
 
-  json::Value args = json::Value::Object();
-  args.Set("model_config", json::Value::String(model_->config_json()));
-  args.Set("model_instance_kind", json::Value::String(kind_));
-  args.Set("model_instance_name", json::Value::String(name_));
-  args.Set(
-      "model_instance_device_id",
-      json::Value::String(std::to_string(device_id_)));
-  args.Set("model_repository", json::Value::String(model_->repository()));
-  args.Set(
-      "model_version", json::Value::String(std::to_string(model_->version())));
-  args.Set("model_name", json::Value::String(model_->name()));
-  json::Value stub_settings = json::Value::Object();
-  stub_settings.Set("decoupled", json::Value::Bool(model_->decoupled()));
-  stub_settings.Set(
-      "finalize_grace_seconds",
-      json::Value::Double(settings.finalize_grace_seconds));
+  json::Value args = json::Value::object();
+  args["model_config"] = model_->config_json();
+  args["model_instance_kind"] = kind_;
+  args["model_instance_name"] = name_;
+  args["model_instance_device_id"] = std::to_string(device_id_);
+  args["model_repository"] = model_->repository();
+  args["model_version"] = std::to_string(model_->version());
+  args["model_name"] = model_->name();
+  json::Value stub_settings = json::Value::object();
+  stub_settings["decoupled"] = model_->decoupled();
+  stub_settings["finalize_grace_seconds"] = settings.finalize_grace_seconds;
   // With an execute timeout the backend must see each sync batch end as it
   // does: the stub then answers every batch at once.
-  stub_settings.Set(
-      "execute_timeout_seconds",
-      json::Value::Double(model_->execute_timeout_seconds()));
-  json::Value init = json::Value::Object();
-  init.Set("args", std::move(args));
-  init.Set("model_file", json::Value::String(model_->model_file()));
-  init.Set("model_dir", json::Value::String(model_->model_dir()));
-  init.Set("settings", std::move(stub_settings));
-  std::string init_text = init.Serialize();
+  stub_settings["execute_timeout_seconds"] = model_->execute_timeout_seconds();
+  json::Value init = json::Value::object();
+  init["args"] = std::move(args);
+  init["model_file"] = model_->model_file();
+  init["model_dir"] = model_->model_dir();
+  init["settings"] = std::move(stub_settings);
+  std::string init_text = json::Write(init);
   if (init_text.size() > proto::kMaxFrame - proto::kHeaderSize) {
     return Status::InvalidArg(
         "tritonpy: " + Describe() + ": the model config is too large for " +
@@ -380,21 +371,21 @@ InstanceState::Handshake(
   json::Value done;
   s = json::Parse(text, &done);
   if (!s.ok()) return s.WithPrefix("tritonpy: INIT_DONE: ");
-  if (!done.GetBool("ok", false)) {
-    std::string error = done.GetString("error", "");
+  if (!json::GetBool(done, "ok")) {
+    std::string error = json::GetString(done, "error");
     if (error.empty()) {
       error = "tritonpy: " + Describe() + ": initialize failed";
     }
     return Status::Internal(error);
   }
-  std::string mode = done.GetString("execute", "sync");
+  std::string mode = json::GetString(done, "execute", "sync");
   if (mode != "sync" && mode != "async") {
     return Status::InvalidArg(
         "tritonpy: " + Describe() + ": INIT_DONE has an unknown execute " +
         "mode '" + mode + "'");
   }
   traits->async_execute = mode == "async";
-  traits->has_is_ready = done.GetBool("is_ready", false);
+  traits->has_is_ready = json::GetBool(done, "is_ready");
   return Status();
 }
 
@@ -575,9 +566,10 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
       Status s = json::Parse(text, &doc);
       std::lock_guard<std::mutex> lock(mu_);
       finalize_done_ = true;
-      if (!s.ok() || !doc.GetBool("ok", false)) {
-        finalize_error_ = "tritonpy: " + Describe() + ": finalize failed: " +
-                          (s.ok() ? doc.GetString("error", "") : s.message());
+      if (!s.ok() || !json::GetBool(doc, "ok")) {
+        finalize_error_ =
+            "tritonpy: " + Describe() + ": finalize failed: " +
+            (s.ok() ? json::GetString(doc, "error") : s.message());
       }
       cv_.notify_all();
       break;

@@ -18,10 +18,11 @@ namespace {
 bool
 Parameter(const json::Value* params, const char* key, std::string* text)
 {
-  const json::Value* p = params != nullptr ? params->Find(key) : nullptr;
+  const json::Value* p = params != nullptr ? json::Find(*params, key) : nullptr;
   if (p == nullptr) return false;
-  const json::Value* sv = p->Find("string_value");
-  *text = sv != nullptr && sv->is_string() ? sv->as_string() : p->Serialize();
+  const json::Value* sv = json::Find(*p, "string_value");
+  *text = sv != nullptr && sv->is_string() ? sv->get<std::string>()
+                                           : json::Write(*p);
   return true;
 }
 
@@ -136,11 +137,11 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
       json::Parse(state->config_json_, &config)
           .WithPrefix("tritonpy: model '" + state->name_ + "' config: "));
 
-  std::string file = config.GetString("default_model_filename", "");
+  std::string file = json::GetString(config, "default_model_filename");
   if (file.empty()) file = "model.py";
   state->model_file_ = state->version_dir_ + "/" + file;
   state->model_dir_ = state->version_dir_;
-  if (config.GetString("runtime", "") == "model.py") {
+  if (json::GetString(config, "runtime") == "model.py") {
     // A Python-based backend: Triton found backends/<backend>/model.py and
     // loaded this library for it; that file is the model's code.
     state->model_dir_ = state->backend_->directory();
@@ -158,7 +159,8 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   // auto-complete stub included.
   std::string text;
   state->stub_launch_.python = state->backend_->settings().python_executable;
-  if (Parameter(config.Find("parameters"), "EXECUTION_ENV_PATH", &text)) {
+  if (Parameter(
+          json::Find(config, "parameters"), "EXECUTION_ENV_PATH", &text)) {
     TRITONPY_RETURN_IF_ERROR(PrepareExecutionEnv(
         state->backend_->settings(), state->name_, state->repository_, text,
         &state->stub_launch_));
@@ -169,10 +171,10 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
       TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
   if (auto_complete) {
     // Triton names instances <group name>_<index>, the first group first.
-    const json::Value* groups = config.Find("instance_group");
+    const json::Value* groups = json::Find(config, "instance_group");
     std::string first = state->name_;
-    if (groups != nullptr && groups->is_array() && !groups->items().empty()) {
-      first = groups->items()[0].GetString("name", state->name_) + "_0";
+    if (groups != nullptr && groups->is_array() && !groups->empty()) {
+      first = json::GetString(groups->front(), "name", state->name_) + "_0";
     }
     TRITONPY_RETURN_IF_ERROR(state->AutoComplete(first));
     TRITONPY_RETURN_IF_ERROR(
@@ -180,10 +182,10 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
             .WithPrefix("tritonpy: model '" + state->name_ + "' config: "));
   }
 
-  state->max_batch_size_ = config.GetInt("max_batch_size", 0);
-  const json::Value* policy = config.Find("model_transaction_policy");
-  state->decoupled_ = policy != nullptr && policy->GetBool("decoupled", false);
-  const json::Value* params = config.Find("parameters");
+  state->max_batch_size_ = json::GetInt(config, "max_batch_size");
+  const json::Value* policy = json::Find(config, "model_transaction_policy");
+  state->decoupled_ = policy != nullptr && json::GetBool(*policy, "decoupled");
+  const json::Value* params = json::Find(config, "parameters");
   if (Parameter(params, "max_inflight_batches", &text)) {
     TRITONPY_RETURN_IF_ERROR(ParseCount(
         state->name_, "max_inflight_batches", text, 1, 1u << 20,
@@ -199,14 +201,14 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   // Triton could have formed; with several instances, a slow batch would
   // hold the ones queued behind it while another instance idles.
   int64_t instances = 0;
-  if (const json::Value* groups = config.Find("instance_group");
+  if (const json::Value* groups = json::Find(config, "instance_group");
       groups != nullptr && groups->is_array()) {
-    for (const json::Value& group : groups->items()) {
-      instances += group.GetInt("count", 1);
+    for (const json::Value& group : *groups) {
+      instances += json::GetInt(group, "count", 1);
     }
   }
-  if (config.Find("dynamic_batching") == nullptr &&
-      config.Find("sequence_batching") == nullptr && instances <= 1) {
+  if (json::Find(config, "dynamic_batching") == nullptr &&
+      json::Find(config, "sequence_batching") == nullptr && instances <= 1) {
     state->sync_prefetch_batches_ = kSoloSyncPrefetchBatches;
   }
   if (Parameter(params, "sync_prefetch_batches", &text)) {

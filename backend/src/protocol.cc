@@ -231,12 +231,12 @@ CheckHello(const std::string& json_text)
 {
   json::Value hello;
   TRITONPY_RETURN_IF_ERROR(json::Parse(json_text, &hello));
-  const json::Value* version = hello.Find("protocol");
-  if (!hello.is_object() || version == nullptr || !version->is_int() ||
-      version->as_int() != kVersion) {
+  const json::Value* version = json::Find(hello, "protocol");
+  if (version == nullptr || !version->is_number_integer() ||
+      version->get<int64_t>() != kVersion) {
     return Status::Unsupported(
         "the stub speaks protocol " +
-        (version != nullptr ? version->Serialize() : std::string("?")) +
+        (version != nullptr ? json::Write(*version) : std::string("?")) +
         ", this backend speaks protocol " + std::to_string(kVersion));
   }
   return Status();

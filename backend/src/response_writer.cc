@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "json.h"
+#include "params.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -49,40 +49,6 @@ CheckByteSize(
   return Status();
 }
 
-Status
-SetParameters(const std::string& params, TRITONBACKEND_Response* response)
-{
-  if (params.empty()) return Status();
-  json::Value doc;
-  TRITONPY_RETURN_IF_ERROR(
-      json::Parse(params, &doc).WithPrefix("response parameters: "));
-  if (!doc.is_object()) {
-    return Status::InvalidArg("response parameters must be a JSON object");
-  }
-  for (const auto& [key, v] : doc.members()) {
-    TRITONSERVER_Error* err = nullptr;
-    if (v.is_string()) {
-      err = TRITONBACKEND_ResponseSetStringParameter(
-          response, key.c_str(), v.as_string().c_str());
-    } else if (v.is_bool()) {
-      err = TRITONBACKEND_ResponseSetBoolParameter(
-          response, key.c_str(), v.as_bool());
-    } else if (v.is_int()) {
-      err = TRITONBACKEND_ResponseSetIntParameter(
-          response, key.c_str(), v.as_int());
-    } else if (v.is_number()) {
-      err = TRITONBACKEND_ResponseSetDoubleParameter(
-          response, key.c_str(), v.as_double());
-    } else {
-      return Status::InvalidArg(
-          "response parameter '" + key +
-          "' must be a string, integer, float or bool");
-    }
-    TRITONPY_RETURN_IF_ERROR(FromTriton(err));
-  }
-  return Status();
-}
-
 // Fills `response` with the outputs the request asked for.
 Status
 FillResponse(
@@ -113,7 +79,7 @@ FillResponse(
     }
     memcpy(buffer, data[i], t.byte_size);
   }
-  return SetParameters(r.parameters, response)
+  return SetResponseParameters(response, r.parameters)
       .WithPrefix(
           "tritonpy: model '" + model_name + "' request '" + req.id + "': ");
 }

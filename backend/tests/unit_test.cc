@@ -41,32 +41,47 @@ int failures = 0;
 void
 TestJson()
 {
+  namespace json = tritonpy::json;
   Value v;
   CHECK(
-      tritonpy::json::Parse(
+      json::Parse(
           R"({"a":1,"b":[true,false,null],"c":"x\"\u00e9\n","d":-2.5,)"
           R"("e":18446744073709551615,"f":{}})",
           &v)
           .ok());
-  CHECK(v.GetInt("a") == 1);
-  CHECK(v.Find("b")->items().size() == 3);
-  CHECK(v.GetString("c") == "x\"\xc3\xa9\n");
-  CHECK(v.Find("d")->as_double() == -2.5);
-  CHECK(
-      v.Find("e")->is_big_uint() &&
-      v.Find("e")->as_uint() == 18446744073709551615ull);
+  CHECK(json::GetInt(v, "a") == 1);
+  CHECK(json::Find(v, "b")->size() == 3);
+  CHECK(json::GetString(v, "c") == "x\"\xc3\xa9\n");
+  CHECK(json::Find(v, "d")->get<double>() == -2.5);
+  CHECK(json::Find(v, "e")->get<uint64_t>() == 18446744073709551615ull);
+  // Absent and mistyped members read as the default.
+  CHECK(json::GetInt(v, "c", 7) == 7 && json::Find(v, "zz") == nullptr);
+  CHECK(json::GetString(v, "a", "d") == "d" && !json::GetBool(v, "a"));
   Value again;
-  CHECK(tritonpy::json::Parse(v.Serialize(), &again).ok());
+  CHECK(json::Parse(json::Write(v), &again).ok());
   CHECK(again == v);
+  // Keys are written in insertion order, doubles in their shortest form.
+  Value o = Value::object();
+  o["z"] = 2.0;
+  o["a"] = 0.1;
+  o["m"] = -3;
+  o["s"] = "\x01\xff";
+  CHECK(
+      json::Write(o) ==
+      "{\"z\":2.0,\"a\":0.1,\"m\":-3,\"s\":\"\\u0001\xef\xbf\xbd\"}");
+  CHECK(json::FormatNumber(1.0) == "1" && json::FormatNumber(0.5) == "0.5");
   const char* bad[] = {"",        "{",   "[1,]",  "{\"a\" 1}",   "tru",
                        "\"\\x\"", "01x", "{} {}", "\"\\ud800\"", "-"};
   for (const char* b : bad) {
     Value x;
-    CHECK(!tritonpy::json::Parse(b, &x).ok());
+    tritonpy::Status s = json::Parse(b, &x);
+    CHECK(!s.ok() && s.message().rfind("invalid JSON: ", 0) == 0);
   }
   std::string deep(1000, '[');
   Value x;
-  CHECK(!tritonpy::json::Parse(deep, &x).ok());
+  CHECK(json::Parse(deep, &x).message() == "invalid JSON: nesting too deep");
+  std::string ok_deep = std::string(256, '[') + std::string(256, ']');
+  CHECK(json::Parse(ok_deep, &x).ok());
 }
 
 void

@@ -304,6 +304,19 @@ def test_parameters_grpc(engine_server: TritonServer, model: str) -> None:
     assert p["n"].int64_param == 2 and p["echoed"].bool_param is True
 
 
+def test_double_parameter_reaches_the_model_as_a_float(engine_server: TritonServer) -> None:
+    """request.parameters() writes a double as the official backend does
+    (2.0, 0.1: shortest round trip, with a fraction), so json.loads gives
+    the model a float back, never an int."""
+    c = grpcclient.InferenceServerClient(engine_server.grpc_url)
+    try:
+        r = c.infer("params", [i32("X", [1])], parameters={"ratio": 2.0, "p": 0.1, "n": 3})
+    finally:
+        c.close()
+    seen = r.as_numpy("PARAMS")[0].decode()
+    assert seen == '{"n": 3, "p": 0.1, "ratio": 2.0}', seen
+
+
 # ------------------------------------------------------------------ rescheduling
 
 
