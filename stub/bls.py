@@ -48,6 +48,7 @@ from tritonpy import pb_utils
 from tritonpy.pb_utils import _bls as _api
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
+from tritonpy.stub.lifecycle import BLS_ALLOWED
 
 _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
@@ -254,7 +255,7 @@ class BlsClient:
 
     def _check_usable(self, what: str, bls: bool = True) -> None:
         stub = self.stub
-        if bls and (stub.engine.model is None or stub.in_finalize):
+        if bls and stub.state not in BLS_ALLOWED:
             raise pb_utils.TritonModelException(
                 "BLS is only supported during the 'execute' function. "
                 f"(tritonpy: {what} was called from model '{stub.model_name}' "

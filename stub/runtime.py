@@ -33,6 +33,7 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas, PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
+from tritonpy.stub.lifecycle import UNLOADED, State, moved
 from tritonpy.stub.metrics import install as _install_metrics
 from tritonpy.stub.turns import Turns
 
@@ -43,6 +44,7 @@ _FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
 # Frames whose handlers start loop work (tasks, model calls): read in turn
 # by another thread while the loop is away, they wait for the loop.
 _LOOP_ONLY = frozenset((C.IS_READY, C.DRAIN, C.INIT, C.AUTO_COMPLETE, C.FINALIZE))
+_READY, _DRAINING = State.READY, State.DRAINING
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
@@ -69,12 +71,10 @@ class Stub:
         # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused
         # by the INIT that follows on this stub.
         self._model_class: tuple[str, Any] | None = None
-        self._auto_completed = False
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
-        self._finalizing = False
-        self.in_finalize = False  # finalize() runs: BLS is refused
-        self._draining = False
+        # Changed only by move() (stub/lifecycle.py has the moves).
+        self.state = State.STARTING
         # EXECUTE frames that arrived while user code ran on the loop.
         self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
         self._executing = False  # inside _execute's loop: it takes the queued ones
@@ -94,8 +94,15 @@ class Stub:
         if debug.enabled():
             debug.IdleReporter(self).start()
 
+    def move(self, to: State, why: str) -> None:
+        """The one place the life cycle changes: a ProtocolError if the
+        current state does not allow ``to``."""
+        self.state = moved(self.state, to, why)
+
     def _stop(self, code: int) -> None:
         self.exit_code = code
+        if self.state is not State.DONE:
+            self.move(State.DONE, "leaving")
         if threading.get_ident() == self.turns.loop_thread:
             self.loop.stop()
         else:  # read in turn while the loop is away
@@ -164,8 +171,9 @@ class Stub:
                 buf, start = mv, _HEADER_SIZE
             body = _DECODE_BODY(ftype, buf, start)
             if ftype == _EXECUTE:
-                if self.model is None or self._finalizing:
-                    raise C.ProtocolError("EXECUTE before INIT or after FINALIZE")
+                state = self.state
+                if state is not _READY and state is not _DRAINING:
+                    raise C.ProtocolError(f"EXECUTE in state {state.name}")
                 self._execute(fid, body, buf)
             elif ftype == _BLS_RESPONSE:
                 self.bls.on_response(fid, body, buf)
@@ -187,16 +195,18 @@ class Stub:
             elif ftype == C.IS_READY:
                 self._on_is_ready(fid)
             elif ftype == C.DRAIN:
-                if not self._draining and not self._finalizing:
-                    self._draining = True
+                # Once only, and only while serving (no work is in flight
+                # before READY, nor new work after FINALIZE).
+                if self.state is _READY:
+                    self.move(State.DRAINING, "DRAIN")
                     self.loop.create_task(self._drain())
             elif ftype == C.INIT:
                 self._on_init(body)
             elif ftype == C.AUTO_COMPLETE:
                 self._on_auto_complete(body)
             elif ftype == C.FINALIZE:
-                if not self._finalizing:
-                    self._finalizing = True
+                if self.state not in UNLOADED:
+                    self.move(State.UNLOADING, "FINALIZE")
                     self.loop.create_task(self._finalize())
             elif ftype == C.ERROR:
                 self._stderr(f"the backend reports: {body}")
@@ -247,9 +257,7 @@ class Stub:
         _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
 
     def _on_auto_complete(self, msg: dict[str, Any]) -> None:
-        if self._auto_completed or self.model is not None:
-            raise C.ProtocolError("AUTO_COMPLETE after INIT or AUTO_COMPLETE")
-        self._auto_completed = True
+        self.move(State.CONFIGURED, "AUTO_COMPLETE")
         model_file, config = msg["model_file"], msg["config"]
         self._set_model_name(msg.get("model_name", self.instance))
         step = f"importing {model_file} failed"
@@ -279,6 +287,7 @@ class Stub:
         self.loop.call_soon(self.channel.send, frame)
 
     def _on_init(self, msg: dict[str, Any]) -> None:
+        self.move(State.INITIALIZING, "INIT")
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
         self.instance = args.get("model_instance_name") or self.instance
@@ -309,9 +318,11 @@ class Stub:
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             )
             self.model = None
+            self.move(State.FAILED, "initialize() failed")
             self.channel.send(C.encode_json(C.INIT_DONE, {"ok": False, "error": err}))
             return
         self.engine.model = self.model
+        self.move(State.READY, "initialize() returned")
         # What initialize() built lives as long as the model: keep it out of
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
@@ -332,7 +343,8 @@ class Stub:
         try:
             await self.engine.drain(grace)
         finally:
-            self._draining = False
+            if self.state is _DRAINING:  # not FINALIZE meanwhile
+                self.move(State.READY, "drained")
 
     async def _finalize(self) -> None:
         grace = float(self.settings.get("finalize_grace_seconds", DEFAULT_FINALIZE_GRACE))
@@ -346,7 +358,7 @@ class Stub:
         reply: dict[str, Any] = {"ok": True}
         fin = getattr(self.model, "finalize", None)
         if fin is not None:
-            self.in_finalize = True
+            self.move(State.FINALIZING, "finalize()")
             try:
                 with self.turns.model_code():
                     result = fin()
