@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from tritonpy.pb_utils import _bls as _bls_api
@@ -39,11 +40,13 @@ from tritonpy.stub.turns import Turns
 
 # Bound once: _on_frame runs for every frame.
 _DECODE_HEADER, _DECODE_BODY = C.decode_header, C.decode_body
-_ARENA, _BLS_ARENA, _EXECUTE, _BLS_RESPONSE = C.ARENA, C.BLS_ARENA, C.EXECUTE, C.BLS_RESPONSE
+_ARENA, _BLS_ARENA, _EXECUTE = C.ARENA, C.BLS_ARENA, C.EXECUTE
+_DESCRIPTOR_FRAMES = frozenset((_ARENA, _BLS_ARENA))
 _FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
-# Frames whose handlers start loop work (tasks, model calls): read in turn
-# by another thread while the loop is away, they wait for the loop.
-_LOOP_ONLY = frozenset((C.IS_READY, C.DRAIN, C.INIT, C.AUTO_COMPLETE, C.FINALIZE))
+# What a bad frame raises while it is decoded or handled: the stub leaves.
+_PROTOCOL_ERRORS = (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError)
+# A frame's handler: (frame id, decoded body, the buffer the body is in).
+_Handler = Callable[[int, Any, Any], None]
 _READY, _DRAINING = State.READY, State.DRAINING
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
@@ -75,6 +78,7 @@ class Stub:
         self.exit_code: int | None = None
         # Changed only by move() (stub/lifecycle.py has the moves).
         self.state = State.STARTING
+        self._handlers = self._dispatch_table()
         # EXECUTE frames that arrived while user code ran on the loop.
         self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
         self._executing = False  # inside _execute's loop: it takes the queued ones
@@ -143,23 +147,39 @@ class Stub:
 
     # ---------------------------------------------------------------- dispatch
 
+    def _dispatch_table(self) -> dict[int, _Handler]:
+        """Frame type -> handler(id, body, buf), for every frame the
+        backend sends but the two that carry a descriptor (ARENA,
+        BLS_ARENA: ``_on_descriptor_frame``)."""
+        loop_only = self._loop_only
+        return {
+            C.EXECUTE: self._on_execute,
+            C.BLS_RESPONSE: self.bls.on_response,
+            C.RELEASE: self._on_release,
+            C.CANCEL: self._on_cancel,
+            C.SEND_ERROR: self._on_send_error,
+            C.MODEL_CONTROL_DONE: self._on_control_done,
+            C.METRIC_DONE: self._on_metric_done,
+            C.LOG_LEVELS: self._on_log_levels,
+            C.ERROR: self._on_error,
+            C.IS_READY: loop_only(self._on_is_ready),
+            C.DRAIN: loop_only(self._on_drain),
+            C.INIT: loop_only(self._on_init),
+            C.AUTO_COMPLETE: loop_only(self._on_auto_complete),
+            C.FINALIZE: loop_only(self._on_finalize),
+        }
+
     def _on_frame(self, mv: memoryview, fds: list[int]) -> None:
+        """The channel's callback: one frame, maybe read in turn by another
+        thread while the loop is away (stub/turns.py)."""
         try:
             ftype, flags, fid, body_len = _DECODE_HEADER(mv)
-            if fds and ftype != _ARENA and ftype != _BLS_ARENA:
-                raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
-            if ftype == _ARENA:
-                aid, size = _DECODE_BODY(_ARENA, mv, _HEADER_SIZE)
-                if len(fds) != 1:
-                    raise C.ProtocolError(f"ARENA frame with {len(fds)} descriptors, expected 1")
-                self.peer.add(aid, size, fds[0])
+            if fds or ftype in _DESCRIPTOR_FRAMES:
+                self._on_descriptor_frame(ftype, mv, fds)
                 return
-            if ftype == _BLS_ARENA:
-                aid, size = _DECODE_BODY(_BLS_ARENA, mv, _HEADER_SIZE)
-                if len(fds) != 1:
-                    raise C.ProtocolError(f"BLS_ARENA frame with {len(fds)} descriptors")
-                self.bls.on_arena(aid, size, fds[0])
-                return
+            handler = self._handlers.get(ftype)
+            if handler is None:
+                raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
             if flags & _FLAG_BODY_IN_ARENA:
                 aid, off = C.decode_arena_ref(mv)
                 buf: Any = self.peer.view(aid, off, body_len)
@@ -169,56 +189,89 @@ class Stub:
                 buf, start = bytearray(mv), _HEADER_SIZE
             else:
                 buf, start = mv, _HEADER_SIZE
-            body = _DECODE_BODY(ftype, buf, start)
-            if ftype == _EXECUTE:
-                state = self.state
-                if state is not _READY and state is not _DRAINING:
-                    raise C.ProtocolError(f"EXECUTE in state {state.name}")
-                self._execute(fid, body, buf)
-            elif ftype == _BLS_RESPONSE:
-                self.bls.on_response(fid, body, buf)
-            elif ftype in _LOOP_ONLY and threading.get_ident() != self.turns.loop_thread:
-                self.loop.call_soon_threadsafe(self._on_frame, memoryview(bytes(mv)), [])
-            elif ftype == C.MODEL_CONTROL_DONE:
-                self.bls.on_control_done(fid, body)
-            elif ftype == C.METRIC_DONE:
-                self.metrics.on_done(fid, body)
-            elif ftype == C.CANCEL:
-                self.engine.on_cancel(body)
-            elif ftype == C.RELEASE:
-                for aid, off in body:
-                    self.own.free(aid, off)
-            elif ftype == C.SEND_ERROR:
-                self.engine.on_send_error(*body)
-            elif ftype == C.LOG_LEVELS:
-                _logger._enabled = body
-            elif ftype == C.IS_READY:
-                self._on_is_ready(fid)
-            elif ftype == C.DRAIN:
-                # Once only, and only while serving (no work is in flight
-                # before READY, nor new work after FINALIZE).
-                if self.state is _READY:
-                    self.move(State.DRAINING, "DRAIN")
-                    self.loop.create_task(self._drain())
-            elif ftype == C.INIT:
-                self._on_init(body)
-            elif ftype == C.AUTO_COMPLETE:
-                self._on_auto_complete(body)
-            elif ftype == C.FINALIZE:
-                if self.state not in UNLOADED:
-                    self.move(State.UNLOADING, "FINALIZE")
-                    self.loop.create_task(self._finalize())
-            elif ftype == C.ERROR:
-                self._stderr(f"the backend reports: {body}")
-            else:
-                raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
-        except (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError) as e:
+            handler(fid, _DECODE_BODY(ftype, buf, start), buf)
+        except _PROTOCOL_ERRORS as e:
             for fd in fds:
                 try:
                     os.close(fd)
                 except OSError:
                     pass
             self._fatal(f"protocol error: {e}")
+
+    def _on_descriptor_frame(self, ftype: int, mv: memoryview, fds: list[int]) -> None:
+        if ftype == _ARENA:
+            name, add = "ARENA", self.peer.add
+        elif ftype == _BLS_ARENA:
+            name, add = "BLS_ARENA", self.bls.on_arena
+        else:
+            raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
+        aid, size = _DECODE_BODY(ftype, mv, _HEADER_SIZE)
+        if len(fds) != 1:
+            raise C.ProtocolError(f"{name} frame with {len(fds)} descriptors, expected 1")
+        add(aid, size, fds[0])
+
+    def _loop_only(self, handler: _Handler) -> _Handler:
+        """``handler`` starts loop work (tasks, model calls): a frame read
+        in turn by another thread while the loop is away waits for the
+        loop. (Its body is decoded: the frame's bytes are not kept.)"""
+        loop_thread = self.turns.loop_thread
+
+        def on_loop_thread(fid: int, body: Any, buf: Any) -> None:
+            if threading.get_ident() == loop_thread:
+                handler(fid, body, buf)
+            else:
+                self.loop.call_soon_threadsafe(self._dispatch_later, handler, fid, body)
+
+        return on_loop_thread
+
+    def _dispatch_later(self, handler: _Handler, fid: int, body: Any) -> None:
+        try:
+            handler(fid, body, None)
+        except _PROTOCOL_ERRORS as e:
+            self._fatal(f"protocol error: {e}")
+
+    # -- handlers, one per frame type (the table above)
+
+    def _on_execute(self, fid: int, body: Any, buf: Any) -> None:
+        state = self.state
+        if state is not _READY and state is not _DRAINING:
+            raise C.ProtocolError(f"EXECUTE in state {state.name}")
+        self._execute(fid, body, buf)
+
+    def _on_release(self, fid: int, body: Any, buf: Any) -> None:
+        free = self.own.free
+        for aid, off in body:
+            free(aid, off)
+
+    def _on_cancel(self, fid: int, body: Any, buf: Any) -> None:
+        self.engine.on_cancel(body)
+
+    def _on_send_error(self, fid: int, body: Any, buf: Any) -> None:
+        self.engine.on_send_error(*body)
+
+    def _on_control_done(self, fid: int, body: Any, buf: Any) -> None:
+        self.bls.on_control_done(fid, body)
+
+    def _on_metric_done(self, fid: int, body: Any, buf: Any) -> None:
+        self.metrics.on_done(fid, body)
+
+    def _on_log_levels(self, fid: int, body: Any, buf: Any) -> None:
+        _logger._enabled = body
+
+    def _on_error(self, fid: int, body: Any, buf: Any) -> None:
+        self._stderr(f"the backend reports: {body}")
+
+    def _on_drain(self, fid: int, body: Any, buf: Any) -> None:
+        # Once only, and only while serving (no work is in flight before
+        # READY, nor new work after FINALIZE).
+        if self.state is _READY:
+            self.move(State.DRAINING, "DRAIN")
+            self.loop.create_task(self._drain())
+
+    def _on_finalize(self, fid: int, body: Any, buf: Any) -> None:
+        if self.state not in UNLOADED:
+            self.move(State.UNLOADING, "FINALIZE")
+            self.loop.create_task(self._finalize())
 
     def _execute(self, fid: int, body: Any, buf: Any) -> None:
         queued = self._queued
@@ -256,7 +309,7 @@ class Stub:
         self.model_name = self.engine.model_name = name
         _logger._sink = lambda level, file, line, msg: self.log(level, msg, file, line)
 
-    def _on_auto_complete(self, msg: dict[str, Any]) -> None:
+    def _on_auto_complete(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
         self.move(State.CONFIGURED, "AUTO_COMPLETE")
         model_file, config = msg["model_file"], msg["config"]
         self._set_model_name(msg.get("model_name", self.instance))
@@ -286,7 +339,7 @@ class Stub:
         # backend may stop this stub as soon as the answer is a failure.
         self.loop.call_soon(self.channel.send, frame)
 
-    def _on_init(self, msg: dict[str, Any]) -> None:
+    def _on_init(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
         self.move(State.INITIALIZING, "INIT")
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
@@ -382,7 +435,7 @@ class Stub:
 
     # ---------------------------------------------------------------- readiness
 
-    def _on_is_ready(self, query: int) -> None:
+    def _on_is_ready(self, query: int, body: Any, buf: Any) -> None:
         check = getattr(self.model, "is_ready", None)
         if check is None:
             self._ready(query, True, "")
