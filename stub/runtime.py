@@ -31,11 +31,12 @@ from tritonpy.pb_utils._model_config import ModelConfig
 from tritonpy.stub import _codec as C
 from tritonpy.stub import debug
 from tritonpy.stub._channel import Channel
-from tritonpy.stub.arena import OwnArenas, PeerArenas
+from tritonpy.stub.arena import PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
 from tritonpy.stub.lifecycle import UNLOADED, State, moved
 from tritonpy.stub.metrics import install as _install_metrics
+from tritonpy.stub.outbound import Outbound, stderr
 from tritonpy.stub.turns import Turns
 
 # Bound once: _on_frame runs for every frame.
@@ -54,13 +55,23 @@ DEFAULT_FINALIZE_GRACE = 5.0
 
 
 class Stub:
-    def __init__(self, fd: int, instance: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        fd: int,
+        instance: str,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        make_channel: Callable[..., Channel] = Channel,
+    ) -> None:
+        """``make_channel(fd, loop, on_frame, on_eof, on_violation)``: the
+        I/O (tests pass one that keeps what is sent and feeds frames)."""
         self.loop = loop
         self.instance = instance
         self.model_name = instance
-        self.channel = Channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
+        self.channel = make_channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
         self.turns = Turns(loop, self.channel)
-        self.own = OwnArenas(self._announce_arena)
+        self.out = Outbound(self.channel)
+        self.own = self.out.own
         self.peer = PeerArenas()
         self.engine = Engine(self)
         self.channel.on_drained = self.engine.drained
@@ -81,18 +92,12 @@ class Stub:
         self._handlers = self._dispatch_table()
         # EXECUTE frames that arrived while user code ran on the loop.
         self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
-        self._executing = False  # inside _execute's loop: it takes the queued ones
+        self._executing = False  # inside _on_execute's loop: it takes the queued ones
 
     # ---------------------------------------------------------------- life
 
     def start(self) -> None:
-        hello = {
-            "protocol": C.VERSION,
-            "pid": os.getpid(),
-            "python": ".".join(map(str, sys.version_info[:3])),
-            "executable": sys.executable,
-        }
-        self.channel.send(C.encode_json(C.HELLO, hello))
+        self.out.hello()
         self.channel.start()
         self.turns.start_deputy()
         if debug.enabled():
@@ -123,27 +128,19 @@ class Stub:
         already made (of the sync batches read with the bad frame) go
         first."""
         self.engine.drained()
-        self.channel.send(C.encode_simple(C.ERROR, message))
-        self._flush_and_close("the ERROR frame")
-        self._stderr(message)
+        self.out.error(message)
+        self.out.flush_blocking("the ERROR frame", self.instance)
+        self.stderr(message)
         self._stop(70)
 
-    def _flush_and_close(self, what: str) -> None:
-        """On the way out: what is queued goes (waiting a few seconds at
-        most), then the socket closes."""
-        if self.channel.flush_blocking():
-            self._stderr(f"{what} could not be sent")
-        self.channel.close()
-
-    def _stderr(self, text: str) -> None:
-        print(f"tritonpy stub {self.instance}: {text}", file=sys.stderr, flush=True)
+    def stderr(self, text: str) -> None:
+        stderr(self.instance, text)
 
     def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
-        frame = C.encode_simple(C.LOG, (level, file or "tritonpy/stub", line, message))
-        self.turns.run(self.channel.send, frame)
-
-    def _announce_arena(self, arena_id: int, size: int, fd: int) -> None:
-        self.engine.announce(arena_id, size, fd)
+        """A LOG frame, from any thread."""
+        self.turns.run(
+            self.out.send, self.out.log_frame(level, file or "tritonpy/stub", line, message)
+        )
 
     # ---------------------------------------------------------------- dispatch
 
@@ -232,12 +229,6 @@ class Stub:
 
     # -- handlers, one per frame type (the table above)
 
-    def _on_execute(self, fid: int, body: Any, buf: Any) -> None:
-        state = self.state
-        if state is not _READY and state is not _DRAINING:
-            raise C.ProtocolError(f"EXECUTE in state {state.name}")
-        self._execute(fid, body, buf)
-
     def _on_release(self, fid: int, body: Any, buf: Any) -> None:
         free = self.own.free
         for aid, off in body:
@@ -259,7 +250,7 @@ class Stub:
         _logger._enabled = body
 
     def _on_error(self, fid: int, body: Any, buf: Any) -> None:
-        self._stderr(f"the backend reports: {body}")
+        self.stderr(f"the backend reports: {body}")
 
     def _on_drain(self, fid: int, body: Any, buf: Any) -> None:
         # Once only, and only while serving (no work is in flight before
@@ -273,7 +264,10 @@ class Stub:
             self.move(State.UNLOADING, "FINALIZE")
             self.loop.create_task(self._finalize())
 
-    def _execute(self, fid: int, body: Any, buf: Any) -> None:
+    def _on_execute(self, fid: int, body: Any, buf: Any) -> None:
+        state = self.state
+        if state is not _READY and state is not _DRAINING:
+            raise C.ProtocolError(f"EXECUTE in state {state.name}")
         queued = self._queued
         if self.turns.away:
             # Read in turn while model code holds the loop thread (the
@@ -299,9 +293,9 @@ class Stub:
 
     def _run_queued(self) -> None:
         if self._queued and not self._executing and not self.turns.away:
-            # The newest, handed to _execute, goes back behind the others,
-            # which run first, in order.
-            self._execute(*self._queued.pop())
+            # The newest, handed to _on_execute, goes back behind the
+            # others, which run first, in order.
+            self._on_execute(*self._queued.pop())
 
     # ---------------------------------------------------------------- init / finalize
 
@@ -327,17 +321,17 @@ class Stub:
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             )
             reply = {"ok": False, "error": err[:60000]}
-        frame = C.encode_json(C.AUTO_COMPLETE_DONE, reply)
+        frame = self.out.json_frame(C.AUTO_COMPLETE_DONE, reply)
         if len(frame) > C.MAX_FRAME:
             err = (
                 f"tritonpy: model '{self.model_name}': the config completed by "
                 f"auto_complete_config is {len(frame)} bytes of JSON, more than one "
                 f"frame carries ({C.MAX_FRAME})"
             )
-            frame = C.encode_json(C.AUTO_COMPLETE_DONE, {"ok": False, "error": err})
+            frame = self.out.json_frame(C.AUTO_COMPLETE_DONE, {"ok": False, "error": err})
         # After the LOG frames auto_complete_config queued on the loop: the
         # backend may stop this stub as soon as the answer is a failure.
-        self.loop.call_soon(self.channel.send, frame)
+        self.loop.call_soon(self.out.send, frame)
 
     def _on_init(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
         self.move(State.INITIALIZING, "INIT")
@@ -372,7 +366,7 @@ class Stub:
             )
             self.model = None
             self.move(State.FAILED, "initialize() failed")
-            self.channel.send(C.encode_json(C.INIT_DONE, {"ok": False, "error": err}))
+            self.out.send(self.out.json_frame(C.INIT_DONE, {"ok": False, "error": err}))
             return
         self.engine.model = self.model
         self.move(State.READY, "initialize() returned")
@@ -380,8 +374,8 @@ class Stub:
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
         self.metrics.flush()  # what initialize() set goes first
-        self.channel.send(
-            C.encode_json(
+        self.out.send(
+            self.out.json_frame(
                 C.INIT_DONE,
                 {
                     "ok": True,
@@ -429,8 +423,8 @@ class Stub:
         self.loop.call_soon(self._finalized, reply)
 
     def _finalized(self, reply: dict[str, Any]) -> None:
-        self.channel.send(C.encode_json(C.FINALIZE_DONE, reply))
-        self._flush_and_close("FINALIZE_DONE")
+        self.out.send(self.out.json_frame(C.FINALIZE_DONE, reply))
+        self.out.flush_blocking("FINALIZE_DONE", self.instance)
         self._stop(0)
 
     # ---------------------------------------------------------------- readiness
@@ -464,7 +458,7 @@ class Stub:
     def _ready(self, query: int, ready: bool, message: str) -> None:
         if not ready and not message:
             message = f"model '{self.model_name}': is_ready() returned False"
-        self.channel.send(C.encode_simple(C.READY, (1 if ready else 0, message), query))
+        self.out.ready(query, ready, message)
 
 
 async def _await(aw: Any) -> Any:
