@@ -292,7 +292,7 @@ class BlsClient:
     def _start(self, call: Call, frame: bytes) -> None:
         """Loop thread (or a reader in turn): register and send."""
         self._calls[call.id] = call
-        self.out.send(frame)
+        self.out.send_referring(frame)
 
     def _submit(self, call: Call, frame: bytes) -> None:
         self.turns.run(self._start, call, frame)

@@ -25,7 +25,7 @@ from tritonpy.stub import _codec as C
 class State(enum.IntEnum):
     STARTING = 0  # HELLO sent: AUTO_COMPLETE or INIT comes next
     CONFIGURED = 1  # auto_complete_config answered: the imported class waits for INIT
-    INITIALIZING = 2  # INIT: importing the model file, running initialize()
+    INITIALIZING = 2  # INIT: importing the model, running initialize() (EXECUTE waits)
     READY = 3  # serving EXECUTE
     DRAINING = 4  # DRAIN: still serving; work in flight gets its grace, then ends
     UNLOADING = 5  # FINALIZE: no new EXECUTE; work in flight gets its grace, then ends

@@ -3,8 +3,12 @@
 """Every frame the stub sends: built here, sent in order through ``Outbound``.
 
 ``Outbound`` owns the stub's arenas (``own``) and the rule that a new
-arena's ARENA frame leaves before any frame that may refer to it: every
-send first writes the announcements made so far. Frames are built on any
+arena's ARENA frame leaves before any frame that may refer to it: the
+frames that can (RESPONSES, BLS_REQUEST, MODEL_CONTROL) are sent with
+``send_built`` or ``send_referring``, which write the announcements made
+so far first; the others with ``send``. (The backend accepts no ARENA
+before INIT: an arena a model made while being imported is announced
+with the first frame that refers to it.) Frames are built on any
 thread (``log``, BLS requests, model-control calls, metric ops); they are
 *sent* only by whoever has the channel (the loop thread, or the thread
 reading in turn while the loop is away: stub/turns.py), so the order in
@@ -20,6 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from tritonpy.pb_utils._errors import TritonModelException
@@ -40,6 +45,8 @@ class Outbound:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self._send = channel.send
+        # Sends a frame that refers to no arena: the channel's own method.
+        self.send: Callable[[bytes], None] = channel.send
         self.own = OwnArenas(self.announce)
         # The engine's RESPONSES frames (used by whoever has the channel).
         self.responses = C.FrameWriter()
@@ -67,8 +74,9 @@ class Outbound:
 
     # ---------------------------------------------------------------- sending
 
-    def send(self, frame: bytes) -> None:
-        """Send a built frame, after the arena announcements it may need."""
+    def send_referring(self, frame: bytes) -> None:
+        """Send a frame that may refer to arenas (BLS_REQUEST,
+        MODEL_CONTROL), after their announcements."""
         if self._announce:
             self._send_announcements()
         self._send(frame)
@@ -77,13 +85,14 @@ class Outbound:
         """Finish the frame open in ``w`` (the loop's RESPONSES writer,
         say) and send it."""
         if self._announce or w.size() > _MAX_FRAME:
-            self.send(self.finish(w))
+            self.send_referring(self.finish(w))
         else:
             self._send(w.finish())
 
     def finish(self, w: C.FrameWriter) -> bytes:
         """``w``'s frame (any thread): a body larger than a frame is placed
-        in an arena (announced by the next send) and the frame refers to it."""
+        in an arena (announced by the next send_referring) and the frame
+        refers to it."""
         if w.size() > _MAX_FRAME:
             body = w.body_bytes()
             aid, off, view = self.own.alloc(len(body))

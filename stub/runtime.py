@@ -48,7 +48,7 @@ _FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
 _PROTOCOL_ERRORS = (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError)
 # A frame's handler: (frame id, decoded body, the buffer the body is in).
 _Handler = Callable[[int, Any, Any], None]
-_READY, _DRAINING = State.READY, State.DRAINING
+_READY, _DRAINING, _INITIALIZING = State.READY, State.DRAINING, State.INITIALIZING
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
@@ -266,7 +266,9 @@ class Stub:
 
     def _on_execute(self, fid: int, body: Any, buf: Any) -> None:
         state = self.state
-        if state is not _READY and state is not _DRAINING:
+        # In INITIALIZING: read in turn while initialize() runs (the
+        # backend sends none before INIT_DONE, a test may), it is queued.
+        if state is not _READY and state is not _DRAINING and state is not _INITIALIZING:
             raise C.ProtocolError(f"EXECUTE in state {state.name}")
         queued = self._queued
         if self.turns.away:
@@ -295,7 +297,10 @@ class Stub:
         if self._queued and not self._executing and not self.turns.away:
             # The newest, handed to _on_execute, goes back behind the
             # others, which run first, in order.
-            self._on_execute(*self._queued.pop())
+            try:
+                self._on_execute(*self._queued.pop())
+            except _PROTOCOL_ERRORS as e:  # initialize() failed meanwhile
+                self._fatal(f"protocol error: {e}")
 
     # ---------------------------------------------------------------- init / finalize
 

@@ -336,3 +336,40 @@ def test_a_new_arena_is_announced_before_the_frame_that_refers_to_it(
     release = {"allocations": [{"arena_id": out["arena_id"], "offset": out["offset"]}]}
     core.feed(P.encode(P.RELEASE, release), execute(2, 1.0))
     assert core.types() == ["RESPONSES"]
+
+
+FORWARD = """
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    async def execute(self, requests):
+        answers = []
+        for r in requests:
+            call = pb_utils.InferenceRequest(
+                model_name="other", inputs=[r.inputs()[0]], requested_output_names=["OUT"])
+            got = await call.async_exec()
+            out = pb_utils.get_output_tensor_by_name(got, "OUT").as_numpy()
+            answers.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", out + 1)]))
+        return answers
+"""
+
+
+def test_a_bls_call_goes_out_and_its_answer_comes_back_in(core: Core, tmp_path: Path) -> None:
+    assert core.init(write_model(tmp_path, FORWARD))["execute"] == "async"
+    core.feed(execute(1, 2.0))
+    core.spin()
+    frames = core.sent()
+    assert [f["type"] for f in frames] == ["BLS_REQUEST"]
+    call_id = frames[0]["id"]
+    answer = {
+        "response_flags": P.RESP_FINAL,
+        "has_error": 0,
+        "error_code": 0,
+        "error_message": "",
+        "parameters": "",
+        "outputs": [fp32("OUT", [40.0])],
+    }
+    core.feed(P.encode(P.BLS_RESPONSE, answer, id=call_id))
+    core.spin()
+    frames = core.sent()
+    assert [f["type"] for f in frames] == ["RESPONSES"]
+    assert outputs(frames[0]) == {1: [41.0]}
