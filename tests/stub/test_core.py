@@ -107,9 +107,13 @@ class Core:
     def types(self) -> list[str]:
         return [f["type"] for f in self.sent()]
 
-    def init(self, model_dir: Path, settings: dict[str, Any] | None = None) -> dict[str, Any]:
-        self.stub.start()
-        assert self.types() == ["HELLO"]
+    def init(
+        self, model_dir: Path, settings: dict[str, Any] | None = None, *, greeted: bool = False
+    ) -> dict[str, Any]:
+        """INIT (after start() and HELLO unless ``greeted``); INIT_DONE's JSON."""
+        if not greeted:
+            self.stub.start()
+            assert self.types() == ["HELLO"]
         args = {
             "model_config": '{"name": "m"}',
             "model_instance_kind": "CPU",
@@ -373,3 +377,42 @@ def test_a_bls_call_goes_out_and_its_answer_comes_back_in(core: Core, tmp_path: 
     frames = core.sent()
     assert [f["type"] for f in frames] == ["RESPONSES"]
     assert outputs(frames[0]) == {1: [41.0]}
+
+
+EARLY_BLOCK = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(config):
+        # Over 64 KiB: in a stub, the array lives in a new arena.
+        TritonPythonModel.kept = pb_utils.Tensor.empty("OUT", [1 << 16], np.float32)
+        return config
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([TritonPythonModel.kept]) for r in requests]
+"""
+
+
+def test_an_arena_made_in_auto_complete_is_announced_only_after_init(
+    core: Core, tmp_path: Path
+) -> None:
+    """The backend takes no ARENA before INIT: the arena goes out with the
+    first frame that refers to it."""
+    model = write_model(tmp_path, EARLY_BLOCK)
+    core.stub.start()
+    assert core.types() == ["HELLO"]
+    msg = {
+        "model_name": "m",
+        "config": '{"name": "m"}',
+        "model_file": str(model / "model.py"),
+        "model_dir": str(model),
+        "settings": {},
+    }
+    core.feed(P.encode(P.AUTO_COMPLETE, {"json": msg}))
+    core.spin()
+    assert core.types() == ["AUTO_COMPLETE_DONE"]
+    assert core.stub.state is State.CONFIGURED
+    assert core.init(model, greeted=True)["ok"] is True
+    assert [f["type"] for f in core.init_frames] == ["INIT_DONE"]
+    core.feed(execute(1, 1.0))
+    assert core.types() == ["ARENA", "RESPONSES"]
