@@ -93,7 +93,7 @@ cdef object _ProtocolError = _codec.ProtocolError
 cdef class Channel:
     cdef public object sock
     cdef public bint closed
-    cdef public object _out  # (frame, fds) the kernel has not taken yet
+    cdef object _out  # (frame, fds) the kernel has not taken yet
     cdef bint _writing
     cdef int _fd
     cdef object _loop
@@ -155,7 +155,7 @@ cdef class Channel:
         self.closed = False
 
     def start(self):
-        self._loop.add_reader(self._fd, self._readable)
+        self._loop.add_reader(self._fd, self.read_ready)
 
     def __dealloc__(self):
         # The view handed out last may outlive the channel only by mistake;
@@ -164,7 +164,9 @@ cdef class Channel:
 
     # -- reading
 
-    def _readable(self):
+    def read_ready(self):
+        """The socket is readable (the loop's reader; or a thread reading
+        in turn, stub/turns.py): hand over what is waiting."""
         # The loop's readiness is level-triggered (libuv poll handles,
         # selectors): messages past the slots call again at once. A BLS
         # waiter reads through here too, from inside a handler: it hands
@@ -273,7 +275,7 @@ cdef class Channel:
         self._out.append((frame, fds))
         if not self._writing:
             self._writing = True
-            self._loop.add_writer(self._fd, self._writable)
+            self._loop.add_writer(self._fd, self.write_ready)
 
     cdef int _sendmsg(self, frame, fds) except -1:
         """0 when the kernel took the frame, else the errno."""
@@ -311,7 +313,14 @@ cdef class Channel:
             PyBuffer_Release(&view)
         return err
 
-    def _writable(self):
+    @property
+    def wants_write(self):
+        """Frames the kernel has not taken yet wait for the socket to be
+        writable."""
+        return bool(self._out)
+
+    def write_ready(self):
+        """The socket is writable: send what is queued, in order."""
         cdef int err
         while self._out:
             frame, fds = self._out[0]

@@ -2,7 +2,7 @@
 # Copyright (c) The tritonpy authors.
 """Business logic scripting and the model loading API, stub side.
 
-One ``_Call`` per BLS call or model-control call in flight, keyed by call
+One ``Call`` per BLS call or model-control call in flight, keyed by call
 id; frames from the backend resolve them (docs/protocol.md, *Business logic
 scripting*).
 
@@ -40,7 +40,7 @@ import mmap
 import os
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -48,6 +48,10 @@ from tritonpy import pb_utils
 from tritonpy.pb_utils import _core as _req
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
+from tritonpy.stub.lifecycle import BLS_ALLOWED
+
+if TYPE_CHECKING:
+    from tritonpy.stub.runtime import Stub
 
 _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
@@ -55,7 +59,6 @@ _ResponseOutputs = _bls_wire.response_outputs
 _ITER = pb_utils.ResponseIterator
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
-_RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16
 
 
 class _Lease:
@@ -85,7 +88,7 @@ class _Lease:
             pass
 
 
-class _Call:
+class Call:
     __slots__ = (
         "id",
         "client",
@@ -117,11 +120,12 @@ class _Call:
 
 
 class BlsClient:
-    def __init__(self, stub: Any) -> None:
+    def __init__(self, stub: Stub) -> None:
         self.stub = stub
+        self.out = stub.out
         self.loop: asyncio.AbstractEventLoop = stub.loop
         self._loop_thread = threading.get_ident()
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, Call] = {}
         self._ids = itertools.count(1)  # next() is atomic under the GIL
         self._arenas: dict[int, tuple[mmap.mmap, int]] = {}
         self._releases: list[tuple[int, int]] = []
@@ -199,7 +203,7 @@ class BlsClient:
         lease = _Lease(self, (arena_id, offset), addr + offset, n, m)
         return np.asarray(lease)
 
-    def _push(self, call: _Call, resp: Any, final: bool) -> None:
+    def _push(self, call: Call, resp: Any, final: bool) -> None:
         if resp is not None:
             call.responses.append(resp)
         if final:
@@ -242,19 +246,38 @@ class BlsClient:
         with self._release_lock:
             refs, self._releases = self._releases, []
             self._release_scheduled = False
-        for i in range(0, len(refs), _RELEASES_PER_FRAME):
-            self.stub.channel.send(
-                C.encode_simple(C.BLS_RELEASE, refs[i : i + _RELEASES_PER_FRAME])
-            )
+        self.out.bls_releases(refs)
 
     # ---------------------------------------------------------------- calls out
 
     def _new_id(self) -> int:
         return next(self._ids)
 
+    def in_flight(self) -> int:
+        """Calls still waiting for an answer (the debug counters)."""
+        return len(self._calls)
+
+    def control_call(self) -> Call:
+        """A new call answered by one reply (MODEL_CONTROL_DONE or
+        METRIC_DONE), for ``register`` and ``reply``."""
+        call = Call(self, self._new_id(), False)
+        call.control = True
+        return call
+
+    def register(self, call: Call) -> None:
+        """Where the channel may be used, before the call's frame is sent:
+        its answer finds it."""
+        self._calls[call.id] = call
+
+    def reply(self, call: Call) -> dict[str, Any]:
+        """Wait for a control call's reply (any thread)."""
+        while not call.final:
+            self._wait_sync(call)
+        return call.reply or {"ok": False, "error": "no answer"}
+
     def _check_usable(self, what: str, bls: bool = True) -> None:
         stub = self.stub
-        if bls and (stub.engine.model is None or stub.in_finalize):
+        if bls and stub.state not in BLS_ALLOWED:
             raise pb_utils.TritonModelException(
                 "BLS is only supported during the 'execute' function. "
                 f"(tritonpy: {what} was called from model '{stub.model_name}' "
@@ -263,18 +286,15 @@ class BlsClient:
         if stub.channel.closed:
             raise pb_utils.TritonModelException(f"{what}: the server connection is closed")
 
-    def _encode(self, call: _Call, request: Any) -> bytes:
-        """The BLS_REQUEST frame; large inputs are copied into the stub's
-        arenas (the backend returns them with RELEASE once copied)."""
-        return _bls_wire.request_frame(call.id, request, self.stub.own)
+    def _encode(self, call: Call, request: Any) -> bytes:
+        return self.out.bls_request(call.id, request)
 
-    def _start(self, call: _Call, frame: bytes) -> None:
+    def _start(self, call: Call, frame: bytes) -> None:
         """Loop thread (or a reader in turn): register and send."""
         self._calls[call.id] = call
-        self.stub.engine._send_announcements()
-        self.stub.channel.send(frame)
+        self.out.send_referring(frame)
 
-    def _submit(self, call: _Call, frame: bytes) -> None:
+    def _submit(self, call: Call, frame: bytes) -> None:
         self.turns.run(self._start, call, frame)
 
     def _self_call(self, request: Any) -> bool:
@@ -300,12 +320,12 @@ class BlsClient:
                 )
             )
             if decoupled:
-                call = _Call(self, 0, True)
+                call = Call(self, 0, True)
                 call.responses.append(err)
                 call.final = True
                 return _ITER(call)
             return err
-        call = _Call(self, self._new_id(), decoupled)
+        call = Call(self, self._new_id(), decoupled)
         call.deadline = self._deadline(request)
         self._submit(call, self._encode(call, request))
         if decoupled:
@@ -314,7 +334,7 @@ class BlsClient:
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.async_exec()")
-        call = _Call(self, self._new_id(), decoupled)
+        call = Call(self, self._new_id(), decoupled)
         call.deadline = self._deadline(request)
         self._start(call, self._encode(call, request))
         if decoupled:
@@ -334,26 +354,13 @@ class BlsClient:
 
     def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
         self._check_usable("the model loading API", bls=False)
-        call = _Call(self, self._new_id(), False)
-        call.control = True
-        w = C.FrameWriter()
-        w.begin(C.MODEL_CONTROL, call.id)
-        w.json_body(msg)
-        if w.size() > C.MAX_FRAME:
-            body = w.body_bytes()
-            aid, off, view = self.stub.own.alloc(len(body))
-            view[:] = body
-            frame = w.finish_in_arena(aid, off)
-        else:
-            frame = w.finish()
-        self._submit(call, frame)
-        while not call.final:
-            self._wait_sync(call)
-        return call.reply or {"ok": False, "error": "no answer"}
+        call = self.control_call()
+        self._submit(call, self.out.model_control(call.id, msg))
+        return self.reply(call)
 
     # ---------------------------------------------------------------- waiting
 
-    def _wait_final(self, call: _Call) -> Any:
+    def _wait_final(self, call: Call) -> Any:
         while not call.final:
             self._wait_sync(call)
         return (
@@ -362,21 +369,21 @@ class BlsClient:
             else _Response(error=_TritonError("BLS call ended without a response"))
         )
 
-    def next_sync(self, call: _Call) -> Any:
+    def next_sync(self, call: Call) -> Any:
         while not call.responses:
             if call.final:
                 return None
             self._wait_sync(call)
         return call.responses.popleft()
 
-    async def next_async(self, call: _Call) -> Any:
+    async def next_async(self, call: Call) -> Any:
         while not call.responses:
             if call.final:
                 return None
             await self._wait_async(call)
         return call.responses.popleft()
 
-    async def _wait_async(self, call: _Call) -> None:
+    async def _wait_async(self, call: Call) -> None:
         fut = self.loop.create_future()
         call.future = fut
         if call.responses or call.final:
@@ -396,7 +403,7 @@ class BlsClient:
         finally:
             call.future = None
 
-    def _wait_sync(self, call: _Call) -> None:
+    def _wait_sync(self, call: Call) -> None:
         """Wait a little for ``call`` to make progress, reading the socket
         in turn when nobody else does."""
         if call.deadline and time.monotonic() > call.deadline:
@@ -428,7 +435,7 @@ class BlsClient:
         event.wait(0.05)
         event.clear()
 
-    def _time_out(self, call: _Call) -> None:
+    def _time_out(self, call: Call) -> None:
         self.cancel(call)
         call.abandoned = True
         self._calls.pop(call.id, None)
@@ -444,11 +451,10 @@ class BlsClient:
             True,
         )
 
-    def cancel(self, call: _Call) -> None:
+    def cancel(self, call: Call) -> None:
         if call.final or call.id == 0:
             return
-        frame = C.encode_simple(C.BLS_CANCEL, None, call.id)
-        self.turns.run(self.stub.channel.send, frame)
+        self.turns.run(self.out.send, self.out.bls_cancel(call.id))
 
 
 def _wake(fut: asyncio.Future) -> None:

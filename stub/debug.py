@@ -17,7 +17,10 @@ tests assert it (tests/integration/test_debug_counters.py).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tritonpy.stub.runtime import Stub
 
 PERIOD = 0.1
 LOG_INFO = 0
@@ -27,7 +30,7 @@ def enabled() -> bool:
     return os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
 
 
-def counters(stub: Any, batches_total: int = 0) -> dict[str, int]:
+def counters(stub: Stub, batches_total: int = 0) -> dict[str, int]:
     engine = stub.engine
     batches = list(engine.batches.values())
     return {
@@ -41,7 +44,7 @@ def counters(stub: Any, batches_total: int = 0) -> dict[str, int]:
         "tasks": sum(1 for b in batches if b.task is not None and not b.task.done()),
         "pending_responses": len(engine.outbox),
         # BLS calls whose futures or iterators are still waiting.
-        "bls_calls": len(stub.bls._calls),
+        "bls_calls": stub.bls.in_flight(),
         "arena_bytes": stub.own.live_bytes,
         "arena_allocations": stub.own.live_count,
         # Output and BLS input bytes copied into the arenas so far.
@@ -50,7 +53,7 @@ def counters(stub: Any, batches_total: int = 0) -> dict[str, int]:
 
 
 class IdleReporter:
-    def __init__(self, stub: Any) -> None:
+    def __init__(self, stub: Stub) -> None:
         self._stub = stub
         self._last = ""
         self._batches_total = 0
@@ -65,7 +68,7 @@ class IdleReporter:
             self._batches_total += 1
             on_execute(batch_id, wire, buf)
 
-        engine.on_execute = counting
+        engine.on_execute = counting  # type: ignore[method-assign]
         self._stub.loop.call_later(PERIOD, self._tick)
 
     def _tick(self) -> None:

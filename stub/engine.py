@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonpy import pb_utils
 from tritonpy.pb_utils import _core as _req
@@ -39,6 +39,9 @@ from tritonpy.pb_utils._errors import execute_failed
 from tritonpy.stub import _batch
 from tritonpy.stub import _codec as C
 from tritonpy.stub._batch import Batch
+
+if TYPE_CHECKING:
+    from tritonpy.stub.runtime import Stub
 
 _Response = pb_utils.InferenceResponse
 _MakeBatch = _batch.make_batch
@@ -51,7 +54,6 @@ _Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
 _execute_failed_text = execute_failed
 _now_ns = time.monotonic_ns
-_MAX_FRAME = C.MAX_FRAME
 # A sync batch's answers wait for the batches read with it only when it
 # took less than this and so did the model's batches lately (an average
 # weighing the newest 1/8): a model whose batches are quick loses nothing
@@ -62,20 +64,19 @@ _QUICK_NS = 1_000_000
 
 
 class Engine:
-    def __init__(self, stub: Any) -> None:
+    def __init__(self, stub: Stub) -> None:
         self.stub = stub
         self.loop: asyncio.AbstractEventLoop = stub.loop
-        self.channel = stub.channel
+        self.channel = stub.channel  # read coalescing: more, drained_wanted
+        self.out = stub.out
         self.turns = stub.turns
         self.own = stub.own
         self.model_name = stub.model_name
         self.model: Any = None
         self.decoupled = False
         self.batches: dict[int, Batch] = {}
-        self.writer = C.FrameWriter()
         self._lock = threading.Lock()
         self.outbox = _batch.Outbox(self._lock)  # entries for the next flush
-        self._announce: list[tuple[int, int, int]] = []
         self._loop_thread = threading.get_ident()
         self.hold_answers = False  # set at INIT: no execute timeout
         self._started_ns = 0  # when the last execute() started
@@ -160,7 +161,7 @@ class Engine:
             if _req.rescheduled(req) and self._close(req):
                 self._queue(req, None, C.RESP_RESCHEDULE | C.RESP_NO_RESPONSE)
         self.flush()
-        self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
+        self.out.execute_done(batch.id, True)
         self._maybe_forget(batch)
 
     def _default_returned(self, batch: Batch, result: Any) -> None:
@@ -176,7 +177,7 @@ class Engine:
             if not entries:
                 # Every request answered (or to be answered) by its sender.
                 self.flush()
-                self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
+                self.out.execute_done(batch.id, True)
                 return
             if batch.task is not None:
                 # A task's batch: other tasks often end in the same loop
@@ -195,12 +196,12 @@ class Engine:
             self.flush()
             return
         # Alone in its read with nothing waiting: its own frame, at once.
-        # (flush(), _forget() and _send_frame() written out: every request
-        # at low load takes this path.)
+        # (flush() and _forget() written out: every request at low load
+        # takes this path.)
         metrics = self.stub.metrics
         if metrics.dirty or metrics.deletes:
             metrics.flush()  # a client that has its response sees its metrics
-        w = self.writer
+        w = self.out.responses
         w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
         w.u32(n)
         written = _Answer(batch, result, w, self.own, self.model_name)
@@ -209,10 +210,7 @@ class Engine:
         if batch.open <= 0:
             self.batches.pop(batch.id, None)
             batch.requests = ()
-        if self._announce or w.size() > _MAX_FRAME:
-            self._send_frame(w)
-        else:
-            ch.send(w.finish())
+        self.out.send_built(w)
 
     def _execute_failed(self, batch: Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
@@ -238,14 +236,14 @@ class Engine:
                 self._queue(req, _Response(error=err), C.RESP_FINAL)
         self.flush()
         if self.decoupled:
-            self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
+            self.out.execute_done(batch.id, True)
             self._maybe_forget(batch)
         else:
             # Every request already has its final entry: end the batch.
-            w = self.writer
+            w = self.out.responses
             w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
             w.u32(0)
-            self._send_frame(w)
+            self.out.send_built(w)
             self._forget(batch)
 
     def _end_with_error(self, batch: Batch, message: str) -> None:
@@ -255,8 +253,7 @@ class Engine:
         for req in batch.requests:
             _req.close(req)
         self.flush()
-        message = _execute_failed_text(self.stub.instance, message)
-        self.channel.send(C.encode_simple(C.EXECUTE_DONE, (0, message), batch.id))
+        self.out.execute_done(batch.id, False, _execute_failed_text(self.stub.instance, message))
         self._forget(batch)
 
     def unanswered(self, req: Any) -> str:
@@ -321,23 +318,6 @@ class Engine:
     def _call_on_loop(self, fn: Any, *args: Any) -> None:
         self.turns.soon(fn, *args)
 
-    def announce(self, arena_id: int, size: int, fd: int) -> None:
-        """OwnArenas made a new arena (maybe in a user thread): it is sent
-        before the next frame, which may refer to it."""
-        with self._lock:
-            self._announce.append((arena_id, size, fd))
-
-    def _send_announcements(self) -> None:
-        # Unlocked peek: whoever allocated an arena appended its announcement
-        # under the lock before the frames that refer to it were handed over
-        # (under the same lock, or in this thread).
-        if not self._announce:
-            return
-        with self._lock:
-            items, self._announce = self._announce, []
-        for arena_id, size, fd in items:
-            self.channel.send(C.encode_simple(C.ARENA, (arena_id, size)), (fd,))
-
     def drained(self) -> None:
         """The channel has handed over every message of its last read (in
         a thread reading in turn, maybe)."""
@@ -356,7 +336,8 @@ class Engine:
             # its own.
             return
         pending = self.outbox.take()
-        w = self.writer
+        out = self.out
+        w = out.responses
         i = 0
         while i < len(pending):
             w.begin(C.RESPONSES, 0, 0)
@@ -365,19 +346,7 @@ class Engine:
             end = _WriteEntries(w, pending, i)
             w.patch_u32(count_at, end - i)
             i = end
-            self._send_frame(w)
-
-    def _send_frame(self, w: C.FrameWriter) -> None:
-        self._send_announcements()
-        if w.size() > C.MAX_FRAME:
-            body = w.body_bytes()
-            aid, off, view = self.own.alloc(len(body))
-            view[:] = body
-            self._send_announcements()
-            frame = w.finish_in_arena(aid, off)
-        else:
-            frame = w.finish()
-        self.channel.send(frame)
+            out.send_built(w)
 
     # ---------------------------------------------------------------- cancellation
 
@@ -449,7 +418,7 @@ class Engine:
         for batch in list(self.batches.values()):
             if not batch.returned:
                 batch.returned = True
-                self.channel.send(C.encode_simple(C.EXECUTE_DONE, (1, ""), batch.id))
+                self.out.execute_done(batch.id, True)
         self.flush()
         for batch in list(self.batches.values()):
             self._forget(batch)

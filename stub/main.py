@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 # and a model's threads could keep a dead stub alive).
                 if stub.exit_code is not None:
                     break  # the stub was on its way out anyway
-                stub._stderr(f"model code raised {type(e).__name__} on the event loop; serving on")
+                stub.stderr(f"model code raised {type(e).__name__} on the event loop; serving on")
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonpy.pb_utils import TritonModelException
 from tritonpy.pb_utils._metrics import take_pending
 from tritonpy.stub import _codec as C
-from tritonpy.stub.bls import _Call
+from tritonpy.stub.outbound import check_fits, encode_metric
 
-# Observations per OBSERVE op, so that one op always fits in a frame.
-_OBSERVE_CHUNK = 8192
-# Room for the header and the op count.
-_FRAME_ROOM = C.MAX_FRAME - C.HEADER_SIZE - 4
+if TYPE_CHECKING:
+    from tritonpy.stub.bls import Call
+    from tritonpy.stub.runtime import Stub
+
+__all__ = ["MetricClient", "encode_metric"]
 
 
 class MetricClient:
-    def __init__(self, stub: Any) -> None:
+    def __init__(self, stub: Stub) -> None:
         self.stub = stub
+        self.out = stub.out
         self.loop = stub.loop
         # Reentrant: a metric collected by the GC while the lock is held
         # queues its deletion from inside the locked region.
@@ -80,9 +82,7 @@ class MetricClient:
             ops, dirty = self._take_pending()
         del dirty
         if ops:
-            channel = self.stub.channel
-            for frame in encode_metric(ops, 0):
-                channel.send(frame)
+            self.out.metric(ops)
 
     def delete_metric(self, handle: int) -> None:
         self._queue_delete((C.OP_METRIC_DELETE, handle))
@@ -143,108 +143,19 @@ class MetricClient:
             raise TritonModelException(
                 f"custom metrics of model '{self.model_name()}': the server connection is closed"
             )
-        _check_fits(op)  # before anything is queued
-        call = _Call(bls, bls._new_id(), False)
-        call.control = True
+        check_fits(op)  # before anything is queued
+        call = bls.control_call()
         self.stub.turns.run(self._start, call, op)
-        while not call.final:
-            bls._wait_sync(call)
-        return call.reply or {"ok": False, "error": "no answer"}
+        return bls.reply(call)
 
-    def _start(self, call: _Call, op: tuple) -> None:
+    def _start(self, call: Call, op: tuple) -> None:
         """Where the channel may be used (see BlsClient): pending ops
         first, then ``op``, the last frame carrying the call id."""
         with self.lock:
             ops, dirty = self._take_pending()
         del dirty
         ops.append(op)
-        self.stub.bls._calls[call.id] = call
-        for frame in encode_metric(ops, call.id):
-            self.stub.channel.send(frame)
+        self.stub.bls.register(call)
+        self.out.metric(ops, call.id)
 
 
-# ------------------------------------------------------------------ encoding
-
-
-def _op_size(op: tuple) -> int:
-    code = op[0]
-    if code in (C.OP_INCREMENT, C.OP_SET):
-        return 13
-    if code == C.OP_OBSERVE:
-        return 9 + 8 * len(op[2])
-    if code == C.OP_FAMILY_NEW:
-        return 17 + len(op[3].encode()) + len(op[4].encode())
-    if code == C.OP_METRIC_NEW:
-        labels = sum(8 + len(k.encode()) + len(v.encode()) for k, v in op[3])
-        return 17 + labels + 8 * len(op[4])
-    return 5
-
-
-def _check_fits(op: tuple) -> int:
-    size = _op_size(op)
-    if size > _FRAME_ROOM:
-        raise TritonModelException(
-            f"a metric name, description or label set of {size} bytes does not fit "
-            f"in one frame ({C.MAX_FRAME} bytes)"
-        )
-    return size
-
-
-def _write_op(w: C.FrameWriter, op: tuple) -> None:
-    code = op[0]
-    w.u8(code)
-    w.u32(op[1])
-    if code in (C.OP_INCREMENT, C.OP_SET):
-        w.f64(op[2])
-    elif code == C.OP_OBSERVE:
-        w.u32(len(op[2]))
-        for v in op[2]:
-            w.f64(v)
-    elif code == C.OP_FAMILY_NEW:
-        w.u32(op[2])
-        w.string(op[3])
-        w.string(op[4])
-    elif code == C.OP_METRIC_NEW:
-        w.u32(op[2])
-        w.u32(len(op[3]))
-        for key, value in op[3]:
-            w.string(key)
-            w.string(value)
-        w.u32(len(op[4]))
-        for b in op[4]:
-            w.f64(b)
-
-
-def _split(ops: list[tuple]) -> list[tuple]:
-    out = []
-    for op in ops:
-        if op[0] == C.OP_OBSERVE and len(op[2]) > _OBSERVE_CHUNK:
-            values = op[2]
-            for i in range(0, len(values), _OBSERVE_CHUNK):
-                out.append((C.OP_OBSERVE, op[1], values[i : i + _OBSERVE_CHUNK]))
-        else:
-            out.append(op)
-    return out
-
-
-def encode_metric(ops: list[tuple], call_id: int) -> list[bytes]:
-    """METRIC frames holding ``ops`` (tuples as ``_codec.decode_body``
-    returns them), as few as fit; the last one carries ``call_id``."""
-    groups: list[list[tuple]] = [[]]
-    room = _FRAME_ROOM
-    for op in _split(ops):
-        size = _check_fits(op)
-        if size > room and groups[-1]:
-            groups.append([])
-            room = _FRAME_ROOM
-        groups[-1].append(op)
-        room -= size
-    frames = []
-    for i, group in enumerate(groups):
-        w = C.FrameWriter()
-        w.begin(C.METRIC, call_id if i == len(groups) - 1 else 0)
-        w.u32(len(group))
-        for op in group:
-            _write_op(w, op)
-        frames.append(w.finish())
-    return frames

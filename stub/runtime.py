@@ -21,39 +21,55 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from tritonpy.pb_utils._model_config import ModelConfig
 from tritonpy.stub import _codec as C
 from tritonpy.stub import debug
 from tritonpy.stub._channel import Channel
-from tritonpy.stub.arena import OwnArenas, PeerArenas
+from tritonpy.stub.arena import PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
+from tritonpy.stub.lifecycle import UNLOADED, State, moved
 from tritonpy.stub.metrics import MetricClient
+from tritonpy.stub.outbound import Outbound, stderr
 from tritonpy.stub.pb_host import PbHost
 from tritonpy.stub.turns import Turns
 
 # Bound once: _on_frame runs for every frame.
 _DECODE_HEADER, _DECODE_BODY = C.decode_header, C.decode_body
-_ARENA, _BLS_ARENA, _EXECUTE, _BLS_RESPONSE = C.ARENA, C.BLS_ARENA, C.EXECUTE, C.BLS_RESPONSE
+_ARENA, _BLS_ARENA, _EXECUTE = C.ARENA, C.BLS_ARENA, C.EXECUTE
+_DESCRIPTOR_FRAMES = frozenset((_ARENA, _BLS_ARENA))
 _FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
-# Frames whose handlers start loop work (tasks, model calls): read in turn
-# by another thread while the loop is away, they wait for the loop.
-_LOOP_ONLY = frozenset((C.IS_READY, C.DRAIN, C.INIT, C.AUTO_COMPLETE, C.FINALIZE))
+# What a bad frame raises while it is decoded or handled: the stub leaves.
+_PROTOCOL_ERRORS = (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError)
+# A frame's handler: (frame id, decoded body, the buffer the body is in).
+_Handler = Callable[[int, Any, Any], None]
+_READY, _DRAINING, _INITIALIZING = State.READY, State.DRAINING, State.INITIALIZING
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
 
 
 class Stub:
-    def __init__(self, fd: int, instance: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        fd: int,
+        instance: str,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        make_channel: Callable[..., Channel] = Channel,
+    ) -> None:
+        """``make_channel(fd, loop, on_frame, on_eof, on_violation)``: the
+        I/O (tests pass one that keeps what is sent and feeds frames)."""
         self.loop = loop
         self.instance = instance
         self.model_name = instance
-        self.channel = Channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
+        self.channel = make_channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
         self.turns = Turns(loop, self.channel)
-        self.own = OwnArenas(self._announce_arena)
+        self.out = Outbound(self.channel)
+        self.own = self.out.own
         self.peer = PeerArenas()
         self.engine = Engine(self)
         self.channel.on_drained = self.engine.drained
@@ -65,33 +81,33 @@ class Stub:
         # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused
         # by the INIT that follows on this stub.
         self._model_class: tuple[str, Any] | None = None
-        self._auto_completed = False
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
-        self._finalizing = False
-        self.in_finalize = False  # finalize() runs: BLS is refused
-        self._draining = False
+        # Changed only by move() (stub/lifecycle.py has the moves).
+        self.state = State.STARTING
+        self._handlers = self._dispatch_table()
         # EXECUTE frames that arrived while user code ran on the loop.
         self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
-        self._executing = False  # inside _execute's loop: it takes the queued ones
+        self._executing = False  # inside _on_execute's loop: it takes the queued ones
 
     # ---------------------------------------------------------------- life
 
     def start(self) -> None:
-        hello = {
-            "protocol": C.VERSION,
-            "pid": os.getpid(),
-            "python": ".".join(map(str, sys.version_info[:3])),
-            "executable": sys.executable,
-        }
-        self.channel.send(C.encode_json(C.HELLO, hello))
+        self.out.hello()
         self.channel.start()
         self.turns.start_deputy()
         if debug.enabled():
             debug.IdleReporter(self).start()
 
+    def move(self, to: State, why: str) -> None:
+        """The one place the life cycle changes: a ProtocolError if the
+        current state does not allow ``to``."""
+        self.state = moved(self.state, to, why)
+
     def _stop(self, code: int) -> None:
         self.exit_code = code
+        if self.state is not State.DONE:
+            self.move(State.DONE, "leaving")
         if threading.get_ident() == self.turns.loop_thread:
             self.loop.stop()
         else:  # read in turn while the loop is away
@@ -108,47 +124,55 @@ class Stub:
         already made (of the sync batches read with the bad frame) go
         first."""
         self.engine.drained()
-        self.channel.send(C.encode_simple(C.ERROR, message))
-        self._flush_and_close("the ERROR frame")
-        self._stderr(message)
+        self.out.error(message)
+        self.out.flush_blocking("the ERROR frame", self.instance)
+        self.stderr(message)
         self._stop(70)
 
-    def _flush_and_close(self, what: str) -> None:
-        """On the way out: what is queued goes (waiting a few seconds at
-        most), then the socket closes."""
-        if self.channel.flush_blocking():
-            self._stderr(f"{what} could not be sent")
-        self.channel.close()
-
-    def _stderr(self, text: str) -> None:
-        print(f"tritonpy stub {self.instance}: {text}", file=sys.stderr, flush=True)
+    def stderr(self, text: str) -> None:
+        stderr(self.instance, text)
 
     def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
-        frame = C.encode_simple(C.LOG, (level, file or "tritonpy/stub", line, message))
-        self.turns.run(self.channel.send, frame)
-
-    def _announce_arena(self, arena_id: int, size: int, fd: int) -> None:
-        self.engine.announce(arena_id, size, fd)
+        """A LOG frame, from any thread."""
+        self.turns.run(
+            self.out.send, self.out.log_frame(level, file or "tritonpy/stub", line, message)
+        )
 
     # ---------------------------------------------------------------- dispatch
 
+    def _dispatch_table(self) -> dict[int, _Handler]:
+        """Frame type -> handler(id, body, buf), for every frame the
+        backend sends but the two that carry a descriptor (ARENA,
+        BLS_ARENA: ``_on_descriptor_frame``)."""
+        loop_only = self._loop_only
+        return {
+            C.EXECUTE: self._on_execute,
+            C.BLS_RESPONSE: self.bls.on_response,
+            C.RELEASE: self._on_release,
+            C.CANCEL: self._on_cancel,
+            C.SEND_ERROR: self._on_send_error,
+            C.MODEL_CONTROL_DONE: self._on_control_done,
+            C.METRIC_DONE: self._on_metric_done,
+            C.LOG_LEVELS: self._on_log_levels,
+            C.ERROR: self._on_error,
+            C.IS_READY: loop_only(self._on_is_ready),
+            C.DRAIN: loop_only(self._on_drain),
+            C.INIT: loop_only(self._on_init),
+            C.AUTO_COMPLETE: loop_only(self._on_auto_complete),
+            C.FINALIZE: loop_only(self._on_finalize),
+        }
+
     def _on_frame(self, mv: memoryview, fds: list[int]) -> None:
+        """The channel's callback: one frame, maybe read in turn by another
+        thread while the loop is away (stub/turns.py)."""
         try:
             ftype, flags, fid, body_len = _DECODE_HEADER(mv)
-            if fds and ftype != _ARENA and ftype != _BLS_ARENA:
-                raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
-            if ftype == _ARENA:
-                aid, size = _DECODE_BODY(_ARENA, mv, _HEADER_SIZE)
-                if len(fds) != 1:
-                    raise C.ProtocolError(f"ARENA frame with {len(fds)} descriptors, expected 1")
-                self.peer.add(aid, size, fds[0])
+            if fds or ftype in _DESCRIPTOR_FRAMES:
+                self._on_descriptor_frame(ftype, mv, fds)
                 return
-            if ftype == _BLS_ARENA:
-                aid, size = _DECODE_BODY(_BLS_ARENA, mv, _HEADER_SIZE)
-                if len(fds) != 1:
-                    raise C.ProtocolError(f"BLS_ARENA frame with {len(fds)} descriptors")
-                self.bls.on_arena(aid, size, fds[0])
-                return
+            handler = self._handlers.get(ftype)
+            if handler is None:
+                raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
             if flags & _FLAG_BODY_IN_ARENA:
                 aid, off = C.decode_arena_ref(mv)
                 buf: Any = self.peer.view(aid, off, body_len)
@@ -158,47 +182,8 @@ class Stub:
                 buf, start = bytearray(mv), _HEADER_SIZE
             else:
                 buf, start = mv, _HEADER_SIZE
-            body = _DECODE_BODY(ftype, buf, start)
-            if ftype == _EXECUTE:
-                if self.model is None or self._finalizing:
-                    raise C.ProtocolError("EXECUTE before INIT or after FINALIZE")
-                self._execute(fid, body, buf)
-            elif ftype == _BLS_RESPONSE:
-                self.bls.on_response(fid, body, buf)
-            elif ftype in _LOOP_ONLY and threading.get_ident() != self.turns.loop_thread:
-                self.loop.call_soon_threadsafe(self._on_frame, memoryview(bytes(mv)), [])
-            elif ftype == C.MODEL_CONTROL_DONE:
-                self.bls.on_control_done(fid, body)
-            elif ftype == C.METRIC_DONE:
-                self.metrics.on_done(fid, body)
-            elif ftype == C.CANCEL:
-                self.engine.on_cancel(body)
-            elif ftype == C.RELEASE:
-                for aid, off in body:
-                    self.own.free(aid, off)
-            elif ftype == C.SEND_ERROR:
-                self.engine.on_send_error(*body)
-            elif ftype == C.LOG_LEVELS:
-                self.host.log_levels = body
-            elif ftype == C.IS_READY:
-                self._on_is_ready(fid)
-            elif ftype == C.DRAIN:
-                if not self._draining and not self._finalizing:
-                    self._draining = True
-                    self.loop.create_task(self._drain())
-            elif ftype == C.INIT:
-                self._on_init(body)
-            elif ftype == C.AUTO_COMPLETE:
-                self._on_auto_complete(body)
-            elif ftype == C.FINALIZE:
-                if not self._finalizing:
-                    self._finalizing = True
-                    self.loop.create_task(self._finalize())
-            elif ftype == C.ERROR:
-                self._stderr(f"the backend reports: {body}")
-            else:
-                raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
-        except (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError) as e:
+            handler(fid, _DECODE_BODY(ftype, buf, start), buf)
+        except _PROTOCOL_ERRORS as e:
             for fd in fds:
                 try:
                     os.close(fd)
@@ -206,7 +191,81 @@ class Stub:
                     pass
             self._fatal(f"protocol error: {e}")
 
-    def _execute(self, fid: int, body: Any, buf: Any) -> None:
+    def _on_descriptor_frame(self, ftype: int, mv: memoryview, fds: list[int]) -> None:
+        if ftype == _ARENA:
+            name, add = "ARENA", self.peer.add
+        elif ftype == _BLS_ARENA:
+            name, add = "BLS_ARENA", self.bls.on_arena
+        else:
+            raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
+        aid, size = _DECODE_BODY(ftype, mv, _HEADER_SIZE)
+        if len(fds) != 1:
+            raise C.ProtocolError(f"{name} frame with {len(fds)} descriptors, expected 1")
+        add(aid, size, fds[0])
+
+    def _loop_only(self, handler: _Handler) -> _Handler:
+        """``handler`` starts loop work (tasks, model calls): a frame read
+        in turn by another thread while the loop is away waits for the
+        loop. (Its body is decoded: the frame's bytes are not kept.)"""
+        loop_thread = self.turns.loop_thread
+
+        def on_loop_thread(fid: int, body: Any, buf: Any) -> None:
+            if threading.get_ident() == loop_thread:
+                handler(fid, body, buf)
+            else:
+                self.loop.call_soon_threadsafe(self._dispatch_later, handler, fid, body)
+
+        return on_loop_thread
+
+    def _dispatch_later(self, handler: _Handler, fid: int, body: Any) -> None:
+        try:
+            handler(fid, body, None)
+        except _PROTOCOL_ERRORS as e:
+            self._fatal(f"protocol error: {e}")
+
+    # -- handlers, one per frame type (the table above)
+
+    def _on_release(self, fid: int, body: Any, buf: Any) -> None:
+        free = self.own.free
+        for aid, off in body:
+            free(aid, off)
+
+    def _on_cancel(self, fid: int, body: Any, buf: Any) -> None:
+        self.engine.on_cancel(body)
+
+    def _on_send_error(self, fid: int, body: Any, buf: Any) -> None:
+        self.engine.on_send_error(*body)
+
+    def _on_control_done(self, fid: int, body: Any, buf: Any) -> None:
+        self.bls.on_control_done(fid, body)
+
+    def _on_metric_done(self, fid: int, body: Any, buf: Any) -> None:
+        self.metrics.on_done(fid, body)
+
+    def _on_log_levels(self, fid: int, body: Any, buf: Any) -> None:
+        self.host.log_levels = body
+
+    def _on_error(self, fid: int, body: Any, buf: Any) -> None:
+        self.stderr(f"the backend reports: {body}")
+
+    def _on_drain(self, fid: int, body: Any, buf: Any) -> None:
+        # Once only, and only while serving (no work is in flight before
+        # READY, nor new work after FINALIZE).
+        if self.state is _READY:
+            self.move(State.DRAINING, "DRAIN")
+            self.loop.create_task(self._drain())
+
+    def _on_finalize(self, fid: int, body: Any, buf: Any) -> None:
+        if self.state not in UNLOADED:
+            self.move(State.UNLOADING, "FINALIZE")
+            self.loop.create_task(self._finalize())
+
+    def _on_execute(self, fid: int, body: Any, buf: Any) -> None:
+        state = self.state
+        # In INITIALIZING: read in turn while initialize() runs (the
+        # backend sends none before INIT_DONE, a test may), it is queued.
+        if state is not _READY and state is not _DRAINING and state is not _INITIALIZING:
+            raise C.ProtocolError(f"EXECUTE in state {state.name}")
         queued = self._queued
         if self.turns.away:
             # Read in turn while model code holds the loop thread (the
@@ -232,19 +291,20 @@ class Stub:
 
     def _run_queued(self) -> None:
         if self._queued and not self._executing and not self.turns.away:
-            # The newest, handed to _execute, goes back behind the others,
-            # which run first, in order.
-            self._execute(*self._queued.pop())
+            # The newest, handed to _on_execute, goes back behind the
+            # others, which run first, in order.
+            try:
+                self._on_execute(*self._queued.pop())
+            except _PROTOCOL_ERRORS as e:  # initialize() failed meanwhile
+                self._fatal(f"protocol error: {e}")
 
     # ---------------------------------------------------------------- init / finalize
 
     def _set_model_name(self, name: str) -> None:
         self.model_name = self.engine.model_name = name
 
-    def _on_auto_complete(self, msg: dict[str, Any]) -> None:
-        if self._auto_completed or self.model is not None:
-            raise C.ProtocolError("AUTO_COMPLETE after INIT or AUTO_COMPLETE")
-        self._auto_completed = True
+    def _on_auto_complete(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
+        self.move(State.CONFIGURED, "AUTO_COMPLETE")
         model_file, config = msg["model_file"], msg["config"]
         self._set_model_name(msg.get("model_name", self.instance))
         step = f"importing {model_file} failed"
@@ -261,19 +321,20 @@ class Stub:
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             )
             reply = {"ok": False, "error": err[:60000]}
-        frame = C.encode_json(C.AUTO_COMPLETE_DONE, reply)
+        frame = self.out.json_frame(C.AUTO_COMPLETE_DONE, reply)
         if len(frame) > C.MAX_FRAME:
             err = (
                 f"tritonpy: model '{self.model_name}': the config completed by "
                 f"auto_complete_config is {len(frame)} bytes of JSON, more than one "
                 f"frame carries ({C.MAX_FRAME})"
             )
-            frame = C.encode_json(C.AUTO_COMPLETE_DONE, {"ok": False, "error": err})
+            frame = self.out.json_frame(C.AUTO_COMPLETE_DONE, {"ok": False, "error": err})
         # After the LOG frames auto_complete_config queued on the loop: the
         # backend may stop this stub as soon as the answer is a failure.
-        self.loop.call_soon(self.channel.send, frame)
+        self.loop.call_soon(self.out.send, frame)
 
-    def _on_init(self, msg: dict[str, Any]) -> None:
+    def _on_init(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
+        self.move(State.INITIALIZING, "INIT")
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
         self.instance = args.get("model_instance_name") or self.instance
@@ -304,15 +365,17 @@ class Stub:
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             )
             self.model = None
-            self.channel.send(C.encode_json(C.INIT_DONE, {"ok": False, "error": err}))
+            self.move(State.FAILED, "initialize() failed")
+            self.out.send(self.out.json_frame(C.INIT_DONE, {"ok": False, "error": err}))
             return
         self.engine.model = self.model
+        self.move(State.READY, "initialize() returned")
         # What initialize() built lives as long as the model: keep it out of
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
         self.metrics.flush()  # what initialize() set goes first
-        self.channel.send(
-            C.encode_json(
+        self.out.send(
+            self.out.json_frame(
                 C.INIT_DONE,
                 {
                     "ok": True,
@@ -327,7 +390,8 @@ class Stub:
         try:
             await self.engine.drain(grace)
         finally:
-            self._draining = False
+            if self.state is _DRAINING:  # not FINALIZE meanwhile
+                self.move(State.READY, "drained")
 
     async def _finalize(self) -> None:
         grace = float(self.settings.get("finalize_grace_seconds", DEFAULT_FINALIZE_GRACE))
@@ -341,7 +405,7 @@ class Stub:
         reply: dict[str, Any] = {"ok": True}
         fin = getattr(self.model, "finalize", None)
         if fin is not None:
-            self.in_finalize = True
+            self.move(State.FINALIZING, "finalize()")
             try:
                 with self.turns.model_code():
                     result = fin()
@@ -359,13 +423,13 @@ class Stub:
         self.loop.call_soon(self._finalized, reply)
 
     def _finalized(self, reply: dict[str, Any]) -> None:
-        self.channel.send(C.encode_json(C.FINALIZE_DONE, reply))
-        self._flush_and_close("FINALIZE_DONE")
+        self.out.send(self.out.json_frame(C.FINALIZE_DONE, reply))
+        self.out.flush_blocking("FINALIZE_DONE", self.instance)
         self._stop(0)
 
     # ---------------------------------------------------------------- readiness
 
-    def _on_is_ready(self, query: int) -> None:
+    def _on_is_ready(self, query: int, body: Any, buf: Any) -> None:
         check = getattr(self.model, "is_ready", None)
         if check is None:
             self._ready(query, True, "")
@@ -394,7 +458,7 @@ class Stub:
     def _ready(self, query: int, ready: bool, message: str) -> None:
         if not ready and not message:
             message = f"model '{self.model_name}': is_ready() returned False"
-        self.channel.send(C.encode_simple(C.READY, (1 if ready else 0, message), query))
+        self.out.ready(query, ready, message)
 
 
 async def _await(aw: Any) -> Any:

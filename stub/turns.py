@@ -38,7 +38,10 @@ import os
 import select
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tritonpy.stub._channel import Channel
 
 # How long the loop must have been away before the deputy takes over, and
 # how often it looks.
@@ -66,7 +69,7 @@ class Turns:
         "_deputy",
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, channel: Any) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, channel: Channel) -> None:
         self.loop = loop
         self.channel = channel
         self.loop_thread = threading.get_ident()
@@ -232,7 +235,7 @@ class Turns:
             p = self._poll = select.poll()
             p.register(self._wake_fd, select.POLLIN)
         fd = ch.sock.fileno()
-        p.register(fd, select.POLLIN | select.POLLOUT if ch._out else select.POLLIN)
+        p.register(fd, select.POLLIN | select.POLLOUT if ch.wants_write else select.POLLIN)
         for got, ev in p.poll(timeout * 1000):
             if got == self._wake_fd:
                 try:
@@ -241,9 +244,9 @@ class Turns:
                     pass
                 continue
             if ev & select.POLLOUT:
-                ch._writable()
+                ch.write_ready()
             if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                ch._readable()
+                ch.read_ready()
         if self.jobs:
             self._run_jobs()
 

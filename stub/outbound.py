@@ -1,0 +1,258 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Every frame the stub sends: built here, sent in order through ``Outbound``.
+
+``Outbound`` owns the stub's arenas (``own``) and the rule that a new
+arena's ARENA frame leaves before any frame that may refer to it: the
+frames that can (RESPONSES, BLS_REQUEST, MODEL_CONTROL) are sent with
+``send_built`` or ``send_referring``, which write the announcements made
+so far first; the others with ``send``. (The backend accepts no ARENA
+before INIT: an arena a model made while being imported is announced
+with the first frame that refers to it.) Frames are built on any
+thread (``log``, BLS requests, model-control calls, metric ops); they are
+*sent* only by whoever has the channel (the loop thread, or the thread
+reading in turn while the loop is away: stub/turns.py), so the order in
+which they are handed to ``send`` is the order on the wire.
+
+The RESPONSES frames of the engine are written into one reused
+``FrameWriter`` (``responses``) by whoever has the channel, and sent with
+``send_built``: a body larger than a frame goes into an arena.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tritonpy.pb_utils._errors import TritonModelException
+from tritonpy.stub import _bls_wire
+from tritonpy.stub import _codec as C
+from tritonpy.stub._channel import Channel
+from tritonpy.stub.arena import OwnArenas
+
+_MAX_FRAME = C.MAX_FRAME
+_RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16
+# Observations per OBSERVE op, so that one op always fits in a frame.
+_OBSERVE_CHUNK = 8192
+# Room for the header and the op count.
+_FRAME_ROOM = C.MAX_FRAME - C.HEADER_SIZE - 4
+
+
+class Outbound:
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self._send = channel.send
+        # Sends a frame that refers to no arena: the channel's own method.
+        self.send: Callable[[bytes], None] = channel.send
+        self.own = OwnArenas(self.announce)
+        # The engine's RESPONSES frames (used by whoever has the channel).
+        self.responses = C.FrameWriter()
+        self._lock = threading.Lock()
+        self._announce: list[tuple[int, int, int]] = []
+
+    # ---------------------------------------------------------------- arenas
+
+    def announce(self, arena_id: int, size: int, fd: int) -> None:
+        """OwnArenas made a new arena (maybe in a model's thread): its
+        ARENA frame goes before the next frame sent."""
+        with self._lock:
+            self._announce.append((arena_id, size, fd))
+
+    def _send_announcements(self) -> None:
+        # Unlocked peek: whoever allocated an arena appended its
+        # announcement before it handed over a frame referring to it.
+        if not self._announce:
+            return
+        with self._lock:
+            items, self._announce = self._announce, []
+        send = self._send
+        for arena_id, size, fd in items:
+            send(C.encode_simple(C.ARENA, (arena_id, size)), (fd,))
+
+    # ---------------------------------------------------------------- sending
+
+    def send_referring(self, frame: bytes) -> None:
+        """Send a frame that may refer to arenas (BLS_REQUEST,
+        MODEL_CONTROL), after their announcements."""
+        if self._announce:
+            self._send_announcements()
+        self._send(frame)
+
+    def send_built(self, w: C.FrameWriter) -> None:
+        """Finish the frame open in ``w`` (the loop's RESPONSES writer,
+        say) and send it."""
+        if self._announce or w.size() > _MAX_FRAME:
+            self.send_referring(self.finish(w))
+        else:
+            self._send(w.finish())
+
+    def finish(self, w: C.FrameWriter) -> bytes:
+        """``w``'s frame (any thread): a body larger than a frame is placed
+        in an arena (announced by the next send_referring) and the frame
+        refers to it."""
+        if w.size() > _MAX_FRAME:
+            body = w.body_bytes()
+            aid, off, view = self.own.alloc(len(body))
+            view[:] = body
+            return w.finish_in_arena(aid, off)
+        return w.finish()
+
+    def flush_blocking(self, what: str, instance: str) -> None:
+        """On the way out: what is queued goes (waiting a few seconds at
+        most), then the socket closes."""
+        if self.channel.flush_blocking():
+            stderr(instance, f"{what} could not be sent")
+        self.channel.close()
+
+    # ---------------------------------------------------------------- frames
+
+    def hello(self) -> None:
+        info = {
+            "protocol": C.VERSION,
+            "pid": os.getpid(),
+            "python": ".".join(map(str, sys.version_info[:3])),
+            "executable": sys.executable,
+        }
+        self.send(C.encode_json(C.HELLO, info))
+
+    @staticmethod
+    def json_frame(ftype: int, obj: dict[str, Any]) -> bytes:
+        """INIT_DONE, AUTO_COMPLETE_DONE, FINALIZE_DONE, ..."""
+        return C.encode_json(ftype, obj)
+
+    @staticmethod
+    def log_frame(level: int, file: str, line: int, message: str) -> bytes:
+        return C.encode_simple(C.LOG, (level, file, line, message))
+
+    def execute_done(self, batch_id: int, ok: bool, message: str = "") -> None:
+        self.send(C.encode_simple(C.EXECUTE_DONE, (1 if ok else 0, message), batch_id))
+
+    def ready(self, query: int, ready: bool, message: str) -> None:
+        self.send(C.encode_simple(C.READY, (1 if ready else 0, message), query))
+
+    def error(self, message: str) -> None:
+        self.send(C.encode_simple(C.ERROR, message))
+
+    # -- business logic scripting and model control
+
+    def bls_request(self, call_id: int, request: Any) -> bytes:
+        """The BLS_REQUEST frame (any thread); large inputs are copied into
+        the stub's arenas (the backend returns them with RELEASE)."""
+        return _bls_wire.request_frame(call_id, request, self.own)
+
+    @staticmethod
+    def bls_cancel(call_id: int) -> bytes:
+        return C.encode_simple(C.BLS_CANCEL, None, call_id)
+
+    def bls_releases(self, refs: list[tuple[int, int]]) -> None:
+        for i in range(0, len(refs), _RELEASES_PER_FRAME):
+            self.send(C.encode_simple(C.BLS_RELEASE, refs[i : i + _RELEASES_PER_FRAME]))
+
+    def model_control(self, call_id: int, msg: dict[str, Any]) -> bytes:
+        """The MODEL_CONTROL frame (any thread)."""
+        w = C.FrameWriter()
+        w.begin(C.MODEL_CONTROL, call_id)
+        w.json_body(msg)
+        return self.finish(w)
+
+    # -- custom metrics
+
+    def metric(self, ops: list[tuple], call_id: int = 0) -> None:
+        for frame in encode_metric(ops, call_id):
+            self.send(frame)
+
+
+def stderr(instance: str, text: str) -> None:
+    print(f"tritonpy stub {instance}: {text}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ METRIC
+
+
+def _op_size(op: tuple) -> int:
+    code = op[0]
+    if code in (C.OP_INCREMENT, C.OP_SET):
+        return 13
+    if code == C.OP_OBSERVE:
+        return 9 + 8 * len(op[2])
+    if code == C.OP_FAMILY_NEW:
+        return 17 + len(op[3].encode()) + len(op[4].encode())
+    if code == C.OP_METRIC_NEW:
+        labels = sum(8 + len(k.encode()) + len(v.encode()) for k, v in op[3])
+        return 17 + labels + 8 * len(op[4])
+    return 5
+
+
+def check_fits(op: tuple) -> int:
+    """The encoded size of the metric ``op``; an error if it cannot fit in
+    a frame."""
+    size = _op_size(op)
+    if size > _FRAME_ROOM:
+        raise TritonModelException(
+            f"a metric name, description or label set of {size} bytes does not fit "
+            f"in one frame ({C.MAX_FRAME} bytes)"
+        )
+    return size
+
+
+def _write_op(w: C.FrameWriter, op: tuple) -> None:
+    code = op[0]
+    w.u8(code)
+    w.u32(op[1])
+    if code in (C.OP_INCREMENT, C.OP_SET):
+        w.f64(op[2])
+    elif code == C.OP_OBSERVE:
+        w.u32(len(op[2]))
+        for v in op[2]:
+            w.f64(v)
+    elif code == C.OP_FAMILY_NEW:
+        w.u32(op[2])
+        w.string(op[3])
+        w.string(op[4])
+    elif code == C.OP_METRIC_NEW:
+        w.u32(op[2])
+        w.u32(len(op[3]))
+        for key, value in op[3]:
+            w.string(key)
+            w.string(value)
+        w.u32(len(op[4]))
+        for b in op[4]:
+            w.f64(b)
+
+
+def _split(ops: list[tuple]) -> list[tuple]:
+    out = []
+    for op in ops:
+        if op[0] == C.OP_OBSERVE and len(op[2]) > _OBSERVE_CHUNK:
+            values = op[2]
+            for i in range(0, len(values), _OBSERVE_CHUNK):
+                out.append((C.OP_OBSERVE, op[1], values[i : i + _OBSERVE_CHUNK]))
+        else:
+            out.append(op)
+    return out
+
+
+def encode_metric(ops: list[tuple], call_id: int) -> list[bytes]:
+    """METRIC frames holding ``ops`` (tuples as ``_codec.decode_body``
+    returns them), as few as fit; the last one carries ``call_id``."""
+    groups: list[list[tuple]] = [[]]
+    room = _FRAME_ROOM
+    for op in _split(ops):
+        size = check_fits(op)
+        if size > room and groups[-1]:
+            groups.append([])
+            room = _FRAME_ROOM
+        groups[-1].append(op)
+        room -= size
+    frames = []
+    for i, group in enumerate(groups):
+        w = C.FrameWriter()
+        w.begin(C.METRIC, call_id if i == len(groups) - 1 else 0)
+        w.u32(len(group))
+        for op in group:
+            _write_op(w, op)
+        frames.append(w.finish())
+    return frames
