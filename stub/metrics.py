@@ -157,5 +157,3 @@ class MetricClient:
         ops.append(op)
         self.stub.bls.register(call)
         self.out.metric(ops, call.id)
-
-
