@@ -73,6 +73,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--async-streams", help="concurrent streams of stream_async (default 64,256,1000)"
     )
+    p.add_argument(
+        "--async-tokens",
+        type=int,
+        help=f"tokens per stream_async request (default {d.async_tokens})",
+    )
     p.add_argument("--llm-streams", help="concurrent streams of llm (default 1,16,64,256)")
     p.add_argument(
         "--budget-minutes",
@@ -116,6 +121,7 @@ def make_config(a: argparse.Namespace) -> Config:
         ("grpc_procs", int),
         ("identity_conns", int),
         ("tokens", int),
+        ("async_tokens", int),
         ("budget_minutes", float),
         ("conns", _ints),
         ("async_conns", _ints),
