@@ -8,6 +8,7 @@ Every step is idempotent."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -22,7 +23,12 @@ FLOOR_SRC = ROOT / "bench" / "floor"
 STUB_PYTHON = "3.11"
 SYSTEM_PYTHON = Path(f"/usr/bin/python{STUB_PYTHON}")
 NUMPY_VENV = ROOT / ".venv" / "official-np"
-PTH = Path(f"/usr/local/lib/python{STUB_PYTHON}/dist-packages/tritonpy-bench-numpy.pth")
+# Named after the venv: checkouts side by side each keep their own line
+# (one rewriting a shared file would take the other's torch away mid-run).
+PTH = Path(
+    f"/usr/local/lib/python{STUB_PYTHON}/dist-packages/"
+    f"tritonpy-bench-{hashlib.sha1(str(NUMPY_VENV).encode()).hexdigest()[:8]}.pth"
+)
 
 
 # tritonserver arguments the official backend runs with: shared memory
