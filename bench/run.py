@@ -295,16 +295,36 @@ def main(argv: list[str] | None = None) -> int:
             settings={s: list(setups[s][2]) for s in systems},
         )
 
+    def round_estimate(round_no: int) -> float:
+        """Seconds the next round should take: the longest each of its
+        scenarios took so far, plus what the last round spent outside them
+        (servers starting and stopping)."""
+        scenario_s = {
+            sid: max((x.get("seconds", 0.0) for x in runs), default=0.0)
+            for sid, per in results.items()
+            for runs in per.values()
+        }
+        last_outside = round_times[-1] - sum(
+            results[sc.id][s][-1].get("seconds", 0.0)
+            for sc in scenarios
+            if sc.runs_in(round_no - 1)
+            for s in systems
+        )
+        return last_outside + sum(
+            scenario_s[sc.id] * len(systems) for sc in scenarios if sc.runs_in(round_no)
+        )
+
     for r in range(cfg.rounds):
         elapsed = (time.monotonic() - began) / 60
-        if round_times and elapsed + max(round_times) / 60 > cfg.budget_minutes:
+        if round_times and elapsed + round_estimate(r + 1) / 60 > cfg.budget_minutes:
             env.log(f"time budget ({cfg.budget_minutes} min) reached after {r} rounds")
             break
         t0 = time.monotonic()
+        this_round = [sc for sc in scenarios if sc.runs_in(r + 1)]
         for system in systems:
             bdir, benv, bargs = setups[system]
             for sid, res in run_pass(
-                ctx, system, scenarios, work, bdir, benv, bargs, r + 1
+                ctx, system, this_round, work, bdir, benv, bargs, r + 1
             ).items():
                 results[sid][system].append(res)
         round_times.append(time.monotonic() - t0)

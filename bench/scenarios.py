@@ -56,8 +56,11 @@ class Config:
     # the window must hold several of those.
     llm_streams: tuple[int, ...] = (1, 16, 64, 256)
     llm_tokens: int = 64
-    llm_duration: float = 6.0
-    llm_warmup: float = 2.0
+    llm_duration: float = 5.0
+    llm_warmup: float = 1.0
+    # ~2.5 min a round for the three systems: two rounds of it keep make
+    # bench under 20 min on 2 cores.
+    llm_rounds: int = 2
     bls_conns: tuple[int, ...] = (1, 64)
     load_repeats: int = 3
     budget_minutes: float = 19.0
@@ -88,6 +91,12 @@ class Scenario:
     # The floor's measurement where it is not a model of the floor server
     # (llm: the model and batcher in one process, no server).
     floor: Callable[[Context], dict] | None = None
+    # The most rounds it runs in (None: every round): the suite's time
+    # budget buys fewer rounds of the long scenarios.
+    rounds: int | None = None
+
+    def runs_in(self, round_no: int) -> bool:
+        return self.rounds is None or round_no <= self.rounds
 
     def applies_to(self, system: str) -> bool:
         return not (system == "floor" and self.model in FLOOR_MISSING and self.floor is None)
@@ -363,6 +372,7 @@ def build(cfg: Config) -> list[Scenario]:
                 [*STREAM_METRICS, BUSY],
                 _llm(n),
                 floor=_llm_floor(n),
+                rounds=cfg.llm_rounds,
             )
         )
     bls = loads.json_body("bls", ADD_SUB_INPUTS)
