@@ -25,7 +25,7 @@ GRPC_LOAD = Path(__file__).resolve().parent / "grpc_load.py"
 # A load generator process above this many cores per thread is the bottleneck.
 SATURATED = 0.9
 # Seconds bench.llm_floor gets to import torch and build the network.
-LLM_FLOOR_SPINUP = 4.0
+LLM_FLOOR_SPINUP = 3.0
 
 
 @dataclass

@@ -493,7 +493,7 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   streams per decode step), each gRPC stream asking for
   {doc["config"].get("llm_tokens", 64)} new tokens after the same 32-byte
   prompt with `stream: true`, measured over
-  {doc["config"].get("llm_duration", 4)} s after {doc["config"].get("llm_warmup", 1)} s
+  {doc["config"].get("llm_duration", 3)} s after {doc["config"].get("llm_warmup", 1)} s
   of warm-up, in the first {doc["config"].get("llm_rounds", 2)} rounds only (the
   time budget). Its floor is not a server: `bench/llm_floor.py` drives the
   same network and batcher in one Python process with the same number of

@@ -56,7 +56,7 @@ class Config:
     # the window must hold several of those.
     llm_streams: tuple[int, ...] = (1, 16, 64, 256)
     llm_tokens: int = 64
-    llm_duration: float = 4.0
+    llm_duration: float = 3.0
     llm_warmup: float = 1.0
     # ~2.5 min a round for the three systems: two rounds of it keep make
     # bench under 20 min on 2 cores.
