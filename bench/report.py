@@ -482,6 +482,8 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   official one with a sync `execute`) shows tiny gaps and a long TTFT, one
   that interleaves every stream shows gaps near streams / (tokens/s). Read
   it together with tokens/s and TTFT.
+- stream_async and llm run in the first
+  {doc["config"].get("streaming_rounds", 2)} rounds only (the time budget).
 - stream_async: a decoupled `async def execute` model sending
   {doc["config"].get("async_tokens", 32)} INT32 tokens per request through its response sender,
   `await asyncio.sleep(0)` after each so the other streams take turns; the
@@ -494,8 +496,7 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   {doc["config"].get("llm_tokens", 64)} new tokens after the same 32-byte
   prompt with `stream: true`, measured over
   {doc["config"].get("llm_duration", 3)} s after {doc["config"].get("llm_warmup", 1)} s
-  of warm-up, in the first {doc["config"].get("llm_rounds", 2)} rounds only (the
-  time budget). Its floor is not a server: `bench/llm_floor.py` drives the
+  of warm-up. Its floor is not a server: `bench/llm_floor.py` drives the
   same network and batcher in one Python process with the same number of
   closed-loop streams on the batcher's own event loop, the most any
   serving layer around this model can reach. "model busy" is the share of
