@@ -19,6 +19,18 @@ T = TypeVar("T")
 _END = object()
 
 
+class _Failure:
+    """An error for a stream's queue, with its traceback as it was raised:
+    every stream of the step re-raises the same exception object, and each
+    raise would otherwise add its frames to the last one's."""
+
+    __slots__ = ("error", "traceback")
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        self.traceback = error.__traceback__
+
+
 class Sequence(Generic[D]):
     """One stream as the step function sees it.
 
@@ -160,8 +172,8 @@ class ContinuousBatcher(Generic[D, T]):
                 item = seq._out.popleft()
                 if item is _END:
                     return
-                if isinstance(item, BaseException):
-                    raise item
+                if type(item) is _Failure:
+                    raise item.error.with_traceback(item.traceback)
                 yield item  # type: ignore[misc]
         finally:
             self._leave(seq)
@@ -236,7 +248,7 @@ class ContinuousBatcher(Generic[D, T]):
             failure = e if isinstance(e, Exception) else RuntimeError("the batcher was stopped")
             for seq in [*self._active.values(), *self._waiting]:
                 self._leave(seq)
-                seq._push(failure)
+                seq._push(_Failure(failure))
             if failure is not e:
                 raise  # cancelled; an error went to the streams instead
 
@@ -273,7 +285,7 @@ class ContinuousBatcher(Generic[D, T]):
                 for seq in batch:
                     if not seq._done:
                         self._leave(seq)
-                        seq._push(e)
+                        seq._push(_Failure(e))
                 continue
             self._steps += 1
             count = 0

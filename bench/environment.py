@@ -2,11 +2,13 @@
 # Copyright (c) The tritonpy authors.
 """Set-up the suite does by itself: wrk, the C++ gRPC load generator,
 matplotlib, the official Python backend from the nvidia-pytriton wheel (with
-numpy for the interpreter its stub embeds), and the native floor backend.
+numpy and torch for the interpreter its stub embeds), and the native floor
+backend.
 Every step is idempotent."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -21,7 +23,17 @@ FLOOR_SRC = ROOT / "bench" / "floor"
 STUB_PYTHON = "3.11"
 SYSTEM_PYTHON = Path(f"/usr/bin/python{STUB_PYTHON}")
 NUMPY_VENV = ROOT / ".venv" / "official-np"
-PTH = Path(f"/usr/local/lib/python{STUB_PYTHON}/dist-packages/tritonpy-bench-numpy.pth")
+# Named after the venv: checkouts side by side each keep their own line
+# (one rewriting a shared file would take the other's torch away mid-run).
+PTH = Path(
+    f"/usr/local/lib/python{STUB_PYTHON}/dist-packages/"
+    f"tritonpy-bench-{hashlib.sha1(str(NUMPY_VENV).encode()).hexdigest()[:8]}.pth"
+)
+
+
+# tritonserver arguments the official backend runs with: shared memory
+# sized like tritonpy's default arena, so 16 MiB tensors need no growth.
+OFFICIAL_ARGS = ("--backend-config=python,shm-default-byte-size=67108864",)
 
 
 class SetupError(RuntimeError):
@@ -137,21 +149,41 @@ def server_dir() -> Path:
     return inst.tritonserver().resolve().parent.parent
 
 
+def _torch_pin() -> str:
+    for line in (ROOT / "examples" / "requirements.txt").read_text().splitlines():
+        if line.startswith("torch=="):
+            return line.strip()
+    raise SetupError("examples/requirements.txt pins no torch")
+
+
 def ensure_stub_numpy() -> None:
-    """Make numpy (<2, as the wheel expects) importable by the system Python
-    the official stub embeds: a venv of our own plus a .pth naming it."""
+    """Make numpy (<2, as the wheel expects) and torch (for the llm example)
+    importable by the system Python the official stub embeds: a venv of our
+    own plus a .pth naming it."""
     if not SYSTEM_PYTHON.is_file():
         raise SetupError(f"{SYSTEM_PYTHON} is missing: the official stub embeds it")
     vpy = NUMPY_VENV / "bin" / "python"
     if not vpy.is_file():
         _run([str(SYSTEM_PYTHON), "-m", "venv", str(NUMPY_VENV)])
     probe = subprocess.run(
-        [str(vpy), "-c", "import numpy, sys; print(numpy.__version__)"],
+        [str(vpy), "-c", "import numpy, torch"],
         capture_output=True,
         text=True,
     )
     if probe.returncode != 0:
-        _run([str(vpy), "-m", "pip", "install", "-q", "--disable-pip-version-check", "numpy<2"])
+        # torch for the llm example, at the examples' pin (a CPU build).
+        _run(
+            [
+                str(vpy),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "numpy<2",
+                _torch_pin(),
+            ]
+        )
     site = subprocess.run(
         [str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
@@ -167,9 +199,13 @@ def ensure_stub_numpy() -> None:
                 f"cannot write {PTH} ({e}): the official stub (system Python {STUB_PYTHON}, "
                 f"isolated mode) needs numpy; as root, write one line '{site}' into it"
             ) from e
-    check = subprocess.run([str(SYSTEM_PYTHON), "-I", "-c", "import numpy"], capture_output=True)
+    check = subprocess.run(
+        [str(SYSTEM_PYTHON), "-I", "-c", "import numpy, torch"], capture_output=True
+    )
     if check.returncode != 0:
-        raise SetupError(f"{SYSTEM_PYTHON} -I still cannot import numpy after writing {PTH}")
+        raise SetupError(
+            f"{SYSTEM_PYTHON} -I still cannot import numpy and torch after writing {PTH}"
+        )
 
 
 def official_backend_dir(work: Path) -> tuple[Path, dict[str, str]]:

@@ -26,6 +26,9 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -50,6 +53,21 @@ def stream_request(model: str, tokens: int) -> bytes:
     t.name, t.datatype = "N", "INT32"
     t.shape.extend([1])
     req.raw_input_contents.append(np.asarray([tokens], dtype=np.int32).tobytes())
+    return req.SerializeToString()
+
+
+def llm_request(model: str, prompt: bytes, tokens: int) -> bytes:
+    """Triton's LLM tensors: text_input (BYTES), max_tokens, stream=true."""
+    req = pb.ModelInferRequest(model_name=model)
+    for name, datatype, raw in (
+        ("text_input", "BYTES", len(prompt).to_bytes(4, "little") + prompt),
+        ("max_tokens", "INT32", np.asarray([tokens], dtype=np.int32).tobytes()),
+        ("stream", "BOOL", b"\x01"),
+    ):
+        t = req.inputs.add()
+        t.name, t.datatype = name, datatype
+        t.shape.extend([1])
+        req.raw_input_contents.append(raw)
     return req.SerializeToString()
 
 
@@ -99,7 +117,7 @@ async def run_unary(a: argparse.Namespace, channel: grpc.aio.Channel, out: dict)
 
 
 async def run_stream(a: argparse.Namespace, channel: grpc.aio.Channel, out: dict) -> None:
-    payload = stream_request(a.model, a.tokens)
+    payload = a.payload.read_bytes() if a.payload else stream_request(a.model, a.tokens)
     ttft: list[float] = []
     itl: list[float] = []
     counts = {"ok": 0, "errors": 0, "tokens": 0}
@@ -167,11 +185,25 @@ def main() -> int:
     p.add_argument("--target", required=True, help="host:port of Triton's gRPC endpoint")
     p.add_argument("--mode", choices=("unary", "stream"), default="unary")
     p.add_argument("--model", required=True)
+    window_arguments(p, tokens=100)
+    p.add_argument(
+        "--payload", type=Path, help="stream mode: a serialized ModelInferRequest to send as is"
+    )
+    return run_and_print(main_async, p.parse_args())
+
+
+def window_arguments(p: argparse.ArgumentParser, tokens: int) -> None:
+    """The flags every closed-loop client of the suite takes."""
     p.add_argument("--conns", type=int, default=1, help="concurrent calls or streams")
-    p.add_argument("--tokens", type=int, default=100, help="responses per stream request")
+    p.add_argument("--tokens", type=int, default=tokens, help="tokens per stream request")
     p.add_argument("--start", type=float, required=True, help="time.time() measuring starts")
     p.add_argument("--end", type=float, required=True, help="time.time() measuring ends")
-    a = p.parse_args()
+
+
+def run_and_print(
+    main_async: Callable[[argparse.Namespace], Coroutine[Any, Any, dict]], a: argparse.Namespace
+) -> int:
+    """Run a client on uvloop (if installed) and print its JSON."""
     try:
         import uvloop
 

@@ -24,6 +24,8 @@ from bench.server import Server
 GRPC_LOAD = Path(__file__).resolve().parent / "grpc_load.py"
 # A load generator process above this many cores per thread is the bottleneck.
 SATURATED = 0.9
+# Seconds bench.llm_floor gets to import torch and build the network.
+LLM_FLOOR_SPINUP = 3.0
 
 
 @dataclass
@@ -189,27 +191,32 @@ def run_grpc(
     client: str | None = None,
     payloads: Path | None = None,
     on_window: Callable[[str], None] | None = None,
+    payload: bytes | None = None,
 ) -> dict:
     """Run the gRPC load generator over one window: ``client`` (the C++
     bench/grpc_load.cc, one process: it needs a small part of a core), or
     else ``procs`` grpc_load.py workers sharing ``conns``. The C++ client
     sends a request serialized here, written under ``payloads``.
     ``on_window("start")`` and ``on_window("end")`` are called when the
-    window opens and closes."""
+    window opens and closes. ``payload``: the serialized request a stream
+    sends (default: N = ``tokens`` for the stream models)."""
     extra: list[str] = []
     command = [sys.executable, str(GRPC_LOAD)]
-    if client is not None:
+    if client is not None or payload is not None:
         from bench import grpc_load
 
-        procs = 1
-        payload = (
-            grpc_load.stream_request(model, tokens)
-            if mode == "stream"
-            else grpc_load.add_sub_request(model)
-        )
+        if payload is None:
+            payload = (
+                grpc_load.stream_request(model, tokens)
+                if mode == "stream"
+                else grpc_load.add_sub_request(model)
+            )
         where = (payloads or Path(tempfile.gettempdir())) / f"grpc-{mode}-{model}.pb"
         where.write_bytes(payload)
-        command, extra = [client], ["--payload", str(where)]
+        extra = ["--payload", str(where)]
+    if client is not None:
+        procs = 1
+        command = [client]
     procs = max(1, min(procs, conns))
     start = time.time() + spinup + warmup
     end = start + duration
@@ -224,14 +231,7 @@ def run_grpc(
                 mode,
                 "--model",
                 model,
-                "--conns",
-                str(n),
-                "--tokens",
-                str(tokens),
-                "--start",
-                repr(start),
-                "--end",
-                repr(end),
+                *window_argv(n, tokens, start, end),
                 *extra,
             ],
             stdout=subprocess.PIPE,
@@ -280,19 +280,73 @@ def run_grpc(
             p99_us=_percentile(lat, 99),
         )
     else:
-        ttft = [x for o in outs for x in o["ttft_us"]]
-        itl = [x for o in outs for x in o["itl_us"]]
-        toks = sum(o["tokens"] for o in outs)
-        r.update(
-            tokens=toks,
-            tok_s=toks / duration,
-            ttft_p50_ms=_ms(_percentile(ttft, 50)),
-            ttft_p99_ms=_ms(_percentile(ttft, 99)),
-            itl_p50_us=_percentile(itl, 50),
-            itl_p99_us=_percentile(itl, 99),
-            samples={"ttft_ms": [x / 1000 for x in _thin(ttft)], "itl_us": _thin(itl)},
-        )
+        r.update(stream_figures(outs, duration))
     return r
+
+
+def stream_figures(outs: list[dict], duration: float) -> dict:
+    """tokens/s, TTFT and inter-token percentiles of streaming clients'
+    outputs (grpc_load's JSON, or bench.llm_floor's)."""
+    ttft = [x for o in outs for x in o["ttft_us"]]
+    itl = [x for o in outs for x in o["itl_us"]]
+    toks = sum(o["tokens"] for o in outs)
+    return {
+        "tokens": toks,
+        "tok_s": toks / duration,
+        "ttft_p50_ms": _ms(_percentile(ttft, 50)),
+        "ttft_p99_ms": _ms(_percentile(ttft, 99)),
+        "itl_p50_us": _percentile(itl, 50),
+        "itl_p99_us": _percentile(itl, 99),
+        "samples": {"ttft_ms": [x / 1000 for x in _thin(ttft)], "itl_us": _thin(itl)},
+    }
+
+
+def run_llm_floor(*, conns: int, tokens: int, duration: float, warmup: float) -> dict:
+    """bench.llm_floor over one window, in a process of its own: the same
+    figures as run_grpc, its own CPU as the server's, and the step's busy
+    seconds."""
+    start = time.time() + LLM_FLOOR_SPINUP + warmup
+    end = start + duration
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.llm_floor",
+            *window_argv(conns, tokens, start, end),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=LLM_FLOOR_SPINUP + warmup + duration + 120,
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise RuntimeError(f"llm_floor failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    o = json.loads(proc.stdout)
+    r = {
+        "ok": o["ok"],
+        "errors": o["errors"],
+        "window_s": duration,
+        "server_cpu_s": o["cpu_s"],
+        "client_cores": 0.0,
+        "client_saturated": False,
+        "busy_s": o["busy_s"],
+    }
+    r.update(stream_figures([o], duration))
+    return r
+
+
+def window_argv(conns: int, tokens: int, start: float, end: float) -> list[str]:
+    """Arguments of grpc_load.window_arguments."""
+    return [
+        "--conns",
+        str(conns),
+        "--tokens",
+        str(tokens),
+        "--start",
+        repr(start),
+        "--end",
+        repr(end),
+    ]
 
 
 def _ms(us: float | None) -> float | None:

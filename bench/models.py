@@ -10,6 +10,7 @@ run on numpy 1.26 (the official stub's interpreter) as well as numpy 2.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 BACKENDS = {"tritonpy": "tritonpy", "official": "python", "floor": "floor"}
@@ -75,6 +76,30 @@ class TritonPythonModel:
         return None
 """
 
+STREAM_ASYNC_PY = """
+import asyncio
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        await asyncio.gather(*(self.stream(r) for r in requests))
+
+    async def stream(self, request):
+        final = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        sender = request.get_response_sender()
+        n = int(pb_utils.get_input_tensor_by_name(request, "N").as_numpy().reshape(-1)[0])
+        for i in range(n):
+            sender.send(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("TOKEN", np.array([i], dtype=np.int32))]),
+                flags=final if i == n - 1 else 0)
+            await asyncio.sleep(0)  # the other streams' turn
+        if n <= 0:
+            sender.send(flags=final)
+"""
+
 BLS_PY = """
 import triton_python_backend_utils as pb_utils
 
@@ -104,6 +129,11 @@ output [
   { name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 4 ] }
 ]"""
 
+_STREAM_CONFIG = """max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [ { name: "N", data_type: TYPE_INT32, dims: [ 1 ] } ]
+output [ { name: "TOKEN", data_type: TYPE_INT32, dims: [ 1 ] } ]"""
+
 # name -> (model.py source or None for floor-only, config body after backend)
 MODELS: dict[str, tuple[str, str]] = {
     "add_sub": (ADD_SUB_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
@@ -129,23 +159,50 @@ output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]""",
     ),
     "stream": (
         STREAM_PY,
-        """max_batch_size: 0
-model_transaction_policy { decoupled: true }
-input [ { name: "N", data_type: TYPE_INT32, dims: [ 1 ] } ]
-output [ { name: "TOKEN", data_type: TYPE_INT32, dims: [ 1 ] } ]""",
+        _STREAM_CONFIG,
+    ),
+    "stream_async": (
+        STREAM_ASYNC_PY,
+        _STREAM_CONFIG,
     ),
     "bls": (BLS_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
 }
 
+# Example models served as they ship (model.py and config.pbtxt; only
+# ``backend:`` differs). The official backend gets a copy of
+# tritonpy.batching in the version directory (docs/llm-serving.md).
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = {"llm": ROOT / "examples" / "llm"}
+
 # Models the floor cannot serve natively (BLS would need the whole
-# TRITONSERVER in-process inference API).
-FLOOR_MISSING = {"bls"}
+# TRITONSERVER in-process inference API; llm's floor is the model without a
+# server, bench/llm_floor.py).
+FLOOR_MISSING = {"bls", "llm"}
 # Loaded on demand by the load-time scenario, not at server start.
 ON_DEMAND = {"load_probe"}
 
 
 def models_for(system: str) -> list[str]:
-    return [m for m in MODELS if not (system == "floor" and m in FLOOR_MISSING)]
+    return [m for m in [*MODELS, *EXAMPLES] if not (system == "floor" and m in FLOOR_MISSING)]
+
+
+def _write_example(dest: Path, name: str, system: str) -> None:
+    src = EXAMPLES[name]
+    version = dest / name / "1"
+    version.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src / "model.py", version / "model.py")
+    config = (src / "config.pbtxt").read_text()
+    (dest / name / "config.pbtxt").write_text(
+        config.replace('backend: "tritonpy"', f'backend: "{BACKENDS[system]}"')
+    )
+    if system == "official":
+        package = version / "tritonpy"
+        shutil.rmtree(package, ignore_errors=True)
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        shutil.copytree(
+            ROOT / "batching", package / "batching", ignore=shutil.ignore_patterns("__pycache__")
+        )
 
 
 def write_repository(dest: Path, system: str) -> Path:
@@ -154,6 +211,9 @@ def write_repository(dest: Path, system: str) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     header = "# SPDX-License-Identifier: BSD-3-Clause\n# Copyright (c) The tritonpy authors.\n"
     for name in models_for(system):
+        if name in EXAMPLES:
+            _write_example(dest, name, system)
+            continue
         source, body = MODELS[name]
         model = dest / name
         (model / "1").mkdir(parents=True, exist_ok=True)

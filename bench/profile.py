@@ -5,6 +5,8 @@
     python -m bench.profile [--system tritonpy] [--model add_sub] [--conns 64]
                             [--protocol http|grpc]
 
+``--model stream_async`` or ``llm`` drives gRPC streams and counts per token.
+
 Starts one server of the chosen system (the benchmark suite's repository
 and backend directory), drives the model over HTTP with wrk (or over gRPC
 with the suite's C++ client, bench/grpc_load.cc), and reads
@@ -34,6 +36,9 @@ BODIES = {
     "async_sleep": [("INPUT0", "FP32", [4], [1, 2, 3, 4])],
 }
 BODIES["bls"] = BODIES["add_sub"]
+# Decoupled models driven over gRPC streams: tokens per request. Counts are
+# then per token.
+STREAMED = {"stream_async": 32, "llm": 64}
 # Models a model calls (BLS) are loaded with it.
 CALLS = {"bls": ["add_sub"]}
 
@@ -69,9 +74,26 @@ def snapshot(server: Server) -> dict[tuple[str, int], tuple[int, int, int]]:
     snap = {}
     for pid, group in [(server.proc.pid, "server")] + [(p, "stub") for p in server.stubs()]:
         for tid, (name, ticks, vol, invol) in _threads(pid).items():
-            role = name if name.startswith("tritonpy-") else f"{group} threads"
+            if name.startswith("tritonpy-"):
+                role = name
+            elif group == "stub":
+                # the stub's main thread runs its event loop; model threads
+                # (a batcher's step, executors) are the others
+                role = "stub main thread" if tid == pid else "stub other threads"
+            else:
+                role = f"{group} threads"
             snap[(role, tid)] = (ticks, vol, invol)
     return snap
+
+
+def _stream_payload(model: str, tokens: int) -> bytes:
+    from bench import grpc_load
+
+    if model == "llm":
+        from bench.llm_floor import PROMPT
+
+        return grpc_load.llm_request(model, PROMPT, tokens)
+    return grpc_load.stream_request(model, tokens)
 
 
 def profile(
@@ -97,9 +119,12 @@ def profile(
         backends = env.floor_backend_dir(work)
     else:
         backends = env.tritonpy_backend_dir(work)
+    streamed = model in STREAMED
+    if streamed:
+        protocol = "grpc"
     if protocol == "grpc":
         client = env.ensure_grpc_client(work)
-        if client is None or model not in ("add_sub", "bls"):
+        if client is None or model not in ("add_sub", "bls", *STREAMED):
             raise SystemExit("--protocol grpc needs the C++ client and an add_sub-like model")
     else:
         wrk = env.ensure_wrk()
@@ -118,16 +143,19 @@ def profile(
         server.wait_ready()
         if protocol == "grpc":
             # the client measures a window of its own: snapshot around it
+            tokens = STREAMED.get(model, 0)
             res = run_grpc(
                 server,
-                mode="unary",
+                mode="stream" if streamed else "unary",
                 model=model,
                 conns=conns,
                 duration=seconds,
                 warmup=1.0,
                 procs=1,
+                tokens=tokens,
                 client=client,
                 payloads=work,
+                payload=_stream_payload(model, tokens) if streamed else None,
                 on_window=lambda phase: (before if phase == "start" else after).update(
                     snapshot(server)
                 ),
@@ -146,7 +174,8 @@ def profile(
             after.update(snapshot(server))
     finally:
         server.stop()
-    n = max(1, res["ok"])
+    n = max(1, res["tokens"] if streamed else res["ok"])
+    per = "token" if streamed else "req"
     groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for key, (ticks, vol, invol) in after.items():
         t0, v0, i0 = before.get(key, (0, 0, 0))
@@ -154,11 +183,15 @@ def profile(
         g[0] += (ticks - t0) / TICK * 1e6 / n
         g[1] += (vol - v0) / n
         g[2] += (invol - i0) / n
+    rate = (
+        f"{res['tok_s']:,.0f} tokens/s, TTFT p50 {res['ttft_p50_ms']} ms, "
+        f"inter-token p50 {res['itl_p50_us']} us"
+        if streamed
+        else f"{res['rps']:,.0f} req/s, p50 {res['p50_us']} us"
+    )
     lines = [
-        f"{system} {model} @{conns} ({protocol}): {res['rps']:,.0f} req/s, "
-        f"p50 {res['p50_us']} us, "
-        f"{res['errors']} errors",
-        "| threads | CPU us / req | voluntary switches / req | involuntary / req |",
+        f"{system} {model} @{conns} ({protocol}): {rate}, {res['errors']} errors",
+        f"| threads | CPU us / {per} | voluntary switches / {per} | involuntary / {per} |",
         "|---|---|---|---|",
     ]
     total = [0.0, 0.0, 0.0]
@@ -177,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=["tritonpy", "official", "floor"],
         help="system(s) to profile, in turn (default all three)",
     )
-    p.add_argument("--model", default="add_sub", choices=sorted(BODIES))
+    p.add_argument("--model", default="add_sub", choices=sorted([*BODIES, *STREAMED]))
     p.add_argument("--conns", type=int, default=64)
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--protocol", choices=["http", "grpc"], default="http")

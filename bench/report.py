@@ -14,6 +14,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+from bench.environment import OFFICIAL_ARGS
 from bench.scenarios import Config, Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +97,7 @@ def build_doc(
     rounds: int,
     elapsed: float,
     command: str | None,
+    settings: dict[str, list[str]] | None = None,
 ) -> dict:
     doc = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -105,6 +107,8 @@ def build_doc(
         "rounds": rounds,
         "elapsed_s": round(elapsed),
         "systems": systems,
+        # tritonserver arguments each system gets beyond the common ones
+        "settings": settings or {},
         "scenarios": [],
     }
     for scen in scenarios:
@@ -302,7 +306,10 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
 
-    streams = [sc for sc in doc["scenarios"] if sc["id"].startswith("stream_")]
+    scaling = _scaling_plot(doc, out_dir, plt, colors)
+    if scaling is not None:
+        written.append(scaling)
+    streams = [sc for sc in doc["scenarios"] if sc["id"].startswith("stream_s")]
     if streams:
         fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
         styles = ["-", "--", ":", "-."]
@@ -337,6 +344,49 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+# Scenario families plotted against their stream count: id prefix, title.
+SCALING = (("stream_async_s", "stream_async"), ("llm_s", "llm"))
+
+
+def _scaling_plot(doc: dict, out_dir: Path, plt, colors: dict) -> Path | None:
+    """tokens/s and TTFT p99 against concurrent streams, one line per system,
+    for stream_async and llm."""
+    families = [
+        (prefix, title, [sc for sc in doc["scenarios"] if sc["id"].startswith(prefix)])
+        for prefix, title in SCALING
+    ]
+    families = [f for f in families if f[2]]
+    if not families:
+        return None
+    fig, axes = plt.subplots(len(families), 2, figsize=(8, 3.0 * len(families)), squeeze=False)
+    for row, (prefix, title, scens) in zip(axes, families, strict=True):
+        counts = [int(sc["id"][len(prefix) :]) for sc in scens]
+        for ax, key, label in zip(
+            row, ("tok_s", "ttft_p99_ms"), ("tokens/s", "TTFT p99 (ms)"), strict=True
+        ):
+            for system in doc["systems"]:
+                xs, ys = [], []
+                for n, sc in zip(counts, scens, strict=True):
+                    m = sc["results"].get(system, {}).get("metrics", {}).get(key)
+                    if m is not None:
+                        xs.append(n)
+                        ys.append(m["median"])
+                if xs:
+                    ax.plot(xs, ys, "-", marker="o", ms=3, color=colors[system], label=system)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(counts, [str(c) for c in counts])
+            ax.set_yscale("log")
+            ax.set_title(f"{title}: {label}", fontsize=9)
+            ax.set_xlabel("concurrent streams", fontsize=8)
+            ax.grid(alpha=0.3)
+        row[0].legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / "streams_scaling.png"
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
 
 
 def headline(doc: dict) -> str:
@@ -380,6 +430,15 @@ Headline: {headline(doc) or "see the table"}.
 Where a request's time goes, and what is left to gain against the floor:
 [performance.md](performance.md).
 
+## What each system runs with
+
+Every server: `tritonserver --model-control-mode=explicit
+--exit-on-error=false --strict-readiness=false --log-verbose=0` with one
+`--load-model` per model, its own ports, and every model at one
+`KIND_CPU` instance. Beyond that, only these differ from the defaults:
+
+{_settings_text(doc)}
+
 ## Reproduce
 
 ```sh
@@ -387,8 +446,8 @@ Where a request's time goes, and what is left to gain against the floor:
 ```
 
 `make bench` sets up what it needs (wrk and libgrpc++-dev from Debian, the
-C++ gRPC client built with g++, matplotlib, numpy for the interpreter the
-official stub embeds, the floor backend built with CMake), runs for under 20 minutes on this machine, and writes
+C++ gRPC client built with g++, matplotlib, numpy and torch for the
+interpreter the official stub embeds, the floor backend built with CMake), runs for under 20 minutes on this machine, and writes
 `bench/results/bench.{{md,json}}` and plots, then this page. `make
 bench-smoke` is a seconds-per-scenario end-to-end check. `python -m bench
 --help` (or `tritonpy bench --help`) lists every knob: rounds, durations,
@@ -423,14 +482,35 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   official one with a sync `execute`) shows tiny gaps and a long TTFT, one
   that interleaves every stream shows gaps near streams / (tokens/s). Read
   it together with tokens/s and TTFT.
+- stream_async and llm run in the first
+  {doc["config"].get("streaming_rounds", 2)} rounds only (the time budget).
+- stream_async: a decoupled `async def execute` model sending
+  {doc["config"].get("async_tokens", 32)} INT32 tokens per request through its response sender,
+  `await asyncio.sleep(0)` after each so the other streams take turns; the
+  floor serves it as it serves stream. Fewer tokens than stream so that at
+  1,000 streams the official backend's requests end within the window
+  (TTFT counts requests sent in it).
+- llm: [`examples/llm`](../examples/llm/model.py) as it ships (a 3.2 M
+  parameter transformer behind `tritonpy.batching.ContinuousBatcher`, 64
+  streams per decode step), each gRPC stream asking for
+  {doc["config"].get("llm_tokens", 64)} new tokens after the same 32-byte
+  prompt with `stream: true`, measured over
+  {doc["config"].get("llm_duration", 3)} s after {doc["config"].get("llm_warmup", 1)} s
+  of warm-up. Its floor is not a server: `bench/llm_floor.py` drives the
+  same network and batcher in one Python process with the same number of
+  closed-loop streams on the batcher's own event loop, the most any
+  serving layer around this model can reach. "model busy" is the share of
+  the window spent inside decode steps (the example's counter
+  `llm_step_seconds_total`, read from Triton's metrics; timed directly in
+  the floor). CPU per token counts the step's CPU too.
 - BLS: a model whose `execute` calls add_sub with `InferenceRequest.exec()`;
   the floor has no BLS model (n/a).
 - load: `load_probe` (add_sub, one instance) loaded through the repository
   API and unloaded again; RSS of the stub process it started.
 - CPU s / 1k req: user+system CPU of tritonserver and its children during
   the measured window, per 1000 successful requests (tokens for streams).
-- "not yet": the tritonpy capability is not built (the model failed to load
-  or the first request failed); the suite measures it as soon as it works.
+- "failed": the model did not load, its first request failed or no
+  request succeeded in the window; the reason is listed under the table.
 """
     path = DOCS / "benchmarks.md"
     path.write_text(page)
@@ -459,8 +539,9 @@ def write_all(
     *,
     command: str | None = None,
     publish: bool = False,
+    settings: dict[str, list[str]] | None = None,
 ) -> str:
-    doc = build_doc(cfg, scenarios, systems, results, rounds, elapsed, command)
+    doc = build_doc(cfg, scenarios, systems, results, rounds, elapsed, command, settings)
     (out_dir / "bench.json").write_text(json.dumps(doc, indent=1))
     md = markdown(doc)
     (out_dir / "bench.md").write_text(md)
@@ -473,6 +554,34 @@ def write_all(
     if publish:
         globals()["publish"](doc, md, images)
     return md
+
+
+def _settings_text(doc: dict) -> str:
+    # Runs from before the settings were recorded had these.
+    args = doc.get("settings") or {"official": list(OFFICIAL_ARGS)}
+    lines = []
+    for system in doc["systems"]:
+        given = ", ".join(f"`{a}`" for a in args.get(system, [])) or "no extra arguments"
+        lines.append(f"- {system}: {given}; {SYSTEM_NOTES[system]}")
+    return "\n".join(lines)
+
+
+SYSTEM_NOTES = {
+    "tritonpy": (
+        "backend settings at their defaults (`tritonpy.conf` names only the\n"
+        "  interpreter of the stub); model parameters at their defaults, so a\n"
+        "  decoupled model keeps up to 4096 batches in flight\n"
+        "  ([configuration.md](configuration.md#streaming-defaults))"
+    ),
+    "official": (
+        "`LD_LIBRARY_PATH` naming the wheel's libraries; numpy<2 and torch (the\n"
+        "  examples' pin) installed for the system Python 3.11 its stub embeds,\n"
+        "  through a `.pth` file; a copy of `tritonpy.batching` in the llm\n"
+        "  model's version directory (`1/tritonpy/batching`), which the\n"
+        "  official stub puts on `sys.path`"
+    ),
+    "floor": "the native backend of `bench/floor/`, which has no settings",
+}
 
 
 def _grpc_client_text(cfg: dict) -> str:

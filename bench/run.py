@@ -71,6 +71,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--streams", help="concurrent gRPC streams (default 64,256)")
     p.add_argument("--tokens", type=int, help=f"tokens per stream request (default {d.tokens})")
     p.add_argument(
+        "--async-streams", help="concurrent streams of stream_async (default 64,256,1000)"
+    )
+    p.add_argument(
+        "--async-tokens",
+        type=int,
+        help=f"tokens per stream_async request (default {d.async_tokens})",
+    )
+    p.add_argument("--llm-streams", help="concurrent streams of llm (default 1,16,64,256)")
+    p.add_argument(
         "--budget-minutes",
         type=float,
         help=f"start no round that would end after this (default {d.budget_minutes})",
@@ -102,6 +111,9 @@ def make_config(a: argparse.Namespace) -> Config:
     if a.smoke:
         cfg.rounds, cfg.duration, cfg.warmup, cfg.tokens = 1, 1.0, 0.0, 10
         cfg.load_repeats, cfg.budget_minutes, cfg.async_duration = 1, 10.0, 1.0
+        cfg.async_streams, cfg.async_tokens = (8, 64), 10
+        cfg.llm_streams, cfg.llm_tokens = (1, 4), 8
+        cfg.llm_duration, cfg.llm_warmup = 1.0, 0.0
     for name, conv in (
         ("rounds", int),
         ("duration", float),
@@ -109,10 +121,13 @@ def make_config(a: argparse.Namespace) -> Config:
         ("grpc_procs", int),
         ("identity_conns", int),
         ("tokens", int),
+        ("async_tokens", int),
         ("budget_minutes", float),
         ("conns", _ints),
         ("async_conns", _ints),
         ("streams", _ints),
+        ("async_streams", _ints),
+        ("llm_streams", _ints),
         ("identity_sizes", _sizes),
     ):
         value = getattr(a, name)
@@ -127,26 +142,27 @@ def measure(
     """One scenario on one system in one round."""
     if not scen.applies_to(system):
         return {"status": "n/a", "reason": f"{system} has no {scen.model} model"}
-    missing = "not yet" if system == "tritonpy" else "failed"
-    state, reason = states.get(scen.model, ("UNKNOWN", "not in the repository index"))
-    if state != "READY":
-        return {"status": missing, "reason": f"{scen.model} {state}: {reason}"[:400]}
-    if scen.probe is not None:
+    standalone = scen.floor if system == "floor" else None
+    if standalone is None:
+        state, reason = states.get(scen.model, ("UNKNOWN", "not in the repository index"))
+        if state != "READY":
+            return {"status": "failed", "reason": f"{scen.model} {state}: {reason}"[:400]}
+    if scen.probe is not None and standalone is None:
         code, body = server.request(
             "POST", scen.probe.path, scen.probe.body, scen.probe.headers, timeout=30
         )
         if code != 200:
             return {
-                "status": missing,
+                "status": "failed",
                 "reason": f"probe HTTP {code}: {body.decode(errors='replace')}"[:400],
             }
     try:
-        raw = scen.run(ctx, server)
+        raw = standalone(ctx) if standalone is not None else scen.run(ctx, server)
     except Exception as e:  # a broken scenario must not end the suite
         traceback.print_exc()
         return {"status": "failed", "reason": f"{type(e).__name__}: {e}"[:400]}
     if not raw.get("ok"):
-        return {"status": missing, "reason": (raw.get("error") or "no successful request")[:400]}
+        return {"status": "failed", "reason": (raw.get("error") or "no successful request")[:400]}
     if "server_cpu_s" in raw:
         raw["cpu_s_per_1k"] = raw["server_cpu_s"] / raw.get("tokens", raw["ok"]) * 1000
     cores = os.cpu_count() or 1
@@ -250,12 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             setups["tritonpy"] = (env.tritonpy_backend_dir(work), {}, [])
         if "official" in systems:
             bdir, benv = env.official_backend_dir(work)
-            # Sized like tritonpy's default arena so 16 MiB tensors need no growth.
-            setups["official"] = (
-                bdir,
-                benv,
-                ["--backend-config=python,shm-default-byte-size=67108864"],
-            )
+            setups["official"] = (bdir, benv, list(env.OFFICIAL_ARGS))
         if "floor" in systems:
             setups["floor"] = (env.floor_backend_dir(work), {}, [])
     except (env.SetupError, OSError, Exception) as e:
@@ -281,18 +292,39 @@ def main(argv: list[str] | None = None) -> int:
             plots,
             command=a.command,
             publish=publish,
+            settings={s: list(setups[s][2]) for s in systems},
+        )
+
+    def round_estimate(round_no: int) -> float:
+        """Seconds the next round should take: the longest each of its
+        scenarios took so far, plus what the last round spent outside them
+        (servers starting and stopping)."""
+        scenario_s = {
+            sid: max((x.get("seconds", 0.0) for x in runs), default=0.0)
+            for sid, per in results.items()
+            for runs in per.values()
+        }
+        last_outside = round_times[-1] - sum(
+            results[sc.id][s][-1].get("seconds", 0.0)
+            for sc in scenarios
+            if sc.runs_in(round_no - 1)
+            for s in systems
+        )
+        return last_outside + sum(
+            scenario_s[sc.id] * len(systems) for sc in scenarios if sc.runs_in(round_no)
         )
 
     for r in range(cfg.rounds):
         elapsed = (time.monotonic() - began) / 60
-        if round_times and elapsed + max(round_times) / 60 > cfg.budget_minutes:
+        if round_times and elapsed + round_estimate(r + 1) / 60 > cfg.budget_minutes:
             env.log(f"time budget ({cfg.budget_minutes} min) reached after {r} rounds")
             break
         t0 = time.monotonic()
+        this_round = [sc for sc in scenarios if sc.runs_in(r + 1)]
         for system in systems:
             bdir, benv, bargs = setups[system]
             for sid, res in run_pass(
-                ctx, system, scenarios, work, bdir, benv, bargs, r + 1
+                ctx, system, this_round, work, bdir, benv, bargs, r + 1
             ).items():
                 results[sid][system].append(res)
         round_times.append(time.monotonic() - t0)

@@ -6,7 +6,9 @@ the table, the JSON and the smoke test pick it up."""
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +44,27 @@ class Config:
     async_duration: float = 8.0
     streams: tuple[int, ...] = (64, 256)
     tokens: int = 100
+    # stream_async: streams from an ``async def execute`` that yields to
+    # the loop after each token. Fewer tokens than ``stream``: TTFT counts
+    # requests sent in the window, and at 1,000 streams the official
+    # backend's first requests take longer than a window of 100 tokens
+    # each to end.
+    async_streams: tuple[int, ...] = (64, 256, 1000)
+    async_tokens: int = 32
+    # llm: the llm example, 64 new tokens after a 32-byte prompt. A stream
+    # at 256 waits about three batches of 64 streams for its first token:
+    # the window must hold several of those.
+    llm_streams: tuple[int, ...] = (1, 16, 64, 256)
+    llm_tokens: int = 64
+    llm_duration: float = 3.0
+    llm_warmup: float = 1.0
+    # stream_async and llm take ~2.4 min a round for the three systems:
+    # they run in the first two rounds only, so that make bench keeps three
+    # rounds of the rest within 20 min on 2 cores.
+    streaming_rounds: int = 2
     bls_conns: tuple[int, ...] = (1, 64)
     load_repeats: int = 3
-    budget_minutes: float = 19.0
+    budget_minutes: float = 20.0
     # Which gRPC load generator ran: "c++" (bench/grpc_load.cc) or
     # "python" (bench/grpc_load.py, where the C++ one cannot be built).
     grpc_client: str = "python"
@@ -69,9 +89,18 @@ class Scenario:
     # An HTTP request proving the model answers (None: readiness only).
     probe: loads.HttpBody | None = None
     extra: dict = field(default_factory=dict)
+    # The floor's measurement where it is not a model of the floor server
+    # (llm: the model and batcher in one process, no server).
+    floor: Callable[[Context], dict] | None = None
+    # The most rounds it runs in (None: every round): the suite's time
+    # budget buys fewer rounds of the long scenarios.
+    rounds: int | None = None
+
+    def runs_in(self, round_no: int) -> bool:
+        return self.rounds is None or round_no <= self.rounds
 
     def applies_to(self, system: str) -> bool:
-        return not (system == "floor" and self.model in FLOOR_MISSING)
+        return not (system == "floor" and self.model in FLOOR_MISSING and self.floor is None)
 
 
 LAT = [
@@ -105,7 +134,22 @@ def _wrk(
     return run
 
 
-def _grpc(mode: str, model: str, conns: int) -> Callable[[Context, Server], dict]:
+STREAM_METRICS = [
+    Metric("tok_s", "tokens/s", "higher"),
+    Metric("ttft_p50_ms", "TTFT p50 (ms)", "lower"),
+    Metric("ttft_p99_ms", "TTFT p99 (ms)", "lower"),
+    Metric("itl_p50_us", "inter-token p50 (us)", "lower"),
+    Metric("itl_p99_us", "inter-token p99 (us)", "lower"),
+    Metric("cpu_s_per_1k", "CPU s / 1k tokens", "lower"),
+]
+BUSY = Metric("busy_pct", "model busy (% of wall)", "higher")
+# The llm example's counter of seconds spent in decode steps.
+STEP_SECONDS = "llm_step_seconds_total"
+
+
+def _grpc(
+    mode: str, model: str, conns: int, tokens: Callable[[Config], int] | None = None
+) -> Callable[[Context, Server], dict]:
     def run(ctx: Context, server: Server) -> dict:
         procs = 1 if conns == 1 else ctx.cfg.grpc_procs
         return loads.run_grpc(
@@ -116,10 +160,62 @@ def _grpc(mode: str, model: str, conns: int) -> Callable[[Context, Server], dict
             duration=ctx.cfg.duration,
             warmup=ctx.cfg.warmup,
             procs=procs,
-            tokens=ctx.cfg.tokens,
+            tokens=tokens(ctx.cfg) if tokens else ctx.cfg.tokens,
             client=ctx.grpc_client,
             payloads=ctx.scripts.parent,  # the work directory
         )
+
+    return run
+
+
+def _step_seconds(server: Server) -> float:
+    """The llm model's busy seconds so far, from Triton's metrics."""
+    try:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10
+        ) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    m = re.search(rf"^{STEP_SECONDS}{{[^}}]*}} (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def _llm(conns: int) -> Callable[[Context, Server], dict]:
+    def run(ctx: Context, server: Server) -> dict:
+        from bench import grpc_load
+        from bench.llm_floor import PROMPT
+
+        cfg = ctx.cfg
+        marks: dict[str, float] = {}
+        r = loads.run_grpc(
+            server,
+            mode="stream",
+            model="llm",
+            conns=conns,
+            duration=cfg.llm_duration,
+            warmup=cfg.llm_warmup,
+            procs=1,
+            tokens=cfg.llm_tokens,
+            client=ctx.grpc_client,
+            payloads=ctx.scripts.parent,
+            on_window=lambda phase: marks.__setitem__(phase, _step_seconds(server)),
+            payload=grpc_load.llm_request("llm", PROMPT, cfg.llm_tokens),
+        )
+        r["busy_pct"] = 100.0 * (marks["end"] - marks["start"]) / cfg.llm_duration
+        return r
+
+    return run
+
+
+def _llm_floor(conns: int) -> Callable[[Context], dict]:
+    def run(ctx: Context) -> dict:
+        cfg = ctx.cfg
+        r = loads.run_llm_floor(
+            conns=conns, tokens=cfg.llm_tokens, duration=cfg.llm_duration, warmup=cfg.llm_warmup
+        )
+        r["busy_pct"] = 100.0 * r["busy_s"] / cfg.llm_duration
+        return r
 
     return run
 
@@ -252,15 +348,33 @@ def build(cfg: Config) -> list[Scenario]:
                 f"decoupled streaming, gRPC streams x {cfg.tokens} tokens",
                 f"stream {n} streams",
                 "stream",
-                [
-                    Metric("tok_s", "tokens/s", "higher"),
-                    Metric("ttft_p50_ms", "TTFT p50 (ms)", "lower"),
-                    Metric("ttft_p99_ms", "TTFT p99 (ms)", "lower"),
-                    Metric("itl_p50_us", "inter-token p50 (us)", "lower"),
-                    Metric("itl_p99_us", "inter-token p99 (us)", "lower"),
-                    Metric("cpu_s_per_1k", "CPU s / 1k tokens", "lower"),
-                ],
+                STREAM_METRICS,
                 _grpc("stream", "stream", n),
+            )
+        )
+    for n in cfg.async_streams:
+        out.append(
+            Scenario(
+                f"stream_async_s{n}",
+                f"async decoupled streaming, gRPC streams x {cfg.async_tokens} tokens",
+                f"stream_async {n} streams",
+                "stream_async",
+                STREAM_METRICS,
+                _grpc("stream", "stream_async", n, lambda c: c.async_tokens),
+                rounds=cfg.streaming_rounds,
+            )
+        )
+    for n in cfg.llm_streams:
+        out.append(
+            Scenario(
+                f"llm_s{n}",
+                f"llm example, gRPC streams x {cfg.llm_tokens} tokens after 32 bytes",
+                f"llm {n} streams",
+                "llm",
+                [*STREAM_METRICS, BUSY],
+                _llm(n),
+                floor=_llm_floor(n),
+                rounds=cfg.streaming_rounds,
             )
         )
     bls = loads.json_body("bls", ADD_SUB_INPUTS)

@@ -186,6 +186,14 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   const json::Value* policy = json::Find(config, "model_transaction_policy");
   state->decoupled_ = policy != nullptr && json::GetBool(*policy, "decoupled");
   const json::Value* params = json::Find(config, "parameters");
+  // A decoupled request stays in flight until its stream ends: with the
+  // default-mode bound, stream 129 would wait in Triton's queue for a whole
+  // stream to end before its first token. Streams are bounded by memory
+  // (each holds its inputs and a task), not by the batcher's need of a
+  // queue, so the decoupled default is high.
+  if (state->decoupled_) {
+    state->max_inflight_batches_ = kDecoupledMaxInflightBatches;
+  }
   if (Parameter(params, "max_inflight_batches", &text)) {
     TRITONPY_RETURN_IF_ERROR(ParseCount(
         state->name_, "max_inflight_batches", text, 1, 1u << 20,

@@ -50,8 +50,9 @@ class ModelState {
   int64_t max_batch_size() const { return max_batch_size_; }
   // model_transaction_policy { decoupled: true }.
   bool decoupled() const { return decoupled_; }
-  // Model config parameter `max_inflight_batches` (default 128): how many
-  // batches an async-execute instance keeps in flight before Execute blocks.
+  // Model config parameter `max_inflight_batches` (default 128, 4096 for a
+  // decoupled model): how many batches an async-execute instance keeps in
+  // flight before Execute blocks.
   uint32_t max_inflight_batches() const { return max_inflight_batches_; }
   // Model config parameter `sync_prefetch_batches` (default 16 for a model
   // of one instance without dynamic or sequence batching, else 1): how many
@@ -90,6 +91,8 @@ class ModelState {
 
  public:
   static constexpr uint32_t kDefaultMaxInflightBatches = 128;
+  // A decoupled batch is in flight until its streams end.
+  static constexpr uint32_t kDecoupledMaxInflightBatches = 4096;
   static constexpr uint32_t kDefaultSyncPrefetchBatches = 1;
   // The default for one instance under Triton's default scheduler.
   static constexpr uint32_t kSoloSyncPrefetchBatches = 16;

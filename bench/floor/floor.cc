@@ -10,7 +10,7 @@
 //   identity, batched     OUTPUT0 = INPUT0 (any type, any shape)
 //   async_sleep           OUTPUT0 = INPUT0, answered 10 ms later by a timer
 //                         thread (Execute returns at once: many in flight)
-//   stream                decoupled: N (INT32 [1]) in, N responses TOKEN = i
+//   stream, stream_async  decoupled: N (INT32 [1]) in, N responses TOKEN = i
 //                         (INT32 [1]) out, the last one flagged final
 //
 // Anything else fails to load. Not a template for real backends: errors are
@@ -311,7 +311,7 @@ TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model)
   } else if (name == "async_sleep") {
     state->kind = Kind::kSleep;
     state->sleeper = new Sleeper;
-  } else if (name == "stream") {
+  } else if (name == "stream" || name == "stream_async") {
     state->kind = Kind::kStream;
   } else {
     delete state;

@@ -18,8 +18,9 @@ next step and leave the moment they end or are cancelled, freeing their
 cache slot. Model parameters (config.pbtxt): ``max_active_sequences``
 (cache slots, the batch of a decode step), ``cache_budget_tokens`` (most
 prompt + max_tokens summed over active streams). Past either, new streams
-wait their turn. The gauge ``llm_active_sequences`` and the counter
-``llm_tokens_total`` show the batcher at work.
+wait their turn. The gauge ``llm_active_sequences`` and the counters
+``llm_tokens_total`` and ``llm_step_seconds_total`` (time in steps: its rate
+is the share of time the model computes) show the batcher at work.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 
 import numpy as np
 import torch
@@ -240,18 +242,29 @@ class TritonPythonModel:
         slots = int(params.get("max_active_sequences", 64))
         budget = params.get("cache_budget_tokens")
         self.generator = Generator(slots)
-        self.active = pb_utils.MetricFamily(
-            "llm_active_sequences", "streams in the decode batch", pb_utils.MetricFamily.GAUGE
-        ).Metric({"model": args["model_name"]})
-        self.tokens = pb_utils.MetricFamily(
-            "llm_tokens_total", "tokens generated", pb_utils.MetricFamily.COUNTER
-        ).Metric({"model": args["model_name"]})
+        # The families are kept: on the official backend a metric stops
+        # working once its family object is gone.
+        labels = {"model": args["model_name"]}
+        counter, gauge = pb_utils.MetricFamily.COUNTER, pb_utils.MetricFamily.GAUGE
+        self.families = [
+            pb_utils.MetricFamily("llm_active_sequences", "streams in the decode batch", gauge),
+            pb_utils.MetricFamily("llm_tokens_total", "tokens generated", counter),
+            pb_utils.MetricFamily("llm_step_seconds_total", "seconds in decode steps", counter),
+        ]
+        self.active, self.tokens, self.busy = (f.Metric(labels) for f in self.families)
         self.batcher = ContinuousBatcher(
-            self.generator.step,
+            self._step,
             max_active=slots,
             cache_budget=int(budget) if budget else None,
             on_step=self._observe,
         )
+
+    def _step(self, batch: list[Sequence[Stream]]) -> list[int]:
+        start = time.perf_counter()
+        try:
+            return self.generator.step(batch)
+        finally:
+            self.busy.increment(time.perf_counter() - start)
 
     def _observe(self, active: int, tokens: int) -> None:
         self.active.set(active)

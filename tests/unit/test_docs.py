@@ -81,7 +81,12 @@ def test_default_values_match_the_backend() -> None:
     model = (ROOT / "backend" / "src" / "model_state.h").read_text()
     inflight = re.search(r"kDefaultMaxInflightBatches = (\d+);", model)
     assert inflight is not None
-    assert f"| `max_inflight_batches` | {inflight.group(1)} |" in CONFIG
+    decoupled = re.search(r"kDecoupledMaxInflightBatches = (\d+);", model)
+    assert decoupled is not None
+    assert (
+        f"| `max_inflight_batches` | {inflight.group(1)}; "
+        f"{decoupled.group(1)} for a decoupled model |" in CONFIG
+    )
 
 
 def test_relative_links_resolve() -> None:
