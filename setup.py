@@ -75,7 +75,7 @@ def cython_include_tree() -> str:
     changed."""
     top = os.path.join(ROOT, "build", "cython-include")
     shutil.rmtree(top, ignore_errors=True)  # no .pxd left over from a rename
-    for package, folder in (("tritonpy", "cli"), ("tritonpy.pb_utils", "pb_utils")):
+    for package, folder in (("tritonpy", "tritonpy"), ("tritonpy.pb_utils", "pb_utils")):
         dest = os.path.join(top, *package.split("."))
         os.makedirs(dest, exist_ok=True)
         open(os.path.join(dest, "__init__.pxd"), "a").close()
@@ -111,7 +111,6 @@ setup(
         "triton_python_backend_utils",
     ],
     package_dir={
-        "tritonpy": "cli",
         "tritonpy.stub": "stub",
         "tritonpy.pb_utils": "pb_utils",
         "tritonpy.batching": "batching",

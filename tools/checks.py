@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 # Source directory -> the package it installs as (setup.py's package_dir).
 PACKAGES = {
-    "cli": "tritonpy",
+    "tritonpy": "tritonpy",
     "pb_utils": "tritonpy/pb_utils",
     "stub": "tritonpy/stub",
     "batching": "tritonpy/batching",
@@ -37,7 +37,7 @@ CODESPELL_PATHS = [
     "pb_utils",
     "stub",
     "batching",
-    "cli",
+    "tritonpy",
     "backend",
     "examples",
     "tests",
