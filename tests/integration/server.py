@@ -139,8 +139,11 @@ class TritonServer:
             *(args or []),
         ]
         self._log = open(self.log_path, "wb")
+        # Started in its work directory: the stubs (`python -m tritonpy.stub`)
+        # put the server's directory first on sys.path, and in the checkout's
+        # top folder that would make tritonpy/ the package they import.
         self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            cmd, cwd=workdir, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     @property
