@@ -46,9 +46,26 @@ class BuildExtAndBackend(build_ext):
             self.parallel = min(2, os.cpu_count() or 1)
 
     def run(self) -> None:
+        self._cythonize()
         super().run()
         if not STUB_ONLY:
             self._build_backend()
+
+    def _cythonize(self) -> None:
+        """Turns the .pyx sources into C. ``cimport tritonpy.pb_utils._core``
+        (in stub/) finds _core.pxd in build_py's output, the package laid
+        out as it installs; cythonize rebuilds a module whose cimported
+        .pxd changed (build_py keeps the times)."""
+        self.run_command("build_py")  # done already under `build`
+        generated = cythonize(
+            self.extensions,
+            compiler_directives={"language_level": "3", "embedsignature": True},
+            include_path=[self.build_lib],
+            compile_time_env={"TRITONPY_DEBUG": DEBUG},
+        )
+        for ext, c in zip(self.extensions, generated, strict=True):
+            assert ext.name == c.name, (ext.name, c.name)
+            ext.sources = c.sources
 
     def _build_backend(self) -> None:
         cmake = shutil.which("cmake")
@@ -67,40 +84,7 @@ class BuildExtAndBackend(build_ext):
         shutil.copy2(os.path.join(build_dir, "libtriton_tritonpy.so"), dest)
 
 
-def cython_include_tree() -> str:
-    """A tree where ``cimport tritonpy.pb_utils._core`` finds _core.pxd:
-    the sources are not laid out as the packages they install as (see
-    package_dir below). Made afresh each time; copies keep their times, so
-    cythonize rebuilds a module that cimports a .pxd only when that .pxd
-    changed."""
-    top = os.path.join(ROOT, "build", "cython-include")
-    shutil.rmtree(top, ignore_errors=True)  # no .pxd left over from a rename
-    for package, folder in (("tritonpy", "tritonpy"), ("tritonpy.pb_utils", "pb_utils")):
-        dest = os.path.join(top, *package.split("."))
-        os.makedirs(dest, exist_ok=True)
-        open(os.path.join(dest, "__init__.pxd"), "a").close()
-        for name in os.listdir(os.path.join(ROOT, folder)):
-            if name.endswith(".pxd"):
-                shutil.copy2(os.path.join(ROOT, folder, name), dest)
-    return top
-
-
-directives = {"language_level": "3", "embedsignature": True}
 macros = [("TRITONPY_DEBUG", "1")] if DEBUG else []
-ext_modules = cythonize(
-    [
-        Extension(
-            name,
-            [path],
-            define_macros=macros,
-            extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
-        )
-        for name, path in EXTENSIONS
-    ],
-    compiler_directives=directives,
-    include_path=[cython_include_tree()],
-    compile_time_env={"TRITONPY_DEBUG": DEBUG},
-)
 
 setup(
     packages=[
@@ -120,12 +104,20 @@ setup(
     # model API's types in an installed tritonpy.
     package_data={
         "tritonpy": ["py.typed"],
-        "tritonpy.pb_utils": ["py.typed", "*.pyi"],
+        "tritonpy.pb_utils": ["py.typed", "*.pyi", "*.pxd"],
         "tritonpy.stub": ["py.typed", "*.pyi"],
         "tritonpy.batching": ["py.typed"],
         "triton_python_backend_utils": ["py.typed"],
     },
-    ext_modules=ext_modules,
+    ext_modules=[
+        Extension(
+            name,
+            [path],
+            define_macros=macros,
+            extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
+        )
+        for name, path in EXTENSIONS
+    ],
     cmdclass={"build_ext": BuildExtAndBackend},
     zip_safe=False,
 )
