@@ -23,6 +23,7 @@ import sys
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
@@ -37,6 +38,21 @@ EXTENSIONS = [
     ("tritonpy.pb_utils._core", "pb_utils/_core.pyx"),
     ("tritonpy.pb_utils._dlpack", "pb_utils/_dlpack.pyx"),
 ]
+
+
+class BuildPyFresh(build_py):
+    def run(self) -> None:
+        """Removes the modules an earlier build left in build/ that this one
+        does not write (moved or deleted since): they would be installed
+        again. Compiled modules are build_ext's and stay."""
+        keep = set(self.get_outputs(include_bytecode=False))
+        for package in self.packages:
+            folder = os.path.join(self.build_lib, *package.split("."))
+            for name in os.listdir(folder) if os.path.isdir(folder) else ():
+                path = os.path.join(folder, name)
+                if name.endswith((".py", ".pyi", ".pxd")) and path not in keep:
+                    os.remove(path)
+        super().run()
 
 
 class BuildExtAndBackend(build_ext):
@@ -118,6 +134,6 @@ setup(
         )
         for name, path in EXTENSIONS
     ],
-    cmdclass={"build_ext": BuildExtAndBackend},
+    cmdclass={"build_py": BuildPyFresh, "build_ext": BuildExtAndBackend},
     zip_safe=False,
 )
