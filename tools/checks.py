@@ -3,7 +3,9 @@
 """The static checks, one command each; tests/unit/test_checks.py, `make
 format` and .pre-commit-config.yaml all call these.
 
-    python tools/checks.py mypy            type-check the packages and examples
+    python tools/checks.py mypy            type-check the packages and examples (after
+                                           make setup: it checks this tree's modules
+                                           under the installed package's names)
     python tools/checks.py clang-format    check backend/ and bench/*.cc against .clang-format
     python tools/checks.py clang-format --fix
     python tools/checks.py codespell       spelling of docs, README and comments
