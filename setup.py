@@ -121,7 +121,7 @@ setup(
     package_data={
         "tritonpy": ["py.typed"],
         "tritonpy.pb_utils": ["py.typed", "*.pyi", "*.pxd"],
-        "tritonpy.stub": ["py.typed", "*.pyi"],
+        "tritonpy.stub": ["py.typed", "*.pyi", "*.pxd"],
         "tritonpy.batching": ["py.typed"],
         "triton_python_backend_utils": ["py.typed"],
     },
