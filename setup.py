@@ -117,7 +117,8 @@ setup(
         "triton_python_backend_utils": "compat/triton_python_backend_utils",
     },
     # py.typed and the .pyi of the compiled modules: IDEs and mypy see the
-    # model API's types in an installed tritonpy.
+    # model API's types in an installed tritonpy. The .pxd: cimports resolve
+    # against build_py's output (BuildExtAndBackend._cythonize).
     package_data={
         "tritonpy": ["py.typed"],
         "tritonpy.pb_utils": ["py.typed", "*.pyi", "*.pxd"],
