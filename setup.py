@@ -23,6 +23,7 @@ import sys
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
@@ -39,6 +40,21 @@ EXTENSIONS = [
 ]
 
 
+class BuildPyFresh(build_py):
+    def run(self) -> None:
+        """Removes the modules an earlier build left in build/ that this one
+        does not write (moved or deleted since): they would be installed
+        again. Compiled modules are build_ext's and stay."""
+        keep = set(self.get_outputs(include_bytecode=False))
+        for package in self.packages:
+            folder = os.path.join(self.build_lib, *package.split("."))
+            for name in os.listdir(folder) if os.path.isdir(folder) else ():
+                path = os.path.join(folder, name)
+                if name.endswith((".py", ".pyi", ".pxd")) and path not in keep:
+                    os.remove(path)
+        super().run()
+
+
 class BuildExtAndBackend(build_ext):
     def finalize_options(self) -> None:
         super().finalize_options()
@@ -46,9 +62,26 @@ class BuildExtAndBackend(build_ext):
             self.parallel = min(2, os.cpu_count() or 1)
 
     def run(self) -> None:
+        self._cythonize()
         super().run()
         if not STUB_ONLY:
             self._build_backend()
+
+    def _cythonize(self) -> None:
+        """Turns the .pyx sources into C. ``cimport tritonpy.pb_utils._core``
+        (in stub/) finds _core.pxd in build_py's output, the package laid
+        out as it installs; cythonize rebuilds a module whose cimported
+        .pxd changed (build_py keeps the times)."""
+        self.run_command("build_py")  # done already under `build`
+        generated = cythonize(
+            self.extensions,
+            compiler_directives={"language_level": "3", "embedsignature": True},
+            include_path=[self.build_lib],
+            compile_time_env={"TRITONPY_DEBUG": DEBUG},
+        )
+        for ext, c in zip(self.extensions, generated, strict=True):
+            assert ext.name == c.name, (ext.name, c.name)
+            ext.sources = c.sources
 
     def _build_backend(self) -> None:
         cmake = shutil.which("cmake")
@@ -70,45 +103,7 @@ class BuildExtAndBackend(build_ext):
         shutil.copy2(os.path.join(build_dir, "libtriton_tritonpy.so"), dest)
 
 
-def cython_include_tree() -> str:
-    """A tree where ``cimport tritonpy.pb_utils._core`` finds _core.pxd
-    (and ``tritonpy.stub._codec`` its wire records):
-    the sources are not laid out as the packages they install as (see
-    package_dir below). Made afresh each time; copies keep their times, so
-    cythonize rebuilds a module that cimports a .pxd only when that .pxd
-    changed."""
-    top = os.path.join(ROOT, "build", "cython-include")
-    shutil.rmtree(top, ignore_errors=True)  # no .pxd left over from a rename
-    for package, folder in (
-        ("tritonpy", "cli"),
-        ("tritonpy.pb_utils", "pb_utils"),
-        ("tritonpy.stub", "stub"),
-    ):
-        dest = os.path.join(top, *package.split("."))
-        os.makedirs(dest, exist_ok=True)
-        open(os.path.join(dest, "__init__.pxd"), "a").close()
-        for name in os.listdir(os.path.join(ROOT, folder)):
-            if name.endswith(".pxd"):
-                shutil.copy2(os.path.join(ROOT, folder, name), dest)
-    return top
-
-
-directives = {"language_level": "3", "embedsignature": True}
 macros = [("TRITONPY_DEBUG", "1")] if DEBUG else []
-ext_modules = cythonize(
-    [
-        Extension(
-            name,
-            [path],
-            define_macros=macros,
-            extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
-        )
-        for name, path in EXTENSIONS
-    ],
-    compiler_directives=directives,
-    include_path=[cython_include_tree()],
-    compile_time_env={"TRITONPY_DEBUG": DEBUG},
-)
 
 setup(
     packages=[
@@ -119,22 +114,30 @@ setup(
         "triton_python_backend_utils",
     ],
     package_dir={
-        "tritonpy": "cli",
         "tritonpy.stub": "stub",
         "tritonpy.pb_utils": "pb_utils",
         "tritonpy.batching": "batching",
         "triton_python_backend_utils": "compat/triton_python_backend_utils",
     },
     # py.typed and the .pyi of the compiled modules: IDEs and mypy see the
-    # model API's types in an installed tritonpy.
+    # model API's types in an installed tritonpy. The .pxd: cimports resolve
+    # against build_py's output (BuildExtAndBackend._cythonize).
     package_data={
         "tritonpy": ["py.typed"],
-        "tritonpy.pb_utils": ["py.typed", "*.pyi"],
-        "tritonpy.stub": ["py.typed", "*.pyi"],
+        "tritonpy.pb_utils": ["py.typed", "*.pyi", "*.pxd"],
+        "tritonpy.stub": ["py.typed", "*.pyi", "*.pxd"],
         "tritonpy.batching": ["py.typed"],
         "triton_python_backend_utils": ["py.typed"],
     },
-    ext_modules=ext_modules,
-    cmdclass={"build_ext": BuildExtAndBackend},
+    ext_modules=[
+        Extension(
+            name,
+            [path],
+            define_macros=macros,
+            extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
+        )
+        for name, path in EXTENSIONS
+    ],
+    cmdclass={"build_py": BuildPyFresh, "build_ext": BuildExtAndBackend},
     zip_safe=False,
 )

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""One tritonserver under test, and what /proc says about it."""
+"""A tritonserver on free local ports, and what /proc says about it: the
+one harness of the benchmarks and the integration tests
+(tests/integration/server.py builds its TritonServer on Tritonserver)."""
 
 from __future__ import annotations
 
@@ -56,37 +58,46 @@ def rss_bytes(pid: int) -> int:
         return 0
 
 
-class Server:
+class Tritonserver:
+    """A tritonserver process serving ``repo`` with the backends in
+    ``backends``, on free local ports, writing its log to ``log_path`` (in a
+    directory: tritonserver-<http port>.log there). It runs in ``cwd``
+    (default: the log's directory), never in the checkout:
+    its stubs (`python -m tritonpy.stub`) put the server's directory first on
+    sys.path. ``prefix`` is a command it runs under (``env``, a profiler)."""
+
     def __init__(
         self,
         repo: Path,
         backends: Path,
         log_path: Path,
         *,
-        models: list[str],
+        args: list[str] | None = None,
         env: dict[str, str] | None = None,
-        extra_args: list[str] | None = None,
+        prefix: list[str] | None = None,
+        cwd: Path | None = None,
     ) -> None:
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+        self.repo = repo
+        self.backends = backends
         cmd = [
+            *(prefix or []),
             str(inst.tritonserver()),
             f"--model-repository={repo}",
             f"--backend-directory={backends}",
             f"--http-port={self.http_port}",
             f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}",
-            "--model-control-mode=explicit",
-            "--exit-on-error=false",
-            "--strict-readiness=false",
-            "--log-verbose=0",
-            *(f"--load-model={m}" for m in models),
-            *(extra_args or []),
+            *(args or []),
         ]
+        if log_path.is_dir():
+            log_path = log_path / f"tritonserver-{self.http_port}.log"
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             cmd,
+            cwd=cwd or log_path.parent,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
@@ -102,6 +113,9 @@ class Server:
     def grpc(self) -> str:
         return f"127.0.0.1:{self.grpc_port}"
 
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
     def request(
         self,
         method: str,
@@ -110,6 +124,7 @@ class Server:
         headers: dict[str, str] | None = None,
         timeout: float = 120.0,
     ) -> tuple[int, bytes]:
+        """(HTTP status, body); status 0 when the server did not answer."""
         req = urllib.request.Request(
             f"http://{self.http}{path}", data=body, method=method, headers=headers or {}
         )
@@ -121,18 +136,69 @@ class Server:
         except OSError as e:
             return 0, str(e).encode()
 
-    def wait_ready(self, timeout: float = 180.0) -> float:
+    def wait_ready(self, timeout: float = 180.0, path: str = "/v2/health/ready") -> float:
+        """Seconds from the start until ``path`` answered 200; raises when
+        the server exits first or ``timeout`` passes (with the log's end)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(
-                    f"tritonserver exited with {self.proc.returncode}; log: {self.log_path}"
+                    f"tritonserver exited with {self.proc.returncode}; log {self.log_path}:\n"
+                    + self.log()[-4000:]
                 )
-            if self.request("GET", "/v2/health/ready", timeout=2)[0] == 200:
+            if self.request("GET", path, timeout=2)[0] == 200:
                 self.ready_s = time.monotonic() - self.started
                 return self.ready_s
             time.sleep(0.05)
-        raise TimeoutError(f"tritonserver not ready after {timeout}s; log: {self.log_path}")
+        raise TimeoutError(
+            f"tritonserver not ready after {timeout}s; log {self.log_path}:\n" + self.log()[-4000:]
+        )
+
+    def stubs(self) -> list[int]:
+        return children(self.proc.pid)
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM, then after ``timeout`` SIGKILL to the server and its
+        stubs; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+class Server(Tritonserver):
+    """The benchmarks' server: explicit model control, loading ``models``,
+    staying up when one fails to load."""
+
+    def __init__(
+        self,
+        repo: Path,
+        backends: Path,
+        log_path: Path,
+        *,
+        models: list[str],
+        env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        super().__init__(
+            repo,
+            backends,
+            log_path,
+            args=[
+                "--model-control-mode=explicit",
+                "--exit-on-error=false",
+                "--strict-readiness=false",
+                "--log-verbose=0",
+                *(f"--load-model={m}" for m in models),
+                *(extra_args or []),
+            ],
+            env=env,
+        )
 
     def model_states(self) -> dict[str, tuple[str, str]]:
         """name -> (state, reason) from the repository index."""
@@ -159,17 +225,3 @@ class Server:
             if cst:
                 total += int(cst[11]) + int(cst[12])
         return total / TICK
-
-    def stubs(self) -> list[int]:
-        return children(self.proc.pid)
-
-    def stop(self, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode

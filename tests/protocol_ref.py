@@ -49,6 +49,7 @@ RESP_FINAL = 1
 RESP_RESCHEDULE = 1 << 30
 RESP_NO_RESPONSE = 1 << 31
 RESP_BATCH_END = 1 << 29
+RESP_ALL = RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE | RESP_BATCH_END
 TYPE_NAMES = {
     HELLO: "HELLO",
     INIT: "INIT",
@@ -212,14 +213,7 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
         w.u32(body["trace_request_index"])
         _encode_request(w, body["request"])
     elif ftype == BLS_RESPONSE:
-        w.u32(body["response_flags"])
-        w.u8(body["has_error"])
-        w.u32(body["error_code"])
-        w.str(body["error_message"])
-        w.str(body["parameters"])
-        w.u32(len(body["outputs"]))
-        for t in body["outputs"]:
-            w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+        _encode_response(w, body)
     elif ftype == METRIC:
         w.u32(len(body["ops"]))
         for op in body["ops"]:
@@ -257,14 +251,7 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
         for r in body["responses"]:
             w.u64(r["batch_id"])
             w.u32(r["request_index"])
-            w.u32(r["response_flags"])
-            w.u8(r["has_error"])
-            w.u32(r["error_code"])
-            w.str(r["error_message"])
-            w.str(r["parameters"])
-            w.u32(len(r["outputs"]))
-            for t in r["outputs"]:
-                w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
+            _encode_response(w, r)
     elif ftype == EXECUTE_DONE:
         w.u8(body["ok"])
         w.str(body["error"])
@@ -283,6 +270,18 @@ def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
             w.u64(a["offset"])
     else:
         raise ProtocolError(f"unknown frame type {ftype}")
+
+
+def _encode_response(w: _W, r: dict[str, Any]) -> None:
+    """The response of a RESPONSES entry and of a BLS_RESPONSE body."""
+    w.u32(r["response_flags"])
+    w.u8(r["has_error"])
+    w.u32(r["error_code"])
+    w.str(r["error_message"])
+    w.str(r["parameters"])
+    w.u32(len(r["outputs"]))
+    for t in r["outputs"]:
+        w.tensor(Tensor.from_json(t) if isinstance(t, dict) else t)
 
 
 def _encode_metric_op(w: _W, op: dict[str, Any]) -> None:
@@ -468,16 +467,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
             "request": _decode_request(r),
         }
     elif ftype == BLS_RESPONSE:
-        body = {
-            "response_flags": r.u32(),
-            "has_error": r.u8(),
-            "error_code": r.u32(),
-            "error_message": r.str(),
-            "parameters": r.str(),
-        }
-        if body["response_flags"] & ~RESP_FINAL:
-            raise ProtocolError("unknown BLS response flags")
-        body["outputs"] = [r.tensor() for _ in range(r.u32())]
+        body = _decode_response(r, RESP_FINAL, "unknown BLS response flags")
     elif ftype == METRIC:
         body = {"ops": [_decode_metric_op(r) for _ in range(r.u32())]}
     elif ftype == METRIC_DONE:
@@ -512,20 +502,8 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
     elif ftype == RESPONSES:
         resps = []
         for _ in range(r.u32()):
-            resp: dict[str, Any] = {
-                "batch_id": r.u64(),
-                "request_index": r.u32(),
-                "response_flags": r.u32(),
-                "has_error": r.u8(),
-                "error_code": r.u32(),
-                "error_message": r.str(),
-                "parameters": r.str(),
-            }
-            if resp["response_flags"] & ~(
-                RESP_FINAL | RESP_RESCHEDULE | RESP_NO_RESPONSE | RESP_BATCH_END
-            ):
-                raise ProtocolError("unknown response flags")
-            resp["outputs"] = [r.tensor(receiver_arena_ok=True) for _ in range(r.u32())]
+            resp: dict[str, Any] = {"batch_id": r.u64(), "request_index": r.u32()}
+            resp.update(_decode_response(r, RESP_ALL, "unknown response flags", True))
             resps.append(resp)
         body = {"responses": resps}
     elif ftype == EXECUTE_DONE:
@@ -545,6 +523,25 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         raise ProtocolError(f"unknown frame type {ftype}")
     r.done()
     return body
+
+
+def _decode_response(
+    r: _R, flags: int, unknown_flags: str, receiver_arena_ok: bool = False
+) -> dict[str, Any]:
+    """The response of a RESPONSES entry (``receiver_arena_ok``: its
+    outputs may be in the receiver's arena) and of a BLS_RESPONSE body;
+    ``flags`` are the response flags it may carry."""
+    resp: dict[str, Any] = {
+        "response_flags": r.u32(),
+        "has_error": r.u8(),
+        "error_code": r.u32(),
+        "error_message": r.str(),
+        "parameters": r.str(),
+    }
+    if resp["response_flags"] & ~flags:
+        raise ProtocolError(unknown_flags)
+    resp["outputs"] = [r.tensor(receiver_arena_ok=receiver_arena_ok) for _ in range(r.u32())]
+    return resp
 
 
 def _decode_metric_op(r: _R) -> dict[str, Any]:

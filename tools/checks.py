@@ -3,7 +3,9 @@
 """The static checks, one command each; tests/unit/test_checks.py, `make
 format` and .pre-commit-config.yaml all call these.
 
-    python tools/checks.py mypy            type-check the packages and examples
+    python tools/checks.py mypy            type-check the packages and examples (after
+                                           make setup: it checks this tree's modules
+                                           under the installed package's names)
     python tools/checks.py clang-format    check backend/ and bench/*.cc against .clang-format
     python tools/checks.py clang-format --fix
     python tools/checks.py codespell       spelling of docs, README and comments
@@ -14,20 +16,20 @@ Each prints what it found and exits non-zero when a check fails.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-# Source directory -> the package it installs as (setup.py's package_dir).
+# Source folder -> the package it installs as (setup.py's package_dir); the
+# package root, tritonpy/, is the folder of its name.
 PACKAGES = {
-    "cli": "tritonpy",
-    "pb_utils": "tritonpy/pb_utils",
     "stub": "tritonpy/stub",
+    "pb_utils": "tritonpy/pb_utils",
     "batching": "tritonpy/batching",
     "compat/triton_python_backend_utils": "triton_python_backend_utils",
 }
@@ -37,7 +39,7 @@ CODESPELL_PATHS = [
     "pb_utils",
     "stub",
     "batching",
-    "cli",
+    "tritonpy",
     "backend",
     "examples",
     "tests",
@@ -56,54 +58,56 @@ def tool(name: str) -> str:
     return found
 
 
-def source_tree(dest: Path) -> dict[str, str]:
-    """Lay the sources out as installed (tritonpy/, tritonpy/pb_utils/, ...)
-    with symlinks under ``dest``, and every example as its own module
-    (they are all called model.py). Returns {tree path: source path}."""
-    names: dict[str, str] = {}
+def installed_counterparts() -> tuple[dict[str, str], list[str]]:
+    """{installed file: source file} for the modules of PACKAGES, and what
+    keeps the installation from being this tree's (a module installed but
+    not in the tree, or the reverse)."""
+    spec = importlib.util.find_spec("tritonpy.stub")
+    if spec is None or spec.origin is None:
+        sys.exit("checks: tritonpy is not installed (make setup installs it)")
+    site = Path(spec.origin).resolve().parents[2]
+    pairs: dict[str, str] = {}
+    differences = []
     for src, pkg in PACKAGES.items():
-        for f in sorted((ROOT / src).iterdir()):
-            if f.suffix in (".py", ".pyi") or f.name == "py.typed":
-                link = dest / pkg / f.name
-                link.parent.mkdir(parents=True, exist_ok=True)
-                link.symlink_to(f)
-                names[str(link)] = str(f.relative_to(ROOT))
-    for f in sorted((ROOT / "examples").rglob("*.py")):
-        if f.is_symlink():
-            continue  # examples/model_repository links to the examples
-        rel = f.relative_to(ROOT)
-        link = dest / "examples" / ("_".join(rel.with_suffix("").parts[1:]) + ".py")
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(f)
-        names[str(link)] = str(rel)
-    (dest / "examples" / "__init__.py").write_text("")
-    return names
+        sources = {f.name for f in (ROOT / src).iterdir() if f.suffix in (".py", ".pyi")}
+        installed = {f.name for f in (site / pkg).iterdir() if f.suffix in (".py", ".pyi")}
+        differences += [f"{src}/{name}: not installed" for name in sorted(sources - installed)]
+        differences += [f"{pkg}/{name}: not in {src}/" for name in sorted(installed - sources)]
+        pairs.update({str(site / pkg / name): f"{src}/{name}" for name in sources & installed})
+    return pairs, differences
 
 
 def run_mypy(extra: list[str] | None = None) -> int:
-    with tempfile.TemporaryDirectory(prefix="tritonpy-mypy-") as tmp:
-        tree = Path(tmp)
-        names = source_tree(tree)
-        examples = sorted(str(p) for p in (tree / "examples").glob("*.py"))
-        cmd = [
-            tool("mypy"),
-            "--config-file",
-            str(ROOT / "pyproject.toml"),
-            "--cache-dir",
-            str(ROOT / ".mypy_cache"),
-            "--no-error-summary",
-            "tritonpy",
-            "triton_python_backend_utils",
-            *examples,
-            *(extra or []),
-        ]
-        env = dict(os.environ, MYPYPATH=str(tree))
-        out = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
-        text = out.stdout + out.stderr
-        for link, src in sorted(names.items(), key=lambda kv: -len(kv[0])):
-            text = text.replace(link, src).replace(os.path.relpath(link, tree), src)
-        print(text, end="")
-        return out.returncode
+    """Checks the packages under their import names and the examples (as
+    examples.<folder>.<file>). mypy cannot map tritonpy.stub to stub/: it
+    finds tritonpy.stub in the installation, and --shadow-file has it read
+    each module from this tree instead; errors name the tree's files."""
+    pairs, differences = installed_counterparts()
+    if differences:
+        print("checks: tritonpy is not installed from this tree (run make setup):")
+        print("\n".join(differences))
+        return 1
+    shadows = [arg for installed, src in pairs.items() for arg in ("--shadow-file", installed, src)]
+    packages = ["tritonpy", *(pkg.replace("/", ".") for pkg in PACKAGES.values()), "examples"]
+    cmd = [
+        tool("mypy"),
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+        "--no-error-summary",
+        "--exclude",
+        "^examples/model_repository/",  # links to the examples
+        *shadows,
+        *(arg for pkg in packages for arg in ("-p", pkg)),
+        *(extra or []),
+    ]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    text = out.stdout + out.stderr
+    for installed, src in sorted(pairs.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(installed, src).replace(os.path.relpath(installed, ROOT), src)
+    print(text, end="")
+    return out.returncode
 
 
 def backend_sources() -> list[str]:

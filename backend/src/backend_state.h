@@ -39,7 +39,7 @@ struct BackendSettings {
   // until the model is loaded again. 0: restart forever.
   int stub_restart_limit = 5;
   // Where execution environment archives (EXECUTION_ENV_PATH) are unpacked;
-  // empty: the default of stub/env.py (~/.cache/tritonpy/envs).
+  // empty: the default of tritonpy/exec_env.py (~/.cache/tritonpy/envs).
   std::string env_cache_dir;
 };
 

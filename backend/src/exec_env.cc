@@ -70,7 +70,7 @@ PrepareExecutionEnv(
   std::vector<std::string> args = {
       settings.python_executable,
       "-m",
-      "tritonpy.stub.env",
+      "tritonpy.exec_env",
       "--path",
       value,
       "--model-dir",
@@ -91,7 +91,7 @@ PrepareExecutionEnv(
       why = "cannot run python-executable '" + settings.python_executable +
             "' to prepare it";
     } else {
-      why = "`" + settings.python_executable + " -m tritonpy.stub.env` " +
+      why = "`" + settings.python_executable + " -m tritonpy.exec_env` " +
             StubProcess::DescribeStatus(status) + ": " + Tail(err, 2000);
     }
     return Status::InvalidArg(prefix + why);
@@ -105,7 +105,7 @@ PrepareExecutionEnv(
       unset == nullptr || !unset->is_array() ||
       json::GetString(doc, "python").empty()) {
     return Status::Internal(
-        prefix + "unexpected answer from tritonpy.stub.env: " + Tail(out, 500));
+        prefix + "unexpected answer from tritonpy.exec_env: " + Tail(out, 500));
   }
   for (const auto& [name, value] : set->items()) {
     if (!value.is_string()) {

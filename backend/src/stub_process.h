@@ -63,7 +63,7 @@ class StubProcess {
 // Runs args[0] (looked up in PATH when it has no '/') with the server's
 // environment and descriptors 0-2 only, collects what it writes to stdout
 // and stderr, and waits for it to exit (no time limit: for helpers such as
-// `python -m tritonpy.stub.env`). *wait_status is its waitpid status.
+// `python -m tritonpy.exec_env`). *wait_status is its waitpid status.
 Status RunCommand(
     const std::vector<std::string>& args, std::string* out, std::string* err,
     int* wait_status);

@@ -1,18 +1,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""A real tritonserver, with tritonpy installed, on free local ports."""
+"""A real tritonserver, with tritonpy installed, on free local ports: the
+harness of bench/server.py with what the tests add (test models, the
+official backend, examples' clients)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,20 +20,15 @@ from tritonclient.utils import InferenceServerException
 
 from tritonpy import install as inst
 
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # bench/, whose harness the tests share
+from bench.server import Tritonserver, children, free_ports  # noqa: E402
+
+__all__ = ["TritonServer", "build_repository", "children", "free_ports", "running"]
+
 MODELS = Path(__file__).resolve().parent / "models"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
+EXAMPLES = ROOT / "examples"
 
 
 def build_repository(dest: Path, names: list[str]) -> Path:
@@ -53,7 +47,6 @@ def official_server(work: Path, models: list[str], args: list[str] | None = None
     """A tritonserver with the official Python backend of the nvidia-pytriton
     wheel (as the benchmarks run it) on a repository of ``models``, for
     differential tests."""
-    sys.path.insert(0, str(EXAMPLES.parent))
     from bench import environment
 
     backends, env = environment.official_backend_dir(work)
@@ -97,23 +90,10 @@ def load_failure(srv: TritonServer, model: str) -> str:
     return message
 
 
-def children(pid: int) -> list[int]:
-    """Direct child processes of ``pid`` (the stubs of a tritonserver)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(entry))
-    return out
+class TritonServer(Tritonserver):
+    """A server for a test: ``workdir`` holds its log (and, unless
+    ``backend_dir`` is given, the backends installed from this tritonpy)."""
 
-
-class TritonServer:
     def __init__(
         self,
         repo: Path,
@@ -123,24 +103,13 @@ class TritonServer:
         backend_dir: Path | None = None,
         prefix: list[str] | None = None,
     ) -> None:
-        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
-        self.repo = repo
-        self.backends = backend_dir or inst.backend_dir(workdir / "backends")
-        self.log_path = workdir / f"tritonserver-{self.http_port}.log"
-        cmd = [
-            *(prefix or []),
-            str(inst.tritonserver()),
-            f"--model-repository={repo}",
-            f"--backend-directory={self.backends}",
-            f"--http-port={self.http_port}",
-            f"--grpc-port={self.grpc_port}",
-            f"--metrics-port={self.metrics_port}",
-            "--log-verbose=" + os.environ.get("TRITONPY_TEST_LOG_VERBOSE", "0"),
-            *(args or []),
-        ]
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        verbose = os.environ.get("TRITONPY_TEST_LOG_VERBOSE", "0")
+        super().__init__(
+            repo,
+            backend_dir or inst.backend_dir(workdir / "backends"),
+            workdir,
+            args=[f"--log-verbose={verbose}", *(args or [])],
+            prefix=prefix,
         )
 
     @property
@@ -150,9 +119,6 @@ class TritonServer:
     @property
     def grpc_url(self) -> str:
         return f"localhost:{self.grpc_port}"
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
     def wait_log(self, text: str, timeout: float = 30.0) -> bool:
         """Whether ``text`` appears in the log within ``timeout`` seconds."""
@@ -164,42 +130,10 @@ class TritonServer:
         return True
 
     def _get(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except OSError:
-            return 0
-
-    def wait_ready(self, timeout: float = 90.0, path: str = "/v2/health/ready") -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"tritonserver exited with {self.proc.returncode}:\n{self.log()[-4000:]}"
-                )
-            if self._get(path) == 200:
-                return
-            time.sleep(0.1)
-        raise TimeoutError(f"tritonserver not ready after {timeout}s:\n{self.log()[-4000:]}")
+        return self.request("GET", path, timeout=2)[0]
 
     def model_ready(self, name: str) -> bool:
         return self._get(f"/v2/models/{name}/ready") == 200
-
-    def stubs(self) -> list[int]:
-        return children(self.proc.pid)
-
-    def stop(self, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
 
     def stop_after_cancelled_streams(self) -> None:
         """Stop, and fail unless the exit is clean. Known Triton 2.51 quirk:

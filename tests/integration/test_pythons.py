@@ -11,7 +11,7 @@ tritonserver with the backend of the suite's installation and that
 environment as python-executable then serves a sync model, an async model
 calling it through BLS, and a model telling which interpreter runs it; and,
 from stubs on the suite's own Python, a model whose EXECUTION_ENV_PATH is
-the suite's environment (prepared by tritonpy.stub.env on the other
+the suite's environment (prepared by tritonpy.exec_env on the other
 Python). The suite's own interpreter is tested as installed. Which versions ran is said
 at the end of the pytest output (conftest.py)."""
 
@@ -43,7 +43,7 @@ def test_models_are_served_by_a_stub_on_each_python(tmp_path: Path, python: pyth
     prefix = stub_python.parent.parent
     repo = build_repository(tmp_path / "repo", MODELS)
     # And one model whose execution environment is the suite's own: the
-    # backend prepares it with that Python's tritonpy.stub.env, and the
+    # backend prepares it with that Python's tritonpy.exec_env, and the
     # server runs stubs on two Pythons at once.
     write_model(repo, "env_info_own", sys.prefix)
     srv = TritonServer(

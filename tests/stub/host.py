@@ -17,13 +17,31 @@ import os
 import re
 import select
 import socket
+import struct
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import protocol_ref as P
+
+FP32 = 11
+
+
+def write_model(tmp_path: Path, source: str, name: str = "model.py") -> Path:
+    """``source`` (dedented) as <tmp_path>/m/1/<name>; returns the version
+    directory, what StubHost.handshake loads."""
+    d = tmp_path / "m" / "1"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_text(textwrap.dedent(source))
+    return d
+
+
+def f32(name: str, values: list[float]) -> dict:
+    """An inline FP32 input tensor."""
+    return P.inline(name, FP32, [len(values)], struct.pack(f"<{len(values)}f", *values))
 
 
 class StubHost:

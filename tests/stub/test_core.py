@@ -28,7 +28,7 @@ from tritonpy.stub.lifecycle import State, moved
 from tritonpy.stub.runtime import Stub
 
 import protocol_ref as P
-from test_stub import write_model
+from host import write_model
 
 FP32 = 11
 

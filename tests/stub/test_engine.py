@@ -7,27 +7,16 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import protocol_ref as P
-from host import StubHost
-from test_stub import write_model
+from host import StubHost, write_model
 
 INT32 = 8
 FINAL, RESCHEDULE, NO_RESPONSE = P.RESP_FINAL, P.RESP_RESCHEDULE, P.RESP_NO_RESPONSE
-
-
-@pytest.fixture
-def host() -> Iterator[StubHost]:
-    h = StubHost()
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def i32(name: str, v: int) -> dict:

@@ -8,9 +8,7 @@ import json
 import os
 import signal
 import struct
-import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,9 @@ import numpy as np
 import pytest
 
 import protocol_ref as P
-from host import StubHost
+from host import FP32, StubHost, f32, write_model
 
-FP32, INT32, BYTES = 11, 8, 13
+INT32, BYTES = 8, 13
 
 ADD_SUB = """
 import numpy as np
@@ -39,26 +37,6 @@ class TritonPythonModel:
                 pb_utils.Tensor("SUM", a + b), pb_utils.Tensor("DIFF", a - b)]))
         return out
 """
-
-
-def write_model(tmp_path: Path, source: str, name: str = "model.py") -> Path:
-    d = tmp_path / "m" / "1"
-    d.mkdir(parents=True, exist_ok=True)
-    (d / name).write_text(textwrap.dedent(source))
-    return d
-
-
-@pytest.fixture
-def host() -> Iterator[StubHost]:
-    h = StubHost()
-    try:
-        yield h
-    finally:
-        h.close()
-
-
-def f32(name: str, values: list[float]) -> dict:
-    return P.inline(name, FP32, [len(values)], struct.pack(f"<{len(values)}f", *values))
 
 
 def test_add_sub_inline(host: StubHost, tmp_path: Path) -> None:

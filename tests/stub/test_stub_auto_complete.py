@@ -16,11 +16,7 @@ import numpy as np
 import pytest
 
 import protocol_ref as P
-import test_stub
-from host import StubHost
-from test_stub import write_model
-
-host = test_stub.host  # the fixture: a stub on a socket pair, closed afterwards
+from host import StubHost, write_model
 
 COMPLETING = """
 import os

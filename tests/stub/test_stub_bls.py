@@ -11,15 +11,13 @@ import mmap
 import os
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import protocol_ref as P
-from host import StubHost
-from test_stub import f32, write_model
+from host import StubHost, f32, write_model
 
 FP32 = 11
 
@@ -79,15 +77,6 @@ def bls_arena(host: StubHost, arena_id: int, size: int) -> mmap.mmap:
     host.send(P.encode(P.BLS_ARENA, {"arena_id": arena_id, "size": size}), (fd,))
     os.close(fd)
     return m
-
-
-@pytest.fixture
-def host() -> Iterator[StubHost]:
-    h = StubHost()
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def test_sync_exec_from_sync_execute(host: StubHost, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""tritonpy.stub.env, the helper the backend runs for EXECUTION_ENV_PATH:
+"""tritonpy.exec_env, the helper the backend runs for EXECUTION_ENV_PATH:
 path resolution, the private cache, unpacking (what is kept, what is
 refused, reuse, concurrency) and the interpreter decision. The same paths
 through a real tritonserver: tests/integration/test_execution_env.py."""
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import tritonpy
-from tritonpy.stub import env
+from tritonpy import exec_env as env
 
 
 def add(tar: tarfile.TarFile, name: str, data: bytes = b"", **attrs: Any) -> None:

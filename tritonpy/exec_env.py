@@ -3,7 +3,7 @@
 """Execution environments: the ``EXECUTION_ENV_PATH`` of a model turned into
 the interpreter, and the environment variables, that run its stubs.
 
-The backend runs ``python -m tritonpy.stub.env`` with its own interpreter
+The backend runs ``python -m tritonpy.exec_env`` with its own interpreter
 (``python-executable``) once per model load, before any stub starts. It
 prints one JSON object on stdout, or an error on stderr and exits with 2.
 
@@ -341,7 +341,12 @@ def lend_tritonpy(cache: Path, with_uvloop: bool) -> Path:
     """A directory holding links to this installation's tritonpy (and
     uvloop), put on the stub's PYTHONPATH; nothing else of this
     installation's site-packages is visible through it."""
-    package = Path(tritonpy.__file__).resolve().parent
+    # The installed package (a checkout's tritonpy/ may come first on the
+    # path: tritonpy/__init__.py).
+    package = next(
+        (Path(d).resolve() for d in tritonpy.__path__ if (Path(d) / "stub").is_dir()),
+        Path(tritonpy.__file__).resolve().parent,
+    )
     if not (package / "stub").is_dir():
         raise EnvError(
             f"tritonpy at {package} is not a regular installation (editable?), so it "
@@ -431,7 +436,7 @@ def prepare(value: str, model_dir: str, cache_dir: str | None) -> dict[str, Any]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tritonpy.stub.env",
+        prog="python -m tritonpy.exec_env",
         description="Prepares a model's execution environment (EXECUTION_ENV_PATH) for "
         "tritonpy's stubs. Run by the backend when a model loads.",
     )

@@ -10,8 +10,18 @@ import shutil
 import sys
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
-LIBRARY = PACKAGE_DIR / "_backend" / "libtriton_tritonpy.so"
+import tritonpy
+
+
+def _library_path() -> Path:
+    """The backend library in the first folder of the package that holds it:
+    the installation's, also when a checkout's tritonpy/ comes first (see
+    tritonpy/__init__.py)."""
+    paths = [Path(d) / "_backend" / "libtriton_tritonpy.so" for d in tritonpy.__path__]
+    return next((p for p in paths if p.is_file()), paths[0])
+
+
+LIBRARY = _library_path()
 CONF_NAME = "tritonpy.conf"
 # Where `make serve` / `make test` put the tritonserver of the nvidia-pytriton
 # wheel (`pip install --no-deps --target <venv>/tritonserver nvidia-pytriton`).
