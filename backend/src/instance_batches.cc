@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "clock.h"
 #include "instance_state.h"
 #include "json.h"
 #include "response_writer.h"
@@ -16,32 +17,6 @@
 namespace tritonpy {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-uint64_t
-NowNs()
-{
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          Clock::now().time_since_epoch())
-          .count());
-}
-
-Status
-Violation(const std::string& what)
-{
-  return Status::InvalidArg("tritonpy protocol violation: " + what);
-}
-
-void
-LogIfError(TRITONSERVER_Error* err, const char* what)
-{
-  if (err == nullptr) return;
-  TRITONPY_LOG_ERROR(
-      std::string("tritonpy: ") + what + ": " + TRITONSERVER_ErrorMessage(err));
-  TRITONSERVER_ErrorDelete(err);
-}
 
 // CANCEL entries per frame: 16 bytes each, well under MAX_FRAME.
 constexpr size_t kMaxCancelEntries = 4096;
@@ -55,7 +30,7 @@ InstanceState::AdoptPendingBatches()
 {
   std::vector<std::shared_ptr<Batch>> adopted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&stub_.mu);
     if (pending_.empty()) return;
     adopted.swap(pending_);
   }
@@ -70,40 +45,7 @@ void
 InstanceState::CompleteRequest(
     Batch* batch, BatchRequest* req, uint32_t release_flags)
 {
-  const uint64_t now = NowNs();
-  LogIfError(
-      TRITONBACKEND_ModelInstanceReportStatistics(
-          instance_, req->request, !req->failed, batch->exec_start_ns,
-          batch->compute_start_ns, now, now),
-      "reporting request statistics failed");
-  TRITONSERVER_Error* err =
-      TRITONBACKEND_RequestRelease(req->request, release_flags);
-  if (err != nullptr) {
-    Status why = FromTriton(err);
-    TRITONPY_LOG_ERROR(
-        "tritonpy: model '" + model_->name() + "' request '" + req->id +
-        "': release failed: " + why.message());
-    if (release_flags != TRITONSERVER_REQUEST_RELEASE_ALL) {
-      // Never leak the request nor leave its client waiting: a failed
-      // reschedule answers with the error and releases for good.
-      RespondWithError(
-          req, why.WithPrefix(
-                   "tritonpy: model '" + model_->name() +
-                   "': rescheduling the request failed: "));
-      LogIfError(
-          TRITONBACKEND_RequestRelease(
-              req->request, TRITONSERVER_REQUEST_RELEASE_ALL),
-          "releasing a request failed");
-    }
-  }
-  if (req->factory != nullptr) {
-    LogIfError(
-        TRITONBACKEND_ResponseFactoryDelete(req->factory),
-        "deleting a response factory failed");
-    req->factory = nullptr;
-  }
-  req->complete = true;
-  req->request = nullptr;
+  FinishRequest(instance_, model_->name(), *batch, req, release_flags);
   --batch->open;
   --open_requests_;
 }
@@ -130,9 +72,9 @@ InstanceState::MarkReturnedLocked(Batch* batch)
   // batch sent ahead, for its own batch to return): waking it at every
   // returned batch would cost a futex wake here and a sleep there per
   // batch. An async instance's Execute is woken by MaybeEndBatch.
-  if (!traits_.async_execute &&
+  if (!stub_.traits().async_execute &&
       RoomAheadLocked(ResumeAt(model_->sync_prefetch_batches()))) {
-    cv_.notify_all();
+    stub_.cv.NotifyAll();
   }
 }
 
@@ -143,12 +85,12 @@ InstanceState::MaybeEndBatch(const std::shared_ptr<Batch>& batch)
   ReportBatchStatistics(*batch, NowNs());
   FreeAllocations(batch.get());
   batches_.erase(batch->id);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&stub_.mu);
   --inflight_batches_;
   batch->ended = true;
   // An async instance's Execute waits for room among its batches in
   // flight.
-  if (traits_.async_execute) cv_.notify_all();
+  if (stub_.traits().async_execute) stub_.cv.NotifyAll();
   MarkReturnedLocked(batch.get());
 }
 
@@ -176,7 +118,7 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
   // response senders (either mode); the stub ends each of them.
   if (!status.ok()) FailOpenRequests(batch.get(), status);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&stub_.mu);
     MarkReturnedLocked(batch.get());
   }
   MaybeEndBatch(batch);
@@ -266,7 +208,7 @@ InstanceState::OnResponses(
     }
   }
   if (!send_errors.empty()) {
-    std::shared_ptr<Channel> channel = CurrentChannel();
+    std::shared_ptr<Channel> channel = stub_.CurrentChannel();
     for (const proto::SendErrorBody& e : send_errors) {
       auto frame = proto::MakeFrame(
           proto::FrameType::kSendError, 0, 0,
@@ -327,7 +269,7 @@ InstanceState::PollCancellation(bool force)
     }
   }
   if (cancel.requests.empty()) return;
-  std::shared_ptr<Channel> channel = CurrentChannel();
+  std::shared_ptr<Channel> channel = stub_.CurrentChannel();
   if (channel == nullptr) return;
   for (size_t at = 0; at < cancel.requests.size(); at += kMaxCancelEntries) {
     proto::CancelBody part;
@@ -352,7 +294,7 @@ InstanceState::PollUnload()
     return;
   }
   if (drain_sent_ || !drain_->unloading.load()) return;
-  std::shared_ptr<Channel> channel = CurrentChannel();
+  std::shared_ptr<Channel> channel = stub_.CurrentChannel();
   if (channel == nullptr) return;
   TRITONPY_LOG_INFO(
       "tritonpy: " + Describe() + " is being unloaded with " +
@@ -411,11 +353,11 @@ InstanceState::OverDeadline(bool* unloading)
 void
 InstanceState::OnReady(uint64_t query_id, const proto::ReadyBody& answer)
 {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&stub_.mu);
   // Answers to queries that timed out are dropped.
   if (ready_queries_.count(query_id) == 0) return;
   ready_answers_[query_id] = answer;
-  cv_.notify_all();
+  stub_.cv.NotifyAll();
 }
 
 Status
@@ -428,40 +370,39 @@ InstanceState::CheckReady()
   uint64_t query_id = 0;
   uint64_t generation = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (state_ != StubState::kReady || shutting_down_) {
-      std::string why = state_ == StubState::kRestarting
-                            ? "the stub is restarting"
-                        : down_reason_.empty() ? "the stub is not running"
-                                               : down_reason_;
+    MutexLock lock(&stub_.mu);
+    if (!stub_.serving()) {
       return Status::Unavailable(
-          "tritonpy: " + Describe() + " is not ready: " + why);
+          "tritonpy: " + Describe() + " is not ready: " +
+          stub_.UnavailableReason("the stub is restarting"));
     }
-    if (!traits_.has_is_ready) return Status();
-    channel = channel_;
-    generation = generation_;
+    if (!stub_.traits().has_is_ready) return Status();
+    channel = stub_.channel();
+    generation = stub_.generation();
     query_id = next_query_id_++;
     ready_queries_.insert(query_id);
   }
   auto frame = proto::MakeFrame(
       proto::FrameType::kIsReady, 0, query_id, [](std::vector<uint8_t>*) {});
   Status sent = channel->Send(frame);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&stub_.mu);
+  auto gone = [&]() REQUIRES(stub_.mu) {
+    return stub_.generation() != generation ||
+           stub_.state() != StubState::kReady;
+  };
   if (sent.ok()) {
-    cv_.wait_for(lock, timeout, [&] {
-      return ready_answers_.count(query_id) != 0 || generation_ != generation ||
-             state_ != StubState::kReady;
-    });
+    const auto deadline = Clock::now() + timeout;
+    while (ready_answers_.count(query_id) == 0 && !gone() &&
+           stub_.cv.WaitUntil(deadline)) {}
   }
   ready_queries_.erase(query_id);
   auto it = ready_answers_.find(query_id);
   if (it == ready_answers_.end()) {
-    std::string why =
-        !sent.ok() || generation_ != generation || state_ != StubState::kReady
-            ? "the stub went away during the readiness check"
-            : "is_ready() did not answer within " +
-                  json::Value::Double(timeout_s).Serialize() +
-                  " s (ready-timeout-seconds)";
+    std::string why = !sent.ok() || gone()
+                          ? "the stub went away during the readiness check"
+                          : "is_ready() did not answer within " +
+                                json::Value::Double(timeout_s).Serialize() +
+                                " s (ready-timeout-seconds)";
     return Status::Unavailable(
         "tritonpy: " + Describe() + " is not ready: " + why);
   }

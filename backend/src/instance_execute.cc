@@ -12,6 +12,7 @@
 
 #include <chrono>
 
+#include "clock.h"
 #include "execute_builder.h"
 #include "instance_state.h"
 #include "response_writer.h"
@@ -19,24 +20,11 @@
 
 namespace tritonpy {
 
-namespace {
-
-uint64_t
-NowNs()
-{
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-}  // namespace
-
 void
 InstanceState::FreeAllocations(Batch* batch)
 {
   if (batch->allocations.empty()) return;
-  std::lock_guard<std::mutex> lock(alloc_mu_);
+  MutexLock lock(&alloc_mu_);
   for (const Allocation& a : batch->allocations) {
     allocator_.Free(a.arena_id, a.offset);
   }
@@ -53,15 +41,11 @@ InstanceState::ReportBatchStatistics(const Batch& batch, uint64_t exec_end_ns)
   }
   uint64_t compute_end =
       batch.compute_end_ns != 0 ? batch.compute_end_ns : exec_end_ns;
-  TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportBatchStatistics(
-      instance_, total_batch_size, batch.exec_start_ns, batch.compute_start_ns,
-      compute_end, exec_end_ns);
-  if (err != nullptr) {
-    TRITONPY_LOG_ERROR(
-        std::string("tritonpy: reporting batch statistics failed: ") +
-        TRITONSERVER_ErrorMessage(err));
-    TRITONSERVER_ErrorDelete(err);
-  }
+  LogIfError(
+      TRITONBACKEND_ModelInstanceReportBatchStatistics(
+          instance_, total_batch_size, batch.exec_start_ns,
+          batch.compute_start_ns, compute_end, exec_end_ns),
+      "reporting batch statistics failed");
 }
 
 void
@@ -76,27 +60,49 @@ InstanceState::FinishLocally(Batch* batch)
         &req, Status::Internal(
                   "tritonpy: model '" + model_->name() + "': request '" +
                   req.id + "' was not executed"));
-    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
-        instance_, req.request, !req.failed, batch->exec_start_ns,
-        batch->compute_start_ns, now, now);
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    err = TRITONBACKEND_RequestRelease(
-        req.request, TRITONSERVER_REQUEST_RELEASE_ALL);
-    if (err != nullptr) {
-      TRITONPY_LOG_ERROR(
-          std::string("tritonpy: releasing a request failed: ") +
-          TRITONSERVER_ErrorMessage(err));
-      TRITONSERVER_ErrorDelete(err);
-    }
-    if (req.factory != nullptr) {
-      err = TRITONBACKEND_ResponseFactoryDelete(req.factory);
-      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-      req.factory = nullptr;
-    }
-    req.complete = true;
+    FinishRequest(
+        instance_, model_->name(), *batch, &req,
+        TRITONSERVER_REQUEST_RELEASE_ALL);
   }
   ReportBatchStatistics(*batch, now);
   FreeAllocations(batch);
+}
+
+Status
+InstanceState::Admit(Admission* admitted)
+{
+  const int timeout_s = model_->backend().settings().stub_timeout_seconds;
+  const uint32_t max_inflight = model_->max_inflight_batches();
+  const uint32_t prefetch = model_->sync_prefetch_batches();
+  MutexLock lock(&stub_.mu);
+  const auto restart_deadline =
+      Clock::now() + std::chrono::seconds(2 * timeout_s);
+  while (stub_.state() == StubState::kRestarting &&
+         stub_.cv.WaitUntil(restart_deadline)) {}
+  if (stub_.state() == StubState::kReady && !stub_.traits().async_execute) {
+    if (!RoomAheadLocked(prefetch)) {
+      // Full: refill once the stub is down to half the batches sent
+      // ahead, so that this thread sleeps and wakes once per few
+      // batches instead of once per batch (see ResumeAt).
+      while (!RoomAheadLocked(ResumeAt(prefetch)) && stub_.serving())
+        stub_.cv.Wait();
+    }
+  } else if (stub_.state() == StubState::kReady) {
+    while (inflight_batches_ >= max_inflight && stub_.serving())
+      stub_.cv.Wait();
+  }
+  if (!stub_.serving()) {
+    const std::string why =
+        stub_.shutting_down()
+            ? "the model is being unloaded"
+            : stub_.UnavailableReason("the stub is still restarting");
+    return Status::Unavailable(
+        "tritonpy: " + Describe() + " is unavailable: " + why);
+  }
+  admitted->channel = stub_.channel();
+  admitted->generation = stub_.generation();
+  admitted->async_execute = stub_.traits().async_execute;
+  return Status();
 }
 
 void
@@ -106,53 +112,13 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   batch->exec_start_ns = NowNs();
   batch->id = next_batch_id_++;
   batch->decoupled = model_->decoupled();
-  const int timeout_s = model_->backend().settings().stub_timeout_seconds;
-  const uint32_t max_inflight = model_->max_inflight_batches();
   const uint32_t prefetch = model_->sync_prefetch_batches();
 
-  // Wait out a restart in progress (spawn + HELLO + INIT), bounded; an
-  // async instance then waits for room among its batches in flight, a
-  // sync one until at most `prefetch` batches are queued before this one.
-  std::shared_ptr<Channel> channel;
-  uint64_t generation = 0;
-  bool async_execute = false;
-  Status status;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(2 * timeout_s), [&] {
-      return state_ != StubState::kRestarting;
-    });
-    if (state_ == StubState::kReady && !traits_.async_execute) {
-      if (!RoomAheadLocked(prefetch)) {
-        // Full: refill once the stub is down to half the batches sent
-        // ahead, so that this thread sleeps and wakes once per few
-        // batches instead of once per batch (see ResumeAt).
-        cv_.wait(lock, [&] {
-          return RoomAheadLocked(ResumeAt(prefetch)) ||
-                 state_ != StubState::kReady || shutting_down_;
-        });
-      }
-    } else if (state_ == StubState::kReady) {
-      cv_.wait(lock, [&] {
-        return inflight_batches_ < max_inflight ||
-               state_ != StubState::kReady || shutting_down_;
-      });
-    }
-    if (state_ == StubState::kReady && !shutting_down_) {
-      channel = channel_;
-      generation = generation_;
-      async_execute = traits_.async_execute;
-      batch->sync_execute = !async_execute;
-    } else {
-      std::string why = shutting_down_ ? "the model is being unloaded"
-                        : state_ == StubState::kRestarting
-                            ? "the stub is still restarting"
-                        : down_reason_.empty() ? "the stub is not running"
-                                               : down_reason_;
-      status = Status::Unavailable(
-          "tritonpy: " + Describe() + " is unavailable: " + why);
-    }
-  }
+  Admission admitted;
+  Status status = Admit(&admitted);
+  const std::shared_ptr<Channel>& channel = admitted.channel;
+  const bool async_execute = admitted.async_execute;
+  batch->sync_execute = !async_execute;
   if (!status.ok()) {
     batch->requests.resize(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -175,11 +141,11 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   };
   std::vector<Announce> announce;
   {
-    std::lock_guard<std::mutex> lock(alloc_mu_);
+    MutexLock lock(&alloc_mu_);
     // A restarted stub knows none of our arenas.
-    if (generation != announced_generation_) {
+    if (admitted.generation != announced_generation_) {
       allocator_.MarkAllUnannounced();
-      announced_generation_ = generation;
+      announced_generation_ = admitted.generation;
     }
     status = BuildExecute(
         *model_, requests, count, &allocator_, batch.get(), &frame);
@@ -197,26 +163,16 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
         });
     status = channel->Send(arena_frame, a.fd);
     if (status.ok()) {
-      std::lock_guard<std::mutex> lock(alloc_mu_);
+      MutexLock lock(&alloc_mu_);
       allocator_.MarkAnnounced(a.id);
     }
   }
   // Requests that could not be read already have their error response.
-  const uint64_t now = NowNs();
   for (BatchRequest& req : batch->requests) {
     if (!req.responded) continue;
-    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
-        instance_, req.request, false, batch->exec_start_ns, now, now, now);
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    err = TRITONBACKEND_RequestRelease(
-        req.request, TRITONSERVER_REQUEST_RELEASE_ALL);
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    if (req.factory != nullptr) {
-      err = TRITONBACKEND_ResponseFactoryDelete(req.factory);
-      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-      req.factory = nullptr;
-    }
-    req.complete = true;
+    FinishRequest(
+        instance_, model_->name(), *batch, &req,
+        TRITONSERVER_REQUEST_RELEASE_ALL);
   }
   if (!status.ok() || batch->wire_index.empty()) {
     for (BatchRequest& req : batch->requests) {
@@ -231,8 +187,8 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   batch->compute_start_ns = NowNs();
   bool registered = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (state_ == StubState::kReady && channel_ == channel && !shutting_down_) {
+    MutexLock lock(&stub_.mu);
+    if (stub_.serving() && stub_.channel() == channel) {
       pending_.push_back(batch);
       ++inflight_batches_;
       ++executing_batches_;
@@ -268,8 +224,8 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   // sync_prefetch_batches 0: wait until the model's execute returned (and,
   // in default mode, the batch ended), as the official backend does. The
   // reader fails the batch if the stub dies.
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return batch->execute_returned; });
+  MutexLock lock(&stub_.mu);
+  while (!batch->execute_returned) stub_.cv.Wait();
 }
 
 }  // namespace tritonpy

@@ -22,14 +22,6 @@ namespace tritonpy {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-Status
-Violation(const std::string& what)
-{
-  return Status::InvalidArg("tritonpy protocol violation: " + what);
-}
-
 void
 CloseAll(std::vector<int>* fds)
 {
@@ -39,16 +31,24 @@ CloseAll(std::vector<int>* fds)
 
 // Poll slice while waiting for the stub, so that finalize is noticed.
 constexpr int kSliceMs = 100;
-constexpr int kMaxBackoffMs = 5000;
-// A stub that dies sooner than this after starting counts as a crash loop.
-constexpr auto kHealthyUptime = std::chrono::seconds(5);
 
 }  // namespace
 
 InstanceState::InstanceState(
-    ModelState* model, TRITONBACKEND_ModelInstance* instance)
+    ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string name,
+    std::string kind, int32_t device_id)
     : model_(model),
       instance_(instance),
+      name_(std::move(name)),
+      kind_(std::move(kind)),
+      device_id_(device_id),
+      stub_(
+          Describe(), model->backend().settings().stub_restart_limit,
+          [this](
+              std::unique_ptr<StubProcess>* process,
+              std::shared_ptr<Channel>* channel, StubTraits* traits) {
+            return StartStub(process, channel, traits);
+          }),
       allocator_(model->backend().settings().arena_byte_size)
 {
   metrics_ = std::make_unique<InstanceMetrics>(
@@ -68,11 +68,11 @@ InstanceState::LogDebugCounters()
   uint64_t arena_bytes;
   size_t pending;
   {
-    std::lock_guard<std::mutex> lock(alloc_mu_);
+    MutexLock lock(&alloc_mu_);
     arena_bytes = allocator_.allocated_bytes();
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&stub_.mu);
     pending = pending_.size();
   }
   // key=value pairs: Triton's log escapes quotes, so no JSON.
@@ -108,19 +108,21 @@ InstanceState::Create(
     ModelState* model, TRITONBACKEND_ModelInstance* instance,
     std::unique_ptr<InstanceState>* out)
 {
-  std::unique_ptr<InstanceState> state(new InstanceState(model, instance));
   const char* name = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelInstanceName(instance, &name));
-  state->name_ = name;
   TRITONSERVER_InstanceGroupKind kind;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelInstanceKind(instance, &kind));
-  state->kind_ = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU     ? "GPU"
-                 : kind == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "MODEL"
-                                                                : "CPU";
+  int32_t device_id = 0;
   TRITONPY_RETURN_IF_TRITON_ERROR(
-      TRITONBACKEND_ModelInstanceDeviceId(instance, &state->device_id_));
+      TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id));
+  std::unique_ptr<InstanceState> state(new InstanceState(
+      model, instance, name,
+      kind == TRITONSERVER_INSTANCEGROUPKIND_GPU     ? "GPU"
+      : kind == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "MODEL"
+                                                     : "CPU",
+      device_id));
 
   if (state->wake_fd_ < 0) {
     return Status::Internal("tritonpy: eventfd failed");
@@ -131,17 +133,7 @@ InstanceState::Create(
   // Before the stub: initialize() may use the model loading API.
   state->bls_ = std::make_unique<Bls>(
       server, state->Describe(), model->backend().settings().arena_byte_size);
-  std::shared_ptr<Channel> channel;
-  TRITONPY_RETURN_IF_ERROR(
-      state->StartStub(&state->process_, &channel, &state->traits_));
-  state->channel_ = channel;
-  state->pid_ = state->process_->pid();
-  state->generation_ = 1;
-  state->state_ = StubState::kReady;
-  state->stub_started_ = Clock::now();
-  TRITONPY_LOG_INFO(
-      "tritonpy: started stub for " + state->Describe() + " (pid " +
-      std::to_string(state->pid_) + ")");
+  TRITONPY_RETURN_IF_ERROR(state->stub_.Start());
   state->drain_->server = server;
   state->drain_->model_name = model->name();
   state->drain_->model_version = static_cast<int64_t>(model->version());
@@ -164,56 +156,14 @@ InstanceState::~InstanceState()
           settings.finalize_grace_seconds + settings.stub_timeout_seconds)
           .Serialize();
   TRITONPY_LOG_INFO("tritonpy: stopping stub for " + Describe());
-  std::shared_ptr<Channel> channel;
-  bool ready;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    shutting_down_ = true;
-    channel = channel_;
-    ready = state_ == StubState::kReady;
-    cv_.notify_all();
-  }
-  bool clean = false;
-  if (ready && channel != nullptr) {
-    SyncLogLevels(channel.get());  // for what finalize() logs
-    // The stub gives in-flight work finalize_grace_seconds, then cancels
-    // it, completes every open request itself and answers FINALIZE_DONE.
-    auto frame = proto::MakeFrame(
-        proto::FrameType::kFinalize, 0, 0, [](std::vector<uint8_t>*) {});
-    if (channel->Send(frame).ok()) {
-      std::unique_lock<std::mutex> lock(mu_);
-      bool done = cv_.wait_for(lock, wait, [&] {
-        return finalize_done_ || state_ == StubState::kStopped;
+  stub_.Stop(
+      wait, wait_text, std::chrono::seconds(settings.stub_timeout_seconds),
+      [this](Channel* channel) {
+        SyncLogLevels(channel);  // for what finalize() logs
       });
-      if (!done) {
-        TRITONPY_LOG_WARN(
-            "tritonpy: stub for " + Describe() + " did not answer FINALIZE " +
-            "within " + wait_text + " s " +
-            "(finalize-grace-seconds + stub-timeout-seconds); killing it");
-      } else if (!finalize_error_.empty()) {
-        TRITONPY_LOG_ERROR(finalize_error_);
-      }
-      clean = done;
-      if (done) {
-        // After FINALIZE_DONE the stub exits by itself; the reader reaps it.
-        cv_.wait_for(
-            lock, std::chrono::seconds(settings.stub_timeout_seconds),
-            [&] { return state_ == StubState::kStopped; });
-      }
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!clean || state_ != StubState::kStopped) kill_stub_ = true;
-    channel = channel_;
-  }
-  // Whatever is left: EOF wakes the reader, which kills, reaps and fails
-  // every request still open.
-  if (channel != nullptr) channel->Shutdown();
   if (reader_.joinable()) reader_.join();
   bls_.reset();      // cancels BLS calls still in flight
   metrics_.reset();  // deletes the stub's metrics from the server
-  process_.reset();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
@@ -248,11 +198,8 @@ InstanceState::AwaitJson(
     Status err;
     auto r = channel->Receive(&recv_buf_, &len, &fds, kSliceMs, &err);
     if (r == Channel::RecvResult::kTimeout) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (shutting_down_) {
-          return Status::Unavailable("the instance is being finalized");
-        }
+      if (stub_.stopping()) {
+        return Status::Unavailable("the instance is being finalized");
       }
       if (timeout_ms >= 0 && Clock::now() >= deadline) {
         return Status::Unavailable(
@@ -486,7 +433,7 @@ InstanceState::HandleCommon(
       if (f.body_in_arena) return Violation("a METRIC body must be inline");
       std::shared_ptr<Channel> current;
       if (channel == nullptr) {
-        current = CurrentChannel();
+        current = stub_.CurrentChannel();
         channel = current.get();
       }
       return metrics_->OnFrame(f, body, channel);
@@ -509,25 +456,11 @@ InstanceState::SyncLogLevels(Channel* channel)
 {
   const uint32_t enabled = EnabledLogLevels();
   if (enabled == log_levels_sent_.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(log_levels_mu_);
+  MutexLock lock(&log_levels_mu_);
   if (enabled == log_levels_sent_.load()) return;
   if (channel->Send(proto::MakeLogLevelsFrame(enabled)).ok()) {
     log_levels_sent_.store(enabled);
   }
-}
-
-bool
-InstanceState::SyncInstance()
-{
-  std::lock_guard<std::mutex> lock(mu_);
-  return !traits_.async_execute;
-}
-
-std::shared_ptr<Channel>
-InstanceState::CurrentChannel()
-{
-  std::lock_guard<std::mutex> lock(mu_);
-  return channel_;
 }
 
 Status
@@ -550,11 +483,11 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   if (f.body_in_arena) release.push_back(f.body_ref);
   switch (f.type) {
     case proto::FrameType::kResponses:
-      stub_answered_ = true;
+      stub_.NoteAnswered();
       TRITONPY_RETURN_IF_ERROR(OnResponses(f, body, &release));
       break;
     case proto::FrameType::kExecuteDone: {
-      stub_answered_ = true;
+      stub_.NoteAnswered();
       proto::ExecuteDoneBody done;
       TRITONPY_RETURN_IF_ERROR(
           proto::DecodeExecuteDone(body, f.body_len, &done));
@@ -573,13 +506,12 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
       proto::DecodeJson(body, f.body_len, &text);
       json::Value doc;
       Status s = json::Parse(text, &doc);
-      std::lock_guard<std::mutex> lock(mu_);
-      finalize_done_ = true;
+      std::string error;
       if (!s.ok() || !doc.GetBool("ok", false)) {
-        finalize_error_ = "tritonpy: " + Describe() + ": finalize failed: " +
-                          (s.ok() ? doc.GetString("error", "") : s.message());
+        error = "tritonpy: " + Describe() + ": finalize failed: " +
+                (s.ok() ? doc.GetString("error", "") : s.message());
       }
-      cv_.notify_all();
+      stub_.OnFinalizeDone(std::move(error));
       break;
     }
     case proto::FrameType::kBlsRequest:
@@ -587,7 +519,7 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
     case proto::FrameType::kBlsRelease:
     case proto::FrameType::kModelControl:
       TRITONPY_RETURN_IF_ERROR(bls_->OnFrame(
-          f, body, peers_, CurrentChannel(), &release,
+          f, body, peers_, stub_.CurrentChannel(), &release,
           [this](uint64_t batch_id, uint32_t index) {
             return OpenRequestTrace(batch_id, index);
           }));
@@ -603,7 +535,7 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
           std::string("unexpected ") + proto::FrameTypeName(f.type) +
           " frame from the stub");
   }
-  if (!release.empty()) SendRelease(CurrentChannel().get(), release);
+  if (!release.empty()) SendRelease(stub_.CurrentChannel().get(), release);
   return Status();
 }
 
@@ -627,7 +559,7 @@ InstanceState::ReaderLoop()
   // Named so that top -H, perf and bench/profile.py can tell it apart.
   pthread_setname_np(pthread_self(), "tritonpy-reader");
   while (true) {
-    std::shared_ptr<Channel> channel = CurrentChannel();
+    std::shared_ptr<Channel> channel = stub_.CurrentChannel();
     AdoptPendingBatches();
     int timeout_ms = kPollMs;
     if (open_requests_ == 0) {
@@ -637,7 +569,7 @@ InstanceState::ReaderLoop()
       reader_blocking_.store(true);
       AdoptPendingBatches();
       if (open_requests_ == 0) {
-        timeout_ms = SyncInstance() ? kSyncIdlePollMs : kIdleLogPollMs;
+        timeout_ms = stub_.AsyncExecute() ? kIdleLogPollMs : kSyncIdlePollMs;
         if (debug_counters_) {
           const int due = LogDebugCounters();
           if (due >= 0 && (timeout_ms < 0 || due < timeout_ms))
@@ -696,150 +628,33 @@ InstanceState::OnStubGone(
     const std::string& why, bool violation, const std::string& killed_because,
     bool unloading)
 {
-  std::shared_ptr<Channel> old;
-  bool stopping;
-  bool kill;
-  pid_t pid;
-  {
-    // From here on Execute registers nothing with the old stub.
-    std::lock_guard<std::mutex> lock(mu_);
-    old = channel_;
-    stopping = shutting_down_;
-    kill = kill_stub_ || violation || !killed_because.empty();
-    pid = pid_;
-    if (state_ == StubState::kReady) state_ = StubState::kRestarting;
-    cv_.notify_all();
-  }
-  old->Shutdown();
+  // From here on Execute registers nothing with the old stub.
+  const StubSupervisor::Death death =
+      stub_.OnDeath(violation || !killed_because.empty());
+  death.channel->Shutdown();
   bls_->OnStubGone();
   metrics_->Clear();
-  int status = 0;
-  // A stub that closed its socket is exiting: a short wait gets its status
-  // (the error message names the signal) without delaying its streams.
-  if (kill || !process_->WaitFor(stopping ? 3000 : 1000, &status)) {
-    status = process_->KillAndReap();
-  }
+  const std::string msg = stub_.Reap(death, why, violation, killed_because);
   peers_.Clear();
-  std::string msg = "tritonpy: stub for " + Describe() + " (pid " +
-                    std::to_string(pid) + ") ";
-  if (violation) {
-    msg += "was killed after a protocol violation (" + why + "): ";
-  } else if (!killed_because.empty()) {
-    msg += "was killed because " + killed_because + ": ";
-  } else if (stopping) {
-    msg += "stopped: ";
-  } else {
-    msg += "died: ";
-  }
-  msg += StubProcess::DescribeStatus(status);
-  if (!kill && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
-    msg += "; a SIGKILL nobody sent on purpose usually comes from the " +
-           std::string("kernel's out-of-memory killer");
-  }
   AdoptPendingBatches();
-  if (stopping) {
-    FailAllBatches(
-        Status::Unavailable(
-            "tritonpy: model '" + model_->name() +
-            "' was unloaded with this request in flight"));
-  } else if (unloading) {
-    FailAllBatches(
-        Status::Unavailable(
-            "tritonpy: model '" + model_->name() + "' was unloaded with this " +
-            "request in flight; " + msg));
-  } else {
-    FailAllBatches(Status::Unavailable(msg));
-  }
-  const int limit = model_->backend().settings().stub_restart_limit;
-  // A stub that answered requests was healthy, however short its life.
-  bool crash_loop = killed_because.empty() && !stub_answered_ &&
-                    Clock::now() - stub_started_ < kHealthyUptime;
-  crash_streak_ = crash_loop ? crash_streak_ + 1 : 0;
-  auto give_up = [&](const std::string& last) {
-    // Called with mu_ held.
-    state_ = StubState::kDown;
-    down_reason_ = "the stub failed " + std::to_string(crash_streak_) +
-                   " times in a row, each within " +
-                   std::to_string(kHealthyUptime.count()) +
-                   " s of starting and before answering anything " +
-                   "(stub-restart-limit=" + std::to_string(limit) +
-                   "); last: " + last + "; load the model again to retry";
-    cv_.notify_all();
-    TRITONPY_LOG_ERROR(
-        "tritonpy: " + Describe() + " is unavailable: " + down_reason_);
-    return false;  // the reader exits; requests fail with down_reason_
-  };
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pid_ = -1;
-    // An instance whose model is being unloaded is not restarted.
-    if (shutting_down_ || unloading) {
-      state_ = shutting_down_ ? StubState::kStopped : StubState::kDown;
-      if (unloading) down_reason_ = "the model is being unloaded";
-      cv_.notify_all();
-      return false;
-    }
-    if (limit > 0 && crash_streak_ > limit) return give_up(msg);
-    state_ = StubState::kRestarting;
-    cv_.notify_all();
-  }
-  TRITONPY_LOG_WARN(msg + "; restarting it");
+  FailAllBatches(GoneStatus(death.stopping, unloading, msg));
+  return stub_.Restart(msg, !killed_because.empty(), unloading);
+}
 
-  int backoff_ms = restart_backoff_ms_;
-  restart_backoff_ms_ =
-      crash_loop ? std::min(restart_backoff_ms_ * 2, kMaxBackoffMs) : 100;
-  bool wait_first = crash_loop;
-  while (true) {
-    if (wait_first) {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] {
-        return shutting_down_;
-      });
-      if (shutting_down_) {
-        state_ = StubState::kStopped;
-        cv_.notify_all();
-        return false;
-      }
-      state_ = StubState::kRestarting;
-      cv_.notify_all();
-    }
-    wait_first = true;
-    std::unique_ptr<StubProcess> proc;
-    std::shared_ptr<Channel> channel;
-    StubTraits traits;
-    Status s = StartStub(&proc, &channel, &traits);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (s.ok() && !shutting_down_) {
-      process_ = std::move(proc);
-      channel_ = channel;
-      traits_ = traits;
-      pid_ = process_->pid();
-      ++generation_;
-      state_ = StubState::kReady;
-      down_reason_.clear();
-      stub_started_ = Clock::now();
-      stub_answered_ = false;
-      cv_.notify_all();
-      TRITONPY_LOG_INFO(
-          "tritonpy: restarted stub for " + Describe() + " (pid " +
-          std::to_string(pid_) + ")");
-      return true;
-    }
-    if (shutting_down_) {
-      state_ = StubState::kStopped;
-      cv_.notify_all();
-      return false;  // proc (if any) is killed by its destructor
-    }
-    ++crash_streak_;
-    if (limit > 0 && crash_streak_ > limit) return give_up(s.message());
-    state_ = StubState::kDown;
-    down_reason_ = s.message();
-    cv_.notify_all();
-    TRITONPY_LOG_WARN(
-        "tritonpy: could not restart the stub for " + Describe() + ": " +
-        s.message() + "; retrying in " + std::to_string(backoff_ms) + " ms");
-    backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+Status
+InstanceState::GoneStatus(bool stopping, bool unloading, const std::string& msg)
+{
+  if (stopping) {
+    return Status::Unavailable(
+        "tritonpy: model '" + model_->name() +
+        "' was unloaded with this request in flight");
   }
+  if (unloading) {
+    return Status::Unavailable(
+        "tritonpy: model '" + model_->name() + "' was unloaded with this " +
+        "request in flight; " + msg);
+  }
+  return Status::Unavailable(msg);
 }
 
 }  // namespace tritonpy

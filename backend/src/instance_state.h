@@ -7,12 +7,15 @@
 // Threads:
 //  - Triton's threads call Create, Execute, CheckReady and the destructor
 //    (Execute never twice at once for one instance).
-//  - The reader thread owns the socket's read side, the stub process, the
-//    peer (stub) arenas and every batch once it is registered: it answers
-//    requests as RESPONSES arrive, polls cancellation, ends batches, fails
-//    them when the stub dies, and restarts the stub.
-// mu_ guards the fields marked below. Frames are written from any thread
-// through Channel::Send, which serialises writers with its own mutex.
+//  - The reader thread owns the socket's read side, the peer (stub)
+//    arenas and every batch once it is registered: it answers requests as
+//    RESPONSES arrive, polls cancellation, ends batches, fails them when
+//    the stub dies, and has the StubSupervisor (stub_supervisor.h) reap
+//    and restart the stub.
+// The supervisor's mutex (stub_.mu) is the instance's one mutex: it
+// guards the stub's state and the GUARDED_BY fields below. Frames are
+// written from any thread through Channel::Send, which serialises writers
+// with its own mutex.
 //
 // Execute modes (INIT_DONE "execute"):
 //  - sync: Execute returns when the batch ends (default mode) or when the
@@ -24,11 +27,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -38,12 +39,16 @@
 #include "batch.h"
 #include "bls.h"
 #include "channel.h"
+#include "clock.h"
 #include "drain_watcher.h"
 #include "error.h"
 #include "metrics.h"
 #include "model_state.h"
+#include "mutex.h"
 #include "protocol.h"
 #include "stub_process.h"
+#include "stub_supervisor.h"
+#include "thread_annotations.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -70,7 +75,6 @@ class InstanceState {
   Status CheckReady();
 
  private:
-  enum class StubState { kReady, kRestarting, kDown, kStopped };
   // Cancellation poll period while requests are in flight.
   static constexpr int kPollMs = 10;
   // How long an idle reader of a sync instance blocks: a sync Execute
@@ -83,13 +87,9 @@ class InstanceState {
   static constexpr uint32_t kLogLevelsUnsent = ~0u;
   static constexpr int kDebugPeriodMs = 100;
 
-  // What INIT_DONE told about the model.
-  struct StubTraits {
-    bool async_execute = false;
-    bool has_is_ready = false;
-  };
-
-  InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance);
+  InstanceState(
+      ModelState* model, TRITONBACKEND_ModelInstance* instance,
+      std::string name, std::string kind, int32_t device_id);
 
   // Spawns a stub (or takes the one the model kept from auto-complete) and
   // runs the handshake. On success the process and channel are returned;
@@ -123,21 +123,21 @@ class InstanceState {
       const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
       Channel* channel, bool* handled);
   Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
-  // The stub is gone (EOF, error, violation): reap it, fail every batch,
-  // restart unless shutting down. Returns false when the reader must exit.
-  // `killed_because` (non-empty): the backend killed a healthy stub for
-  // that reason (a timeout); such a death never counts as a crash loop.
+  // The stub is gone (EOF, error, violation): the supervisor reaps it,
+  // every batch fails, and the supervisor restarts it unless the instance
+  // stops. Returns false when the reader must exit. `killed_because`
+  // (non-empty): the backend killed a healthy stub for that reason (a
+  // timeout); such a death never counts as a crash loop.
   bool OnStubGone(
       const std::string& why, bool violation,
       const std::string& killed_because = "", bool unloading = false);
+  // The error of every request in flight when the stub went away.
+  Status GoneStatus(bool stopping, bool unloading, const std::string& msg);
   void SendError(Channel* channel, const std::string& message);
   // Sends LOG_LEVELS when Triton's log settings (EnabledLogLevels) differ
   // from what the stub was last told; a few loads when they do not. Any
   // thread: before each batch, at idle polls, before INIT and FINALIZE.
   void SyncLogLevels(Channel* channel);
-  std::shared_ptr<Channel> CurrentChannel();
-  // The running stub's model has a sync execute().
-  bool SyncInstance();
 
   // Batches, reader thread only (instance_batches.cc).
   void AdoptPendingBatches();
@@ -155,9 +155,9 @@ class InstanceState {
   void FailOpenRequests(Batch* batch, const Status& status);
   // Reports statistics, releases with `release_flags`, deletes the factory.
   void CompleteRequest(Batch* batch, BatchRequest* req, uint32_t release_flags);
-  // Records that the model's execute() returned for `batch` (mu_ held);
-  // wakes a waiting Execute at the low-water mark.
-  void MarkReturnedLocked(Batch* batch);
+  // Records that the model's execute() returned for `batch`; wakes a
+  // waiting Execute at the low-water mark.
+  void MarkReturnedLocked(Batch* batch) REQUIRES(stub_.mu);
   // A sync instance whose stub has more than `prefetch` batches queued
   // sends the next one when it is down to this many executing: half the
   // batches sent ahead, so that Execute sleeps and wakes once per few
@@ -172,8 +172,8 @@ class InstanceState {
   // shared memory for large ones.
   static constexpr uint64_t kAheadBytes = 16ull << 20;
   // Whether a sync instance may send a batch with at most `limit` batches
-  // executing (the one running and those queued behind it; mu_ held).
-  bool RoomAheadLocked(uint32_t limit) const
+  // executing (the one running and those queued behind it).
+  bool RoomAheadLocked(uint32_t limit) const REQUIRES(stub_.mu)
   {
     return executing_batches_ <= limit &&
            (executing_batches_ < 2 || executing_bytes_ < kAheadBytes);
@@ -198,6 +198,19 @@ class InstanceState {
   std::string OverDeadline(bool* unloading);
 
   // Execute helpers (instance_execute.cc).
+  // What the admission gate let a batch through to.
+  struct Admission {
+    std::shared_ptr<Channel> channel;
+    uint64_t generation = 0;
+    bool async_execute = false;
+  };
+  // The admission gate of Execute: waits out a restart in progress
+  // (spawn + HELLO + INIT, at most twice stub-timeout-seconds); then an
+  // async instance waits for room among its max_inflight_batches in
+  // flight, a sync one until at most sync_prefetch_batches are queued
+  // before this one. Fails (UNAVAILABLE, with the reason) when the stub
+  // is not running or the instance stops.
+  Status Admit(Admission* admitted) EXCLUDES(stub_.mu);
   // Reports statistics and releases the requests of a batch that never
   // reached the stub (Execute thread), freeing its arena space.
   void FinishLocally(Batch* batch);
@@ -207,53 +220,36 @@ class InstanceState {
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;
-  std::string name_;
-  std::string kind_;
-  int32_t device_id_ = 0;
+  const std::string name_;
+  const std::string kind_;
+  const int32_t device_id_;
   int wake_fd_ = -1;  // eventfd: wakes the reader to adopt a new batch
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  StubState state_ = StubState::kStopped;  // guarded by mu_
-  std::string down_reason_;                // guarded by mu_
-  std::shared_ptr<Channel> channel_;       // guarded by mu_
-  pid_t pid_ = -1;                         // guarded by mu_
-  uint64_t generation_ = 0;                // guarded by mu_; +1 per stub
-  StubTraits traits_;                      // guarded by mu_
-  bool shutting_down_ = false;             // guarded by mu_
-  bool kill_stub_ = false;                 // guarded by mu_: no grace left
-  bool finalize_done_ = false;             // guarded by mu_
-  std::string finalize_error_;             // guarded by mu_
+  // The stub process and its state; stub_.mu is the instance's mutex.
+  StubSupervisor stub_;
   // Registered by Execute, not yet adopted by the reader.
-  std::vector<std::shared_ptr<Batch>> pending_;  // guarded by mu_
-  uint32_t inflight_batches_ = 0;                // guarded by mu_
+  std::vector<std::shared_ptr<Batch>> pending_ GUARDED_BY(stub_.mu);
+  uint32_t inflight_batches_ GUARDED_BY(stub_.mu) = 0;
   // Batches sent whose execute() has not returned yet, and the arena
   // bytes of their inputs.
-  uint32_t executing_batches_ = 0;                      // guarded by mu_
-  uint64_t executing_bytes_ = 0;                        // guarded by mu_
-  uint64_t next_query_id_ = 1;                          // guarded by mu_
-  std::set<uint64_t> ready_queries_;                    // guarded by mu_
-  std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_
+  uint32_t executing_batches_ GUARDED_BY(stub_.mu) = 0;
+  uint64_t executing_bytes_ GUARDED_BY(stub_.mu) = 0;
+  uint64_t next_query_id_ GUARDED_BY(stub_.mu) = 1;
+  std::set<uint64_t> ready_queries_ GUARDED_BY(stub_.mu);
+  std::map<uint64_t, proto::ReadyBody> ready_answers_ GUARDED_BY(stub_.mu);
 
   // LOG_LEVELS bits the current stub was last sent (kLogLevelsUnsent: none).
   std::atomic<uint32_t> log_levels_sent_{kLogLevelsUnsent};
-  std::mutex log_levels_mu_;  // serialises the senders of LOG_LEVELS
+  Mutex log_levels_mu_;  // serialises the senders of LOG_LEVELS
 
   // Set by the reader before it blocks idle (kIdleLogPollMs); Execute then
   // wakes it through wake_fd_ so that cancellation polling starts.
   std::atomic<bool> reader_blocking_{false};
 
   // Reader thread only (or the creating thread before it starts).
-  std::unique_ptr<StubProcess> process_;
   PeerArenas peers_;
   std::vector<uint8_t> recv_buf_;
   std::thread reader_;
-  std::chrono::steady_clock::time_point stub_started_;
-  int restart_backoff_ms_ = 100;
-  // Deaths in a row within kHealthyUptime of starting without having
-  // answered anything, and failed restarts.
-  int crash_streak_ = 0;
-  bool stub_answered_ = false;  // RESPONSES or EXECUTE_DONE since it started
   std::map<uint64_t, std::shared_ptr<Batch>> batches_;
   size_t open_requests_ = 0;
   std::chrono::steady_clock::time_point last_cancel_poll_;
@@ -274,9 +270,9 @@ class InstanceState {
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();
 
   // Backend arenas: allocated by Execute, freed by whoever ends a batch.
-  std::mutex alloc_mu_;
-  ArenaAllocator allocator_;           // guarded by alloc_mu_
-  uint64_t announced_generation_ = 0;  // guarded by alloc_mu_
+  Mutex alloc_mu_;
+  ArenaAllocator allocator_ GUARDED_BY(alloc_mu_);
+  uint64_t announced_generation_ GUARDED_BY(alloc_mu_) = 0;
 
   // Execute thread only.
   uint64_t next_batch_id_ = 1;

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "clock.h"
 #include "json.h"
 #include "triton_util.h"
 
@@ -179,6 +180,47 @@ RespondWithError(BatchRequest* req, const Status& status)
 {
   if (req->responded) return;
   SendErrorResponse(req, status, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+}
+
+void
+FinishRequest(
+    TRITONBACKEND_ModelInstance* instance, const std::string& model_name,
+    const Batch& batch, BatchRequest* req, uint32_t release_flags)
+{
+  const uint64_t now = NowNs();
+  const uint64_t compute_start =
+      batch.compute_start_ns != 0 ? batch.compute_start_ns : now;
+  LogIfError(
+      TRITONBACKEND_ModelInstanceReportStatistics(
+          instance, req->request, !req->failed, batch.exec_start_ns,
+          compute_start, now, now),
+      "reporting request statistics failed");
+  TRITONSERVER_Error* err =
+      TRITONBACKEND_RequestRelease(req->request, release_flags);
+  if (err != nullptr) {
+    Status why = FromTriton(err);
+    TRITONPY_LOG_ERROR(
+        "tritonpy: model '" + model_name + "' request '" + req->id +
+        "': release failed: " + why.message());
+    if (release_flags != TRITONSERVER_REQUEST_RELEASE_ALL) {
+      RespondWithError(
+          req, why.WithPrefix(
+                   "tritonpy: model '" + model_name +
+                   "': rescheduling the request failed: "));
+      LogIfError(
+          TRITONBACKEND_RequestRelease(
+              req->request, TRITONSERVER_REQUEST_RELEASE_ALL),
+          "releasing a request failed");
+    }
+  }
+  if (req->factory != nullptr) {
+    LogIfError(
+        TRITONBACKEND_ResponseFactoryDelete(req->factory),
+        "deleting a response factory failed");
+    req->factory = nullptr;
+  }
+  req->complete = true;
+  req->request = nullptr;
 }
 
 namespace {
