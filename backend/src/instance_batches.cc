@@ -29,11 +29,7 @@ void
 InstanceState::AdoptPendingBatches()
 {
   std::vector<std::shared_ptr<Batch>> adopted;
-  {
-    MutexLock lock(&stub_.mu);
-    if (pending_.empty()) return;
-    adopted.swap(pending_);
-  }
+  gate_.TakePending(&adopted);
   adopted_batches_ += adopted.size();
   for (auto& batch : adopted) {
     open_requests_ += batch->open;
@@ -62,54 +58,30 @@ InstanceState::FailOpenRequests(Batch* batch, const Status& status)
 }
 
 void
-InstanceState::MarkReturnedLocked(Batch* batch)
-{
-  if (batch->execute_returned) return;
-  batch->execute_returned = true;
-  --executing_batches_;
-  executing_bytes_ -= batch->arena_bytes;
-  // A sync instance's Execute waits for the low-water mark (or, with no
-  // batch sent ahead, for its own batch to return): waking it at every
-  // returned batch would cost a futex wake here and a sleep there per
-  // batch. An async instance's Execute is woken by MaybeEndBatch.
-  if (!stub_.traits().async_execute &&
-      RoomAheadLocked(ResumeAt(model_->sync_prefetch_batches()))) {
-    stub_.cv.NotifyAll();
-  }
-}
-
-void
 InstanceState::MaybeEndBatch(const std::shared_ptr<Batch>& batch)
 {
-  if (!batch->execute_done || batch->open > 0) return;
+  if (!batch->returned() || batch->open > 0) return;
   ReportBatchStatistics(*batch, NowNs());
   FreeAllocations(batch.get());
   batches_.erase(batch->id);
-  MutexLock lock(&stub_.mu);
-  --inflight_batches_;
-  batch->ended = true;
-  // An async instance's Execute waits for room among its batches in
-  // flight.
-  if (stub_.traits().async_execute) stub_.cv.NotifyAll();
-  MarkReturnedLocked(batch.get());
+  gate_.Ended(batch.get());
 }
 
 Status
 InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
 {
   auto it = batches_.find(batch_id);
-  if (it == batches_.end() || it->second->execute_done) {
+  if (it == batches_.end() || it->second->returned()) {
     return Violation(
         "EXECUTE_DONE or BATCH_DONE for batch " + std::to_string(batch_id) +
         ", which is not in flight");
   }
   std::shared_ptr<Batch> batch = it->second;
-  batch->execute_done = true;
   batch->compute_end_ns = NowNs();
   // The batch a sync instance sent ahead starts now, not when it was sent
   // (statistics and the execute timeout count from here).
   auto next = std::next(it);
-  if (next != batches_.end() && !next->second->execute_done &&
+  if (next != batches_.end() && !next->second->returned() &&
       next->second->compute_start_ns < batch->compute_end_ns &&
       batch->sync_execute) {
     next->second->compute_start_ns = batch->compute_end_ns;
@@ -117,10 +89,7 @@ InstanceState::OnExecuteDone(uint64_t batch_id, const Status& status)
   // With ok, requests still open are answered later through their
   // response senders (either mode); the stub ends each of them.
   if (!status.ok()) FailOpenRequests(batch.get(), status);
-  {
-    MutexLock lock(&stub_.mu);
-    MarkReturnedLocked(batch.get());
-  }
+  gate_.Returned(batch.get());
   MaybeEndBatch(batch);
   return Status();
 }
@@ -145,7 +114,7 @@ InstanceState::OnResponses(
     // A decoupled batch takes responses after EXECUTE_DONE too, but none
     // after the entry that ended it.
     if (it == batches_.end() || ended_here(r.batch_id) ||
-        (batch_end && it->second->execute_done)) {
+        (batch_end && it->second->returned())) {
       return Violation(
           "response for batch " + std::to_string(r.batch_id) +
           ", which is not in flight");
@@ -161,7 +130,7 @@ InstanceState::OnResponses(
   const bool batch_done = (f.flags & proto::kFlagBatchDone) != 0;
   if (batch_done) {
     auto it = batches_.find(f.id);
-    if (it == batches_.end() || it->second->execute_done || ended_here(f.id)) {
+    if (it == batches_.end() || it->second->returned() || ended_here(f.id)) {
       return Violation(
           "BATCH_DONE for batch " + std::to_string(f.id) +
           ", which is not in flight");
@@ -230,9 +199,9 @@ InstanceState::FailAllBatches(const Status& status)
   for (auto& [id, batch] : batches_) all.push_back(batch);
   for (auto& batch : all) {
     FailOpenRequests(batch.get(), status);
-    if (!batch->execute_done) {
-      batch->execute_done = true;
+    if (!batch->returned()) {
       batch->compute_end_ns = NowNs();
+      gate_.Returned(batch.get());
     }
     MaybeEndBatch(batch);
   }
@@ -331,7 +300,7 @@ InstanceState::OverDeadline(bool* unloading)
   const uint64_t limit_ns = static_cast<uint64_t>(limit * 1e9);
   const uint64_t now_ns = NowNs();
   for (const auto& [id, batch] : batches_) {
-    if (batch->execute_done) continue;
+    if (batch->returned()) continue;
     if (now_ns - batch->compute_start_ns < limit_ns) {
       // A sync instance executes its batches in order: only the oldest one
       // still executing has started (the others were sent ahead).

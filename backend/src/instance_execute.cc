@@ -68,43 +68,6 @@ InstanceState::FinishLocally(Batch* batch)
   FreeAllocations(batch);
 }
 
-Status
-InstanceState::Admit(Admission* admitted)
-{
-  const int timeout_s = model_->backend().settings().stub_timeout_seconds;
-  const uint32_t max_inflight = model_->max_inflight_batches();
-  const uint32_t prefetch = model_->sync_prefetch_batches();
-  MutexLock lock(&stub_.mu);
-  const auto restart_deadline =
-      Clock::now() + std::chrono::seconds(2 * timeout_s);
-  while (stub_.state() == StubState::kRestarting &&
-         stub_.cv.WaitUntil(restart_deadline)) {}
-  if (stub_.state() == StubState::kReady && !stub_.traits().async_execute) {
-    if (!RoomAheadLocked(prefetch)) {
-      // Full: refill once the stub is down to half the batches sent
-      // ahead, so that this thread sleeps and wakes once per few
-      // batches instead of once per batch (see ResumeAt).
-      while (!RoomAheadLocked(ResumeAt(prefetch)) && stub_.serving())
-        stub_.cv.Wait();
-    }
-  } else if (stub_.state() == StubState::kReady) {
-    while (inflight_batches_ >= max_inflight && stub_.serving())
-      stub_.cv.Wait();
-  }
-  if (!stub_.serving()) {
-    const std::string why =
-        stub_.shutting_down()
-            ? "the model is being unloaded"
-            : stub_.UnavailableReason("the stub is still restarting");
-    return Status::Unavailable(
-        "tritonpy: " + Describe() + " is unavailable: " + why);
-  }
-  admitted->channel = stub_.channel();
-  admitted->generation = stub_.generation();
-  admitted->async_execute = stub_.traits().async_execute;
-  return Status();
-}
-
 void
 InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
 {
@@ -114,8 +77,8 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   batch->decoupled = model_->decoupled();
   const uint32_t prefetch = model_->sync_prefetch_batches();
 
-  Admission admitted;
-  Status status = Admit(&admitted);
+  AdmissionGate::Ticket admitted;
+  Status status = gate_.Admit(Describe(), &admitted);
   const std::shared_ptr<Channel>& channel = admitted.channel;
   const bool async_execute = admitted.async_execute;
   batch->sync_execute = !async_execute;
@@ -185,17 +148,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   batch->open = batch->wire_index.size();
   for (const Allocation& a : batch->allocations) batch->arena_bytes += a.size;
   batch->compute_start_ns = NowNs();
-  bool registered = false;
-  {
-    MutexLock lock(&stub_.mu);
-    if (stub_.serving() && stub_.channel() == channel) {
-      pending_.push_back(batch);
-      ++inflight_batches_;
-      ++executing_batches_;
-      executing_bytes_ += batch->arena_bytes;
-      registered = true;
-    }
-  }
+  const bool registered = gate_.Register(batch, channel);
   if (!registered) {
     for (BatchRequest& req : batch->requests) {
       RespondWithError(
@@ -224,8 +177,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   // sync_prefetch_batches 0: wait until the model's execute returned (and,
   // in default mode, the batch ended), as the official backend does. The
   // reader fails the batch if the stub dies.
-  MutexLock lock(&stub_.mu);
-  while (!batch->execute_returned) stub_.cv.Wait();
+  gate_.WaitReturned(*batch);
 }
 
 }  // namespace tritonpy

@@ -49,6 +49,9 @@ InstanceState::InstanceState(
               std::shared_ptr<Channel>* channel, StubTraits* traits) {
             return StartStub(process, channel, traits);
           }),
+      gate_(
+          &stub_, model->max_inflight_batches(), model->sync_prefetch_batches(),
+          2 * model->backend().settings().stub_timeout_seconds),
       allocator_(model->backend().settings().arena_byte_size)
 {
   metrics_ = std::make_unique<InstanceMetrics>(
@@ -66,15 +69,11 @@ InstanceState::LogDebugCounters()
   uint64_t bls_bytes = 0;
   if (bls_ != nullptr) bls_->DebugCounters(&bls_calls, &bls_bytes);
   uint64_t arena_bytes;
-  size_t pending;
   {
     MutexLock lock(&alloc_mu_);
     arena_bytes = allocator_.allocated_bytes();
   }
-  {
-    MutexLock lock(&stub_.mu);
-    pending = pending_.size();
-  }
+  const size_t pending = gate_.pending_count();
   // key=value pairs: Triton's log escapes quotes, so no JSON.
   std::string line = "batches_total=" + std::to_string(adopted_batches_) +
                      " batches=" + std::to_string(batches_.size() + pending) +

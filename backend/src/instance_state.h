@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "admission_gate.h"
 #include "arena.h"
 #include "batch.h"
 #include "bls.h"
@@ -155,29 +156,6 @@ class InstanceState {
   void FailOpenRequests(Batch* batch, const Status& status);
   // Reports statistics, releases with `release_flags`, deletes the factory.
   void CompleteRequest(Batch* batch, BatchRequest* req, uint32_t release_flags);
-  // Records that the model's execute() returned for `batch`; wakes a
-  // waiting Execute at the low-water mark.
-  void MarkReturnedLocked(Batch* batch) REQUIRES(stub_.mu);
-  // A sync instance whose stub has more than `prefetch` batches queued
-  // sends the next one when it is down to this many executing: half the
-  // batches sent ahead, so that Execute sleeps and wakes once per few
-  // batches instead of once per batch, while the stub still has work.
-  static uint32_t ResumeAt(uint32_t prefetch)
-  {
-    return prefetch <= 1 ? prefetch : prefetch / 2;
-  }
-  // Arena bytes of inputs that batches sent ahead may hold: past the first
-  // batch ahead, a sync instance sends more only below this, so that deep
-  // prefetching of small requests does not become hundreds of MiB of
-  // shared memory for large ones.
-  static constexpr uint64_t kAheadBytes = 16ull << 20;
-  // Whether a sync instance may send a batch with at most `limit` batches
-  // executing (the one running and those queued behind it).
-  bool RoomAheadLocked(uint32_t limit) const REQUIRES(stub_.mu)
-  {
-    return executing_batches_ <= limit &&
-           (executing_batches_ < 2 || executing_bytes_ < kAheadBytes);
-  }
   // Ends `batch` once execute returned and every request is complete.
   void MaybeEndBatch(const std::shared_ptr<Batch>& batch);
   // Fails and ends every batch in flight (stub death, unload).
@@ -198,19 +176,6 @@ class InstanceState {
   std::string OverDeadline(bool* unloading);
 
   // Execute helpers (instance_execute.cc).
-  // What the admission gate let a batch through to.
-  struct Admission {
-    std::shared_ptr<Channel> channel;
-    uint64_t generation = 0;
-    bool async_execute = false;
-  };
-  // The admission gate of Execute: waits out a restart in progress
-  // (spawn + HELLO + INIT, at most twice stub-timeout-seconds); then an
-  // async instance waits for room among its max_inflight_batches in
-  // flight, a sync one until at most sync_prefetch_batches are queued
-  // before this one. Fails (UNAVAILABLE, with the reason) when the stub
-  // is not running or the instance stops.
-  Status Admit(Admission* admitted) EXCLUDES(stub_.mu);
   // Reports statistics and releases the requests of a batch that never
   // reached the stub (Execute thread), freeing its arena space.
   void FinishLocally(Batch* batch);
@@ -227,13 +192,8 @@ class InstanceState {
 
   // The stub process and its state; stub_.mu is the instance's mutex.
   StubSupervisor stub_;
-  // Registered by Execute, not yet adopted by the reader.
-  std::vector<std::shared_ptr<Batch>> pending_ GUARDED_BY(stub_.mu);
-  uint32_t inflight_batches_ GUARDED_BY(stub_.mu) = 0;
-  // Batches sent whose execute() has not returned yet, and the arena
-  // bytes of their inputs.
-  uint32_t executing_batches_ GUARDED_BY(stub_.mu) = 0;
-  uint64_t executing_bytes_ GUARDED_BY(stub_.mu) = 0;
+  // Execute's admission and the hand-over of batches to the reader.
+  AdmissionGate gate_;
   uint64_t next_query_id_ GUARDED_BY(stub_.mu) = 1;
   std::set<uint64_t> ready_queries_ GUARDED_BY(stub_.mu);
   std::map<uint64_t, proto::ReadyBody> ready_answers_ GUARDED_BY(stub_.mu);
