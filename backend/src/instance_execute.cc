@@ -21,34 +21,6 @@
 namespace tritonpy {
 
 void
-InstanceState::FreeAllocations(Batch* batch)
-{
-  if (batch->allocations.empty()) return;
-  MutexLock lock(&alloc_mu_);
-  for (const Allocation& a : batch->allocations) {
-    allocator_.Free(a.arena_id, a.offset);
-  }
-  batch->allocations.clear();
-}
-
-void
-InstanceState::ReportBatchStatistics(const Batch& batch, uint64_t exec_end_ns)
-{
-  if (batch.requests.empty()) return;
-  uint64_t total_batch_size = 0;
-  for (const BatchRequest& req : batch.requests) {
-    total_batch_size += req.batch_size;
-  }
-  uint64_t compute_end =
-      batch.compute_end_ns != 0 ? batch.compute_end_ns : exec_end_ns;
-  LogIfError(
-      TRITONBACKEND_ModelInstanceReportBatchStatistics(
-          instance_, total_batch_size, batch.exec_start_ns,
-          batch.compute_start_ns, compute_end, exec_end_ns),
-      "reporting batch statistics failed");
-}
-
-void
 InstanceState::FinishLocally(Batch* batch)
 {
   const uint64_t now = NowNs();
@@ -64,8 +36,8 @@ InstanceState::FinishLocally(Batch* batch)
         instance_, model_->name(), *batch, &req,
         TRITONSERVER_REQUEST_RELEASE_ALL);
   }
-  ReportBatchStatistics(*batch, now);
-  FreeAllocations(batch);
+  ReportBatchStatistics(instance_, *batch, now);
+  arenas_.Free(batch);
 }
 
 void
@@ -104,19 +76,19 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   };
   std::vector<Announce> announce;
   {
-    MutexLock lock(&alloc_mu_);
+    MutexLock lock(&arenas_.mu);
     // A restarted stub knows none of our arenas.
-    if (admitted.generation != announced_generation_) {
-      allocator_.MarkAllUnannounced();
-      announced_generation_ = admitted.generation;
+    if (admitted.generation != arenas_.announced_generation) {
+      arenas_.allocator.MarkAllUnannounced();
+      arenas_.announced_generation = admitted.generation;
     }
     status = BuildExecute(
-        *model_, requests, count, &allocator_, batch.get(), &frame);
-    for (const MappedArena* arena : allocator_.Unannounced()) {
+        *model_, requests, count, &arenas_.allocator, batch.get(), &frame);
+    for (const MappedArena* arena : arenas_.allocator.Unannounced()) {
       announce.push_back({arena->id(), arena->size(), arena->fd()});
     }
   }
-  // Sent without alloc_mu_ held: a send may block, and the reader frees
+  // Sent without arenas_.mu held: a send may block, and the reader frees
   // batch space under that mutex. Arenas live as long as the allocator.
   for (const Announce& a : announce) {
     if (!status.ok()) break;
@@ -126,8 +98,8 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
         });
     status = channel->Send(arena_frame, a.fd);
     if (status.ok()) {
-      MutexLock lock(&alloc_mu_);
-      allocator_.MarkAnnounced(a.id);
+      MutexLock lock(&arenas_.mu);
+      arenas_.allocator.MarkAnnounced(a.id);
     }
   }
   // Requests that could not be read already have their error response.

@@ -52,7 +52,8 @@ InstanceState::InstanceState(
       gate_(
           &stub_, model->max_inflight_batches(), model->sync_prefetch_batches(),
           2 * model->backend().settings().stub_timeout_seconds),
-      allocator_(model->backend().settings().arena_byte_size)
+      arenas_(model->backend().settings().arena_byte_size),
+      table_(model, instance, &stub_, &gate_, &arenas_)
 {
   metrics_ = std::make_unique<InstanceMetrics>(
       &model->backend().metric_store(), "model '" + model->name() + "'");
@@ -70,14 +71,14 @@ InstanceState::LogDebugCounters()
   if (bls_ != nullptr) bls_->DebugCounters(&bls_calls, &bls_bytes);
   uint64_t arena_bytes;
   {
-    MutexLock lock(&alloc_mu_);
-    arena_bytes = allocator_.allocated_bytes();
+    MutexLock lock(&arenas_.mu);
+    arena_bytes = arenas_.allocator.allocated_bytes();
   }
   const size_t pending = gate_.pending_count();
   // key=value pairs: Triton's log escapes quotes, so no JSON.
-  std::string line = "batches_total=" + std::to_string(adopted_batches_) +
-                     " batches=" + std::to_string(batches_.size() + pending) +
-                     " requests=" + std::to_string(open_requests_) +
+  std::string line = "batches_total=" + std::to_string(table_.adopted_total()) +
+                     " batches=" + std::to_string(table_.size() + pending) +
+                     " requests=" + std::to_string(table_.open_requests()) +
                      " arena_bytes=" + std::to_string(arena_bytes) +
                      " bls_calls=" + std::to_string(bls_calls) +
                      " bls_arena_bytes=" + std::to_string(bls_bytes);
@@ -483,14 +484,14 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   switch (f.type) {
     case proto::FrameType::kResponses:
       stub_.NoteAnswered();
-      TRITONPY_RETURN_IF_ERROR(OnResponses(f, body, &release));
+      TRITONPY_RETURN_IF_ERROR(table_.OnResponses(f, body, peers_, &release));
       break;
     case proto::FrameType::kExecuteDone: {
       stub_.NoteAnswered();
       proto::ExecuteDoneBody done;
       TRITONPY_RETURN_IF_ERROR(
           proto::DecodeExecuteDone(body, f.body_len, &done));
-      TRITONPY_RETURN_IF_ERROR(OnExecuteDone(
+      TRITONPY_RETURN_IF_ERROR(table_.OnExecuteDone(
           f.id, done.ok != 0 ? Status() : Status::Internal(done.error)));
       break;
     }
@@ -520,7 +521,7 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
       TRITONPY_RETURN_IF_ERROR(bls_->OnFrame(
           f, body, peers_, stub_.CurrentChannel(), &release,
           [this](uint64_t batch_id, uint32_t index) {
-            return OpenRequestTrace(batch_id, index);
+            return table_.OpenRequestTrace(batch_id, index);
           }));
       break;
     case proto::FrameType::kRelease: {
@@ -559,15 +560,15 @@ InstanceState::ReaderLoop()
   pthread_setname_np(pthread_self(), "tritonpy-reader");
   while (true) {
     std::shared_ptr<Channel> channel = stub_.CurrentChannel();
-    AdoptPendingBatches();
-    int timeout_ms = kPollMs;
-    if (open_requests_ == 0) {
+    table_.Adopt();
+    int timeout_ms = BatchTable::kPollMs;
+    if (table_.open_requests() == 0) {
       // Idle: block, unless Execute registered a batch meanwhile (an
       // async Execute wakes us through wake_fd_ once it sees
       // reader_blocking_; a sync one does not, see Execute).
       reader_blocking_.store(true);
-      AdoptPendingBatches();
-      if (open_requests_ == 0) {
+      table_.Adopt();
+      if (table_.open_requests() == 0) {
         timeout_ms = stub_.AsyncExecute() ? kIdleLogPollMs : kSyncIdlePollMs;
         if (debug_counters_) {
           const int due = LogDebugCounters();
@@ -588,18 +589,18 @@ InstanceState::ReaderLoop()
     bool unloading = false;
     if (r == Channel::RecvResult::kTimeout) {
       SyncLogLevels(channel.get());
-      AdoptPendingBatches();
-      PollCancellation(true);
+      table_.Adopt();
+      table_.PollCancellation(true);
       PollUnload();
       kill_reason = OverDeadline(&unloading);
       if (kill_reason.empty()) continue;
     }
     if (r == Channel::RecvResult::kFrame) {
-      AdoptPendingBatches();
+      table_.Adopt();
       err = Dispatch(recv_buf_.data(), len, &fds);
       CloseAll(&fds);
       if (err.ok()) {
-        PollCancellation(false);
+        table_.PollCancellation(false);
         PollUnload();
         kill_reason = OverDeadline(&unloading);
         if (kill_reason.empty()) continue;
@@ -635,8 +636,8 @@ InstanceState::OnStubGone(
   metrics_->Clear();
   const std::string msg = stub_.Reap(death, why, violation, killed_because);
   peers_.Clear();
-  AdoptPendingBatches();
-  FailAllBatches(GoneStatus(death.stopping, unloading, msg));
+  table_.Adopt();
+  table_.FailAll(GoneStatus(death.stopping, unloading, msg));
   return stub_.Restart(msg, !killed_because.empty(), unloading);
 }
 

@@ -38,6 +38,8 @@
 #include "admission_gate.h"
 #include "arena.h"
 #include "batch.h"
+#include "batch_arenas.h"
+#include "batch_table.h"
 #include "bls.h"
 #include "channel.h"
 #include "clock.h"
@@ -76,8 +78,6 @@ class InstanceState {
   Status CheckReady();
 
  private:
-  // Cancellation poll period while requests are in flight.
-  static constexpr int kPollMs = 10;
   // How long an idle reader of a sync instance blocks: a sync Execute
   // does not wake it, so a batch sent meanwhile has its cancellation
   // polled from at most this long after it started.
@@ -140,29 +140,9 @@ class InstanceState {
   // thread: before each batch, at idle polls, before INIT and FINALIZE.
   void SyncLogLevels(Channel* channel);
 
-  // Batches, reader thread only (instance_batches.cc).
-  void AdoptPendingBatches();
-  Status OnResponses(
-      const proto::FrameView& f, const uint8_t* body,
-      std::vector<proto::ArenaRef>* release);
-  Status OnExecuteDone(uint64_t batch_id, const Status& status);
+  // Unloads and readiness (instance_batches.cc).
   void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
-  // The trace of request `index` (EXECUTE position) of batch `batch_id`
-  // while that request is open; else null.
-  TRITONSERVER_InferenceTrace* OpenRequestTrace(
-      uint64_t batch_id, uint32_t index);
-  // Fails every open request of `batch` with `status` (a final error
-  // response each, then release).
-  void FailOpenRequests(Batch* batch, const Status& status);
-  // Reports statistics, releases with `release_flags`, deletes the factory.
-  void CompleteRequest(Batch* batch, BatchRequest* req, uint32_t release_flags);
-  // Ends `batch` once execute returned and every request is complete.
-  void MaybeEndBatch(const std::shared_ptr<Batch>& batch);
-  // Fails and ends every batch in flight (stub death, unload).
-  void FailAllBatches(const Status& status);
-  // Pushes newly cancelled requests to the stub, at most every kPollMs.
-  void PollCancellation(bool force);
-  // Publishes open_requests_ to the drain watcher, and sends DRAIN once
+  // Publishes the open requests to the drain watcher, and sends DRAIN once
   // the watcher saw the model being unloaded with work in flight.
   void PollUnload();
   // TRITONPY_DEBUG=1: at idle, logs the resource counters when they
@@ -179,8 +159,6 @@ class InstanceState {
   // Reports statistics and releases the requests of a batch that never
   // reached the stub (Execute thread), freeing its arena space.
   void FinishLocally(Batch* batch);
-  void FreeAllocations(Batch* batch);
-  void ReportBatchStatistics(const Batch& batch, uint64_t exec_end_ns);
   std::string Describe() const;  // "model 'm' instance 'i'"
 
   ModelState* model_;
@@ -194,6 +172,11 @@ class InstanceState {
   StubSupervisor stub_;
   // Execute's admission and the hand-over of batches to the reader.
   AdmissionGate gate_;
+  // Backend arenas of batch inputs: allocated by Execute, freed by
+  // whoever ends a batch.
+  BatchArenas arenas_;
+  // The batches in flight (reader thread only).
+  BatchTable table_;
   uint64_t next_query_id_ GUARDED_BY(stub_.mu) = 1;
   std::set<uint64_t> ready_queries_ GUARDED_BY(stub_.mu);
   std::map<uint64_t, proto::ReadyBody> ready_answers_ GUARDED_BY(stub_.mu);
@@ -210,12 +193,8 @@ class InstanceState {
   PeerArenas peers_;
   std::vector<uint8_t> recv_buf_;
   std::thread reader_;
-  std::map<uint64_t, std::shared_ptr<Batch>> batches_;
-  size_t open_requests_ = 0;
-  std::chrono::steady_clock::time_point last_cancel_poll_;
   bool drain_sent_ = false;
   bool debug_counters_ = false;
-  uint64_t adopted_batches_ = 0;  // counted for the debug line only
   std::string last_debug_line_;
   std::chrono::steady_clock::time_point last_debug_log_;
   std::chrono::steady_clock::time_point drain_sent_at_;
@@ -228,11 +207,6 @@ class InstanceState {
 
   // Shared with the backend's DrainWatcher (see drain_watcher.h).
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();
-
-  // Backend arenas: allocated by Execute, freed by whoever ends a batch.
-  Mutex alloc_mu_;
-  ArenaAllocator allocator_ GUARDED_BY(alloc_mu_);
-  uint64_t announced_generation_ GUARDED_BY(alloc_mu_) = 0;
 
   // Execute thread only.
   uint64_t next_batch_id_ = 1;

@@ -183,6 +183,25 @@ RespondWithError(BatchRequest* req, const Status& status)
 }
 
 void
+ReportBatchStatistics(
+    TRITONBACKEND_ModelInstance* instance, const Batch& batch,
+    uint64_t exec_end_ns)
+{
+  if (batch.requests.empty()) return;
+  uint64_t total_batch_size = 0;
+  for (const BatchRequest& req : batch.requests) {
+    total_batch_size += req.batch_size;
+  }
+  const uint64_t compute_end =
+      batch.compute_end_ns != 0 ? batch.compute_end_ns : exec_end_ns;
+  LogIfError(
+      TRITONBACKEND_ModelInstanceReportBatchStatistics(
+          instance, total_batch_size, batch.exec_start_ns,
+          batch.compute_start_ns, compute_end, exec_end_ns),
+      "reporting batch statistics failed");
+}
+
+void
 FinishRequest(
     TRITONBACKEND_ModelInstance* instance, const std::string& model_name,
     const Batch& batch, BatchRequest* req, uint32_t release_flags)

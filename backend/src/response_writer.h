@@ -38,6 +38,12 @@ void FinishRequest(
     TRITONBACKEND_ModelInstance* instance, const std::string& model_name,
     const Batch& batch, BatchRequest* req, uint32_t release_flags);
 
+// Reports the statistics of `batch` as one execution that ended at
+// `exec_end_ns` (compute ends when execute returned, or then).
+void ReportBatchStatistics(
+    TRITONBACKEND_ModelInstance* instance, const Batch& batch,
+    uint64_t exec_end_ns);
+
 // Resolves the output bytes of every entry of a RESPONSES body: inline
 // data, the stub's arenas, or (location 2) backend arena space of the
 // entry's own batch, owners[i] (alive until that batch ends, which needs
