@@ -25,6 +25,14 @@
 
 namespace tritonpy {
 
+// The life of one request in a batch: kOpen -> (kResponded) -> kComplete.
+// A rescheduled request is complete without a final response.
+enum class RequestState {
+  kOpen,       // no final response yet
+  kResponded,  // a response with FINAL was sent; not released yet
+  kComplete,   // released (FinishRequest): hands off, request is null
+};
+
 // The life of a batch (admission_gate.h has the transitions).
 enum class BatchState {
   kBuilding,   // Execute is reading its requests; the reader knows nothing
@@ -45,12 +53,20 @@ struct BatchRequest {
   std::string id;  // request id, for messages
   std::set<std::string> requested_outputs;
   uint64_t batch_size = 1;
-  uint32_t wire_pos = 0;     // request_index in the EXECUTE frame
-  bool responded = false;    // a response with FINAL was sent
-  bool failed = false;       // ... some response carried an error
+  uint32_t wire_pos = 0;  // request_index in the EXECUTE frame
+  RequestState state = RequestState::kOpen;
+  bool failed = false;       // some response carried an error
   bool answered = false;     // default mode: its one response was sent
-  bool complete = false;     // released (FINAL or RESCHEDULE); hands off
   bool cancel_sent = false;  // a CANCEL entry went to the stub
+
+  // No final response may follow (one was sent, or the request is done).
+  bool responded() const { return state != RequestState::kOpen; }
+  bool complete() const { return state == RequestState::kComplete; }
+  // A response with FINAL is being sent.
+  void MarkResponded()
+  {
+    if (state == RequestState::kOpen) state = RequestState::kResponded;
+  }
 };
 
 struct Batch {

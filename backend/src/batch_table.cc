@@ -56,7 +56,7 @@ BatchTable::FailOpenRequests(Batch* batch, const Status& status)
 {
   for (size_t index : batch->wire_index) {
     BatchRequest* req = &batch->requests[index];
-    if (req->complete) continue;
+    if (req->complete()) continue;
     RespondWithError(req, status);
     Complete(batch, req, TRITONSERVER_REQUEST_RELEASE_ALL);
   }
@@ -150,7 +150,7 @@ BatchTable::OnResponses(
     Batch* batch = owners[i].get();
     BatchRequest* req = &batch->requests[batch->wire_index[r.request_index]];
     const bool batch_end = (r.response_flags & proto::kRespBatchEnd) != 0;
-    if (req->complete) {
+    if (req->complete()) {
       TRITONPY_LOG_ERROR(
           "tritonpy: model '" + model_->name() + "' sent a response for " +
           "request '" + req->id + "', which is already complete; it is " +
@@ -226,7 +226,7 @@ BatchTable::PollCancellation(bool force)
   for (auto& [id, batch] : batches_) {
     for (size_t index : batch->wire_index) {
       BatchRequest* req = &batch->requests[index];
-      if (req->complete || req->cancel_sent) continue;
+      if (req->complete() || req->cancel_sent) continue;
       bool cancelled = false;
       TRITONSERVER_Error* err =
           req->factory != nullptr
@@ -266,7 +266,7 @@ BatchTable::OpenRequestTrace(uint64_t batch_id, uint32_t index)
     return nullptr;
   }
   const BatchRequest& req = it->second->requests[it->second->wire_index[index]];
-  if (req.complete || req.request == nullptr) return nullptr;
+  if (req.complete() || req.request == nullptr) return nullptr;
   TRITONSERVER_InferenceTrace* trace = nullptr;
   TRITONSERVER_Error* err = TRITONBACKEND_RequestTrace(req.request, &trace);
   if (err != nullptr) {

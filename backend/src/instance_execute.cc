@@ -27,7 +27,7 @@ InstanceState::FinishLocally(Batch* batch)
   if (batch->compute_start_ns == 0) batch->compute_start_ns = now;
   batch->compute_end_ns = now;
   for (BatchRequest& req : batch->requests) {
-    if (req.complete) continue;
+    if (req.complete()) continue;
     RespondWithError(
         &req, Status::Internal(
                   "tritonpy: model '" + model_->name() + "': request '" +
@@ -104,14 +104,14 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   }
   // Requests that could not be read already have their error response.
   for (BatchRequest& req : batch->requests) {
-    if (!req.responded) continue;
+    if (!req.responded()) continue;
     FinishRequest(
         instance_, model_->name(), *batch, &req,
         TRITONSERVER_REQUEST_RELEASE_ALL);
   }
   if (!status.ok() || batch->wire_index.empty()) {
     for (BatchRequest& req : batch->requests) {
-      if (!req.complete) RespondWithError(&req, status);
+      if (!req.complete()) RespondWithError(&req, status);
     }
     FinishLocally(batch.get());
     return;

@@ -158,7 +158,7 @@ SendErrorResponse(
 {
   req->failed = true;
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
-    req->responded = true;
+    req->MarkResponded();
   }
   TRITONBACKEND_Response* response = nullptr;
   Status s = NewResponse(req, &response);
@@ -178,7 +178,7 @@ SendErrorResponse(
 void
 RespondWithError(BatchRequest* req, const Status& status)
 {
-  if (req->responded) return;
+  if (req->responded()) return;
   SendErrorResponse(req, status, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
 }
 
@@ -238,7 +238,7 @@ FinishRequest(
         "deleting a response factory failed");
     req->factory = nullptr;
   }
-  req->complete = true;
+  req->state = RequestState::kComplete;
   req->request = nullptr;
 }
 
@@ -320,7 +320,7 @@ SendPayload(
     return;
   }
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
-    req->responded = true;
+    req->MarkResponded();
   }
   TRITONSERVER_Error* err =
       TRITONBACKEND_ResponseSend(response, flags, nullptr);
@@ -335,7 +335,7 @@ SendPayload(
 void
 SendFinalFlag(BatchRequest* req, Status* send_error)
 {
-  req->responded = true;
+  req->MarkResponded();
   TRITONSERVER_Error* err = nullptr;
   if (req->factory == nullptr) {
     err = TRITONBACKEND_ResponseFactoryNew(&req->factory, req->request);
