@@ -139,7 +139,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
   }
-  SyncLogLevels(channel.get());  // the batch's logs obey the settings of now
+  log_levels_.Sync(channel.get());  // the batch's logs obey the settings of now
   if (!channel->Send(frame).ok()) {
     // The stub is gone or the socket is broken: EOF makes the reader
     // handle it as a death, which fails this batch with the reason.

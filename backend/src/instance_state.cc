@@ -13,41 +13,36 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "execute_builder.h"
 #include "json.h"
-#include "response_writer.h"
 #include "triton_util.h"
 
 namespace tritonpy {
 
-namespace {
-
-void
-CloseAll(std::vector<int>* fds)
-{
-  for (int fd : *fds) close(fd);
-  fds->clear();
-}
-
-// Poll slice while waiting for the stub, so that finalize is noticed.
-constexpr int kSliceMs = 100;
-
-}  // namespace
-
 InstanceState::InstanceState(
     ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string name,
-    std::string kind, int32_t device_id)
+    std::string kind, int32_t device_id, TRITONSERVER_Server* server)
     : model_(model),
       instance_(instance),
       name_(std::move(name)),
       kind_(std::move(kind)),
       device_id_(device_id),
+      bls_(
+          std::make_unique<Bls>(
+              server, Describe(), model->backend().settings().arena_byte_size)),
+      metrics_(
+          std::make_unique<InstanceMetrics>(
+              &model->backend().metric_store(),
+              "model '" + model->name() + "'")),
+      frames_(Describe(), metrics_.get(), &stub_),
+      starter_(
+          model, name_, kind_, device_id_, Describe(), &frames_, bls_.get(),
+          &log_levels_, &stub_, &recv_buf_),
       stub_(
           Describe(), model->backend().settings().stub_restart_limit,
           [this](
               std::unique_ptr<StubProcess>* process,
               std::shared_ptr<Channel>* channel, StubTraits* traits) {
-            return StartStub(process, channel, traits);
+            return starter_.Start(process, channel, traits);
           }),
       gate_(
           &stub_, model->max_inflight_batches(), model->sync_prefetch_batches(),
@@ -55,8 +50,6 @@ InstanceState::InstanceState(
       arenas_(model->backend().settings().arena_byte_size),
       table_(model, instance, &stub_, &gate_, &arenas_)
 {
-  metrics_ = std::make_unique<InstanceMetrics>(
-      &model->backend().metric_store(), "model '" + model->name() + "'");
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   const char* debug = getenv("TRITONPY_DEBUG");
   debug_counters_ =
@@ -117,22 +110,19 @@ InstanceState::Create(
   int32_t device_id = 0;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id));
+  TRITONSERVER_Server* server = nullptr;
+  TRITONPY_RETURN_IF_TRITON_ERROR(
+      TRITONBACKEND_ModelServer(model->triton_model(), &server));
+  // Bls exists before the stub: initialize() may use the model loading API.
   std::unique_ptr<InstanceState> state(new InstanceState(
       model, instance, name,
       kind == TRITONSERVER_INSTANCEGROUPKIND_GPU     ? "GPU"
       : kind == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "MODEL"
                                                      : "CPU",
-      device_id));
-
+      device_id, server));
   if (state->wake_fd_ < 0) {
     return Status::Internal("tritonpy: eventfd failed");
   }
-  TRITONSERVER_Server* server = nullptr;
-  TRITONPY_RETURN_IF_TRITON_ERROR(
-      TRITONBACKEND_ModelServer(model->triton_model(), &server));
-  // Before the stub: initialize() may use the model loading API.
-  state->bls_ = std::make_unique<Bls>(
-      server, state->Describe(), model->backend().settings().arena_byte_size);
   TRITONPY_RETURN_IF_ERROR(state->stub_.Start());
   state->drain_->server = server;
   state->drain_->model_name = model->name();
@@ -159,308 +149,12 @@ InstanceState::~InstanceState()
   stub_.Stop(
       wait, wait_text, std::chrono::seconds(settings.stub_timeout_seconds),
       [this](Channel* channel) {
-        SyncLogLevels(channel);  // for what finalize() logs
+        log_levels_.Sync(channel);  // for what finalize() logs
       });
   if (reader_.joinable()) reader_.join();
   bls_.reset();      // cancels BLS calls still in flight
   metrics_.reset();  // deletes the stub's metrics from the server
   if (wake_fd_ >= 0) close(wake_fd_);
-}
-
-// ---------------------------------------------------------------- startup
-
-std::string
-InstanceState::StartFailure(StubProcess* process, const std::string& why)
-{
-  const std::string& python = model_->stub_launch().python;
-  std::string msg = "tritonpy: " + Describe() + ": `" + python +
-                    " -m tritonpy.stub` could not start (interpreter '" +
-                    python + "'";
-  if (process->executable() != python) {
-    msg += " found at '" + process->executable() + "'";
-  }
-  msg += "): " + why;
-  const std::string how = process->EndWithin(1000);
-  if (!how.empty()) msg += "; the stub " + how;
-  return msg;
-}
-
-Status
-InstanceState::AwaitJson(
-    const std::shared_ptr<Channel>& channel, proto::FrameType want,
-    int timeout_ms, std::string* json)
-{
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  const char* want_name = proto::FrameTypeName(want);
-  while (true) {
-    size_t len = 0;
-    std::vector<int> fds;
-    Status err;
-    auto r = channel->Receive(&recv_buf_, &len, &fds, kSliceMs, &err);
-    if (r == Channel::RecvResult::kTimeout) {
-      if (stub_.stopping()) {
-        return Status::Unavailable("the instance is being finalized");
-      }
-      if (timeout_ms >= 0 && Clock::now() >= deadline) {
-        return Status::Unavailable(
-            "no " + std::string(want_name) + " within " +
-            std::to_string(timeout_ms / 1000) + " s (stub-timeout-seconds)");
-      }
-      continue;
-    }
-    if (r == Channel::RecvResult::kEof) {
-      return Status::Unavailable(
-          "the stub closed its socket before sending " +
-          std::string(want_name));
-    }
-    if (r == Channel::RecvResult::kError) {
-      CloseAll(&fds);
-      SendError(channel.get(), err.message());
-      return err;
-    }
-    proto::FrameView f;
-    Status s = proto::DecodeHeader(recv_buf_.data(), len, &f);
-    const uint8_t* body = nullptr;
-    if (s.ok() && f.type != proto::FrameType::kArena && !fds.empty()) {
-      s = Violation(
-          std::string("a ") + proto::FrameTypeName(f.type) +
-          " frame carried file descriptors");
-    }
-    if (s.ok()) s = ResolveBody(f, &body);
-    bool handled = false;
-    if (s.ok() && f.type == want) {
-      proto::DecodeJson(body, f.body_len, json);
-      return Status();
-    }
-    if (s.ok()) s = HandleCommon(f, body, &fds, channel.get(), &handled);
-    if (s.ok() && !handled && f.type == proto::FrameType::kModelControl) {
-      // pb_utils.load_model() and friends from initialize(): answered by a
-      // worker thread, as during execute.
-      std::vector<proto::ArenaRef> release;
-      if (f.body_in_arena) release.push_back(f.body_ref);
-      // No request is open yet: a call made now continues no trace.
-      s = bls_->OnFrame(
-          f, body, peers_, channel, &release,
-          [](uint64_t, uint32_t) -> TRITONSERVER_InferenceTrace* {
-            return nullptr;
-          });
-      if (s.ok() && !release.empty()) SendRelease(channel.get(), release);
-      handled = true;
-    }
-    CloseAll(&fds);
-    if (s.ok() && !handled) {
-      s = Violation(
-          std::string("unexpected ") + proto::FrameTypeName(f.type) +
-          " frame while waiting for " + want_name);
-    }
-    if (!s.ok()) {
-      SendError(channel.get(), s.message());
-      return s;
-    }
-  }
-}
-
-Status
-InstanceState::Handshake(
-    StubProcess* process, const std::shared_ptr<Channel>& channel, bool greeted,
-    StubTraits* traits)
-{
-  const BackendSettings& settings = model_->backend().settings();
-  std::string text;
-  Status s;
-  if (!greeted) {
-    s = AwaitJson(
-        channel, proto::FrameType::kHello, settings.stub_timeout_seconds * 1000,
-        &text);
-    if (s.ok()) s = proto::CheckHello(text);
-    if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
-  }
-
-  json::Value args = json::Value::Object();
-  args.Set("model_config", json::Value::String(model_->config_json()));
-  args.Set("model_instance_kind", json::Value::String(kind_));
-  args.Set("model_instance_name", json::Value::String(name_));
-  args.Set(
-      "model_instance_device_id",
-      json::Value::String(std::to_string(device_id_)));
-  args.Set("model_repository", json::Value::String(model_->repository()));
-  args.Set(
-      "model_version", json::Value::String(std::to_string(model_->version())));
-  args.Set("model_name", json::Value::String(model_->name()));
-  json::Value stub_settings = json::Value::Object();
-  stub_settings.Set("decoupled", json::Value::Bool(model_->decoupled()));
-  stub_settings.Set(
-      "finalize_grace_seconds",
-      json::Value::Double(settings.finalize_grace_seconds));
-  // With an execute timeout the backend must see each sync batch end as it
-  // does: the stub then answers every batch at once.
-  stub_settings.Set(
-      "execute_timeout_seconds",
-      json::Value::Double(model_->execute_timeout_seconds()));
-  json::Value init = json::Value::Object();
-  init.Set("args", std::move(args));
-  init.Set("model_file", json::Value::String(model_->model_file()));
-  init.Set("model_dir", json::Value::String(model_->model_dir()));
-  init.Set("settings", std::move(stub_settings));
-  std::string init_text = init.Serialize();
-  if (init_text.size() > proto::kMaxFrame - proto::kHeaderSize) {
-    return Status::InvalidArg(
-        "tritonpy: " + Describe() + ": the model config is too large for " +
-        "an INIT frame");
-  }
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kInit, 0, 0,
-      [&](std::vector<uint8_t>* out) { proto::EncodeJson(init_text, out); });
-  // A new stub knows nothing of the log settings: they go before INIT.
-  log_levels_sent_.store(kLogLevelsUnsent);
-  SyncLogLevels(channel.get());
-  TRITONPY_RETURN_IF_ERROR(channel->Send(frame));
-
-  // The model's initialize() may take long: no deadline, EOF ends the wait.
-  s = AwaitJson(channel, proto::FrameType::kInitDone, -1, &text);
-  if (!s.ok()) {
-    // The official backend's words first: scripts grep the log for them.
-    return Status::Unavailable(
-        "Stub process '" + name_ + "' is not healthy. tritonpy: " + Describe() +
-        ": stub failed during initialize: " + s.message());
-  }
-  json::Value done;
-  s = json::Parse(text, &done);
-  if (!s.ok()) return s.WithPrefix("tritonpy: INIT_DONE: ");
-  if (!done.GetBool("ok", false)) {
-    std::string error = done.GetString("error", "");
-    if (error.empty()) {
-      error = "tritonpy: " + Describe() + ": initialize failed";
-    }
-    return Status::Internal(error);
-  }
-  std::string mode = done.GetString("execute", "sync");
-  if (mode != "sync" && mode != "async") {
-    return Status::InvalidArg(
-        "tritonpy: " + Describe() + ": INIT_DONE has an unknown execute " +
-        "mode '" + mode + "'");
-  }
-  traits->async_execute = mode == "async";
-  traits->has_is_ready = done.GetBool("is_ready", false);
-  return Status();
-}
-
-Status
-InstanceState::StartStub(
-    std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
-    StubTraits* traits)
-{
-  // The model's first instance gets the stub that ran auto_complete_config,
-  // already past HELLO (docs/protocol.md).
-  std::unique_ptr<StubProcess> proc;
-  std::shared_ptr<Channel> ch;
-  const bool greeted = model_->TakeAutoCompleteStub(&proc, &ch);
-  if (!greeted) {
-    proc = std::make_unique<StubProcess>();
-    int fd = -1;
-    TRITONPY_RETURN_IF_ERROR(proc->Spawn(model_->stub_launch(), name_, &fd));
-    ch = std::make_shared<Channel>(fd);
-  }
-  Status s = Handshake(proc.get(), ch, greeted, traits);
-  if (!s.ok()) {
-    // EOF lets a healthy stub exit by itself; then it is killed.
-    ch->Shutdown();
-    const std::string how = proc->EndWithin(2000);
-    if (!how.empty()) {
-      s = Status::Error(s.code(), s.message() + "; the stub " + how);
-    }
-    peers_.Clear();
-    metrics_->Clear();  // what a failed initialize() created
-    return s;
-  }
-  *process = std::move(proc);
-  *channel = std::move(ch);
-  return Status();
-}
-
-// ---------------------------------------------------------------- reader
-
-void
-InstanceState::SendError(Channel* channel, const std::string& message)
-{
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kError, 0, 0, [&](std::vector<uint8_t>* out) {
-        proto::EncodeError({message.substr(0, 60000)}, out);
-      });
-  (void)channel->Send(frame);  // best effort: the peer may be gone
-}
-
-Status
-InstanceState::ResolveBody(const proto::FrameView& f, const uint8_t** body)
-{
-  if (!f.body_in_arena) {
-    *body = f.body;
-    return Status();
-  }
-  return peers_.Resolve(
-      f.body_ref.arena_id, f.body_ref.offset, f.body_len, body);
-}
-
-Status
-InstanceState::HandleCommon(
-    const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
-    Channel* channel, bool* handled)
-{
-  *handled = true;
-  switch (f.type) {
-    case proto::FrameType::kArena: {
-      if (fds->size() != 1) {
-        return Violation(
-            "an ARENA frame must carry exactly one descriptor, got " +
-            std::to_string(fds->size()));
-      }
-      proto::ArenaBody a;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeArena(body, f.body_len, &a));
-      int fd = (*fds)[0];
-      fds->clear();
-      return peers_.Add(a.arena_id, fd, a.size);  // closes fd
-    }
-    case proto::FrameType::kLog: {
-      proto::LogBody log;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeLog(body, f.body_len, &log));
-      TRITONSERVER_LogLevel level =
-          log.level <= 3 ? static_cast<TRITONSERVER_LogLevel>(log.level)
-                         : TRITONSERVER_LOG_INFO;
-      LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
-      return Status();
-    }
-    case proto::FrameType::kMetric: {
-      if (f.body_in_arena) return Violation("a METRIC body must be inline");
-      std::shared_ptr<Channel> current;
-      if (channel == nullptr) {
-        current = stub_.CurrentChannel();
-        channel = current.get();
-      }
-      return metrics_->OnFrame(f, body, channel);
-    }
-    case proto::FrameType::kError: {
-      proto::ErrorBody e;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeError(body, f.body_len, &e));
-      TRITONPY_LOG_ERROR(
-          "tritonpy: stub for " + Describe() + " reported: " + e.message);
-      return Status();
-    }
-    default:
-      *handled = false;
-      return Status();
-  }
-}
-
-void
-InstanceState::SyncLogLevels(Channel* channel)
-{
-  const uint32_t enabled = EnabledLogLevels();
-  if (enabled == log_levels_sent_.load(std::memory_order_relaxed)) return;
-  MutexLock lock(&log_levels_mu_);
-  if (enabled == log_levels_sent_.load()) return;
-  if (channel->Send(proto::MakeLogLevelsFrame(enabled)).ok()) {
-    log_levels_sent_.store(enabled);
-  }
 }
 
 Status
@@ -474,9 +168,10 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
         " frame carried file descriptors");
   }
   const uint8_t* body = nullptr;
-  TRITONPY_RETURN_IF_ERROR(ResolveBody(f, &body));
+  TRITONPY_RETURN_IF_ERROR(frames_.ResolveBody(f, &body));
   bool handled = false;
-  TRITONPY_RETURN_IF_ERROR(HandleCommon(f, body, fds, nullptr, &handled));
+  TRITONPY_RETURN_IF_ERROR(
+      frames_.HandleCommon(f, body, fds, nullptr, &handled));
   if (handled) return Status();
 
   std::vector<proto::ArenaRef> release;
@@ -484,7 +179,8 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   switch (f.type) {
     case proto::FrameType::kResponses:
       stub_.NoteAnswered();
-      TRITONPY_RETURN_IF_ERROR(table_.OnResponses(f, body, peers_, &release));
+      TRITONPY_RETURN_IF_ERROR(
+          table_.OnResponses(f, body, frames_.peers(), &release));
       break;
     case proto::FrameType::kExecuteDone: {
       stub_.NoteAnswered();
@@ -519,7 +215,7 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
     case proto::FrameType::kBlsRelease:
     case proto::FrameType::kModelControl:
       TRITONPY_RETURN_IF_ERROR(bls_->OnFrame(
-          f, body, peers_, stub_.CurrentChannel(), &release,
+          f, body, frames_.peers(), stub_.CurrentChannel(), &release,
           [this](uint64_t batch_id, uint32_t index) {
             return table_.OpenRequestTrace(batch_id, index);
           }));
@@ -537,20 +233,6 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   }
   if (!release.empty()) SendRelease(stub_.CurrentChannel().get(), release);
   return Status();
-}
-
-void
-InstanceState::SendRelease(
-    Channel* channel, const std::vector<proto::ArenaRef>& release)
-{
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kRelease, 0, 0,
-      [&](std::vector<uint8_t>* out) { proto::EncodeRelease({release}, out); });
-  // A release list too long for one frame is dropped: the stub keeps
-  // that space, which is a leak but not an error.
-  if (frame.size() <= proto::kMaxFrame && channel != nullptr) {
-    (void)channel->Send(frame);
-  }
 }
 
 void
@@ -588,7 +270,7 @@ InstanceState::ReaderLoop()
     std::string kill_reason;
     bool unloading = false;
     if (r == Channel::RecvResult::kTimeout) {
-      SyncLogLevels(channel.get());
+      log_levels_.Sync(channel.get());
       table_.Adopt();
       table_.PollCancellation(true);
       PollUnload();
@@ -633,9 +315,8 @@ InstanceState::OnStubGone(
       stub_.OnDeath(violation || !killed_because.empty());
   death.channel->Shutdown();
   bls_->OnStubGone();
-  metrics_->Clear();
+  frames_.Clear();  // its arenas and metrics
   const std::string msg = stub_.Reap(death, why, violation, killed_because);
-  peers_.Clear();
   table_.Adopt();
   table_.FailAll(GoneStatus(death.stopping, unloading, msg));
   return stub_.Restart(msg, !killed_because.empty(), unloading);

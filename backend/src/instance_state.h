@@ -49,7 +49,9 @@
 #include "model_state.h"
 #include "mutex.h"
 #include "protocol.h"
+#include "stub_frames.h"
 #include "stub_process.h"
+#include "stub_starter.h"
 #include "stub_supervisor.h"
 #include "thread_annotations.h"
 #include "tritonpy/triton_api.h"
@@ -85,45 +87,17 @@ class InstanceState {
   // How long an idle reader of an async instance blocks: how late a change
   // of Triton's log settings may reach a stub that gets no batch.
   static constexpr int kIdleLogPollMs = 1000;
-  static constexpr uint32_t kLogLevelsUnsent = ~0u;
   static constexpr int kDebugPeriodMs = 100;
 
   InstanceState(
       ModelState* model, TRITONBACKEND_ModelInstance* instance,
-      std::string name, std::string kind, int32_t device_id);
-
-  // Spawns a stub (or takes the one the model kept from auto-complete) and
-  // runs the handshake. On success the process and channel are returned;
-  // on failure the process has been reaped.
-  Status StartStub(
-      std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
-      StubTraits* traits);
-  // HELLO (unless `greeted`: the stub already sent it), INIT, INIT_DONE.
-  Status Handshake(
-      StubProcess* process, const std::shared_ptr<Channel>& channel,
-      bool greeted, StubTraits* traits);
-  // Waits for a frame of type `want` (a JSON frame), handling LOG/ERROR/
-  // ARENA/METRIC and MODEL_CONTROL (the model loading API works in
-  // initialize()) meanwhile. timeout_ms < 0: no deadline.
-  Status AwaitJson(
-      const std::shared_ptr<Channel>& channel, proto::FrameType want,
-      int timeout_ms, std::string* json);
-  std::string StartFailure(StubProcess* process, const std::string& why);
+      std::string name, std::string kind, int32_t device_id,
+      TRITONSERVER_Server* server);
 
   // Reader thread (instance_state.cc).
   void ReaderLoop();
-  // Gives the stub back arena space of frames this side is done with.
-  void SendRelease(
-      Channel* channel, const std::vector<proto::ArenaRef>& release);
   // Handles one received message; a failed Status is a protocol violation.
   Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
-  // Frames valid at any time: LOG, ERROR, ARENA, METRIC (also while
-  // initialize() runs). Sets *handled. `channel`: where to answer
-  // (null: the current stub's).
-  Status HandleCommon(
-      const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
-      Channel* channel, bool* handled);
-  Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
   // The stub is gone (EOF, error, violation): the supervisor reaps it,
   // every batch fails, and the supervisor restarts it unless the instance
   // stops. Returns false when the reader must exit. `killed_because`
@@ -134,11 +108,6 @@ class InstanceState {
       const std::string& killed_because = "", bool unloading = false);
   // The error of every request in flight when the stub went away.
   Status GoneStatus(bool stopping, bool unloading, const std::string& msg);
-  void SendError(Channel* channel, const std::string& message);
-  // Sends LOG_LEVELS when Triton's log settings (EnabledLogLevels) differ
-  // from what the stub was last told; a few loads when they do not. Any
-  // thread: before each batch, at idle polls, before INIT and FINALIZE.
-  void SyncLogLevels(Channel* channel);
 
   // Unloads and readiness (instance_batches.cc).
   void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
@@ -168,6 +137,18 @@ class InstanceState {
   const int32_t device_id_;
   int wake_fd_ = -1;  // eventfd: wakes the reader to adopt a new batch
 
+  // BLS calls and model control (bls.h); frames from the reader thread
+  // (and the creating thread during the first handshake).
+  std::unique_ptr<Bls> bls_;
+  // The stub's custom metrics: used by whoever reads the socket.
+  std::unique_ptr<InstanceMetrics> metrics_;
+  // The stub's arenas and the frames valid at any time (whoever reads the
+  // socket).
+  StubFrames frames_;
+  // Keeps the stub told of Triton's log settings (any thread).
+  LogLevelSync log_levels_;
+  // Spawn and handshake, for the supervisor.
+  StubStarter starter_;
   // The stub process and its state; stub_.mu is the instance's mutex.
   StubSupervisor stub_;
   // Execute's admission and the hand-over of batches to the reader.
@@ -181,16 +162,11 @@ class InstanceState {
   std::set<uint64_t> ready_queries_ GUARDED_BY(stub_.mu);
   std::map<uint64_t, proto::ReadyBody> ready_answers_ GUARDED_BY(stub_.mu);
 
-  // LOG_LEVELS bits the current stub was last sent (kLogLevelsUnsent: none).
-  std::atomic<uint32_t> log_levels_sent_{kLogLevelsUnsent};
-  Mutex log_levels_mu_;  // serialises the senders of LOG_LEVELS
-
   // Set by the reader before it blocks idle (kIdleLogPollMs); Execute then
   // wakes it through wake_fd_ so that cancellation polling starts.
   std::atomic<bool> reader_blocking_{false};
 
   // Reader thread only (or the creating thread before it starts).
-  PeerArenas peers_;
   std::vector<uint8_t> recv_buf_;
   std::thread reader_;
   bool drain_sent_ = false;
@@ -198,12 +174,6 @@ class InstanceState {
   std::string last_debug_line_;
   std::chrono::steady_clock::time_point last_debug_log_;
   std::chrono::steady_clock::time_point drain_sent_at_;
-
-  // BLS calls and model control (bls.h); frames from the reader thread.
-  std::unique_ptr<Bls> bls_;
-  // The stub's custom metrics: used by whoever reads the socket (the
-  // creating thread during the first handshake, then the reader).
-  std::unique_ptr<InstanceMetrics> metrics_;
 
   // Shared with the backend's DrainWatcher (see drain_watcher.h).
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();
