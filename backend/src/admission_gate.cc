@@ -4,15 +4,17 @@
 #include "admission_gate.h"
 
 #include <chrono>
+#include <utility>
 
 #include "clock.h"
 
 namespace tritonpy {
 
 AdmissionGate::AdmissionGate(
-    StubSupervisor* stub, uint32_t max_inflight, uint32_t prefetch,
-    int restart_wait_s)
-    : stub_(stub),
+    std::string describe, StubSupervisor* stub, uint32_t max_inflight,
+    uint32_t prefetch, int restart_wait_s)
+    : describe_(std::move(describe)),
+      stub_(stub),
       max_inflight_(max_inflight),
       prefetch_(prefetch),
       restart_wait_s_(restart_wait_s)
@@ -20,7 +22,7 @@ AdmissionGate::AdmissionGate(
 }
 
 Status
-AdmissionGate::Admit(const std::string& describe, Ticket* ticket)
+AdmissionGate::Admit(Ticket* ticket)
 {
   MutexLock lock(&stub_->mu);
   const auto restart_deadline =
@@ -47,7 +49,7 @@ AdmissionGate::Admit(const std::string& describe, Ticket* ticket)
             ? "the model is being unloaded"
             : stub_->UnavailableReason("the stub is still restarting");
     return Status::Unavailable(
-        "tritonpy: " + describe + " is unavailable: " + why);
+        "tritonpy: " + describe_ + " is unavailable: " + why);
   }
   ticket->channel = stub_->channel();
   ticket->generation = stub_->generation();

@@ -32,9 +32,10 @@ namespace tritonpy {
 
 class AdmissionGate {
  public:
+  // `describe`: "model 'm' instance 'i'", for messages.
   AdmissionGate(
-      StubSupervisor* stub, uint32_t max_inflight, uint32_t prefetch,
-      int restart_wait_s);
+      std::string describe, StubSupervisor* stub, uint32_t max_inflight,
+      uint32_t prefetch, int restart_wait_s);
 
   // What the gate let a batch through to.
   struct Ticket {
@@ -47,7 +48,7 @@ class AdmissionGate {
   // its batches in flight, a sync one until at most `prefetch` batches
   // are queued before this one. UNAVAILABLE "<describe> is unavailable:
   // <why>" when the stub is not running or the instance stops.
-  Status Admit(const std::string& describe, Ticket* ticket) EXCLUDES(stub_->mu);
+  Status Admit(Ticket* ticket) EXCLUDES(stub_->mu);
   // Execute thread: hands `batch` to the reader (kPending) unless the stub
   // changed since Admit (then false: nobody will answer it).
   bool Register(
@@ -92,6 +93,7 @@ class AdmissionGate {
   }
   void ReturnedLocked(Batch* batch) REQUIRES(stub_->mu);
 
+  const std::string describe_;
   StubSupervisor* const stub_;
   const uint32_t max_inflight_;
   const uint32_t prefetch_;

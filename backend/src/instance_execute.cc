@@ -50,7 +50,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   const uint32_t prefetch = model_->sync_prefetch_batches();
 
   AdmissionGate::Ticket admitted;
-  Status status = gate_.Admit(Describe(), &admitted);
+  Status status = gate_.Admit(&admitted);
   const std::shared_ptr<Channel>& channel = admitted.channel;
   const bool async_execute = admitted.async_execute;
   batch->sync_execute = !async_execute;

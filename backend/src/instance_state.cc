@@ -45,7 +45,8 @@ InstanceState::InstanceState(
             return starter_.Start(process, channel, traits);
           }),
       gate_(
-          &stub_, model->max_inflight_batches(), model->sync_prefetch_batches(),
+          Describe(), &stub_, model->max_inflight_batches(),
+          model->sync_prefetch_batches(),
           2 * model->backend().settings().stub_timeout_seconds),
       arenas_(model->backend().settings().arena_byte_size),
       table_(model, instance, &stub_, &gate_, &arenas_)
