@@ -89,3 +89,21 @@ format: $(VENV)/.deps
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+
+# Lock annotations: the backend compiled by clang with -Wthread-safety
+# (-Werror), so that every GUARDED_BY / REQUIRES in backend/src is checked;
+# `make test` runs it. Installs Debian's clang when clang++ is missing
+# (root, or sudo). Compile only, in its own build directory; the include
+# paths are the normal build's (CMakeLists.txt).
+CLANGXX ?= clang++
+THREAD_SAFETY_DIR := build/thread-safety
+.PHONY: thread-safety
+thread-safety: $(VENV)/.deps
+	@command -v $(CLANGXX) >/dev/null || { \
+	    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$SUDO apt-get install -y clang || { $$SUDO apt-get update && $$SUDO apt-get install -y clang; }; }
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake -S . -B $(THREAD_SAFETY_DIR) \
+	    -DCMAKE_CXX_COMPILER=$(CLANGXX) -DTRITONPY_THREAD_SAFETY=ON -DTRITONPY_BUILD_TESTS=OFF \
+	    -DTRITONPY_JSON_INCLUDE="$$($(PY) -c 'import nlohmann_json; print(nlohmann_json.get_include())')" >/dev/null
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake --build $(THREAD_SAFETY_DIR) -j2 --target triton_tritonpy
+test: thread-safety

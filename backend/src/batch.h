@@ -4,12 +4,14 @@
 // Bookkeeping of one batch (one Execute call, one EXECUTE frame).
 //
 // Ownership: the Execute thread builds a Batch and hands it to the
-// instance's reader thread before sending the EXECUTE frame. From then on
-// only the reader thread touches it (responses, cancellation polls, stub
-// death), except for the fields marked "guarded by the instance mutex",
-// which the Execute thread of a sync instance waits on. Once every
-// request is complete and the stub has said that execute returned, the
-// reader ends the batch: batch statistics, arena space freed.
+// instance's reader thread (AdmissionGate::Register) before sending the
+// EXECUTE frame. From then on only the reader thread touches it
+// (responses, cancellation polls, stub death). Its state is written under
+// the instance mutex, by the AdmissionGate only, because the Execute
+// thread of a sync instance waits on it; the reader reads it without.
+// Once every request is complete and the stub has said that execute
+// returned, the reader ends the batch: batch statistics, arena space
+// freed.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,27 @@
 
 namespace tritonpy {
 
+// The life of one request in a batch: kOpen -> (kResponded) -> kComplete.
+// A rescheduled request is complete without a final response.
+enum class RequestState {
+  kOpen,       // no final response yet
+  kResponded,  // a response with FINAL was sent; not released yet
+  kComplete,   // released (FinishRequest): hands off, request is null
+};
+
+// The life of a batch (admission_gate.h has the transitions).
+enum class BatchState {
+  kBuilding,   // Execute is reading its requests; the reader knows nothing
+  kPending,    // registered by Execute, not yet adopted by the reader
+  kExecuting,  // adopted; the model's execute() has not returned (or not
+               // started: a sync instance's batches sent ahead)
+  kReturned,   // execute() returned (EXECUTE_DONE, BATCH_DONE or a
+               // BATCH_END entry) or the stub went away; decoupled
+               // requests may still be open
+  kEnded,      // every request complete: statistics reported, arena
+               // space freed, out of the reader's table
+};
+
 struct BatchRequest {
   TRITONBACKEND_Request* request = nullptr;
   // Decoupled mode; default mode only to send the final flag alone.
@@ -30,12 +53,20 @@ struct BatchRequest {
   std::string id;  // request id, for messages
   std::set<std::string> requested_outputs;
   uint64_t batch_size = 1;
-  uint32_t wire_pos = 0;     // request_index in the EXECUTE frame
-  bool responded = false;    // a response with FINAL was sent
-  bool failed = false;       // ... some response carried an error
+  uint32_t wire_pos = 0;  // request_index in the EXECUTE frame
+  RequestState state = RequestState::kOpen;
+  bool failed = false;       // some response carried an error
   bool answered = false;     // default mode: its one response was sent
-  bool complete = false;     // released (FINAL or RESCHEDULE); hands off
   bool cancel_sent = false;  // a CANCEL entry went to the stub
+
+  // No final response may follow (one was sent, or the request is done).
+  bool responded() const { return state != RequestState::kOpen; }
+  bool complete() const { return state == RequestState::kComplete; }
+  // A response with FINAL is being sent.
+  void MarkResponded()
+  {
+    if (state == RequestState::kOpen) state = RequestState::kResponded;
+  }
 };
 
 struct Batch {
@@ -48,14 +79,13 @@ struct Batch {
   uint64_t arena_bytes = 0;             // their total, once registered
   std::vector<std::vector<uint8_t>> scratch;  // gathered inline inputs
   size_t open = 0;                            // requests not complete yet
-  bool execute_done = false;  // EXECUTE_DONE / BATCH_DONE arrived
+  BatchState state = BatchState::kBuilding;
   uint64_t exec_start_ns = 0;
   uint64_t compute_start_ns = 0;
   uint64_t compute_end_ns = 0;  // when execute returned
 
-  // Guarded by the instance mutex.
-  bool execute_returned = false;  // a sync Execute may return
-  bool ended = false;
+  // The model's execute() returned for this batch (reader thread).
+  bool returned() const { return state >= BatchState::kReturned; }
 };
 
 }  // namespace tritonpy

@@ -34,12 +34,6 @@ constexpr size_t kInlineBudget = 96 << 10;
 // How long ~Bls waits for cancelled calls to be given back by Triton.
 constexpr auto kDrainWait = std::chrono::seconds(5);
 
-Status
-Violation(const std::string& what)
-{
-  return Status::InvalidArg("tritonpy protocol violation: " + what);
-}
-
 // Where Triton wrote one output: an arena allocation, or call-owned heap
 // memory for small outputs (and for calls whose stub is gone).
 struct OutBuf {

@@ -18,9 +18,9 @@ DrainWatcher::DrainWatcher(int period_ms) : period_ms_(period_ms)
 DrainWatcher::~DrainWatcher()
 {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -28,14 +28,14 @@ DrainWatcher::~DrainWatcher()
 void
 DrainWatcher::Register(const std::shared_ptr<DrainTarget>& target)
 {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   targets_.push_back(target);
 }
 
 void
 DrainWatcher::Unregister(const DrainTarget* target)
 {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   targets_.erase(
       std::remove_if(
           targets_.begin(), targets_.end(),
@@ -53,10 +53,10 @@ DrainWatcher::Run()
   while (true) {
     busy.clear();
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(period_ms_), [this] {
-        return stop_;
-      });
+      MutexLock lock(&mu_);
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::milliseconds(period_ms_);
+      while (!stop_ && cv_.WaitUntil(deadline)) {}
       if (stop_) return;
       for (const auto& t : targets_) {
         if (t->open_requests.load() > 0 && !t->unloading.load()) {

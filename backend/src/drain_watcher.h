@@ -19,14 +19,14 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "mutex.h"
+#include "thread_annotations.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -53,10 +53,10 @@ class DrainWatcher {
   void Run();
 
   const int period_ms_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                                  // guarded by mu_
-  std::vector<std::shared_ptr<DrainTarget>> targets_;  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_{&mu_};
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::vector<std::shared_ptr<DrainTarget>> targets_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -64,6 +64,14 @@ class Status {
   std::string message_;
 };
 
+// A frame from the stub that breaks docs/protocol.md: the reader kills the
+// stub that sent it.
+inline Status
+Violation(const std::string& what)
+{
+  return Status::InvalidArg("tritonpy protocol violation: " + what);
+}
+
 }  // namespace tritonpy
 
 #define TRITONPY_CONCAT_INNER(a, b) a##b

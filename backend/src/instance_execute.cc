@@ -12,57 +12,13 @@
 
 #include <chrono>
 
+#include "clock.h"
 #include "execute_builder.h"
 #include "instance_state.h"
 #include "response_writer.h"
 #include "triton_util.h"
 
 namespace tritonpy {
-
-namespace {
-
-uint64_t
-NowNs()
-{
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-}  // namespace
-
-void
-InstanceState::FreeAllocations(Batch* batch)
-{
-  if (batch->allocations.empty()) return;
-  std::lock_guard<std::mutex> lock(alloc_mu_);
-  for (const Allocation& a : batch->allocations) {
-    allocator_.Free(a.arena_id, a.offset);
-  }
-  batch->allocations.clear();
-}
-
-void
-InstanceState::ReportBatchStatistics(const Batch& batch, uint64_t exec_end_ns)
-{
-  if (batch.requests.empty()) return;
-  uint64_t total_batch_size = 0;
-  for (const BatchRequest& req : batch.requests) {
-    total_batch_size += req.batch_size;
-  }
-  uint64_t compute_end =
-      batch.compute_end_ns != 0 ? batch.compute_end_ns : exec_end_ns;
-  TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportBatchStatistics(
-      instance_, total_batch_size, batch.exec_start_ns, batch.compute_start_ns,
-      compute_end, exec_end_ns);
-  if (err != nullptr) {
-    TRITONPY_LOG_ERROR(
-        std::string("tritonpy: reporting batch statistics failed: ") +
-        TRITONSERVER_ErrorMessage(err));
-    TRITONSERVER_ErrorDelete(err);
-  }
-}
 
 void
 InstanceState::FinishLocally(Batch* batch)
@@ -71,32 +27,17 @@ InstanceState::FinishLocally(Batch* batch)
   if (batch->compute_start_ns == 0) batch->compute_start_ns = now;
   batch->compute_end_ns = now;
   for (BatchRequest& req : batch->requests) {
-    if (req.complete) continue;
+    if (req.complete()) continue;
     RespondWithError(
         &req, Status::Internal(
                   "tritonpy: model '" + model_->name() + "': request '" +
                   req.id + "' was not executed"));
-    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
-        instance_, req.request, !req.failed, batch->exec_start_ns,
-        batch->compute_start_ns, now, now);
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    err = TRITONBACKEND_RequestRelease(
-        req.request, TRITONSERVER_REQUEST_RELEASE_ALL);
-    if (err != nullptr) {
-      TRITONPY_LOG_ERROR(
-          std::string("tritonpy: releasing a request failed: ") +
-          TRITONSERVER_ErrorMessage(err));
-      TRITONSERVER_ErrorDelete(err);
-    }
-    if (req.factory != nullptr) {
-      err = TRITONBACKEND_ResponseFactoryDelete(req.factory);
-      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-      req.factory = nullptr;
-    }
-    req.complete = true;
+    FinishRequest(
+        instance_, model_->name(), *batch, &req,
+        TRITONSERVER_REQUEST_RELEASE_ALL);
   }
-  ReportBatchStatistics(*batch, now);
-  FreeAllocations(batch);
+  ReportBatchStatistics(instance_, *batch, now);
+  arenas_.Free(batch);
 }
 
 void
@@ -106,53 +47,13 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   batch->exec_start_ns = NowNs();
   batch->id = next_batch_id_++;
   batch->decoupled = model_->decoupled();
-  const int timeout_s = model_->backend().settings().stub_timeout_seconds;
-  const uint32_t max_inflight = model_->max_inflight_batches();
   const uint32_t prefetch = model_->sync_prefetch_batches();
 
-  // Wait out a restart in progress (spawn + HELLO + INIT), bounded; an
-  // async instance then waits for room among its batches in flight, a
-  // sync one until at most `prefetch` batches are queued before this one.
-  std::shared_ptr<Channel> channel;
-  uint64_t generation = 0;
-  bool async_execute = false;
-  Status status;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(2 * timeout_s), [&] {
-      return state_ != StubState::kRestarting;
-    });
-    if (state_ == StubState::kReady && !traits_.async_execute) {
-      if (!RoomAheadLocked(prefetch)) {
-        // Full: refill once the stub is down to half the batches sent
-        // ahead, so that this thread sleeps and wakes once per few
-        // batches instead of once per batch (see ResumeAt).
-        cv_.wait(lock, [&] {
-          return RoomAheadLocked(ResumeAt(prefetch)) ||
-                 state_ != StubState::kReady || shutting_down_;
-        });
-      }
-    } else if (state_ == StubState::kReady) {
-      cv_.wait(lock, [&] {
-        return inflight_batches_ < max_inflight ||
-               state_ != StubState::kReady || shutting_down_;
-      });
-    }
-    if (state_ == StubState::kReady && !shutting_down_) {
-      channel = channel_;
-      generation = generation_;
-      async_execute = traits_.async_execute;
-      batch->sync_execute = !async_execute;
-    } else {
-      std::string why = shutting_down_ ? "the model is being unloaded"
-                        : state_ == StubState::kRestarting
-                            ? "the stub is still restarting"
-                        : down_reason_.empty() ? "the stub is not running"
-                                               : down_reason_;
-      status = Status::Unavailable(
-          "tritonpy: " + Describe() + " is unavailable: " + why);
-    }
-  }
+  AdmissionGate::Ticket admitted;
+  Status status = gate_.Admit(&admitted);
+  const std::shared_ptr<Channel>& channel = admitted.channel;
+  const bool async_execute = admitted.async_execute;
+  batch->sync_execute = !async_execute;
   if (!status.ok()) {
     batch->requests.resize(count);
     for (uint32_t i = 0; i < count; ++i) {
@@ -175,19 +76,19 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   };
   std::vector<Announce> announce;
   {
-    std::lock_guard<std::mutex> lock(alloc_mu_);
+    MutexLock lock(&arenas_.mu);
     // A restarted stub knows none of our arenas.
-    if (generation != announced_generation_) {
-      allocator_.MarkAllUnannounced();
-      announced_generation_ = generation;
+    if (admitted.generation != arenas_.announced_generation) {
+      arenas_.allocator.MarkAllUnannounced();
+      arenas_.announced_generation = admitted.generation;
     }
     status = BuildExecute(
-        *model_, requests, count, &allocator_, batch.get(), &frame);
-    for (const MappedArena* arena : allocator_.Unannounced()) {
+        *model_, requests, count, &arenas_.allocator, batch.get(), &frame);
+    for (const MappedArena* arena : arenas_.allocator.Unannounced()) {
       announce.push_back({arena->id(), arena->size(), arena->fd()});
     }
   }
-  // Sent without alloc_mu_ held: a send may block, and the reader frees
+  // Sent without arenas_.mu held: a send may block, and the reader frees
   // batch space under that mutex. Arenas live as long as the allocator.
   for (const Announce& a : announce) {
     if (!status.ok()) break;
@@ -197,30 +98,20 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
         });
     status = channel->Send(arena_frame, a.fd);
     if (status.ok()) {
-      std::lock_guard<std::mutex> lock(alloc_mu_);
-      allocator_.MarkAnnounced(a.id);
+      MutexLock lock(&arenas_.mu);
+      arenas_.allocator.MarkAnnounced(a.id);
     }
   }
   // Requests that could not be read already have their error response.
-  const uint64_t now = NowNs();
   for (BatchRequest& req : batch->requests) {
-    if (!req.responded) continue;
-    TRITONSERVER_Error* err = TRITONBACKEND_ModelInstanceReportStatistics(
-        instance_, req.request, false, batch->exec_start_ns, now, now, now);
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    err = TRITONBACKEND_RequestRelease(
-        req.request, TRITONSERVER_REQUEST_RELEASE_ALL);
-    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-    if (req.factory != nullptr) {
-      err = TRITONBACKEND_ResponseFactoryDelete(req.factory);
-      if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-      req.factory = nullptr;
-    }
-    req.complete = true;
+    if (!req.responded()) continue;
+    FinishRequest(
+        instance_, model_->name(), *batch, &req,
+        TRITONSERVER_REQUEST_RELEASE_ALL);
   }
   if (!status.ok() || batch->wire_index.empty()) {
     for (BatchRequest& req : batch->requests) {
-      if (!req.complete) RespondWithError(&req, status);
+      if (!req.complete()) RespondWithError(&req, status);
     }
     FinishLocally(batch.get());
     return;
@@ -229,17 +120,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   batch->open = batch->wire_index.size();
   for (const Allocation& a : batch->allocations) batch->arena_bytes += a.size;
   batch->compute_start_ns = NowNs();
-  bool registered = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (state_ == StubState::kReady && channel_ == channel && !shutting_down_) {
-      pending_.push_back(batch);
-      ++inflight_batches_;
-      ++executing_batches_;
-      executing_bytes_ += batch->arena_bytes;
-      registered = true;
-    }
-  }
+  const bool registered = gate_.Register(batch, channel);
   if (!registered) {
     for (BatchRequest& req : batch->requests) {
       RespondWithError(
@@ -258,7 +139,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof(one));
   }
-  SyncLogLevels(channel.get());  // the batch's logs obey the settings of now
+  log_levels_.Sync(channel.get());  // the batch's logs obey the settings of now
   if (!channel->Send(frame).ok()) {
     // The stub is gone or the socket is broken: EOF makes the reader
     // handle it as a death, which fails this batch with the reason.
@@ -268,8 +149,7 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   // sync_prefetch_batches 0: wait until the model's execute returned (and,
   // in default mode, the batch ended), as the official backend does. The
   // reader fails the batch if the stub dies.
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return batch->execute_returned; });
+  gate_.WaitReturned(*batch);
 }
 
 }  // namespace tritonpy

@@ -13,46 +13,44 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "execute_builder.h"
 #include "json.h"
-#include "response_writer.h"
 #include "triton_util.h"
 
 namespace tritonpy {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-Status
-Violation(const std::string& what)
-{
-  return Status::InvalidArg("tritonpy protocol violation: " + what);
-}
-
-void
-CloseAll(std::vector<int>* fds)
-{
-  for (int fd : *fds) close(fd);
-  fds->clear();
-}
-
-// Poll slice while waiting for the stub, so that finalize is noticed.
-constexpr int kSliceMs = 100;
-constexpr int kMaxBackoffMs = 5000;
-// A stub that dies sooner than this after starting counts as a crash loop.
-constexpr auto kHealthyUptime = std::chrono::seconds(5);
-
-}  // namespace
-
 InstanceState::InstanceState(
-    ModelState* model, TRITONBACKEND_ModelInstance* instance)
+    ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string name,
+    std::string kind, int32_t device_id, TRITONSERVER_Server* server)
     : model_(model),
       instance_(instance),
-      allocator_(model->backend().settings().arena_byte_size)
+      name_(std::move(name)),
+      kind_(std::move(kind)),
+      device_id_(device_id),
+      bls_(
+          std::make_unique<Bls>(
+              server, Describe(), model->backend().settings().arena_byte_size)),
+      metrics_(
+          std::make_unique<InstanceMetrics>(
+              &model->backend().metric_store(),
+              "model '" + model->name() + "'")),
+      frames_(Describe(), metrics_.get(), &stub_),
+      starter_(
+          model, name_, kind_, device_id_, Describe(), &frames_, bls_.get(),
+          &log_levels_, &stub_, &recv_buf_),
+      stub_(
+          Describe(), model->backend().settings().stub_restart_limit,
+          [this](
+              std::unique_ptr<StubProcess>* process,
+              std::shared_ptr<Channel>* channel, StubTraits* traits) {
+            return starter_.Start(process, channel, traits);
+          }),
+      gate_(
+          Describe(), &stub_, model->max_inflight_batches(),
+          model->sync_prefetch_batches(),
+          2 * model->backend().settings().stub_timeout_seconds),
+      arenas_(model->backend().settings().arena_byte_size),
+      table_(model, instance, &stub_, &gate_, &arenas_)
 {
-  metrics_ = std::make_unique<InstanceMetrics>(
-      &model->backend().metric_store(), "model '" + model->name() + "'");
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   const char* debug = getenv("TRITONPY_DEBUG");
   debug_counters_ =
@@ -66,19 +64,15 @@ InstanceState::LogDebugCounters()
   uint64_t bls_bytes = 0;
   if (bls_ != nullptr) bls_->DebugCounters(&bls_calls, &bls_bytes);
   uint64_t arena_bytes;
-  size_t pending;
   {
-    std::lock_guard<std::mutex> lock(alloc_mu_);
-    arena_bytes = allocator_.allocated_bytes();
+    MutexLock lock(&arenas_.mu);
+    arena_bytes = arenas_.allocator.allocated_bytes();
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending = pending_.size();
-  }
+  const size_t pending = gate_.pending_count();
   // key=value pairs: Triton's log escapes quotes, so no JSON.
-  std::string line = "batches_total=" + std::to_string(adopted_batches_) +
-                     " batches=" + std::to_string(batches_.size() + pending) +
-                     " requests=" + std::to_string(open_requests_) +
+  std::string line = "batches_total=" + std::to_string(table_.adopted_total()) +
+                     " batches=" + std::to_string(table_.size() + pending) +
+                     " requests=" + std::to_string(table_.open_requests()) +
                      " arena_bytes=" + std::to_string(arena_bytes) +
                      " bls_calls=" + std::to_string(bls_calls) +
                      " bls_arena_bytes=" + std::to_string(bls_bytes);
@@ -108,40 +102,29 @@ InstanceState::Create(
     ModelState* model, TRITONBACKEND_ModelInstance* instance,
     std::unique_ptr<InstanceState>* out)
 {
-  std::unique_ptr<InstanceState> state(new InstanceState(model, instance));
   const char* name = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelInstanceName(instance, &name));
-  state->name_ = name;
   TRITONSERVER_InstanceGroupKind kind;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelInstanceKind(instance, &kind));
-  state->kind_ = kind == TRITONSERVER_INSTANCEGROUPKIND_GPU     ? "GPU"
-                 : kind == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "MODEL"
-                                                                : "CPU";
+  int32_t device_id = 0;
   TRITONPY_RETURN_IF_TRITON_ERROR(
-      TRITONBACKEND_ModelInstanceDeviceId(instance, &state->device_id_));
-
-  if (state->wake_fd_ < 0) {
-    return Status::Internal("tritonpy: eventfd failed");
-  }
+      TRITONBACKEND_ModelInstanceDeviceId(instance, &device_id));
   TRITONSERVER_Server* server = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelServer(model->triton_model(), &server));
-  // Before the stub: initialize() may use the model loading API.
-  state->bls_ = std::make_unique<Bls>(
-      server, state->Describe(), model->backend().settings().arena_byte_size);
-  std::shared_ptr<Channel> channel;
-  TRITONPY_RETURN_IF_ERROR(
-      state->StartStub(&state->process_, &channel, &state->traits_));
-  state->channel_ = channel;
-  state->pid_ = state->process_->pid();
-  state->generation_ = 1;
-  state->state_ = StubState::kReady;
-  state->stub_started_ = Clock::now();
-  TRITONPY_LOG_INFO(
-      "tritonpy: started stub for " + state->Describe() + " (pid " +
-      std::to_string(state->pid_) + ")");
+  // Bls exists before the stub: initialize() may use the model loading API.
+  std::unique_ptr<InstanceState> state(new InstanceState(
+      model, instance, name,
+      kind == TRITONSERVER_INSTANCEGROUPKIND_GPU     ? "GPU"
+      : kind == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "MODEL"
+                                                     : "CPU",
+      device_id, server));
+  if (state->wake_fd_ < 0) {
+    return Status::Internal("tritonpy: eventfd failed");
+  }
+  TRITONPY_RETURN_IF_ERROR(state->stub_.Start());
   state->drain_->server = server;
   state->drain_->model_name = model->name();
   state->drain_->model_version = static_cast<int64_t>(model->version());
@@ -162,363 +145,15 @@ InstanceState::~InstanceState()
   const std::string wait_text = json::FormatNumber(
       settings.finalize_grace_seconds + settings.stub_timeout_seconds);
   TRITONPY_LOG_INFO("tritonpy: stopping stub for " + Describe());
-  std::shared_ptr<Channel> channel;
-  bool ready;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    shutting_down_ = true;
-    channel = channel_;
-    ready = state_ == StubState::kReady;
-    cv_.notify_all();
-  }
-  bool clean = false;
-  if (ready && channel != nullptr) {
-    SyncLogLevels(channel.get());  // for what finalize() logs
-    // The stub gives in-flight work finalize_grace_seconds, then cancels
-    // it, completes every open request itself and answers FINALIZE_DONE.
-    auto frame = proto::MakeFrame(
-        proto::FrameType::kFinalize, 0, 0, [](std::vector<uint8_t>*) {});
-    if (channel->Send(frame).ok()) {
-      std::unique_lock<std::mutex> lock(mu_);
-      bool done = cv_.wait_for(lock, wait, [&] {
-        return finalize_done_ || state_ == StubState::kStopped;
+  stub_.Stop(
+      wait, wait_text, std::chrono::seconds(settings.stub_timeout_seconds),
+      [this](Channel* channel) {
+        log_levels_.Sync(channel);  // for what finalize() logs
       });
-      if (!done) {
-        TRITONPY_LOG_WARN(
-            "tritonpy: stub for " + Describe() + " did not answer FINALIZE " +
-            "within " + wait_text + " s " +
-            "(finalize-grace-seconds + stub-timeout-seconds); killing it");
-      } else if (!finalize_error_.empty()) {
-        TRITONPY_LOG_ERROR(finalize_error_);
-      }
-      clean = done;
-      if (done) {
-        // After FINALIZE_DONE the stub exits by itself; the reader reaps it.
-        cv_.wait_for(
-            lock, std::chrono::seconds(settings.stub_timeout_seconds),
-            [&] { return state_ == StubState::kStopped; });
-      }
-    }
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!clean || state_ != StubState::kStopped) kill_stub_ = true;
-    channel = channel_;
-  }
-  // Whatever is left: EOF wakes the reader, which kills, reaps and fails
-  // every request still open.
-  if (channel != nullptr) channel->Shutdown();
   if (reader_.joinable()) reader_.join();
   bls_.reset();      // cancels BLS calls still in flight
   metrics_.reset();  // deletes the stub's metrics from the server
-  process_.reset();
   if (wake_fd_ >= 0) close(wake_fd_);
-}
-
-// ---------------------------------------------------------------- startup
-
-std::string
-InstanceState::StartFailure(StubProcess* process, const std::string& why)
-{
-  const std::string& python = model_->stub_launch().python;
-  std::string msg = "tritonpy: " + Describe() + ": `" + python +
-                    " -m tritonpy.stub` could not start (interpreter '" +
-                    python + "'";
-  if (process->executable() != python) {
-    msg += " found at '" + process->executable() + "'";
-  }
-  msg += "): " + why;
-  const std::string how = process->EndWithin(1000);
-  if (!how.empty()) msg += "; the stub " + how;
-  return msg;
-}
-
-Status
-InstanceState::AwaitJson(
-    const std::shared_ptr<Channel>& channel, proto::FrameType want,
-    int timeout_ms, std::string* json)
-{
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  const char* want_name = proto::FrameTypeName(want);
-  while (true) {
-    size_t len = 0;
-    std::vector<int> fds;
-    Status err;
-    auto r = channel->Receive(&recv_buf_, &len, &fds, kSliceMs, &err);
-    if (r == Channel::RecvResult::kTimeout) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (shutting_down_) {
-          return Status::Unavailable("the instance is being finalized");
-        }
-      }
-      if (timeout_ms >= 0 && Clock::now() >= deadline) {
-        return Status::Unavailable(
-            "no " + std::string(want_name) + " within " +
-            std::to_string(timeout_ms / 1000) + " s (stub-timeout-seconds)");
-      }
-      continue;
-    }
-    if (r == Channel::RecvResult::kEof) {
-      return Status::Unavailable(
-          "the stub closed its socket before sending " +
-          std::string(want_name));
-    }
-    if (r == Channel::RecvResult::kError) {
-      CloseAll(&fds);
-      SendError(channel.get(), err.message());
-      return err;
-    }
-    proto::FrameView f;
-    Status s = proto::DecodeHeader(recv_buf_.data(), len, &f);
-    const uint8_t* body = nullptr;
-    if (s.ok() && f.type != proto::FrameType::kArena && !fds.empty()) {
-      s = Violation(
-          std::string("a ") + proto::FrameTypeName(f.type) +
-          " frame carried file descriptors");
-    }
-    if (s.ok()) s = ResolveBody(f, &body);
-    bool handled = false;
-    if (s.ok() && f.type == want) {
-      proto::DecodeJson(body, f.body_len, json);
-      return Status();
-    }
-    if (s.ok()) s = HandleCommon(f, body, &fds, channel.get(), &handled);
-    if (s.ok() && !handled && f.type == proto::FrameType::kModelControl) {
-      // pb_utils.load_model() and friends from initialize(): answered by a
-      // worker thread, as during execute.
-      std::vector<proto::ArenaRef> release;
-      if (f.body_in_arena) release.push_back(f.body_ref);
-      // No request is open yet: a call made now continues no trace.
-      s = bls_->OnFrame(
-          f, body, peers_, channel, &release,
-          [](uint64_t, uint32_t) -> TRITONSERVER_InferenceTrace* {
-            return nullptr;
-          });
-      if (s.ok() && !release.empty()) SendRelease(channel.get(), release);
-      handled = true;
-    }
-    CloseAll(&fds);
-    if (s.ok() && !handled) {
-      s = Violation(
-          std::string("unexpected ") + proto::FrameTypeName(f.type) +
-          " frame while waiting for " + want_name);
-    }
-    if (!s.ok()) {
-      SendError(channel.get(), s.message());
-      return s;
-    }
-  }
-}
-
-Status
-InstanceState::Handshake(
-    StubProcess* process, const std::shared_ptr<Channel>& channel, bool greeted,
-    StubTraits* traits)
-{
-  const BackendSettings& settings = model_->backend().settings();
-  std::string text;
-  Status s;
-  if (!greeted) {
-    s = AwaitJson(
-        channel, proto::FrameType::kHello, settings.stub_timeout_seconds * 1000,
-        &text);
-    if (s.ok()) s = proto::CheckHello(text);
-    if (!s.ok()) return Status::Unavailable(StartFailure(process, s.message()));
-  }
-
-  json::Value args = json::Value::object();
-  args["model_config"] = model_->config_json();
-  args["model_instance_kind"] = kind_;
-  args["model_instance_name"] = name_;
-  args["model_instance_device_id"] = std::to_string(device_id_);
-  args["model_repository"] = model_->repository();
-  args["model_version"] = std::to_string(model_->version());
-  args["model_name"] = model_->name();
-  json::Value stub_settings = json::Value::object();
-  stub_settings["decoupled"] = model_->decoupled();
-  stub_settings["finalize_grace_seconds"] = settings.finalize_grace_seconds;
-  // With an execute timeout the backend must see each sync batch end as it
-  // does: the stub then answers every batch at once.
-  stub_settings["execute_timeout_seconds"] = model_->execute_timeout_seconds();
-  json::Value init = json::Value::object();
-  init["args"] = std::move(args);
-  init["model_file"] = model_->model_file();
-  init["model_dir"] = model_->model_dir();
-  init["settings"] = std::move(stub_settings);
-  std::string init_text = json::Write(init);
-  if (init_text.size() > proto::kMaxFrame - proto::kHeaderSize) {
-    return Status::InvalidArg(
-        "tritonpy: " + Describe() + ": the model config is too large for " +
-        "an INIT frame");
-  }
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kInit, 0, 0,
-      [&](std::vector<uint8_t>* out) { proto::EncodeJson(init_text, out); });
-  // A new stub knows nothing of the log settings: they go before INIT.
-  log_levels_sent_.store(kLogLevelsUnsent);
-  SyncLogLevels(channel.get());
-  TRITONPY_RETURN_IF_ERROR(channel->Send(frame));
-
-  // The model's initialize() may take long: no deadline, EOF ends the wait.
-  s = AwaitJson(channel, proto::FrameType::kInitDone, -1, &text);
-  if (!s.ok()) {
-    // The official backend's words first: scripts grep the log for them.
-    return Status::Unavailable(
-        "Stub process '" + name_ + "' is not healthy. tritonpy: " + Describe() +
-        ": stub failed during initialize: " + s.message());
-  }
-  json::Value done;
-  s = json::Parse(text, &done);
-  if (!s.ok()) return s.WithPrefix("tritonpy: INIT_DONE: ");
-  if (!json::GetBool(done, "ok")) {
-    std::string error = json::GetString(done, "error");
-    if (error.empty()) {
-      error = "tritonpy: " + Describe() + ": initialize failed";
-    }
-    return Status::Internal(error);
-  }
-  std::string mode = json::GetString(done, "execute", "sync");
-  if (mode != "sync" && mode != "async") {
-    return Status::InvalidArg(
-        "tritonpy: " + Describe() + ": INIT_DONE has an unknown execute " +
-        "mode '" + mode + "'");
-  }
-  traits->async_execute = mode == "async";
-  traits->has_is_ready = json::GetBool(done, "is_ready");
-  return Status();
-}
-
-Status
-InstanceState::StartStub(
-    std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
-    StubTraits* traits)
-{
-  // The model's first instance gets the stub that ran auto_complete_config,
-  // already past HELLO (docs/protocol.md).
-  std::unique_ptr<StubProcess> proc;
-  std::shared_ptr<Channel> ch;
-  const bool greeted = model_->TakeAutoCompleteStub(&proc, &ch);
-  if (!greeted) {
-    proc = std::make_unique<StubProcess>();
-    int fd = -1;
-    TRITONPY_RETURN_IF_ERROR(proc->Spawn(model_->stub_launch(), name_, &fd));
-    ch = std::make_shared<Channel>(fd);
-  }
-  Status s = Handshake(proc.get(), ch, greeted, traits);
-  if (!s.ok()) {
-    // EOF lets a healthy stub exit by itself; then it is killed.
-    ch->Shutdown();
-    const std::string how = proc->EndWithin(2000);
-    if (!how.empty()) {
-      s = Status::Error(s.code(), s.message() + "; the stub " + how);
-    }
-    peers_.Clear();
-    metrics_->Clear();  // what a failed initialize() created
-    return s;
-  }
-  *process = std::move(proc);
-  *channel = std::move(ch);
-  return Status();
-}
-
-// ---------------------------------------------------------------- reader
-
-void
-InstanceState::SendError(Channel* channel, const std::string& message)
-{
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kError, 0, 0, [&](std::vector<uint8_t>* out) {
-        proto::EncodeError({message.substr(0, 60000)}, out);
-      });
-  (void)channel->Send(frame);  // best effort: the peer may be gone
-}
-
-Status
-InstanceState::ResolveBody(const proto::FrameView& f, const uint8_t** body)
-{
-  if (!f.body_in_arena) {
-    *body = f.body;
-    return Status();
-  }
-  return peers_.Resolve(
-      f.body_ref.arena_id, f.body_ref.offset, f.body_len, body);
-}
-
-Status
-InstanceState::HandleCommon(
-    const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
-    Channel* channel, bool* handled)
-{
-  *handled = true;
-  switch (f.type) {
-    case proto::FrameType::kArena: {
-      if (fds->size() != 1) {
-        return Violation(
-            "an ARENA frame must carry exactly one descriptor, got " +
-            std::to_string(fds->size()));
-      }
-      proto::ArenaBody a;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeArena(body, f.body_len, &a));
-      int fd = (*fds)[0];
-      fds->clear();
-      return peers_.Add(a.arena_id, fd, a.size);  // closes fd
-    }
-    case proto::FrameType::kLog: {
-      proto::LogBody log;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeLog(body, f.body_len, &log));
-      TRITONSERVER_LogLevel level =
-          log.level <= 3 ? static_cast<TRITONSERVER_LogLevel>(log.level)
-                         : TRITONSERVER_LOG_INFO;
-      LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
-      return Status();
-    }
-    case proto::FrameType::kMetric: {
-      if (f.body_in_arena) return Violation("a METRIC body must be inline");
-      std::shared_ptr<Channel> current;
-      if (channel == nullptr) {
-        current = CurrentChannel();
-        channel = current.get();
-      }
-      return metrics_->OnFrame(f, body, channel);
-    }
-    case proto::FrameType::kError: {
-      proto::ErrorBody e;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeError(body, f.body_len, &e));
-      TRITONPY_LOG_ERROR(
-          "tritonpy: stub for " + Describe() + " reported: " + e.message);
-      return Status();
-    }
-    default:
-      *handled = false;
-      return Status();
-  }
-}
-
-void
-InstanceState::SyncLogLevels(Channel* channel)
-{
-  const uint32_t enabled = EnabledLogLevels();
-  if (enabled == log_levels_sent_.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(log_levels_mu_);
-  if (enabled == log_levels_sent_.load()) return;
-  if (channel->Send(proto::MakeLogLevelsFrame(enabled)).ok()) {
-    log_levels_sent_.store(enabled);
-  }
-}
-
-bool
-InstanceState::SyncInstance()
-{
-  std::lock_guard<std::mutex> lock(mu_);
-  return !traits_.async_execute;
-}
-
-std::shared_ptr<Channel>
-InstanceState::CurrentChannel()
-{
-  std::lock_guard<std::mutex> lock(mu_);
-  return channel_;
 }
 
 Status
@@ -532,24 +167,26 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
         " frame carried file descriptors");
   }
   const uint8_t* body = nullptr;
-  TRITONPY_RETURN_IF_ERROR(ResolveBody(f, &body));
+  TRITONPY_RETURN_IF_ERROR(frames_.ResolveBody(f, &body));
   bool handled = false;
-  TRITONPY_RETURN_IF_ERROR(HandleCommon(f, body, fds, nullptr, &handled));
+  TRITONPY_RETURN_IF_ERROR(
+      frames_.HandleCommon(f, body, fds, nullptr, &handled));
   if (handled) return Status();
 
   std::vector<proto::ArenaRef> release;
   if (f.body_in_arena) release.push_back(f.body_ref);
   switch (f.type) {
     case proto::FrameType::kResponses:
-      stub_answered_ = true;
-      TRITONPY_RETURN_IF_ERROR(OnResponses(f, body, &release));
+      stub_.NoteAnswered();
+      TRITONPY_RETURN_IF_ERROR(
+          table_.OnResponses(f, body, frames_.peers(), &release));
       break;
     case proto::FrameType::kExecuteDone: {
-      stub_answered_ = true;
+      stub_.NoteAnswered();
       proto::ExecuteDoneBody done;
       TRITONPY_RETURN_IF_ERROR(
           proto::DecodeExecuteDone(body, f.body_len, &done));
-      TRITONPY_RETURN_IF_ERROR(OnExecuteDone(
+      TRITONPY_RETURN_IF_ERROR(table_.OnExecuteDone(
           f.id, done.ok != 0 ? Status() : Status::Internal(done.error)));
       break;
     }
@@ -564,14 +201,12 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
       proto::DecodeJson(body, f.body_len, &text);
       json::Value doc;
       Status s = json::Parse(text, &doc);
-      std::lock_guard<std::mutex> lock(mu_);
-      finalize_done_ = true;
+      std::string error;
       if (!s.ok() || !json::GetBool(doc, "ok")) {
-        finalize_error_ =
-            "tritonpy: " + Describe() + ": finalize failed: " +
-            (s.ok() ? json::GetString(doc, "error") : s.message());
+        error = "tritonpy: " + Describe() + ": finalize failed: " +
+                (s.ok() ? json::GetString(doc, "error") : s.message());
       }
-      cv_.notify_all();
+      stub_.OnFinalizeDone(std::move(error));
       break;
     }
     case proto::FrameType::kBlsRequest:
@@ -579,9 +214,9 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
     case proto::FrameType::kBlsRelease:
     case proto::FrameType::kModelControl:
       TRITONPY_RETURN_IF_ERROR(bls_->OnFrame(
-          f, body, peers_, CurrentChannel(), &release,
+          f, body, frames_.peers(), stub_.CurrentChannel(), &release,
           [this](uint64_t batch_id, uint32_t index) {
-            return OpenRequestTrace(batch_id, index);
+            return table_.OpenRequestTrace(batch_id, index);
           }));
       break;
     case proto::FrameType::kRelease: {
@@ -595,22 +230,8 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
           std::string("unexpected ") + proto::FrameTypeName(f.type) +
           " frame from the stub");
   }
-  if (!release.empty()) SendRelease(CurrentChannel().get(), release);
+  if (!release.empty()) SendRelease(stub_.CurrentChannel().get(), release);
   return Status();
-}
-
-void
-InstanceState::SendRelease(
-    Channel* channel, const std::vector<proto::ArenaRef>& release)
-{
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kRelease, 0, 0,
-      [&](std::vector<uint8_t>* out) { proto::EncodeRelease({release}, out); });
-  // A release list too long for one frame is dropped: the stub keeps
-  // that space, which is a leak but not an error.
-  if (frame.size() <= proto::kMaxFrame && channel != nullptr) {
-    (void)channel->Send(frame);
-  }
 }
 
 void
@@ -619,17 +240,17 @@ InstanceState::ReaderLoop()
   // Named so that top -H, perf and bench/profile.py can tell it apart.
   pthread_setname_np(pthread_self(), "tritonpy-reader");
   while (true) {
-    std::shared_ptr<Channel> channel = CurrentChannel();
-    AdoptPendingBatches();
-    int timeout_ms = kPollMs;
-    if (open_requests_ == 0) {
+    std::shared_ptr<Channel> channel = stub_.CurrentChannel();
+    table_.Adopt();
+    int timeout_ms = BatchTable::kPollMs;
+    if (table_.open_requests() == 0) {
       // Idle: block, unless Execute registered a batch meanwhile (an
       // async Execute wakes us through wake_fd_ once it sees
       // reader_blocking_; a sync one does not, see Execute).
       reader_blocking_.store(true);
-      AdoptPendingBatches();
-      if (open_requests_ == 0) {
-        timeout_ms = SyncInstance() ? kSyncIdlePollMs : kIdleLogPollMs;
+      table_.Adopt();
+      if (table_.open_requests() == 0) {
+        timeout_ms = stub_.AsyncExecute() ? kIdleLogPollMs : kSyncIdlePollMs;
         if (debug_counters_) {
           const int due = LogDebugCounters();
           if (due >= 0 && (timeout_ms < 0 || due < timeout_ms))
@@ -648,19 +269,19 @@ InstanceState::ReaderLoop()
     std::string kill_reason;
     bool unloading = false;
     if (r == Channel::RecvResult::kTimeout) {
-      SyncLogLevels(channel.get());
-      AdoptPendingBatches();
-      PollCancellation(true);
+      log_levels_.Sync(channel.get());
+      table_.Adopt();
+      table_.PollCancellation(true);
       PollUnload();
       kill_reason = OverDeadline(&unloading);
       if (kill_reason.empty()) continue;
     }
     if (r == Channel::RecvResult::kFrame) {
-      AdoptPendingBatches();
+      table_.Adopt();
       err = Dispatch(recv_buf_.data(), len, &fds);
       CloseAll(&fds);
       if (err.ok()) {
-        PollCancellation(false);
+        table_.PollCancellation(false);
         PollUnload();
         kill_reason = OverDeadline(&unloading);
         if (kill_reason.empty()) continue;
@@ -688,150 +309,32 @@ InstanceState::OnStubGone(
     const std::string& why, bool violation, const std::string& killed_because,
     bool unloading)
 {
-  std::shared_ptr<Channel> old;
-  bool stopping;
-  bool kill;
-  pid_t pid;
-  {
-    // From here on Execute registers nothing with the old stub.
-    std::lock_guard<std::mutex> lock(mu_);
-    old = channel_;
-    stopping = shutting_down_;
-    kill = kill_stub_ || violation || !killed_because.empty();
-    pid = pid_;
-    if (state_ == StubState::kReady) state_ = StubState::kRestarting;
-    cv_.notify_all();
-  }
-  old->Shutdown();
+  // From here on Execute registers nothing with the old stub.
+  const StubSupervisor::Death death =
+      stub_.OnDeath(violation || !killed_because.empty());
+  death.channel->Shutdown();
   bls_->OnStubGone();
-  metrics_->Clear();
-  int status = 0;
-  // A stub that closed its socket is exiting: a short wait gets its status
-  // (the error message names the signal) without delaying its streams.
-  if (kill || !process_->WaitFor(stopping ? 3000 : 1000, &status)) {
-    status = process_->KillAndReap();
-  }
-  peers_.Clear();
-  std::string msg = "tritonpy: stub for " + Describe() + " (pid " +
-                    std::to_string(pid) + ") ";
-  if (violation) {
-    msg += "was killed after a protocol violation (" + why + "): ";
-  } else if (!killed_because.empty()) {
-    msg += "was killed because " + killed_because + ": ";
-  } else if (stopping) {
-    msg += "stopped: ";
-  } else {
-    msg += "died: ";
-  }
-  msg += StubProcess::DescribeStatus(status);
-  if (!kill && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
-    msg += "; a SIGKILL nobody sent on purpose usually comes from the " +
-           std::string("kernel's out-of-memory killer");
-  }
-  AdoptPendingBatches();
-  if (stopping) {
-    FailAllBatches(
-        Status::Unavailable(
-            "tritonpy: model '" + model_->name() +
-            "' was unloaded with this request in flight"));
-  } else if (unloading) {
-    FailAllBatches(
-        Status::Unavailable(
-            "tritonpy: model '" + model_->name() + "' was unloaded with this " +
-            "request in flight; " + msg));
-  } else {
-    FailAllBatches(Status::Unavailable(msg));
-  }
-  const int limit = model_->backend().settings().stub_restart_limit;
-  // A stub that answered requests was healthy, however short its life.
-  bool crash_loop = killed_because.empty() && !stub_answered_ &&
-                    Clock::now() - stub_started_ < kHealthyUptime;
-  crash_streak_ = crash_loop ? crash_streak_ + 1 : 0;
-  auto give_up = [&](const std::string& last) {
-    // Called with mu_ held.
-    state_ = StubState::kDown;
-    down_reason_ = "the stub failed " + std::to_string(crash_streak_) +
-                   " times in a row, each within " +
-                   std::to_string(kHealthyUptime.count()) +
-                   " s of starting and before answering anything " +
-                   "(stub-restart-limit=" + std::to_string(limit) +
-                   "); last: " + last + "; load the model again to retry";
-    cv_.notify_all();
-    TRITONPY_LOG_ERROR(
-        "tritonpy: " + Describe() + " is unavailable: " + down_reason_);
-    return false;  // the reader exits; requests fail with down_reason_
-  };
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pid_ = -1;
-    // An instance whose model is being unloaded is not restarted.
-    if (shutting_down_ || unloading) {
-      state_ = shutting_down_ ? StubState::kStopped : StubState::kDown;
-      if (unloading) down_reason_ = "the model is being unloaded";
-      cv_.notify_all();
-      return false;
-    }
-    if (limit > 0 && crash_streak_ > limit) return give_up(msg);
-    state_ = StubState::kRestarting;
-    cv_.notify_all();
-  }
-  TRITONPY_LOG_WARN(msg + "; restarting it");
+  frames_.Clear();  // its arenas and metrics
+  const std::string msg = stub_.Reap(death, why, violation, killed_because);
+  table_.Adopt();
+  table_.FailAll(GoneStatus(death.stopping, unloading, msg));
+  return stub_.Restart(msg, !killed_because.empty(), unloading);
+}
 
-  int backoff_ms = restart_backoff_ms_;
-  restart_backoff_ms_ =
-      crash_loop ? std::min(restart_backoff_ms_ * 2, kMaxBackoffMs) : 100;
-  bool wait_first = crash_loop;
-  while (true) {
-    if (wait_first) {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [&] {
-        return shutting_down_;
-      });
-      if (shutting_down_) {
-        state_ = StubState::kStopped;
-        cv_.notify_all();
-        return false;
-      }
-      state_ = StubState::kRestarting;
-      cv_.notify_all();
-    }
-    wait_first = true;
-    std::unique_ptr<StubProcess> proc;
-    std::shared_ptr<Channel> channel;
-    StubTraits traits;
-    Status s = StartStub(&proc, &channel, &traits);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (s.ok() && !shutting_down_) {
-      process_ = std::move(proc);
-      channel_ = channel;
-      traits_ = traits;
-      pid_ = process_->pid();
-      ++generation_;
-      state_ = StubState::kReady;
-      down_reason_.clear();
-      stub_started_ = Clock::now();
-      stub_answered_ = false;
-      cv_.notify_all();
-      TRITONPY_LOG_INFO(
-          "tritonpy: restarted stub for " + Describe() + " (pid " +
-          std::to_string(pid_) + ")");
-      return true;
-    }
-    if (shutting_down_) {
-      state_ = StubState::kStopped;
-      cv_.notify_all();
-      return false;  // proc (if any) is killed by its destructor
-    }
-    ++crash_streak_;
-    if (limit > 0 && crash_streak_ > limit) return give_up(s.message());
-    state_ = StubState::kDown;
-    down_reason_ = s.message();
-    cv_.notify_all();
-    TRITONPY_LOG_WARN(
-        "tritonpy: could not restart the stub for " + Describe() + ": " +
-        s.message() + "; retrying in " + std::to_string(backoff_ms) + " ms");
-    backoff_ms = std::min(backoff_ms * 2, kMaxBackoffMs);
+Status
+InstanceState::GoneStatus(bool stopping, bool unloading, const std::string& msg)
+{
+  if (stopping) {
+    return Status::Unavailable(
+        "tritonpy: model '" + model_->name() +
+        "' was unloaded with this request in flight");
   }
+  if (unloading) {
+    return Status::Unavailable(
+        "tritonpy: model '" + model_->name() + "' was unloaded with this " +
+        "request in flight; " + msg);
+  }
+  return Status::Unavailable(msg);
 }
 
 }  // namespace tritonpy

@@ -7,12 +7,15 @@
 // Threads:
 //  - Triton's threads call Create, Execute, CheckReady and the destructor
 //    (Execute never twice at once for one instance).
-//  - The reader thread owns the socket's read side, the stub process, the
-//    peer (stub) arenas and every batch once it is registered: it answers
-//    requests as RESPONSES arrive, polls cancellation, ends batches, fails
-//    them when the stub dies, and restarts the stub.
-// mu_ guards the fields marked below. Frames are written from any thread
-// through Channel::Send, which serialises writers with its own mutex.
+//  - The reader thread owns the socket's read side, the peer (stub)
+//    arenas and every batch once it is registered: it answers requests as
+//    RESPONSES arrive, polls cancellation, ends batches, fails them when
+//    the stub dies, and has the StubSupervisor (stub_supervisor.h) reap
+//    and restart the stub.
+// The supervisor's mutex (stub_.mu) is the instance's one mutex: it
+// guards the stub's state and the GUARDED_BY fields below. Frames are
+// written from any thread through Channel::Send, which serialises writers
+// with its own mutex.
 //
 // Execute modes (INIT_DONE "execute"):
 //  - sync: Execute returns when the batch ends (default mode) or when the
@@ -24,26 +27,33 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "admission_gate.h"
 #include "arena.h"
 #include "batch.h"
+#include "batch_arenas.h"
+#include "batch_table.h"
 #include "bls.h"
 #include "channel.h"
+#include "clock.h"
 #include "drain_watcher.h"
 #include "error.h"
 #include "metrics.h"
 #include "model_state.h"
+#include "mutex.h"
 #include "protocol.h"
+#include "stub_frames.h"
 #include "stub_process.h"
+#include "stub_starter.h"
+#include "stub_supervisor.h"
+#include "thread_annotations.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -70,9 +80,6 @@ class InstanceState {
   Status CheckReady();
 
  private:
-  enum class StubState { kReady, kRestarting, kDown, kStopped };
-  // Cancellation poll period while requests are in flight.
-  static constexpr int kPollMs = 10;
   // How long an idle reader of a sync instance blocks: a sync Execute
   // does not wake it, so a batch sent meanwhile has its cancellation
   // polled from at most this long after it started.
@@ -80,111 +87,31 @@ class InstanceState {
   // How long an idle reader of an async instance blocks: how late a change
   // of Triton's log settings may reach a stub that gets no batch.
   static constexpr int kIdleLogPollMs = 1000;
-  static constexpr uint32_t kLogLevelsUnsent = ~0u;
   static constexpr int kDebugPeriodMs = 100;
 
-  // What INIT_DONE told about the model.
-  struct StubTraits {
-    bool async_execute = false;
-    bool has_is_ready = false;
-  };
-
-  InstanceState(ModelState* model, TRITONBACKEND_ModelInstance* instance);
-
-  // Spawns a stub (or takes the one the model kept from auto-complete) and
-  // runs the handshake. On success the process and channel are returned;
-  // on failure the process has been reaped.
-  Status StartStub(
-      std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel,
-      StubTraits* traits);
-  // HELLO (unless `greeted`: the stub already sent it), INIT, INIT_DONE.
-  Status Handshake(
-      StubProcess* process, const std::shared_ptr<Channel>& channel,
-      bool greeted, StubTraits* traits);
-  // Waits for a frame of type `want` (a JSON frame), handling LOG/ERROR/
-  // ARENA/METRIC and MODEL_CONTROL (the model loading API works in
-  // initialize()) meanwhile. timeout_ms < 0: no deadline.
-  Status AwaitJson(
-      const std::shared_ptr<Channel>& channel, proto::FrameType want,
-      int timeout_ms, std::string* json);
-  std::string StartFailure(StubProcess* process, const std::string& why);
+  InstanceState(
+      ModelState* model, TRITONBACKEND_ModelInstance* instance,
+      std::string name, std::string kind, int32_t device_id,
+      TRITONSERVER_Server* server);
 
   // Reader thread (instance_state.cc).
   void ReaderLoop();
-  // Gives the stub back arena space of frames this side is done with.
-  void SendRelease(
-      Channel* channel, const std::vector<proto::ArenaRef>& release);
   // Handles one received message; a failed Status is a protocol violation.
   Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
-  // Frames valid at any time: LOG, ERROR, ARENA, METRIC (also while
-  // initialize() runs). Sets *handled. `channel`: where to answer
-  // (null: the current stub's).
-  Status HandleCommon(
-      const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
-      Channel* channel, bool* handled);
-  Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
-  // The stub is gone (EOF, error, violation): reap it, fail every batch,
-  // restart unless shutting down. Returns false when the reader must exit.
-  // `killed_because` (non-empty): the backend killed a healthy stub for
-  // that reason (a timeout); such a death never counts as a crash loop.
+  // The stub is gone (EOF, error, violation): the supervisor reaps it,
+  // every batch fails, and the supervisor restarts it unless the instance
+  // stops. Returns false when the reader must exit. `killed_because`
+  // (non-empty): the backend killed a healthy stub for that reason (a
+  // timeout); such a death never counts as a crash loop.
   bool OnStubGone(
       const std::string& why, bool violation,
       const std::string& killed_because = "", bool unloading = false);
-  void SendError(Channel* channel, const std::string& message);
-  // Sends LOG_LEVELS when Triton's log settings (EnabledLogLevels) differ
-  // from what the stub was last told; a few loads when they do not. Any
-  // thread: before each batch, at idle polls, before INIT and FINALIZE.
-  void SyncLogLevels(Channel* channel);
-  std::shared_ptr<Channel> CurrentChannel();
-  // The running stub's model has a sync execute().
-  bool SyncInstance();
+  // The error of every request in flight when the stub went away.
+  Status GoneStatus(bool stopping, bool unloading, const std::string& msg);
 
-  // Batches, reader thread only (instance_batches.cc).
-  void AdoptPendingBatches();
-  Status OnResponses(
-      const proto::FrameView& f, const uint8_t* body,
-      std::vector<proto::ArenaRef>* release);
-  Status OnExecuteDone(uint64_t batch_id, const Status& status);
+  // Unloads and readiness (instance_batches.cc).
   void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
-  // The trace of request `index` (EXECUTE position) of batch `batch_id`
-  // while that request is open; else null.
-  TRITONSERVER_InferenceTrace* OpenRequestTrace(
-      uint64_t batch_id, uint32_t index);
-  // Fails every open request of `batch` with `status` (a final error
-  // response each, then release).
-  void FailOpenRequests(Batch* batch, const Status& status);
-  // Reports statistics, releases with `release_flags`, deletes the factory.
-  void CompleteRequest(Batch* batch, BatchRequest* req, uint32_t release_flags);
-  // Records that the model's execute() returned for `batch` (mu_ held);
-  // wakes a waiting Execute at the low-water mark.
-  void MarkReturnedLocked(Batch* batch);
-  // A sync instance whose stub has more than `prefetch` batches queued
-  // sends the next one when it is down to this many executing: half the
-  // batches sent ahead, so that Execute sleeps and wakes once per few
-  // batches instead of once per batch, while the stub still has work.
-  static uint32_t ResumeAt(uint32_t prefetch)
-  {
-    return prefetch <= 1 ? prefetch : prefetch / 2;
-  }
-  // Arena bytes of inputs that batches sent ahead may hold: past the first
-  // batch ahead, a sync instance sends more only below this, so that deep
-  // prefetching of small requests does not become hundreds of MiB of
-  // shared memory for large ones.
-  static constexpr uint64_t kAheadBytes = 16ull << 20;
-  // Whether a sync instance may send a batch with at most `limit` batches
-  // executing (the one running and those queued behind it; mu_ held).
-  bool RoomAheadLocked(uint32_t limit) const
-  {
-    return executing_batches_ <= limit &&
-           (executing_batches_ < 2 || executing_bytes_ < kAheadBytes);
-  }
-  // Ends `batch` once execute returned and every request is complete.
-  void MaybeEndBatch(const std::shared_ptr<Batch>& batch);
-  // Fails and ends every batch in flight (stub death, unload).
-  void FailAllBatches(const Status& status);
-  // Pushes newly cancelled requests to the stub, at most every kPollMs.
-  void PollCancellation(bool force);
-  // Publishes open_requests_ to the drain watcher, and sends DRAIN once
+  // Publishes the open requests to the drain watcher, and sends DRAIN once
   // the watcher saw the model being unloaded with work in flight.
   void PollUnload();
   // TRITONPY_DEBUG=1: at idle, logs the resource counters when they
@@ -201,82 +128,55 @@ class InstanceState {
   // Reports statistics and releases the requests of a batch that never
   // reached the stub (Execute thread), freeing its arena space.
   void FinishLocally(Batch* batch);
-  void FreeAllocations(Batch* batch);
-  void ReportBatchStatistics(const Batch& batch, uint64_t exec_end_ns);
   std::string Describe() const;  // "model 'm' instance 'i'"
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;
-  std::string name_;
-  std::string kind_;
-  int32_t device_id_ = 0;
+  const std::string name_;
+  const std::string kind_;
+  const int32_t device_id_;
   int wake_fd_ = -1;  // eventfd: wakes the reader to adopt a new batch
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  StubState state_ = StubState::kStopped;  // guarded by mu_
-  std::string down_reason_;                // guarded by mu_
-  std::shared_ptr<Channel> channel_;       // guarded by mu_
-  pid_t pid_ = -1;                         // guarded by mu_
-  uint64_t generation_ = 0;                // guarded by mu_; +1 per stub
-  StubTraits traits_;                      // guarded by mu_
-  bool shutting_down_ = false;             // guarded by mu_
-  bool kill_stub_ = false;                 // guarded by mu_: no grace left
-  bool finalize_done_ = false;             // guarded by mu_
-  std::string finalize_error_;             // guarded by mu_
-  // Registered by Execute, not yet adopted by the reader.
-  std::vector<std::shared_ptr<Batch>> pending_;  // guarded by mu_
-  uint32_t inflight_batches_ = 0;                // guarded by mu_
-  // Batches sent whose execute() has not returned yet, and the arena
-  // bytes of their inputs.
-  uint32_t executing_batches_ = 0;                      // guarded by mu_
-  uint64_t executing_bytes_ = 0;                        // guarded by mu_
-  uint64_t next_query_id_ = 1;                          // guarded by mu_
-  std::set<uint64_t> ready_queries_;                    // guarded by mu_
-  std::map<uint64_t, proto::ReadyBody> ready_answers_;  // guarded by mu_
-
-  // LOG_LEVELS bits the current stub was last sent (kLogLevelsUnsent: none).
-  std::atomic<uint32_t> log_levels_sent_{kLogLevelsUnsent};
-  std::mutex log_levels_mu_;  // serialises the senders of LOG_LEVELS
+  // BLS calls and model control (bls.h); frames from the reader thread
+  // (and the creating thread during the first handshake).
+  std::unique_ptr<Bls> bls_;
+  // The stub's custom metrics: used by whoever reads the socket.
+  std::unique_ptr<InstanceMetrics> metrics_;
+  // The stub's arenas and the frames valid at any time (whoever reads the
+  // socket).
+  StubFrames frames_;
+  // Keeps the stub told of Triton's log settings (any thread).
+  LogLevelSync log_levels_;
+  // Spawn and handshake, for the supervisor.
+  StubStarter starter_;
+  // The stub process and its state; stub_.mu is the instance's mutex.
+  StubSupervisor stub_;
+  // Execute's admission and the hand-over of batches to the reader.
+  AdmissionGate gate_;
+  // Backend arenas of batch inputs: allocated by Execute, freed by
+  // whoever ends a batch.
+  BatchArenas arenas_;
+  // The batches in flight (reader thread only).
+  BatchTable table_;
+  uint64_t next_query_id_ GUARDED_BY(stub_.mu) = 1;
+  std::set<uint64_t> ready_queries_ GUARDED_BY(stub_.mu);
+  std::map<uint64_t, proto::ReadyBody> ready_answers_ GUARDED_BY(stub_.mu);
 
   // Set by the reader before it blocks idle (kIdleLogPollMs); Execute then
   // wakes it through wake_fd_ so that cancellation polling starts.
   std::atomic<bool> reader_blocking_{false};
 
   // Reader thread only (or the creating thread before it starts).
-  std::unique_ptr<StubProcess> process_;
-  PeerArenas peers_;
   std::vector<uint8_t> recv_buf_;
   std::thread reader_;
-  std::chrono::steady_clock::time_point stub_started_;
-  int restart_backoff_ms_ = 100;
-  // Deaths in a row within kHealthyUptime of starting without having
-  // answered anything, and failed restarts.
-  int crash_streak_ = 0;
-  bool stub_answered_ = false;  // RESPONSES or EXECUTE_DONE since it started
-  std::map<uint64_t, std::shared_ptr<Batch>> batches_;
-  size_t open_requests_ = 0;
-  std::chrono::steady_clock::time_point last_cancel_poll_;
   bool drain_sent_ = false;
   bool debug_counters_ = false;
-  uint64_t adopted_batches_ = 0;  // counted for the debug line only
   std::string last_debug_line_;
   std::chrono::steady_clock::time_point last_debug_log_;
   std::chrono::steady_clock::time_point drain_sent_at_;
 
-  // BLS calls and model control (bls.h); frames from the reader thread.
-  std::unique_ptr<Bls> bls_;
-  // The stub's custom metrics: used by whoever reads the socket (the
-  // creating thread during the first handshake, then the reader).
-  std::unique_ptr<InstanceMetrics> metrics_;
-
   // Shared with the backend's DrainWatcher (see drain_watcher.h).
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();
-
-  // Backend arenas: allocated by Execute, freed by whoever ends a batch.
-  std::mutex alloc_mu_;
-  ArenaAllocator allocator_;           // guarded by alloc_mu_
-  uint64_t announced_generation_ = 0;  // guarded by alloc_mu_
 
   // Execute thread only.
   uint64_t next_batch_id_ = 1;

@@ -45,11 +45,7 @@ GetU64(const uint8_t* p)
   return v;
 }
 
-inline Status
-Violation(const std::string& what)
-{
-  return Status::InvalidArg("tritonpy protocol violation: " + what);
-}
+using ::tritonpy::Violation;  // error.h
 
 // Bounds-checked cursor over one body. Every getter fails instead of
 // reading past `end`.

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "clock.h"
 #include "params.h"
 #include "triton_util.h"
 
@@ -123,7 +124,7 @@ SendErrorResponse(
 {
   req->failed = true;
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
-    req->responded = true;
+    req->MarkResponded();
   }
   TRITONBACKEND_Response* response = nullptr;
   Status s = NewResponse(req, &response);
@@ -143,8 +144,68 @@ SendErrorResponse(
 void
 RespondWithError(BatchRequest* req, const Status& status)
 {
-  if (req->responded) return;
+  if (req->responded()) return;
   SendErrorResponse(req, status, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+}
+
+void
+ReportBatchStatistics(
+    TRITONBACKEND_ModelInstance* instance, const Batch& batch,
+    uint64_t exec_end_ns)
+{
+  if (batch.requests.empty()) return;
+  uint64_t total_batch_size = 0;
+  for (const BatchRequest& req : batch.requests) {
+    total_batch_size += req.batch_size;
+  }
+  const uint64_t compute_end =
+      batch.compute_end_ns != 0 ? batch.compute_end_ns : exec_end_ns;
+  LogIfError(
+      TRITONBACKEND_ModelInstanceReportBatchStatistics(
+          instance, total_batch_size, batch.exec_start_ns,
+          batch.compute_start_ns, compute_end, exec_end_ns),
+      "reporting batch statistics failed");
+}
+
+void
+FinishRequest(
+    TRITONBACKEND_ModelInstance* instance, const std::string& model_name,
+    const Batch& batch, BatchRequest* req, uint32_t release_flags)
+{
+  const uint64_t now = NowNs();
+  const uint64_t compute_start =
+      batch.compute_start_ns != 0 ? batch.compute_start_ns : now;
+  LogIfError(
+      TRITONBACKEND_ModelInstanceReportStatistics(
+          instance, req->request, !req->failed, batch.exec_start_ns,
+          compute_start, now, now),
+      "reporting request statistics failed");
+  TRITONSERVER_Error* err =
+      TRITONBACKEND_RequestRelease(req->request, release_flags);
+  if (err != nullptr) {
+    Status why = FromTriton(err);
+    TRITONPY_LOG_ERROR(
+        "tritonpy: model '" + model_name + "' request '" + req->id +
+        "': release failed: " + why.message());
+    if (release_flags != TRITONSERVER_REQUEST_RELEASE_ALL) {
+      RespondWithError(
+          req, why.WithPrefix(
+                   "tritonpy: model '" + model_name +
+                   "': rescheduling the request failed: "));
+      LogIfError(
+          TRITONBACKEND_RequestRelease(
+              req->request, TRITONSERVER_REQUEST_RELEASE_ALL),
+          "releasing a request failed");
+    }
+  }
+  if (req->factory != nullptr) {
+    LogIfError(
+        TRITONBACKEND_ResponseFactoryDelete(req->factory),
+        "deleting a response factory failed");
+    req->factory = nullptr;
+  }
+  req->state = RequestState::kComplete;
+  req->request = nullptr;
 }
 
 namespace {
@@ -225,7 +286,7 @@ SendPayload(
     return;
   }
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
-    req->responded = true;
+    req->MarkResponded();
   }
   TRITONSERVER_Error* err =
       TRITONBACKEND_ResponseSend(response, flags, nullptr);
@@ -240,7 +301,7 @@ SendPayload(
 void
 SendFinalFlag(BatchRequest* req, Status* send_error)
 {
-  req->responded = true;
+  req->MarkResponded();
   TRITONSERVER_Error* err = nullptr;
   if (req->factory == nullptr) {
     err = TRITONBACKEND_ResponseFactoryNew(&req->factory, req->request);

@@ -13,6 +13,7 @@
 #include "batch.h"
 #include "error.h"
 #include "protocol.h"
+#include "tritonpy/triton_api.h"
 
 namespace tritonpy {
 
@@ -25,6 +26,23 @@ void SendErrorResponse(
 
 // Sends the final error response of `req` (if it has none yet).
 void RespondWithError(BatchRequest* req, const Status& status);
+
+// Ends `req`, the last thing the backend does with a request, on every
+// path: reports its statistics (success unless a response carried an
+// error; compute from batch.compute_start_ns, or from now for a batch that
+// never reached the stub, to now), releases it with `release_flags`,
+// deletes its response factory and marks it complete. A failed reschedule
+// answers with the error and releases for good: a request is never leaked
+// nor its client left waiting. The caller updates its own counters.
+void FinishRequest(
+    TRITONBACKEND_ModelInstance* instance, const std::string& model_name,
+    const Batch& batch, BatchRequest* req, uint32_t release_flags);
+
+// Reports the statistics of `batch` as one execution that ended at
+// `exec_end_ns` (compute ends when execute returned, or then).
+void ReportBatchStatistics(
+    TRITONBACKEND_ModelInstance* instance, const Batch& batch,
+    uint64_t exec_end_ns);
 
 // Resolves the output bytes of every entry of a RESPONSES body: inline
 // data, the stub's arenas, or (location 2) backend arena space of the

@@ -58,6 +58,17 @@ LogAt(
   if (err != nullptr) TRITONSERVER_ErrorDelete(err);
 }
 
+// Logs and deletes `err` (may be null): "tritonpy: <what>: <message>".
+inline void
+LogIfError(TRITONSERVER_Error* err, const char* what)
+{
+  if (err == nullptr) return;
+  LogAt(
+      TRITONSERVER_LOG_ERROR, __FILE__, __LINE__,
+      std::string("tritonpy: ") + what + ": " + TRITONSERVER_ErrorMessage(err));
+  TRITONSERVER_ErrorDelete(err);
+}
+
 }  // namespace tritonpy
 
 #define TRITONPY_LOG(level, msg) \

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "stub_frames.h"
+
+#include <unistd.h>
+
+#include "triton_util.h"
+
+namespace tritonpy {
+
+void
+CloseAll(std::vector<int>* fds)
+{
+  for (int fd : *fds) close(fd);
+  fds->clear();
+}
+
+void
+SendError(Channel* channel, const std::string& message)
+{
+  auto frame = proto::MakeFrame(
+      proto::FrameType::kError, 0, 0, [&](std::vector<uint8_t>* out) {
+        proto::EncodeError({message.substr(0, 60000)}, out);
+      });
+  (void)channel->Send(frame);  // best effort: the peer may be gone
+}
+
+void
+SendRelease(Channel* channel, const std::vector<proto::ArenaRef>& release)
+{
+  auto frame = proto::MakeFrame(
+      proto::FrameType::kRelease, 0, 0,
+      [&](std::vector<uint8_t>* out) { proto::EncodeRelease({release}, out); });
+  // A release list too long for one frame is dropped: the stub keeps
+  // that space, which is a leak but not an error.
+  if (frame.size() <= proto::kMaxFrame && channel != nullptr) {
+    (void)channel->Send(frame);
+  }
+}
+
+void
+LogLevelSync::Sync(Channel* channel)
+{
+  const uint32_t enabled = EnabledLogLevels();
+  if (enabled == sent_.load(std::memory_order_relaxed)) return;
+  MutexLock lock(&mu_);
+  if (enabled == sent_.load()) return;
+  if (channel->Send(proto::MakeLogLevelsFrame(enabled)).ok()) {
+    sent_.store(enabled);
+  }
+}
+
+void
+LogLevelSync::Reset()
+{
+  sent_.store(kUnsent);
+}
+
+StubFrames::StubFrames(
+    std::string describe, InstanceMetrics* metrics, StubSupervisor* stub)
+    : describe_(std::move(describe)), metrics_(metrics), stub_(stub)
+{
+}
+
+Status
+StubFrames::ResolveBody(const proto::FrameView& f, const uint8_t** body)
+{
+  if (!f.body_in_arena) {
+    *body = f.body;
+    return Status();
+  }
+  return peers_.Resolve(
+      f.body_ref.arena_id, f.body_ref.offset, f.body_len, body);
+}
+
+Status
+StubFrames::HandleCommon(
+    const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
+    Channel* channel, bool* handled)
+{
+  *handled = true;
+  switch (f.type) {
+    case proto::FrameType::kArena: {
+      if (fds->size() != 1) {
+        return Violation(
+            "an ARENA frame must carry exactly one descriptor, got " +
+            std::to_string(fds->size()));
+      }
+      proto::ArenaBody a;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeArena(body, f.body_len, &a));
+      int fd = (*fds)[0];
+      fds->clear();
+      return peers_.Add(a.arena_id, fd, a.size);  // closes fd
+    }
+    case proto::FrameType::kLog: {
+      proto::LogBody log;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeLog(body, f.body_len, &log));
+      TRITONSERVER_LogLevel level =
+          log.level <= 3 ? static_cast<TRITONSERVER_LogLevel>(log.level)
+                         : TRITONSERVER_LOG_INFO;
+      LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
+      return Status();
+    }
+    case proto::FrameType::kMetric: {
+      if (f.body_in_arena) return Violation("a METRIC body must be inline");
+      std::shared_ptr<Channel> current;
+      if (channel == nullptr) {
+        current = stub_->CurrentChannel();
+        channel = current.get();
+      }
+      return metrics_->OnFrame(f, body, channel);
+    }
+    case proto::FrameType::kError: {
+      proto::ErrorBody e;
+      TRITONPY_RETURN_IF_ERROR(proto::DecodeError(body, f.body_len, &e));
+      TRITONPY_LOG_ERROR(
+          "tritonpy: stub for " + describe_ + " reported: " + e.message);
+      return Status();
+    }
+    default:
+      *handled = false;
+      return Status();
+  }
+}
+
+void
+StubFrames::Clear()
+{
+  peers_.Clear();
+  metrics_->Clear();
+}
+
+}  // namespace tritonpy
