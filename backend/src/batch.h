@@ -55,8 +55,14 @@ struct BatchRequest {
   uint64_t batch_size = 1;
   uint32_t wire_pos = 0;  // request_index in the EXECUTE frame
   RequestState state = RequestState::kOpen;
-  bool failed = false;       // some response carried an error
-  bool answered = false;     // default mode: its one response was sent
+  bool failed = false;    // some response carried an error
+  bool answered = false;  // default mode: its one response was sent
+  // Default mode: its one response, sent without FINAL by the model and
+  // held here until the final flag comes, then sent with it. Triton 2.51's
+  // frontends crash on a flags-only final response of a non-decoupled
+  // model, and a client of such a model waits for one response anyway.
+  TRITONBACKEND_Response* held = nullptr;
+  Status held_error;  // the held response's error, if it is an error response
   bool cancel_sent = false;  // a CANCEL entry went to the stub
 
   // No final response may follow (one was sent, or the request is done).

@@ -118,33 +118,88 @@ NoteSendFailure(
 
 }  // namespace
 
+namespace {
+
+// Sends `response` (with `status` as its error, if any) with `flags`; or,
+// when `hold`, keeps it in `req` for the final flag (BatchRequest::held).
 void
-SendErrorResponse(
-    BatchRequest* req, const Status& status, uint32_t flags, Status* send_error)
+Deliver(
+    BatchRequest* req, TRITONBACKEND_Response* response, const Status& status,
+    uint32_t flags, bool hold, Status* send_error)
 {
-  req->failed = true;
+  if (hold) {
+    req->held = response;
+    req->held_error = status;
+    return;
+  }
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
     req->MarkResponded();
-  }
-  TRITONBACKEND_Response* response = nullptr;
-  Status s = NewResponse(req, &response);
-  if (!s.ok()) {
-    TRITONPY_LOG_ERROR(
-        "tritonpy: request '" + req->id +
-        "': cannot create an error response: " + s.message());
-    return;
   }
   TRITONSERVER_Error* payload = ToTriton(status);
   TRITONSERVER_Error* err =
       TRITONBACKEND_ResponseSend(response, flags, payload);
   if (payload != nullptr) TRITONSERVER_ErrorDelete(payload);
-  if (err != nullptr) NoteSendFailure(*req, err, send_error);
+  if (err != nullptr) {
+    req->failed = true;
+    NoteSendFailure(*req, err, send_error);
+  }
+}
+
+// Sends the response `req` holds, with FINAL.
+void
+SendHeld(BatchRequest* req, Status* send_error)
+{
+  TRITONBACKEND_Response* response = req->held;
+  req->held = nullptr;
+  Deliver(
+      req, response, req->held_error, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+      false, send_error);
+}
+
+// An error response of `req` with `flags`, sent or held (see Deliver).
+void
+ErrorResponse(
+    BatchRequest* req, const Status& status, uint32_t flags, bool hold,
+    Status* send_error)
+{
+  req->failed = true;
+  TRITONBACKEND_Response* response = nullptr;
+  Status s = NewResponse(req, &response);
+  if (!s.ok()) {
+    if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
+      req->MarkResponded();
+    }
+    TRITONPY_LOG_ERROR(
+        "tritonpy: request '" + req->id +
+        "': cannot create an error response: " + s.message());
+    return;
+  }
+  Deliver(req, response, status, flags, hold, send_error);
+}
+
+}  // namespace
+
+void
+SendErrorResponse(
+    BatchRequest* req, const Status& status, uint32_t flags, Status* send_error)
+{
+  ErrorResponse(req, status, flags, false, send_error);
 }
 
 void
 RespondWithError(BatchRequest* req, const Status& status)
 {
   if (req->responded()) return;
+  if (req->held != nullptr) {
+    // The model's response stands (it sent it; only the final flag is
+    // missing): it goes out now, and the reason is logged.
+    TRITONPY_LOG_VERBOSE(
+        "tritonpy: request '" + req->id +
+        "': its response is sent without the model's final flag: " +
+        status.message());
+    SendHeld(req, nullptr);
+    return;
+  }
   SendErrorResponse(req, status, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
 }
 
@@ -197,6 +252,11 @@ FinishRequest(
               req->request, TRITONSERVER_REQUEST_RELEASE_ALL),
           "releasing a request failed");
     }
+  }
+  if (req->held != nullptr) {  // not sent on any path: never leaked
+    LogIfError(
+        TRITONBACKEND_ResponseDelete(req->held), "deleting a response failed");
+    req->held = nullptr;
   }
   if (req->factory != nullptr) {
     LogIfError(
@@ -262,16 +322,17 @@ ResolveOutputs(
 namespace {
 
 // Sends the payload of `r` (outputs and parameters, or its error) as one
-// response with `flags`.
+// response with `flags`, or holds it (`hold`, see BatchRequest::held).
 void
 SendPayload(
     const std::string& model_name, BatchRequest* req, const proto::Response& r,
-    const std::vector<const uint8_t*>& data, uint32_t flags, Status* send_error)
+    const std::vector<const uint8_t*>& data, uint32_t flags, bool hold,
+    Status* send_error)
 {
   if (r.has_error != 0) {
-    SendErrorResponse(
+    ErrorResponse(
         req, Status::Error(ClampErrorCode(r.error_code), r.error_message),
-        flags, send_error);
+        flags, hold, send_error);
     return;
   }
   TRITONBACKEND_Response* response = nullptr;
@@ -282,18 +343,10 @@ SendPayload(
       TRITONSERVER_Error* e = TRITONBACKEND_ResponseDelete(response);
       if (e != nullptr) TRITONSERVER_ErrorDelete(e);
     }
-    SendErrorResponse(req, s, flags, send_error);
+    ErrorResponse(req, s, flags, hold, send_error);
     return;
   }
-  if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
-    req->MarkResponded();
-  }
-  TRITONSERVER_Error* err =
-      TRITONBACKEND_ResponseSend(response, flags, nullptr);
-  if (err != nullptr) {
-    req->failed = true;
-    NoteSendFailure(*req, err, send_error);
-  }
+  Deliver(req, response, Status(), flags, hold, send_error);
 }
 
 // Sends the final flag alone, through the request's response factory (a
@@ -301,6 +354,10 @@ SendPayload(
 void
 SendFinalFlag(BatchRequest* req, Status* send_error)
 {
+  if (req->held != nullptr) {
+    SendHeld(req, send_error);
+    return;
+  }
   req->MarkResponded();
   TRITONSERVER_Error* err = nullptr;
   if (req->factory == nullptr) {
@@ -342,11 +399,23 @@ WriteEntry(
                    "' returned no response for request '" + req->id + "'"));
       return EntryOutcome::kComplete;
     }
+    if (req->held != nullptr && !no_response) {
+      // An error after its one response (the stub's answer to a second
+      // one): the first stands, as Triton passes a non-decoupled model's
+      // first response only; it goes out now, and the error is logged.
+      TRITONPY_LOG_VERBOSE(
+          "tritonpy: model '" + model_name + "' request '" + req->id +
+          "': a later response is dropped: " + entry.error_message);
+      SendHeld(req, send_error);
+      return EntryOutcome::kComplete;
+    }
     // Its one response (the stub sees to that), or the final flag after it.
     if (!no_response) req->answered = true;
   }
   if (!no_response) {
-    SendPayload(model_name, req, entry, data, flags, send_error);
+    // A default-mode response without FINAL waits for the final flag.
+    const bool hold = !decoupled && !final;
+    SendPayload(model_name, req, entry, data, flags, hold, send_error);
   } else if (final) {
     SendFinalFlag(req, send_error);
   }

@@ -67,10 +67,11 @@ enum class EntryOutcome {
 // Turns one entry for the open request `req` into Triton calls:
 //  - default mode: RESCHEDULE releases the request for another execution
 //    and sends no response (any response it carries is dropped); the
-//    request's one response is sent with its FINAL flag, or without it and
-//    then NO_RESPONSE+FINAL sends the flag alone; NO_RESPONSE before any
-//    response is an error response. (The stub sends one response, or
-//    errors, per request.)
+//    request's one response is sent with its FINAL flag, or, sent without
+//    it, is held until NO_RESPONSE+FINAL sends it with the flag (never a
+//    flags-only final: Triton 2.51's frontends crash on one for a
+//    non-decoupled model); NO_RESPONSE before any response is an error
+//    response. (The stub sends one response, or errors, per request.)
 //  - decoupled mode: a response (unless NO_RESPONSE) is sent with FINAL
 //    when the entry has FINAL and not RESCHEDULE; NO_RESPONSE+FINAL sends
 //    the FINAL flag alone; RESCHEDULE releases for another execution.
