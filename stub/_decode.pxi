@@ -1,0 +1,421 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+# The reading half of the frame codec, included by _codec.pyx (one module:
+# the reader shares its constants and C helpers). Every length, count and
+# offset is checked against the end of the frame before it is used.
+
+# ------------------------------------------------------------------ reading
+
+
+cdef class _Reader:
+    cdef const uint8_t* p
+    cdef Py_ssize_t pos
+    cdef Py_ssize_t end
+
+    cdef int need(self, Py_ssize_t n) except -1:
+        if n < 0 or n > self.end - self.pos:
+            raise ProtocolError(
+                f"truncated frame: {n} bytes needed at offset {self.pos}, "
+                f"the frame ends at {self.end}")
+        return 0
+
+    cdef uint8_t u8(self) except? 0xFF:
+        self.need(1)
+        cdef uint8_t v = self.p[self.pos]
+        self.pos += 1
+        return v
+
+    cdef uint32_t u32(self) except? 0xFFFFFFFF:
+        cdef uint32_t v
+        self.need(4)
+        memcpy(&v, self.p + self.pos, 4)
+        self.pos += 4
+        return v
+
+    cdef uint64_t u64(self) except? 0xFFFFFFFFFFFFFFFF:
+        cdef uint64_t v
+        self.need(8)
+        memcpy(&v, self.p + self.pos, 8)
+        self.pos += 8
+        return v
+
+    cdef int64_t i64(self) except? -1:
+        cdef int64_t v
+        self.need(8)
+        memcpy(&v, self.p + self.pos, 8)
+        self.pos += 8
+        return v
+
+    cdef double f64(self) except? -1.0:
+        cdef double v
+        self.need(8)
+        memcpy(&v, self.p + self.pos, 8)
+        self.pos += 8
+        return v
+
+    cdef list f64s(self):
+        cdef uint32_t n = self.u32()
+        self.need(<Py_ssize_t>n * 8)
+        cdef list out = []
+        cdef uint32_t i
+        for i in range(n):
+            out.append(self.f64())
+        return out
+
+    cdef tuple metric_op(self):
+        cdef uint8_t op = self.u8()
+        cdef uint32_t h, k, n, i
+        if op == OP_FAMILY_NEW:
+            h = self.u32()
+            k = self.u32()
+            if k > 2:
+                raise ProtocolError(f"unknown metric kind {k}")
+            name = self.string()
+            return (op, h, k, name, self.string())
+        if op == OP_FAMILY_DELETE or op == OP_METRIC_DELETE or op == OP_VALUE:
+            return (op, self.u32())
+        if op == OP_METRIC_NEW:
+            h = self.u32()
+            k = self.u32()
+            n = self.u32()
+            self.need(<Py_ssize_t>n * 8)
+            labels = []
+            for i in range(n):
+                key = self.string()
+                labels.append((key, self.string()))
+            return (op, h, k, labels, self.f64s())
+        if op == OP_INCREMENT or op == OP_SET:
+            h = self.u32()
+            return (op, h, self.f64())
+        if op == OP_OBSERVE:
+            h = self.u32()
+            return (op, h, self.f64s())
+        raise ProtocolError(f"unknown metric op {op}")
+
+    cdef str string(self):
+        cdef uint32_t n = self.u32()
+        self.need(n)
+        cdef str s = PyUnicode_DecodeUTF8(<const char*>(self.p + self.pos), n, "strict")
+        self.pos += n
+        return s
+
+    cdef int zero32(self) except -1:
+        if self.u32() != 0:
+            raise ProtocolError("a reserved field is not zero")
+        return 0
+
+    cdef int pad8(self) except -1:
+        cdef Py_ssize_t n = (8 - self.pos % 8) % 8
+        self.need(n)
+        cdef Py_ssize_t i
+        for i in range(n):
+            if self.p[self.pos + i] != 0:
+                raise ProtocolError("padding is not zero")
+        self.pos += n
+        return 0
+
+    cdef tuple tensor(self, bint receiver_arena_ok=False):
+        """(name, dtype, dims, byte_size, location, a, b): for inline data
+        a is the offset of the data in the frame and b is 0; for arena data
+        a is the arena id and b the offset in that arena."""
+        cdef str name = self.string()
+        cdef uint32_t dtype = self.u32()
+        if dtype < 1 or dtype > 14:
+            raise ProtocolError(f"tensor '{name}': unknown data type {dtype}")
+        cdef uint32_t ndim = self.u32()
+        if ndim > MAX_NDIM:
+            raise ProtocolError(f"tensor '{name}': {ndim} dimensions, at most {MAX_NDIM}")
+        cdef list dims = []
+        cdef int64_t d
+        cdef uint32_t i
+        for i in range(ndim):
+            d = self.i64()
+            if d < 0:
+                raise ProtocolError(f"tensor '{name}': negative dimension {d}")
+            dims.append(d)
+        cdef uint64_t byte_size = self.u64()
+        cdef uint8_t loc = self.u8()
+        cdef uint64_t a, b
+        if loc == LOC_INLINE:
+            self.pad8()
+            if byte_size > <uint64_t>(self.end - self.pos):
+                raise ProtocolError(f"tensor '{name}': {byte_size} inline bytes past the frame end")
+            a = self.pos
+            b = 0
+            self.pos += <Py_ssize_t>byte_size
+        elif loc == LOC_ARENA or (receiver_arena_ok and loc == LOC_RECEIVER_ARENA):
+            a = self.u32()
+            self.zero32()
+            b = self.u64()
+        else:
+            raise ProtocolError(f"tensor '{name}': unknown location {loc}")
+        return (name, dtype, tuple(dims), byte_size, loc, a, b)
+
+    cdef tuple request(self):
+        """One request entry of EXECUTE / BLS_REQUEST."""
+        cdef uint32_t j, k
+        rid = self.string()
+        cdef uint8_t kind = self.u8()
+        cu = self.u64()
+        cs = self.string()
+        if kind == 0:
+            corr = None
+        elif kind == 1:
+            corr = cu
+        elif kind == 2:
+            corr = cs
+        else:
+            raise ProtocolError(f"request '{rid}': unknown correlation kind {kind}")
+        flags = self.u32()
+        timeout = self.u64()
+        params = self.string()
+        k = self.u32()
+        cdef list names = []
+        for j in range(k):
+            names.append(self.string())
+        k = self.u32()
+        cdef list tensors = []
+        for j in range(k):
+            tensors.append(self.tensor())
+        return (rid, corr, flags, timeout, params, names, tensors, self.string())
+
+    cdef tuple response_rest(self, bint receiver_arena_ok):
+        """What follows the flags of a RESPONSES entry and of a BLS_RESPONSE:
+        (error or None, parameters, output tensors)."""
+        cdef uint8_t has_error = self.u8()
+        cdef uint32_t code = self.u32()
+        cdef str msg = self.string()
+        cdef str params = self.string()
+        cdef uint32_t k = self.u32()
+        cdef uint32_t j
+        cdef list tensors = []
+        for j in range(k):
+            tensors.append(self.tensor(receiver_arena_ok))
+        return ((code, msg) if has_error else None, params, tensors)
+
+    cdef int done(self) except -1:
+        if self.pos != self.end:
+            raise ProtocolError(f"{self.end - self.pos} trailing bytes after the body")
+        return 0
+
+
+# Entry points take any contiguous buffer (bytes, bytearray, memoryview,
+# mmap) through the buffer protocol directly: a typed memoryview argument
+# costs more to set up than decoding a small frame.
+
+
+def decode_header(buf):
+    """Check the header of a whole message; return (type, flags, id, body_len)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _decode_header(<const uint8_t*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
+    if n < _HDR:
+        raise ProtocolError(f"a {n}-byte message is shorter than the frame header")
+    if n > _MAX_FRAME:
+        raise ProtocolError(f"a {n}-byte message is longer than MAX_FRAME")
+    cdef uint32_t magic, body_len, reserved
+    cdef uint16_t flags
+    cdef uint64_t fid
+    memcpy(&magic, p, 4)
+    memcpy(&flags, p + 6, 2)
+    memcpy(&fid, p + 8, 8)
+    memcpy(&body_len, p + 16, 4)
+    memcpy(&reserved, p + 20, 4)
+    if magic != _MAGIC:
+        raise ProtocolError(f"bad magic {magic:#x}")
+    if p[4] != VERSION:
+        raise ProtocolError(f"protocol version {p[4]}, this stub speaks {VERSION}")
+    cdef int ftype = p[5]
+    if ftype < 1 or ftype > _LAST_TYPE:
+        raise ProtocolError(f"unknown frame type {ftype}")
+    cdef uint16_t allowed = FLAG_BODY_IN_ARENA
+    if ftype == RESPONSES:
+        allowed |= FLAG_BATCH_DONE
+    if flags & ~allowed:
+        raise ProtocolError(f"unknown flags {flags:#x} on frame type {ftype}")
+    if reserved != 0:
+        raise ProtocolError("the header's reserved field is not zero")
+    if flags & FLAG_BODY_IN_ARENA:
+        if n != _HDR + 16:
+            raise ProtocolError("a BODY_IN_ARENA frame must carry exactly an arena reference")
+    elif body_len != n - _HDR:
+        raise ProtocolError(f"body_len {body_len} does not match the {n - _HDR} bytes received")
+    return ftype, flags, fid, body_len
+
+
+def decode_arena_ref(buf):
+    """The (arena_id, offset) of a BODY_IN_ARENA frame whose header is valid."""
+    cdef Py_buffer view
+    cdef _Reader r = _Reader()
+    cdef uint32_t aid
+    cdef uint64_t off
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        r.p = <const uint8_t*>view.buf
+        r.pos = _HDR
+        r.end = view.len
+        aid = r.u32()
+        r.zero32()
+        off = r.u64()
+        r.done()
+    finally:
+        PyBuffer_Release(&view)
+    return aid, off
+
+
+def decode_body(int ftype, buf, Py_ssize_t start=24):
+    """Decode the body of a frame of type ``ftype`` that occupies
+    ``buf[start:]``. Offsets of inline tensor data in the result are
+    offsets into ``buf``.
+
+    EXECUTE -> list of requests
+        (request_id, correlation, flags, timeout_us, parameters,
+         requested_output_names, inputs, trace_context)
+        where correlation is None, an int or a str, and inputs are tensor
+        tuples (see _Reader.tensor).
+    RESPONSES -> list of
+        (batch_id, request_index, response_flags, error, parameters, outputs)
+        where error is None or (code, message).
+    JSON frames -> the dict; ARENA -> (arena_id, size);
+    EXECUTE_DONE -> (ok, error); LOG -> (level, file, line, message);
+    ERROR -> message; RELEASE -> list of (arena_id, offset);
+    CANCEL -> list of (batch_id, request_index);
+    SEND_ERROR -> (batch_id, request_index, code, message);
+    READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL -> None;
+    BLS_REQUEST -> (model_name, model_version, trace_batch_id,
+        trace_request_index, request as in EXECUTE);
+    BLS_RESPONSE -> (response_flags, error, parameters, outputs);
+    BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset);
+    METRIC -> list of ops: (FAMILY_NEW, family, kind, name, description),
+        (FAMILY_DELETE, family), (METRIC_NEW, metric, family,
+        [(key, value), ...], [bucket, ...]), (METRIC_DELETE, metric),
+        (INCREMENT or SET, metric, value), (OBSERVE, metric, [value, ...]),
+        (VALUE, metric);
+    METRIC_DONE -> (ok, error, value); LOG_LEVELS -> enabled (bit mask).
+    """
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _decode_body(ftype, <const uint8_t*>view.buf, view.len, start)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t start):
+    if start < 0 or start > n:
+        raise ProtocolError("body start outside the buffer")
+    cdef _Reader r = _Reader()
+    r.p = p
+    r.pos = start
+    r.end = n
+    cdef object out
+    cdef uint32_t count, i, j, k
+    cdef list items, names, tensors
+    cdef uint8_t kind, has_error
+    cdef uint32_t aid
+    if ftype == _EXECUTE_TYPE:  # the frame of every batch: no Python compares first
+        count = r.u32()
+        items = []
+        for i in range(count):
+            items.append(r.request())
+        r.done()
+        return items
+    if ftype in _JSON_TYPES:
+        try:
+            out = json.loads(PyUnicode_DecodeUTF8(<const char*>(r.p + r.pos), r.end - r.pos, "strict"))
+        except ValueError as e:
+            raise ProtocolError(f"frame type {ftype}: body is not JSON: {e}") from None
+        if not isinstance(out, dict):
+            raise ProtocolError(f"frame type {ftype}: JSON body is not an object")
+        return out
+    cdef uint64_t bid
+    if ftype == FINALIZE or ftype == IS_READY or ftype == DRAIN or ftype == BLS_CANCEL:
+        out = None
+    elif ftype == BLS_RESPONSE:
+        rflags = r.u32()
+        if rflags & ~(<uint32_t>RESP_FINAL):
+            raise ProtocolError(f"unknown BLS response flags {rflags:#x}")
+        err, params, tensors = r.response_rest(False)
+        out = (rflags, err, params, tensors)
+    elif ftype == METRIC_DONE:
+        ok = r.u8()
+        err_text = r.string()
+        out = (ok, err_text, r.f64())
+    elif ftype == METRIC:
+        count = r.u32()
+        r.need(<Py_ssize_t>count * 5)
+        items = []
+        for i in range(count):
+            items.append(r.metric_op())
+        out = items
+    elif ftype == BLS_REQUEST:
+        mname = r.string()
+        mver = r.i64()
+        bid = r.u64()
+        idx = r.u32()
+        out = (mname, mver, bid, idx, r.request())
+    elif ftype == CANCEL:
+        count = r.u32()
+        items = []
+        for i in range(count):
+            bid = r.u64()
+            idx = r.u32()
+            r.zero32()
+            items.append((bid, idx))
+        out = items
+    elif ftype == SEND_ERROR:
+        bid = r.u64()
+        idx = r.u32()
+        code = r.u32()
+        out = (bid, idx, code, r.string())
+    elif ftype == READY:
+        ok = r.u8()
+        out = (ok, r.string())
+    elif ftype == ARENA or ftype == BLS_ARENA:
+        aid = r.u32()
+        r.zero32()
+        out = (aid, r.u64())
+    elif ftype == RESPONSES:
+        count = r.u32()
+        items = []
+        for i in range(count):
+            bid = r.u64()
+            idx = r.u32()
+            rflags = r.u32()
+            if rflags & ~_RESP_FLAGS:
+                raise ProtocolError(f"response {i}: unknown response flags {rflags:#x}")
+            err, params, tensors = r.response_rest(True)
+            items.append((bid, idx, rflags, err, params, tensors))
+        out = items
+    elif ftype == EXECUTE_DONE:
+        ok = r.u8()
+        out = (ok, r.string())
+    elif ftype == LOG_LEVELS:
+        out = r.u32()
+        if out & ~LOG_LEVELS_ALL:
+            raise ProtocolError(f"unknown log level bits {out:#x}")
+    elif ftype == LOG:
+        level = r.u32()
+        f = r.string()
+        line = r.u32()
+        out = (level, f, line, r.string())
+    elif ftype == ERROR:
+        out = r.string()
+    elif ftype == RELEASE or ftype == BLS_RELEASE:
+        count = r.u32()
+        items = []
+        for i in range(count):
+            aid = r.u32()
+            r.zero32()
+            items.append((aid, r.u64()))
+        out = items
+    else:
+        raise ProtocolError(f"unknown frame type {ftype}")
+    r.done()
+    return out
