@@ -39,6 +39,20 @@ cdef inline void _store_u32le(unsigned char* p, uint32_t v) noexcept nogil:
     p[3] = (v >> 24) & 0xFF
 
 
+cdef inline Py_ssize_t _unpadded_u8(const unsigned char* p, Py_ssize_t k) noexcept nogil:
+    # Length of a fixed-width numpy 'S' element without its trailing NULs.
+    while k > 0 and p[k - 1] == 0:
+        k -= 1
+    return k
+
+
+cdef inline Py_ssize_t _unpadded_u32(const uint32_t* p, Py_ssize_t k) noexcept nogil:
+    # Code points of a fixed-width numpy 'U' element without its trailing NULs.
+    while k > 0 and p[k - 1] == 0:
+        k -= 1
+    return k
+
+
 cdef inline Py_ssize_t _utf8_len(uint32_t cp) noexcept nogil:
     # -1 for code points UTF-8 cannot carry (surrogates, > U+10FFFF).
     if cp < 0x80:
@@ -157,9 +171,7 @@ cdef bytes _encode_fixed_bytes(object arr):
         with nogil:
             for i in range(n):
                 src = base + i * k
-                size = k
-                while size > 0 and src[size - 1] == 0:
-                    size -= 1
+                size = _unpadded_u8(src, k)
                 total += 4 + <uint64_t>size
         _check_total(total)
         result = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>total)
@@ -167,9 +179,7 @@ cdef bytes _encode_fixed_bytes(object arr):
         with nogil:
             for i in range(n):
                 src = base + i * k
-                size = k
-                while size > 0 and src[size - 1] == 0:
-                    size -= 1
+                size = _unpadded_u8(src, k)
                 _store_u32le(out, <uint32_t>size)
                 memcpy(out + 4, src, size)
                 out += 4 + size
@@ -199,9 +209,7 @@ cdef bytes _encode_fixed_unicode(object arr):
         with nogil:
             for i in range(n):
                 src = base + i * k
-                nchars = k
-                while nchars > 0 and src[nchars - 1] == 0:
-                    nchars -= 1
+                nchars = _unpadded_u32(src, k)
                 enc = 0
                 for j in range(nchars):
                     clen = _utf8_len(src[j])
@@ -228,9 +236,7 @@ cdef bytes _encode_fixed_unicode(object arr):
         with nogil:
             for i in range(n):
                 src = base + i * k
-                nchars = k
-                while nchars > 0 and src[nchars - 1] == 0:
-                    nchars -= 1
+                nchars = _unpadded_u32(src, k)
                 start = out
                 out += 4
                 for j in range(nchars):
