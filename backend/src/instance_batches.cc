@@ -3,7 +3,7 @@
 //
 // What the reader checks between frames besides the batches themselves
 // (those are BatchTable's): unloads (DRAIN, and the grace running out),
-// the execute timeout; and the readiness query.
+// the execute timeout.
 
 #include <algorithm>
 #include <chrono>
@@ -66,70 +66,6 @@ InstanceState::OverDeadline(bool* unloading)
     }
   }
   return table_.OverExecuteTimeout();
-}
-
-void
-InstanceState::OnReady(uint64_t query_id, const proto::ReadyBody& answer)
-{
-  MutexLock lock(&stub_.mu);
-  // Answers to queries that timed out are dropped.
-  if (ready_queries_.count(query_id) == 0) return;
-  ready_answers_[query_id] = answer;
-  stub_.cv.NotifyAll();
-}
-
-Status
-InstanceState::CheckReady()
-{
-  const double timeout_s = model_->backend().settings().ready_timeout_seconds;
-  const auto timeout =
-      std::chrono::milliseconds(static_cast<int64_t>(1000 * timeout_s));
-  std::shared_ptr<Channel> channel;
-  uint64_t query_id = 0;
-  uint64_t generation = 0;
-  {
-    MutexLock lock(&stub_.mu);
-    if (!stub_.serving()) {
-      return Status::Unavailable(
-          "tritonpy: " + Describe() + " is not ready: " +
-          stub_.UnavailableReason("the stub is restarting"));
-    }
-    if (!stub_.traits().has_is_ready) return Status();
-    channel = stub_.channel();
-    generation = stub_.generation();
-    query_id = next_query_id_++;
-    ready_queries_.insert(query_id);
-  }
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kIsReady, 0, query_id, [](std::vector<uint8_t>*) {});
-  Status sent = channel->Send(frame);
-  MutexLock lock(&stub_.mu);
-  auto gone = [&]() REQUIRES(stub_.mu) {
-    return stub_.generation() != generation ||
-           stub_.state() != StubState::kReady;
-  };
-  if (sent.ok()) {
-    const auto deadline = Clock::now() + timeout;
-    while (ready_answers_.count(query_id) == 0 && !gone() &&
-           stub_.cv.WaitUntil(deadline)) {}
-  }
-  ready_queries_.erase(query_id);
-  auto it = ready_answers_.find(query_id);
-  if (it == ready_answers_.end()) {
-    std::string why = !sent.ok() || gone()
-                          ? "the stub went away during the readiness check"
-                          : "is_ready() did not answer within " +
-                                json::FormatNumber(timeout_s) +
-                                " s (ready-timeout-seconds)";
-    return Status::Unavailable(
-        "tritonpy: " + Describe() + " is not ready: " + why);
-  }
-  proto::ReadyBody answer = it->second;
-  ready_answers_.erase(it);
-  if (answer.ready != 0) return Status();
-  return Status::Unavailable(
-      "tritonpy: " + Describe() + " is not ready" +
-      (answer.message.empty() ? std::string() : ": " + answer.message));
 }
 
 }  // namespace tritonpy

@@ -49,7 +49,9 @@ InstanceState::InstanceState(
           model->sync_prefetch_batches(),
           2 * model->backend().settings().stub_timeout_seconds),
       arenas_(model->backend().settings().arena_byte_size),
-      table_(model, instance, &stub_, &gate_, &arenas_)
+      table_(model, instance, &stub_, &gate_, &arenas_),
+      readiness_(
+          Describe(), &stub_, model->backend().settings().ready_timeout_seconds)
 {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   const char* debug = getenv("TRITONPY_DEBUG");
@@ -193,7 +195,7 @@ InstanceState::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
     case proto::FrameType::kReady: {
       proto::ReadyBody ready;
       TRITONPY_RETURN_IF_ERROR(proto::DecodeReady(body, f.body_len, &ready));
-      OnReady(f.id, ready);
+      readiness_.OnAnswer(f.id, ready);
       break;
     }
     case proto::FrameType::kFinalizeDone: {

@@ -28,9 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +47,7 @@
 #include "model_state.h"
 #include "mutex.h"
 #include "protocol.h"
+#include "readiness_queries.h"
 #include "stub_frames.h"
 #include "stub_process.h"
 #include "stub_starter.h"
@@ -77,7 +76,7 @@ class InstanceState {
   // defines is_ready(), that answered true within ready-timeout-seconds;
   // else UNAVAILABLE with the reason. Behind TRITONBACKEND_ModelInstanceReady,
   // which Triton cores newer than 2.51 call (2.51 never does).
-  Status CheckReady();
+  Status CheckReady() { return readiness_.Check(); }
 
  private:
   // How long an idle reader of a sync instance blocks: a sync Execute
@@ -109,8 +108,7 @@ class InstanceState {
   // The error of every request in flight when the stub went away.
   Status GoneStatus(bool stopping, bool unloading, const std::string& msg);
 
-  // Unloads and readiness (instance_batches.cc).
-  void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
+  // Unloads and deadlines (instance_batches.cc).
   // Publishes the open requests to the drain watcher, and sends DRAIN once
   // the watcher saw the model being unloaded with work in flight.
   void PollUnload();
@@ -158,9 +156,8 @@ class InstanceState {
   BatchArenas arenas_;
   // The batches in flight (reader thread only).
   BatchTable table_;
-  uint64_t next_query_id_ GUARDED_BY(stub_.mu) = 1;
-  std::set<uint64_t> ready_queries_ GUARDED_BY(stub_.mu);
-  std::map<uint64_t, proto::ReadyBody> ready_answers_ GUARDED_BY(stub_.mu);
+  // IS_READY queries (Triton's threads) and their answers (the reader).
+  ReadinessQueries readiness_;
 
   // Set by the reader before it blocks idle (kIdleLogPollMs); Execute then
   // wakes it through wake_fd_ so that cancellation polling starts.
