@@ -8,8 +8,6 @@
 // stub are finished here; the others belong to the reader thread from the
 // moment the batch is registered.
 
-#include <unistd.h>
-
 #include <chrono>
 
 #include "clock.h"
@@ -133,12 +131,10 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
   }
   // An idle reader of an async instance blocks for up to a second; it must
   // be woken so that it polls cancellation of the new batch. A sync
-  // instance's idle reader blocks at most kSyncIdlePollMs and adopts the
-  // batch anyway when the stub's frames arrive: no wake-up per batch.
-  if (async_execute && reader_blocking_.exchange(false)) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof(one));
-  }
+  // instance's idle reader blocks at most InstanceReader::kSyncIdlePollMs and
+  // adopts the batch anyway when the stub's frames arrive: no wake-up per
+  // batch.
+  if (async_execute) reader_.WakeIfIdle();
   log_levels_.Sync(channel.get());  // the batch's logs obey the settings of now
   if (!channel->Send(frame).ok()) {
     // The stub is gone or the socket is broken: EOF makes the reader

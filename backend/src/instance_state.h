@@ -2,20 +2,21 @@
 // Copyright (c) The tritonpy authors.
 //
 // InstanceState: one model instance = one stub process, one socket, one
-// reader thread, any number of batches in flight.
+// reader thread, any number of batches in flight. It owns the parts
+// below and wires them together; each part's header says which thread
+// uses it and what guards it.
 //
 // Threads:
 //  - Triton's threads call Create, Execute, CheckReady and the destructor
 //    (Execute never twice at once for one instance).
-//  - The reader thread owns the socket's read side, the peer (stub)
-//    arenas and every batch once it is registered: it answers requests as
-//    RESPONSES arrive, polls cancellation, ends batches, fails them when
-//    the stub dies, and has the StubSupervisor (stub_supervisor.h) reap
-//    and restart the stub.
-// The supervisor's mutex (stub_.mu) is the instance's one mutex: it
-// guards the stub's state and the GUARDED_BY fields below. Frames are
-// written from any thread through Channel::Send, which serialises writers
-// with its own mutex.
+//  - The reader thread (InstanceReader, instance_reader.h) owns the
+//    socket's read side, the peer (stub) arenas and every batch once it is
+//    registered: it answers requests as RESPONSES arrive, polls
+//    cancellation, ends batches, fails them when the stub dies, and has
+//    the StubSupervisor (stub_supervisor.h) reap and restart the stub.
+// The supervisor's mutex (stub_.mu) is the instance's one mutex. Frames
+// are written from any thread through Channel::Send, which serialises
+// writers with its own mutex.
 //
 // Execute modes (INIT_DONE "execute"):
 //  - sync: Execute returns when the batch ends (default mode) or when the
@@ -25,14 +26,9 @@
 //    end (backpressure keeps requests in Triton's queue).
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "admission_gate.h"
@@ -45,10 +41,12 @@
 #include "clock.h"
 #include "drain_watcher.h"
 #include "error.h"
+#include "instance_reader.h"
 #include "metrics.h"
 #include "model_state.h"
 #include "mutex.h"
 #include "protocol.h"
+#include "readiness_queries.h"
 #include "stub_frames.h"
 #include "stub_process.h"
 #include "stub_starter.h"
@@ -77,52 +75,13 @@ class InstanceState {
   // defines is_ready(), that answered true within ready-timeout-seconds;
   // else UNAVAILABLE with the reason. Behind TRITONBACKEND_ModelInstanceReady,
   // which Triton cores newer than 2.51 call (2.51 never does).
-  Status CheckReady();
+  Status CheckReady() { return readiness_.Check(); }
 
  private:
-  // How long an idle reader of a sync instance blocks: a sync Execute
-  // does not wake it, so a batch sent meanwhile has its cancellation
-  // polled from at most this long after it started.
-  static constexpr int kSyncIdlePollMs = 100;
-  // How long an idle reader of an async instance blocks: how late a change
-  // of Triton's log settings may reach a stub that gets no batch.
-  static constexpr int kIdleLogPollMs = 1000;
-  static constexpr int kDebugPeriodMs = 100;
-
   InstanceState(
       ModelState* model, TRITONBACKEND_ModelInstance* instance,
       std::string name, std::string kind, int32_t device_id,
       TRITONSERVER_Server* server);
-
-  // Reader thread (instance_state.cc).
-  void ReaderLoop();
-  // Handles one received message; a failed Status is a protocol violation.
-  Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
-  // The stub is gone (EOF, error, violation): the supervisor reaps it,
-  // every batch fails, and the supervisor restarts it unless the instance
-  // stops. Returns false when the reader must exit. `killed_because`
-  // (non-empty): the backend killed a healthy stub for that reason (a
-  // timeout); such a death never counts as a crash loop.
-  bool OnStubGone(
-      const std::string& why, bool violation,
-      const std::string& killed_because = "", bool unloading = false);
-  // The error of every request in flight when the stub went away.
-  Status GoneStatus(bool stopping, bool unloading, const std::string& msg);
-
-  // Unloads and readiness (instance_batches.cc).
-  void OnReady(uint64_t query_id, const proto::ReadyBody& answer);
-  // Publishes the open requests to the drain watcher, and sends DRAIN once
-  // the watcher saw the model being unloaded with work in flight.
-  void PollUnload();
-  // TRITONPY_DEBUG=1: at idle, logs the resource counters when they
-  // changed since the last idle line, at most every kDebugPeriodMs
-  // (docs/configuration.md). Returns -1, or how long the reader may block
-  // before the line is due.
-  int LogDebugCounters();
-  // Returns why the stub must be killed now, or "": a batch whose execute
-  // outran the execute timeout, or an unload whose grace ran out with
-  // work still in flight (*unloading set).
-  std::string OverDeadline(bool* unloading);
 
   // Execute helpers (instance_execute.cc).
   // Reports statistics and releases the requests of a batch that never
@@ -135,7 +94,6 @@ class InstanceState {
   const std::string name_;
   const std::string kind_;
   const int32_t device_id_;
-  int wake_fd_ = -1;  // eventfd: wakes the reader to adopt a new batch
 
   // BLS calls and model control (bls.h); frames from the reader thread
   // (and the creating thread during the first handshake).
@@ -158,25 +116,14 @@ class InstanceState {
   BatchArenas arenas_;
   // The batches in flight (reader thread only).
   BatchTable table_;
-  uint64_t next_query_id_ GUARDED_BY(stub_.mu) = 1;
-  std::set<uint64_t> ready_queries_ GUARDED_BY(stub_.mu);
-  std::map<uint64_t, proto::ReadyBody> ready_answers_ GUARDED_BY(stub_.mu);
-
-  // Set by the reader before it blocks idle (kIdleLogPollMs); Execute then
-  // wakes it through wake_fd_ so that cancellation polling starts.
-  std::atomic<bool> reader_blocking_{false};
-
-  // Reader thread only (or the creating thread before it starts).
+  // IS_READY queries (Triton's threads) and their answers (the reader).
+  ReadinessQueries readiness_;
+  // The socket's receive buffer: the starter's handshakes, then the reader.
   std::vector<uint8_t> recv_buf_;
-  std::thread reader_;
-  bool drain_sent_ = false;
-  bool debug_counters_ = false;
-  std::string last_debug_line_;
-  std::chrono::steady_clock::time_point last_debug_log_;
-  std::chrono::steady_clock::time_point drain_sent_at_;
-
   // Shared with the backend's DrainWatcher (see drain_watcher.h).
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();
+  // The reader thread; declared last: it uses every part above.
+  InstanceReader reader_;
 
   // Execute thread only.
   uint64_t next_batch_id_ = 1;

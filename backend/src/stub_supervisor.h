@@ -18,8 +18,9 @@
 // Threads: Start runs on the creating thread before the reader exists;
 // OnDeath / Reap / Restart run on the reader thread, which owns the
 // process; Stop runs on the deleting thread. `mu` is the instance's one
-// mutex: it guards the fields below and InstanceState's batch counters,
-// so that Execute sees the stub and its room in flight in one step.
+// mutex: it guards the fields below, the AdmissionGate's batch counters
+// (so that Execute sees the stub and its room in flight in one step) and
+// the ReadinessQueries in flight.
 #pragma once
 
 #include <sys/types.h>
