@@ -38,6 +38,7 @@ from tritonpy.stub.pb_host import PbHost
 from tritonpy.stub.turns import Turns
 
 # Bound once: _on_frame runs for every frame.
+_get_ident = threading.get_ident
 _DECODE_HEADER, _DECODE_BODY = C.decode_header, C.decode_body
 _ARENA, _BLS_ARENA, _EXECUTE = C.ARENA, C.BLS_ARENA, C.EXECUTE
 _DESCRIPTOR_FRAMES = frozenset((_ARENA, _BLS_ARENA))
@@ -267,13 +268,17 @@ class Stub:
         if state is not _READY and state is not _DRAINING and state is not _INITIALIZING:
             raise C.ProtocolError(f"EXECUTE in state {state.name}")
         queued = self._queued
-        if self.turns.away:
+        turns = self.turns
+        if turns.away or _get_ident() != turns.loop_thread:
             # Read in turn while model code holds the loop thread (the
             # backend sends a sync model's next batches ahead): they run
-            # in order once it is back.
+            # in order on the loop thread once it is back. The thread
+            # decides too: the loop thread clears `away` before it waits
+            # for the deputy's turn to end, and a batch the deputy ran
+            # itself would wait for its own lock. Always woken: a batch
+            # queued as the loop thread's run ends would else wait there.
             queued.append((fid, body, buf))
-            if not self._executing:
-                self.loop.call_soon_threadsafe(self._run_queued)
+            self.loop.call_soon_threadsafe(self._run_queued)
             return
         if queued:
             queued.append((fid, body, buf))

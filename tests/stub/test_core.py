@@ -15,6 +15,7 @@ import asyncio
 import gc
 import struct
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -313,6 +314,35 @@ def test_quick_batches_read_together_are_answered_in_one_frame(
     frames = core.sent()
     assert [f["type"] for f in frames] == ["RESPONSES"]
     assert outputs(frames[0]) == {1: [2.0], 2: [4.0], 3: [6.0]}
+
+
+WHERE = """
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        here = np.array([threading.get_ident()], np.uint64)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", here)]) for r in requests]
+"""
+
+
+def test_a_batch_read_by_another_thread_runs_on_the_loop_thread(core: Core, tmp_path: Path) -> None:
+    """The deputy may read an EXECUTE just after the loop thread came back
+    from model code (``away`` already cleared, the deputy's turn not yet
+    over): the batch waits for the loop thread instead of running on the
+    deputy, which would wait for its own lock there."""
+    core.init(write_model(tmp_path, WHERE))
+    assert not core.stub.turns.away
+    reader = threading.Thread(target=core.feed, args=(execute(1, 1.0),))
+    reader.start()
+    reader.join()
+    assert core.types() == []  # queued for the loop, not run on the reader
+    core.spin()
+    (frame,) = core.sent()
+    (entry,) = frame["body"]["responses"]
+    (ran_on,) = struct.unpack("<Q", bytes.fromhex(entry["outputs"][0]["data_hex"]))
+    assert ran_on == threading.get_ident() != reader.ident
 
 
 LARGE = """
