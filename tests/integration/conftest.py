@@ -2,6 +2,7 @@
 # Copyright (c) The tritonpy authors.
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Hostile test models import tests/hostile.py from here (servers inherit it).
+os.environ["TRITONPY_TESTS_DIR"] = str(Path(__file__).resolve().parents[1])
 
 from server import TritonServer, build_repository, official_server, running  # noqa: E402
 
