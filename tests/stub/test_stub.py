@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -576,6 +578,44 @@ def test_forged_arena_offsets_are_rejected(host: StubHost, tmp_path: Path) -> No
     host.send(P.encode(P.EXECUTE, {"requests": [req]}, id=1))
     reply = host.recv_type("ERROR")
     assert "outside backend arena 1" in reply["body"]["message"]
+    assert host.wait(5) == 70
+
+
+def _pipe_end() -> int:
+    r, w = os.pipe()
+    os.close(w)
+    return r
+
+
+def _memfd(size: int, seals: int) -> int:
+    fd = os.memfd_create("host-bad", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    if seals:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_pipe_end, "not a memfd on tmpfs"),
+        (lambda: _memfd(1 << 16, 0), "not sealed against shrinking"),
+        (lambda: _memfd(4096, fcntl.F_SEAL_SHRINK), "the memfd has 4096"),
+    ],
+    ids=["pipe", "unsealed", "short"],
+)
+def test_a_bad_backend_arena_is_refused(
+    host: StubHost, tmp_path: Path, make: Callable[[], int], says: str
+) -> None:
+    """The stub maps only tmpfs memfds sealed against shrinking, at least
+    as long as announced (the seals read before the size)."""
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    fd = make()
+    try:
+        host.send(P.encode(P.ARENA, {"arena_id": 1, "size": 1 << 16}), (fd,))
+    finally:
+        os.close(fd)
+    assert says in host.recv_type("ERROR")["body"]["message"]
     assert host.wait(5) == 70
 
 
