@@ -196,6 +196,16 @@ class OwnArenas:
         self._dead: collections.deque[tuple[int, int]] = collections.deque()
         # Bytes ``place`` copied (the debug counters' bytes_copied).
         self.bytes_copied = 0
+        # The backend's stub-max-arenas and stub-max-arena-bytes (INIT).
+        self._max_arenas: float = float("inf")
+        self._max_bytes: float = float("inf")
+
+    def limit(self, max_arenas: float, max_bytes: float) -> None:
+        """Stay within the backend's limits on this stub's arenas: an
+        allocation that would pass them raises MemoryError (failing what
+        needed it) instead of getting the stub killed for a protocol
+        violation."""
+        self._max_arenas, self._max_bytes = max_arenas, max_bytes
 
     def alloc(self, n: int) -> tuple[int, int, memoryview]:
         """Reserve ``n`` bytes; return (arena_id, offset, writable view)."""
@@ -211,6 +221,15 @@ class OwnArenas:
         else:
             size = max(self._default, _round_up(2 * n, mmap.PAGESIZE))
             earlier = sum(x.size for x in self._arenas.values())
+            if size > self._max_bytes - earlier:  # the room left, exactly
+                size = _round_up(max(n, 1), mmap.PAGESIZE)
+            if len(self._arenas) >= self._max_arenas or size > self._max_bytes - earlier:
+                raise MemoryError(
+                    f"tritonpy: {n} bytes of shared memory would pass the backend's"
+                    f" stub-max-arenas={self._max_arenas} or stub-max-arena-bytes="
+                    f"{self._max_bytes} ({len(self._arenas)} arenas of {earlier} bytes"
+                    " in use)"
+                )
             a = _Arena(self._next_id, size, max(0, KEEP_RESIDENT - earlier))
             self._next_id += 1
             self._arenas[a.id] = a

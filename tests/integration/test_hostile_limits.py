@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
+import numpy as np
 import pytest
+import tritonclient.http as httpclient
 from test_crash import add_sub_works, ask, wait_for_new_stub
 from tritonclient.utils import InferenceServerException
 
@@ -80,3 +83,40 @@ def test_a_forgery_past_a_limit_kills_only_that_stub(
     assert wait_for_new_stub(limits_server, pid, timeout=60, model=MODEL) != pid
     assert forged_in_server(limits_server) == (0, 0)
     add_sub_works(limits_server)
+
+
+def test_an_honest_output_past_the_arena_limit_fails_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The backend tells the stub its limits: an output that would take the
+    stub's arenas past stub-max-arena-bytes fails that request, and the
+    stub serves on (the same process), instead of announcing the arena and
+    being killed for it."""
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", [MODEL]),
+        tmp_path,
+        args=[f"--backend-config=tritonpy,stub-max-arena-bytes={16 << 20}"],
+    )
+    with running(srv):
+        pid = ask(srv, "ok", MODEL)
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=60)
+        try:
+
+            def big(n: int) -> np.ndarray:
+                mode = httpclient.InferInput("MODE", [1], "BYTES")
+                mode.set_data_from_numpy(np.array([f"big:{n}".encode()], dtype=object))
+                out = httpclient.InferRequestedOutput("PID", binary_data=True)
+                return c.infer(MODEL, [mode], outputs=[out]).as_numpy("PID")
+
+            # 8 MiB fits (in an arena of 8 MiB: one of the default 64 MiB
+            # would not); the 8 MiB arena cannot hold 12, nor is there room
+            # for another of 12.
+            assert big(8 << 20).tolist() == [pid] * (1 << 20)
+            with pytest.raises(InferenceServerException) as e:
+                big(12 << 20)
+            assert "stub-max-arena-bytes=16777216" in str(e.value), e.value
+            assert "protocol violation" not in str(e.value), e.value
+            assert big(64).tolist() == [pid] * 8
+        finally:
+            c.close()
+        assert ask(srv, "ok", MODEL) == pid

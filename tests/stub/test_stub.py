@@ -619,6 +619,46 @@ def test_a_bad_backend_arena_is_refused(
     assert host.wait(5) == 70
 
 
+SIZED = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            n = int(pb_utils.get_input_tensor_by_name(r, "N").as_numpy()[0])
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.ones(n, np.uint8))]))
+        return out
+"""
+
+
+def test_outputs_past_the_backends_arena_limits_fail_and_the_stub_serves_on(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """With the backend's stub-max-arena-bytes in INIT, the stub makes an
+    arena of just the size needed when twice it would not fit, and fails an
+    output that would pass the limit instead of announcing it (which would
+    get it killed)."""
+    host.handshake(
+        write_model(tmp_path, SIZED),
+        settings={"stub_max_arenas": 4, "stub_max_arena_bytes": 96 << 20},
+    )
+
+    def ask(batch_id: int, n: int) -> dict[str, Any]:
+        size = P.inline("N", 9, [1], struct.pack("<q", n))
+        reply = host.execute(batch_id, [P.request("r", [size])])
+        return reply["body"]["responses"][0]
+
+    fits = ask(1, 80 << 20)  # an arena of 160 MiB would not: one of 80 MiB
+    assert not fits["has_error"] and fits["outputs"][0]["byte_size"] == 80 << 20
+    assert [a.size() for a in host.stub_arenas.values()] == [80 << 20]
+    past = ask(2, 20 << 20)  # 80 MiB in use: no room for 20 more
+    assert past["has_error"] and "stub-max-arena-bytes=100663296" in past["error_message"]
+    assert not ask(3, 8)["has_error"]
+
+
 def test_descriptors_on_a_non_arena_frame_are_rejected(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, ADD_SUB))
     r, w = os.pipe()

@@ -6,8 +6,10 @@ stub's socket (tests/hostile.py): more arenas than the backend allows
 4 GiB frame body in an arena ("body"), a BLS request whose inputs add up to
 300 GiB ("bls"), a memfd shrunk after it was announced unsealed
 ("unsealed"), a hugetlbfs memfd ("hugetlb", PID -1 when the kernel has
-none). "ok" forges nothing. Every forgery but "ok" should get the stub
-killed before execute returns."""
+none). "ok" forges nothing, and "big:<n>" neither: it answers with n
+bytes (the process id repeated), an honest output the stub must keep
+within the backend's limits. Every forgery should get the stub killed
+before execute returns."""
 
 import fcntl
 import mmap
@@ -95,7 +97,7 @@ def forge(mode: str) -> bool:
         os.close(fd)
         # With no huge page to back it, reading it is a SIGBUS.
         body_in_arena(ref.RELEASE, FIRST_ID, 4 + 16)
-    elif mode != "ok":
+    elif mode != "ok" and not mode.startswith("big:"):
         raise ValueError(f"unknown mode {mode}")
     return True
 
@@ -105,12 +107,14 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             mode = request.inputs()[0].as_numpy()[0].decode()
-            pid = os.getpid()
-            if not forge(mode):
+            pid, n = os.getpid(), 1
+            if mode.startswith("big:"):
+                n = int(mode[4:]) // 8
+            elif not forge(mode):
                 pid = -1
             elif mode != "ok":
                 time.sleep(60)  # the backend kills the stub meanwhile
             responses.append(
-                pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.array([pid], np.int64))])
+                pb_utils.InferenceResponse([pb_utils.Tensor("PID", np.full(n, pid, np.int64))])
             )
         return responses
