@@ -224,8 +224,10 @@ class OwnArenas:
             if size > self._max_bytes - earlier:  # the room left, exactly
                 size = _round_up(max(n, 1), mmap.PAGESIZE)
             if len(self._arenas) >= self._max_arenas or size > self._max_bytes - earlier:
+                # The official backend's text when its pool cannot grow.
                 raise MemoryError(
-                    f"tritonpy: {n} bytes of shared memory would pass the backend's"
+                    "Failed to increase the shared memory pool size: tritonpy:"
+                    f" {n} bytes more would take the stub's arenas past the backend's"
                     f" stub-max-arenas={self._max_arenas} or stub-max-arena-bytes="
                     f"{self._max_bytes} ({len(self._arenas)} arenas of {earlier} bytes"
                     " in use)"
