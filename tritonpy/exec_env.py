@@ -13,7 +13,11 @@ conda environment, a virtual environment) or a tar archive of one
 private cache directory, once per content: a reload, or another model naming
 the same bytes, reuses the unpacked tree. Unpacking refuses any member that
 could write outside its directory (absolute paths, ``..``, links leading out,
-devices, FIFOs) and fails the load naming it.
+devices, FIFOs) and fails the load naming it, and stops at limits on the
+bytes unpacked, the member count and the compression ratio (``Limits``).
+An unpacked tree is made read-only and its manifest (every entry's type,
+mode, size, times and inode) is written beside it; a tree that no longer
+matches its manifest is unpacked again before it is used.
 
 The stub needs tritonpy: either the environment has it installed, or its
 Python has the same minor version as the backend's interpreter, in which case
@@ -24,12 +28,18 @@ tritonpy (and uvloop, if the environment lacks it) is lent to it through
 from __future__ import annotations
 
 import argparse
+import bz2
 import contextlib
+import errno
 import fcntl
+import gzip
 import hashlib
 import importlib.util
+import io
 import json
+import lzma
 import os
+import secrets
 import shutil
 import stat
 import subprocess
@@ -38,8 +48,9 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import tritonpy
 
@@ -62,6 +73,24 @@ PROBE_TIMEOUT = 120.0
 
 class EnvError(Exception):
     """A problem with the environment that fails the model's load."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What unpacking one archive may cost; 0 turns a limit off. The
+    backend passes its settings (the ``env-unpack-*`` keys); these
+    defaults are the same, for running the helper by hand."""
+
+    max_bytes: int = 32 << 30  # env-unpack-max-bytes: the tar stream, decompressed
+    max_members: int = 1_000_000  # env-unpack-max-members
+    max_ratio: int = 100  # env-unpack-max-ratio: decompressed bytes per archive byte
+    # The ratio counts only beyond this many bytes: a small archive of
+    # zeros is no bomb.
+    ratio_floor: int = 64 << 20
+    # The largest single read tarfile may ask for: member data is read in
+    # 16 KiB pieces, so only a header (a long name, pax records) reads more,
+    # and tarfile holds a header in memory whole.
+    max_header: int = 1 << 20
 
 
 # ------------------------------------------------------------------ paths
@@ -98,21 +127,36 @@ def default_cache_dir() -> Path:
 def prepare_cache_dir(path: Path) -> Path:
     """Creates the cache directory, owned by this user with mode 0700 (an
     existing one with a wider mode is narrowed; one owned by another user is
-    refused: whoever can write there chooses the code the stubs run)."""
+    refused: whoever can write there chooses the code the stubs run). The
+    directory itself must not be a symbolic link: in a shared temporary
+    directory anyone can plant one where the cache is expected, leading to
+    a directory they control (or one of ours they want written)."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.stat()
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+            raise EnvError(
+                f"the cache directory {path} is a symbolic link (to {os.readlink(path)!r}), "
+                "which is refused: someone else may have planted it; remove it, or set "
+                "env-cache-dir to a real directory of this user"
+            ) from e
+        if e.errno == errno.ENOTDIR:
+            raise EnvError(f"the cache directory {path} is not a directory") from e
         raise EnvError(f"cannot create the cache directory {path}: {e.strerror}") from e
-    if not stat.S_ISDIR(st.st_mode):
-        raise EnvError(f"the cache directory {path} is not a directory")
-    if st.st_uid != os.getuid():
-        raise EnvError(
-            f"the cache directory {path} belongs to user id {st.st_uid}, not to this "
-            f"user ({os.getuid()}): set env-cache-dir to a directory of this user"
-        )
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.getuid():
+            raise EnvError(
+                f"the cache directory {path} belongs to user id {st.st_uid}, not to this "
+                f"user ({os.getuid()}): set env-cache-dir to a directory of this user"
+            )
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
     return path
 
 
@@ -123,30 +167,42 @@ def _within(path: str, root: str) -> bool:
 # ------------------------------------------------------------- unpacking
 
 
-def unpack(archive: Path, cache: Path) -> tuple[Path, bool]:
-    """The unpacked tree of ``archive`` under ``cache``, and whether this
-    call unpacked it (False: an earlier one did). Safe against concurrent
-    callers: one unpacks under a lock, into a staging directory renamed into
-    place when complete, so a tree that exists is whole."""
+def unpack(archive: Path, cache: Path, limits: Limits = Limits()) -> tuple[Path, bool, str | None]:
+    """The unpacked tree of ``archive`` under ``cache``, whether this call
+    unpacked it (False: an earlier one did), and, when it unpacked it again
+    because the tree had been changed since, what had changed. Safe against
+    concurrent callers: one unpacks under a lock, into a staging directory
+    renamed into place when complete, so a tree that exists is whole."""
     prepare_cache_dir(cache)
     name = _content_key(archive, cache)
     final = cache / name
-    if final.is_dir():
-        return final, False
+    manifest = cache / f"{name}.manifest"
+    if check_tree(final, manifest) is None:
+        return final, False, None
     with _locked(cache / f".{name}.lock"):
-        if final.is_dir():
-            return final, False
+        changed = check_tree(final, manifest)
+        if changed is None:
+            return final, False, None
+        if os.path.lexists(final):
+            # Out of the way first (stubs still running from it keep their
+            # open files), then removed.
+            aside = cache / f".{name}.changed-{secrets.token_hex(4)}"
+            os.rename(final, aside)
+            _remove_tree(aside)
+        else:
+            changed = None  # never unpacked, or removed by hand: nothing to report
         # Left by a process that died while unpacking: nobody else holds the lock.
-        for stale in cache.glob(f".{name}.tmp-*"):
+        for stale in [*cache.glob(f".{name}.tmp-*"), *cache.glob(f".{name}.changed-*")]:
             _remove_tree(stale)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=cache))
         try:
-            extract(archive, staging)
+            extract(archive, staging, limits)
             os.rename(staging, final)
         except BaseException:
             _remove_tree(staging)
             raise
-    return final, True
+        _write_json(manifest, scan_tree(final))
+    return final, True, changed
 
 
 def _content_key(archive: Path, cache: Path) -> str:
@@ -177,11 +233,16 @@ def _content_key(archive: Path, cache: Path) -> str:
     except OSError as e:
         raise EnvError(f"cannot read {archive}: {e.strerror}") from e
     key = digest.hexdigest()[:32]
-    fd, tmp = tempfile.mkstemp(prefix=f".{memo.name}.", dir=index)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"stamp": stamp, "key": key, "archive": str(archive)}, f)
-    os.replace(tmp, memo)
+    _write_json(memo, {"stamp": stamp, "key": key, "archive": str(archive)})
     return key
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """Writes ``path`` whole or not at all."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump(value, f)
+    os.replace(tmp, path)
 
 
 @contextlib.contextmanager
@@ -195,8 +256,148 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _remove_tree(path: Path) -> None:
-    # Directories are made owner-writable while unpacking, so this succeeds.
+    """Removes a tree, read-only ones too (a finished tree, or a staging
+    directory made read-only just before a crash). A link is removed,
+    never followed."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    for dirpath, dirnames, _ in os.walk(path):
+        for d in [dirpath, *(os.path.join(dirpath, n) for n in dirnames)]:
+            with contextlib.suppress(OSError):
+                if not os.path.islink(d):
+                    os.chmod(d, 0o700)
     shutil.rmtree(path, ignore_errors=True)
+
+
+# -------------------------------------------------- the unpacked tree's manifest
+
+
+def scan_tree(root: Path) -> list[list[Any]]:
+    """What identifies each entry under ``root``: its path, type and mode,
+    size, modification and change times, and inode. The change time moves
+    on every write, chmod, rename or new link and cannot be set back, so
+    an entry changed in any ordinary way no longer matches. The root's own
+    change time is left out: renaming it into place moves it."""
+    top = os.lstat(root)
+    entries: list[list[Any]] = [[".", top.st_mode, top.st_mtime_ns]]
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(dirnames + filenames):
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            entries.append(
+                [
+                    os.path.relpath(path, root),
+                    st.st_mode,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                    st.st_ino,
+                ]
+            )
+    return entries
+
+
+def check_tree(root: Path, manifest: Path) -> str | None:
+    """None when ``root`` is an unpacked tree that matches its manifest;
+    else what is wrong with it ("missing" when there is none)."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return "missing"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory (a symbolic link?)"
+    try:
+        expected = json.loads(manifest.read_text())
+    except FileNotFoundError:
+        return "it has no manifest (unpacked by an earlier tritonpy, or interrupted)"
+    except (OSError, ValueError) as e:
+        return f"its manifest {manifest} is unreadable: {e}"
+    actual = scan_tree(root)
+    if actual == expected:
+        return None
+    # The first difference: an entry added or removed (which modifies its
+    # directory too) before one modified.
+    before = {str(e[0]): e for e in expected if isinstance(e, list) and e}
+    after = {e[0]: e for e in actual}
+    for path in sorted(set(before) ^ set(after)):
+        return f"{path!r} was {'added' if path in after else 'removed'}"
+    for path in sorted(after):
+        if before[path] != after[path]:
+            return f"{path!r} was modified"
+    return "its manifest does not match"
+
+
+class _Metered:
+    """The decompressed tar stream, as tarfile reads it, counted against
+    the limits: the count is the furthest position reached, which is what
+    decompressing has produced."""
+
+    def __init__(self, inner: io.BufferedIOBase, archive: Path, limits: Limits) -> None:
+        self._inner = inner
+        self._archive = archive
+        self._limits = limits
+        self._packed = archive.stat().st_size
+        self.reached = 0
+
+    def _check(self, position: int) -> None:
+        lim = self._limits
+        if lim.max_bytes and position > lim.max_bytes:
+            raise EnvError(
+                f"{self._archive} unpacks to more than {lim.max_bytes} bytes "
+                f"(env-unpack-max-bytes={lim.max_bytes})"
+            )
+        if lim.max_ratio and position > max(lim.ratio_floor, lim.max_ratio * self._packed):
+            raise EnvError(
+                f"{self._archive} ({self._packed} bytes) unpacks to more than {position} "
+                f"bytes, over {lim.max_ratio} times its size "
+                f"(env-unpack-max-ratio={lim.max_ratio}): a compression bomb?"
+            )
+        self.reached = max(self.reached, position)
+
+    def read(self, size: int = -1) -> bytes:
+        position = self._inner.tell()
+        if size is None or size < 0:
+            size = self._limits.max_header + 1
+        if size > self._limits.max_header:
+            raise EnvError(
+                f"{self._archive}: a tar header of {size} bytes at offset {position} "
+                f"(more than {self._limits.max_header})"
+            )
+        self._check(position + size)
+        try:
+            return self._inner.read(size)
+        except Exception as e:  # zlib, lzma, bz2 and EOF errors of a corrupt stream
+            raise EnvError(f"{self._archive} is not a readable tar archive: {e}") from e
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        target = offset if whence == os.SEEK_SET else self._inner.tell() + offset
+        if whence not in (os.SEEK_SET, os.SEEK_CUR):
+            raise OSError(errno.EINVAL, "seek from the end of a tar stream")
+        self._check(target)
+        try:
+            return self._inner.seek(target)
+        except Exception as e:  # seeking forward decompresses
+            raise EnvError(f"{self._archive} is not a readable tar archive: {e}") from e
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+
+def _decompressed(archive: Path) -> io.BufferedIOBase:
+    """The archive's tar stream: gzip, bzip2 and xz told by their magic
+    bytes, anything else read as a plain tar."""
+    with open(archive, "rb") as f:
+        magic = f.read(6)
+    if magic.startswith(b"\x1f\x8b"):
+        return gzip.open(archive, "rb")
+    if magic.startswith(b"BZh"):
+        return bz2.open(archive, "rb")
+    if magic.startswith(b"\xfd7zXZ\x00"):
+        return lzma.open(archive, "rb")
+    return open(archive, "rb")
 
 
 # Python's own checks on top of ours, where this Python has them (3.10.12+,
@@ -205,17 +406,28 @@ _FILTER: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") 
 _FILTER_ERROR: Any = getattr(tarfile, "FilterError", ())
 
 
-def extract(archive: Path, dest: Path) -> None:
+def extract(archive: Path, dest: Path, limits: Limits = Limits()) -> None:
     """Unpacks ``archive`` into the empty directory ``dest``, member by
-    member, refusing any member that could write outside ``dest``. Modes are
-    kept for the owner (executables stay executable), set-id bits and
-    ownership are dropped, and modification times are kept (so bytecode
-    caches stay valid)."""
+    member, refusing any member that could write outside ``dest`` and
+    stopping at ``limits``. Modes are kept for the owner (executables stay
+    executable) without write permission: the finished tree is read-only.
+    Set-id bits and ownership are dropped, and modification times are kept
+    (so bytecode caches stay valid)."""
     root = os.path.realpath(dest)
     directories: list[tuple[str, tarfile.TarInfo]] = []
+    members = 0
     try:
-        with tarfile.open(archive, "r:*") as tar:
+        with (
+            _decompressed(archive) as raw,
+            tarfile.open(fileobj=cast(IO[bytes], _Metered(raw, archive, limits)), mode="r:") as tar,
+        ):
             for member in tar:
+                members += 1
+                if limits.max_members and members > limits.max_members:
+                    raise EnvError(
+                        f"{archive} has more than {limits.max_members} members "
+                        f"(env-unpack-max-members={limits.max_members})"
+                    )
                 target = check_member(member, root)
                 try:
                     tar.extract(member, root, set_attrs=False, **_FILTER)
@@ -234,9 +446,20 @@ def extract(archive: Path, dest: Path) -> None:
     except Exception as e:  # a corrupt stream (zlib, lzma, bz2), a full disk ...
         raise EnvError(f"unpacking {archive} failed: {type(e).__name__}: {e}") from e
     check_links(root)
+    _make_read_only(root)
     for target, member in reversed(directories):
-        os.chmod(target, (member.mode & 0o755) | 0o700)
+        os.chmod(target, member.mode & 0o555 | 0o500)
         os.utime(target, (member.mtime, member.mtime))
+
+
+def _make_read_only(root: str) -> None:
+    """Takes write permission away from every file and directory (links
+    have no mode of their own), directories after their contents."""
+    for dirpath, _, filenames in os.walk(root, topdown=False):
+        for path in [*(os.path.join(dirpath, n) for n in filenames), dirpath]:
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o222)
 
 
 def check_member(member: tarfile.TarInfo, root: str) -> str:
@@ -319,7 +542,7 @@ def probe(python: Path) -> dict[str, Any]:
     modules the stub needs it can import by itself."""
     try:
         proc = subprocess.run(
-            [str(python), "-I", "-c", _PROBE],
+            [str(python), "-I", "-B", "-c", _PROBE],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT,
@@ -374,11 +597,14 @@ def lend_tritonpy(cache: Path, with_uvloop: bool) -> Path:
     return shim
 
 
-def stub_environment(root: Path, cache: Path) -> dict[str, Any]:
+def stub_environment(root: Path, cache: Path, *, unpacked: bool = False) -> dict[str, Any]:
     """The interpreter of the environment at ``root`` and the variables its
     stubs get: PATH starts with the environment's bin/, PYTHONHOME and the
     server's PYTHONPATH are dropped (the environment is what the model sees,
-    as with the official backend's stub), user site-packages are off."""
+    as with the official backend's stub), user site-packages are off. In an
+    ``unpacked`` (read-only, checked) tree Python writes no bytecode: a
+    stub running as root would write it anyway, and the tree would no
+    longer match its manifest."""
     python = find_interpreter(root)
     info = probe(python)
     version = tuple(info.get("version", ()))
@@ -387,6 +613,8 @@ def stub_environment(root: Path, cache: Path) -> dict[str, Any]:
         "PATH": f"{root}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "PYTHONNOUSERSITE": "1",
     }
+    if unpacked:
+        variables["PYTHONDONTWRITEBYTECODE"] = "1"
     unset = ["PYTHONHOME", "PYTHONPATH"]
     if not modules.get("tritonpy.stub"):
         ours = tuple(sys.version_info[:2])
@@ -411,7 +639,9 @@ def stub_environment(root: Path, cache: Path) -> dict[str, Any]:
     }
 
 
-def prepare(value: str, model_dir: str, cache_dir: str | None) -> dict[str, Any]:
+def prepare(
+    value: str, model_dir: str, cache_dir: str | None, limits: Limits = Limits()
+) -> dict[str, Any]:
     """Everything the backend needs to start the stubs of a model whose
     ``EXECUTION_ENV_PATH`` is ``value``."""
     path = resolve_path(value, model_dir)
@@ -419,16 +649,18 @@ def prepare(value: str, model_dir: str, cache_dir: str | None) -> dict[str, Any]
         raise EnvError(f"{path} does not exist")
     start = time.monotonic()
     extracted = False
+    changed = None
     cache = prepare_cache_dir(Path(cache_dir) if cache_dir else default_cache_dir())
     if path.is_dir():
         root = path.resolve()
     else:
-        root, extracted = unpack(path, cache)
-    result = stub_environment(root, cache)
+        root, extracted, changed = unpack(path, cache, limits)
+    result = stub_environment(root, cache, unpacked=not path.is_dir())
     result.update(
         path=str(path),
         archive=not path.is_dir(),
         extracted=extracted,
+        changed=changed,
         seconds=round(time.monotonic() - start, 3),
     )
     return result
@@ -443,9 +675,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", required=True, help="the EXECUTION_ENV_PATH parameter")
     parser.add_argument("--model-dir", required=True, help="the model's directory")
     parser.add_argument("--cache-dir", default="", help="where archives are unpacked")
+    default = Limits()
+    for name, what in (
+        ("max-bytes", "bytes of tar stream unpacked"),
+        ("max-members", "members"),
+        ("max-ratio", "decompressed bytes per archive byte"),
+    ):
+        field = name.replace("-", "_")
+        parser.add_argument(
+            f"--{name}",
+            type=int,
+            default=getattr(default, field),
+            help=f"at most this many {what} per archive; 0: no limit (env-unpack-{name})",
+        )
     args = parser.parse_args(argv)
+    limits = Limits(
+        max_bytes=args.max_bytes, max_members=args.max_members, max_ratio=args.max_ratio
+    )
     try:
-        result = prepare(args.path, args.model_dir, args.cache_dir or None)
+        result = prepare(args.path, args.model_dir, args.cache_dir or None, limits)
     except EnvError as e:
         print(e, file=sys.stderr)
         return 2

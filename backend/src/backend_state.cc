@@ -219,6 +219,15 @@ BackendState::ApplySettings(
     } else if (kStubLimitKeys.count(key) != 0) {
       TRITONPY_RETURN_IF_ERROR(
           ParseStubLimit(key, value, &settings->stub_limits));
+    } else if (key == "env-unpack-max-bytes") {
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
+          key, value, 1ull << 50, &settings->env_unpack_max_bytes));
+    } else if (key == "env-unpack-max-members") {
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
+          key, value, 1ull << 40, &settings->env_unpack_max_members));
+    } else if (key == "env-unpack-max-ratio") {
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
+          key, value, 1ull << 30, &settings->env_unpack_max_ratio));
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -308,7 +317,10 @@ BackendState::Create(
       " execute-timeout-seconds=" +
       json::FormatNumber(s.execute_timeout_seconds) +
       " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
-      (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir));
+      (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir) +
+      " env-unpack-max-bytes=" + std::to_string(s.env_unpack_max_bytes) +
+      " env-unpack-max-members=" + std::to_string(s.env_unpack_max_members) +
+      " env-unpack-max-ratio=" + std::to_string(s.env_unpack_max_ratio));
   *out = std::move(state);
   return Status();
 }

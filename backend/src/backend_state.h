@@ -45,6 +45,12 @@ struct BackendSettings {
   // What each stub may make the backend map or decode: stub-max-arenas,
   // stub-max-arena-bytes, stub-max-body-bytes.
   StubLimits stub_limits;
+  // What unpacking one EXECUTION_ENV_PATH archive may cost (0: no limit):
+  // bytes of decompressed tar stream, members, and decompressed bytes per
+  // archive byte (counted beyond 64 MiB). Passing one fails the load.
+  uint64_t env_unpack_max_bytes = 32ull << 30;
+  uint64_t env_unpack_max_members = 1000000;
+  uint64_t env_unpack_max_ratio = 100;
 };
 
 class BackendState {

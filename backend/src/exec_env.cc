@@ -79,6 +79,13 @@ PrepareExecutionEnv(
     args.push_back("--cache-dir");
     args.push_back(settings.env_cache_dir);
   }
+  for (const auto& [option, value] :
+       {std::pair{"--max-bytes", settings.env_unpack_max_bytes},
+        std::pair{"--max-members", settings.env_unpack_max_members},
+        std::pair{"--max-ratio", settings.env_unpack_max_ratio}}) {
+    args.push_back(option);
+    args.push_back(std::to_string(value));
+  }
   std::string out, err;
   int status = 0;
   TRITONPY_RETURN_IF_ERROR(
@@ -118,6 +125,13 @@ PrepareExecutionEnv(
   launch->python = json::GetString(doc, "python");
   launch->env = StubEnvironment(*set, *unset);
 
+  const std::string changed = json::GetString(doc, "changed");
+  if (!changed.empty()) {
+    TRITONPY_LOG_WARN(
+        "tritonpy: model '" + model + "': the unpacked environment " +
+        json::GetString(doc, "root") + " was changed since it was unpacked (" +
+        changed + "): unpacked again from " + json::GetString(doc, "path"));
+  }
   std::string how;
   if (json::GetBool(doc, "extracted")) {
     const json::Value* seconds = json::Find(doc, "seconds");

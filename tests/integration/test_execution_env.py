@@ -4,7 +4,10 @@
 tritonserver: a directory and a tar.gz environment run the stub on their own
 interpreter; an archive is unpacked once into a private cache and reused;
 hostile archives fail the load naming the member and write nothing outside
-the cache; missing or broken environments fail with a clear message.
+the cache; so do archives past the unpacking limits (bytes, members,
+compression ratio); the unpacked tree is read-only and a changed one is
+unpacked again; a link planted where the temporary cache goes is refused;
+missing or broken environments fail with a clear message.
 
 The environments are virtual environments made here (no network): the
 directory one sees this installation's site-packages through a .pth file
@@ -82,6 +85,14 @@ def pack(src: Path | None, archive: Path, members: list[Member] | tuple[()] = ()
             if kind == tarfile.CHRTYPE:
                 info.devmajor, info.devminor = 1, 3  # what /dev/null is
             tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+def zeros_archive(archive: Path, size: int) -> Path:
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("share/zeros")
+        info.size = size
+        tar.addfile(info, io.BytesIO(bytes(size)))
     return archive
 
 
@@ -176,6 +187,9 @@ class Envs:
         write_model(repo, "env_relative", "env.tar.gz")
         write_model(repo, "env_no_python", str(work / "empty-env"))
         write_model(repo, "env_corrupt", IN_MODEL_DIR, {"env.tar.gz": corrupt})
+        # 70 MiB of zeros, gzip-compressed a thousandfold.
+        bomb = zeros_archive(work / "archives" / "bomb.tar.gz", 70 << 20)
+        write_model(repo, "env_bomb", IN_MODEL_DIR, {"env.tar.gz": bomb})
         self.server = TritonServer(
             repo,
             work,
@@ -192,9 +206,15 @@ class Envs:
         return httpclient.InferenceServerClient(self.server.http_url, network_timeout=120)
 
     def load(self, name: str) -> None:
+        self._control("load_model", name)
+
+    def unload(self, name: str) -> None:
+        self._control("unload_model", name)
+
+    def _control(self, action: str, name: str) -> None:
         c = self.client()
         try:
-            c.load_model(name)
+            getattr(c, action)(name)
         finally:
             c.close()
 
@@ -263,6 +283,12 @@ def test_archive_env_is_unpacked_into_the_private_cache(envs: Envs) -> None:
     assert same(info["tritonpy"], tritonpy.__file__), info
     assert same(info["numpy"], np.__file__), info
     assert stat.S_IMODE(envs.cache.stat().st_mode) == 0o700
+    # Read-only, all of it (links have no mode of their own).
+    for dirpath, dirnames, filenames in os.walk(prefix):
+        for path in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            st = os.lstat(path)
+            assert stat.S_ISLNK(st.st_mode) or st.st_mode & 0o222 == 0, (path, oct(st.st_mode))
+    assert (envs.cache / f"{prefix.name}.manifest").is_file()
     log = envs.server.log()
     assert "model 'env_tar': stubs run on" in log and "unpacked from" in log, log[-2000:]
     assert "tritonpy lent to it by" in log
@@ -272,16 +298,10 @@ def test_unpacked_env_is_reused_on_reload_and_by_other_models(envs: Envs) -> Non
     envs.load("env_tar")
     prefix = Path(envs.info("env_tar")["prefix"])
     inode = prefix.stat().st_ino
-    (prefix / "marker").write_text("left by the test")
-    c = envs.client()
-    try:
-        c.unload_model("env_tar")
-    finally:
-        c.close()
+    envs.unload("env_tar")
     envs.load("env_tar")
     again = Path(envs.info("env_tar")["prefix"])
     assert again == prefix and again.stat().st_ino == inode
-    assert (again / "marker").read_text() == "left by the test"
     assert "(reused)" in envs.server.log()
     # The same bytes under another model: the same unpacked tree.
     envs.load("env_tar_copy")
@@ -337,3 +357,128 @@ def test_hostile_archive_fails_the_load_naming_the_member(envs: Envs, kind: str)
 def test_missing_or_broken_env_fails_the_load_clearly(envs: Envs, model: str, needle: str) -> None:
     msg = envs.load_error(model)
     assert f"tritonpy: model '{model}': EXECUTION_ENV_PATH" in msg and needle in msg, msg
+
+
+def test_a_changed_unpacked_env_is_unpacked_again(envs: Envs) -> None:
+    envs.load("env_tar")
+    prefix = Path(envs.info("env_tar")["prefix"])
+    # What a model (any, running as the server's user) could do to a tree
+    # another model runs from.
+    prefix.chmod(0o755)
+    (prefix / "sitecustomize.py").write_text("raise SystemExit('tampered')\n")
+    envs.unload("env_tar")
+    envs.load("env_tar")
+    assert Path(envs.info("env_tar")["prefix"]) == prefix
+    assert not (prefix / "sitecustomize.py").exists()
+    assert stat.S_IMODE(prefix.stat().st_mode) & 0o222 == 0
+    assert envs.server.wait_log(
+        f"model 'env_tar': the unpacked environment {prefix} was changed since it was "
+        "unpacked ('sitecustomize.py' was added): unpacked again from"
+    ), envs.server.log()[-3000:]
+    assert not list(envs.cache.glob(".*.changed-*"))
+
+
+def test_a_compression_bomb_fails_the_load_naming_the_limit(envs: Envs) -> None:
+    envs.load("env_dir")
+    msg = envs.load_error("env_bomb")
+    assert "tritonpy: model 'env_bomb': EXECUTION_ENV_PATH" in msg, msg
+    assert "times its size (env-unpack-max-ratio=100): a compression bomb?" in msg, msg
+    assert not list(envs.cache.glob(".*.tmp-*"))
+    # The server and another model serve on.
+    assert envs.server.model_ready("env_dir") and same(
+        envs.info("env_dir")["prefix"], envs.venv_dir
+    )
+
+
+@pytest.fixture(scope="module")
+def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TritonServer, Path]]:
+    """A server whose unpacking limits are set low by the backend keys."""
+    work = tmp_path_factory.mktemp("tight")
+    repo = work / "repo"
+    repo.mkdir()
+    archives = work / "archives"
+    archives.mkdir()
+    # 2 MiB of zeros: far below the default ratio's floor, over 1 MiB.
+    write_model(
+        repo,
+        "env_big",
+        IN_MODEL_DIR,
+        {"env.tar.gz": zeros_archive(archives / "big.tar.gz", 2 << 20)},
+    )
+    many = pack(None, archives / "many.tar.gz", [(f"share/f{i}", REG, "") for i in range(80)])
+    write_model(repo, "env_many", IN_MODEL_DIR, {"env.tar.gz": many})
+    server = TritonServer(
+        repo,
+        work,
+        args=[
+            "--model-control-mode=explicit",
+            f"--backend-config=tritonpy,env-cache-dir={work / 'cache'}",
+            "--backend-config=tritonpy,env-unpack-max-bytes=1048576",
+            "--backend-config=tritonpy,env-unpack-max-members=64",
+        ],
+    )
+    with running(server):
+        yield server, work
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("env_big", "unpacks to more than 1048576 bytes (env-unpack-max-bytes=1048576)"),
+        ("env_many", "has more than 64 members (env-unpack-max-members=64)"),
+    ],
+)
+def test_unpacking_limits_are_backend_settings(
+    tight: tuple[TritonServer, Path], model: str, needle: str
+) -> None:
+    server, work = tight
+    c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+    try:
+        with pytest.raises(InferenceServerException) as e:
+            c.load_model(model)
+    finally:
+        c.close()
+    msg = str(e.value)
+    assert f"tritonpy: model '{model}': EXECUTION_ENV_PATH" in msg and needle in msg, msg
+    assert not server.model_ready(model)
+    assert [p.name for p in (work / "cache").iterdir() if len(p.name) == 32] == []
+    assert "env-unpack-max-bytes=1048576 env-unpack-max-members=64" in server.log()
+
+
+def test_a_link_planted_where_the_temporary_cache_goes_is_refused(
+    tmp_path: Path, envs: Envs
+) -> None:
+    # No writable cache home, so the cache falls back to tritonpy-envs-<uid>
+    # in TMPDIR, where a link to somewhere else was planted beforehand.
+    home_file = tmp_path / "not-a-directory"
+    home_file.write_text("")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    lured = tmp_path / "lured"
+    lured.mkdir()
+    (tmp / f"tritonpy-envs-{os.getuid()}").symlink_to(lured)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    write_model(repo, "env_tar", IN_MODEL_DIR, {"env.tar.gz": envs.archive})
+    server = TritonServer(
+        repo,
+        tmp_path,
+        args=["--model-control-mode=explicit"],
+        prefix=["env", f"XDG_CACHE_HOME={home_file}", f"TMPDIR={tmp}"],
+    )
+    with running(server):
+        c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+        try:
+            with pytest.raises(InferenceServerException) as e:
+                c.load_model("env_tar")
+            msg = str(e.value)
+            assert "tritonpy: model 'env_tar': EXECUTION_ENV_PATH" in msg, msg
+            assert f"tritonpy-envs-{os.getuid()} is a symbolic link (to '{lured}')" in msg, msg
+            assert list(lured.iterdir()) == []
+            # Once the link is gone the cache is made there, a real directory.
+            (tmp / f"tritonpy-envs-{os.getuid()}").unlink()
+            c.load_model("env_tar")
+        finally:
+            c.close()
+        info = infer_json(server, "env_tar", "IN", np.array([1], np.int32), "INT32", "INFO")
+        assert same(Path(info["prefix"]).parent, tmp / f"tritonpy-envs-{os.getuid()}"), info

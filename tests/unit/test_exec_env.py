@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import stat
 import sys
 import tarfile
@@ -126,12 +125,12 @@ def test_default_cache_dir_follows_xdg_cache_home(
 
 
 def test_unpacking_keeps_modes_times_and_inner_links(tmp_path: Path) -> None:
-    root, extracted = env.unpack(good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache")
-    assert extracted
+    root, extracted, changed = env.unpack(good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache")
+    assert extracted and changed is None
     python = root / "bin" / "python3"
-    assert stat.S_IMODE(python.stat().st_mode) == 0o755  # executable, set-uid dropped
+    assert stat.S_IMODE(python.stat().st_mode) == 0o555  # executable, set-uid and write dropped
     assert python.stat().st_mtime == 1_000_000
-    assert stat.S_IMODE((root / "bin").stat().st_mode) == 0o755  # owner can write
+    assert stat.S_IMODE((root / "bin").stat().st_mode) == 0o555  # as archived: read-only
     assert os.readlink(root / "bin" / "python") == "python3"
     assert (root / "lib/python3/y.py").stat().st_ino == (root / "lib/python3/x.py").stat().st_ino
     assert (root / "lib/python3/z.py").read_text() == "z = 2\n"
@@ -140,20 +139,20 @@ def test_unpacking_keeps_modes_times_and_inner_links(tmp_path: Path) -> None:
 def test_unpacked_trees_are_reused_by_content(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = good_archive(tmp_path / "e.tar.gz")
-    root, _ = env.unpack(first, cache)
-    assert env.unpack(first, cache) == (root, False)
+    root, _, _ = env.unpack(first, cache)
+    assert env.unpack(first, cache) == (root, False, None)
     copy = tmp_path / "copy.tar.gz"
     copy.write_bytes(first.read_bytes())
-    assert env.unpack(copy, cache) == (root, False)
+    assert env.unpack(copy, cache) == (root, False, None)
     # Changed bytes at the same path: unpacked anew.
     archive(first, reg("other.txt"))
-    other, extracted = env.unpack(first, cache)
+    other, extracted, _ = env.unpack(first, cache)
     assert extracted and other != root and (other / "other.txt").is_file()
 
 
 def test_concurrent_unpacking_of_one_archive_happens_once(tmp_path: Path) -> None:
     source = good_archive(tmp_path / "e.tar.gz")
-    results: list[tuple[Path, bool]] = []
+    results: list[tuple[Path, bool, str | None]] = []
     threads = [
         threading.Thread(target=lambda: results.append(env.unpack(source, tmp_path / "c")))
         for _ in range(4)
@@ -169,13 +168,14 @@ def test_concurrent_unpacking_of_one_archive_happens_once(tmp_path: Path) -> Non
 def test_a_crash_while_unpacking_is_cleaned_up_by_the_next_unpacking(tmp_path: Path) -> None:
     source = good_archive(tmp_path / "e.tar.gz")
     cache = tmp_path / "cache"
-    root, _ = env.unpack(source, cache)
-    # What a process killed while unpacking leaves: a staging directory and
-    # no tree.
-    shutil.rmtree(root)
+    root, _, _ = env.unpack(source, cache)
+    # What a process killed while unpacking leaves: a staging directory
+    # (here one made read-only just before the kill) and no tree.
+    env._remove_tree(root)
     stale = cache / f".{root.name}.tmp-killed"
     (stale / "bin").mkdir(parents=True)
-    assert env.unpack(source, cache) == (root, True)
+    stale.chmod(0o500)
+    assert env.unpack(source, cache) == (root, True, None)
     assert not stale.exists() and (root / "bin" / "python3").is_file()
 
 
@@ -226,6 +226,174 @@ def test_not_an_archive(tmp_path: Path) -> None:
         env.unpack(bad, tmp_path / "cache")
 
 
+def test_a_planted_link_where_the_temporary_cache_goes_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No writable home, so the cache falls back to the temporary directory,
+    # where someone has put a link of that name to a directory of ours.
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    monkeypatch.setattr(env.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    target = tmp_path / "lured"
+    target.mkdir()
+    planted = tmp_path / "tmp" / f"tritonpy-envs-{os.getuid()}"
+    planted.symlink_to(target)
+    source = good_archive(tmp_path / "e.tar.gz")
+    with pytest.raises(
+        env.EnvError, match=r"tritonpy-envs-\d+ is a symbolic link \(to '.*lured'\)"
+    ):
+        env.prepare(str(source), str(tmp_path), None)
+    assert list(target.iterdir()) == []
+    # A dangling link is refused the same way (it is not created through).
+    planted.unlink()
+    planted.symlink_to(tmp_path / "nowhere")
+    with pytest.raises(env.EnvError, match="is a symbolic link"):
+        env.prepare_cache_dir(env.default_cache_dir())
+    assert not (tmp_path / "nowhere").exists()
+
+
+# ---------------------------------------------------------------- limits
+
+
+def zeros_archive(path: Path, size: int, mode: str = "w:gz") -> Path:
+    with tarfile.open(path, mode) as tar:
+        info = tarfile.TarInfo("share/zeros")
+        info.size = size
+        tar.addfile(info, io.BytesIO(bytes(size)))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("limits", "source", "needle"),
+    [
+        (
+            env.Limits(max_bytes=1 << 20),
+            lambda p: zeros_archive(p, 2 << 20),
+            r"unpacks to more than 1048576 bytes \(env-unpack-max-bytes=1048576\)",
+        ),
+        # Plain tar: no compression, the same limit on the stream.
+        (
+            env.Limits(max_bytes=1 << 20),
+            lambda p: zeros_archive(p, 2 << 20, "w"),
+            r"\(env-unpack-max-bytes=1048576\)",
+        ),
+        (
+            env.Limits(max_members=3),
+            lambda p: archive(p, *(reg(f"f{i}") for i in range(4))),
+            r"has more than 3 members \(env-unpack-max-members=3\)",
+        ),
+        (
+            env.Limits(max_ratio=10, ratio_floor=1 << 20),
+            lambda p: zeros_archive(p, 4 << 20),
+            r"over 10 times its size \(env-unpack-max-ratio=10\): a compression bomb",
+        ),
+        # A long name is one header tarfile reads whole into memory.
+        (
+            env.Limits(max_header=4096),
+            lambda p: archive(p, reg("x" * 8000)),
+            r"a tar header of 8192 bytes",
+        ),
+    ],
+    ids=["bytes", "bytes_plain", "members", "ratio", "header"],
+)
+def test_unpacking_stops_at_the_limits_and_leaves_nothing(
+    tmp_path: Path, limits: env.Limits, source: Any, needle: str
+) -> None:
+    cache = tmp_path / "cache"
+    with pytest.raises(env.EnvError, match=needle):
+        env.unpack(source(tmp_path / "e.tar.gz"), cache, limits)
+    assert [p.name for p in cache.iterdir() if p.name != "index" and p.suffix != ".lock"] == []
+
+
+def test_the_limits_let_an_archive_within_them_through(tmp_path: Path) -> None:
+    # Zeros compress a thousandfold, but below the ratio's floor they pass;
+    # the limits are on the whole archive, each at its value.
+    limits = env.Limits(
+        max_bytes=(4 << 20) + 2048, max_members=2, max_ratio=10, ratio_floor=8 << 20
+    )
+    source = archive(tmp_path / "e.tar.gz", reg("a"), ("share/zeros", bytes(4 << 20), FILE))
+    root, extracted, _ = env.unpack(source, tmp_path / "cache", limits)
+    assert extracted and (root / "share" / "zeros").stat().st_size == 4 << 20
+    # 0 turns each limit off.
+    off = env.Limits(max_bytes=0, max_members=0, max_ratio=0)
+    assert env.unpack(zeros_archive(tmp_path / "z.tar.gz", 9 << 20), tmp_path / "c2", off)[1]
+
+
+# ------------------------------------------------- the unpacked tree, checked
+
+
+def test_the_unpacked_tree_is_read_only(tmp_path: Path) -> None:
+    root, _, _ = env.unpack(good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache")
+    for dirpath, dirnames, filenames in os.walk(root):
+        for path in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+            st = os.lstat(path)
+            assert stat.S_ISLNK(st.st_mode) or st.st_mode & 0o222 == 0, (path, oct(st.st_mode))
+
+
+def _write(path: Path, data: str) -> None:
+    path.chmod(0o644)
+    path.write_text(data)
+
+
+def _replace_tree_by_link(root: Path) -> None:
+    env._remove_tree(root)
+    lure = root.parent.parent / "lure"
+    lure.mkdir()
+    root.symlink_to(lure)
+
+
+TAMPER = {
+    "modified": (
+        lambda r: _write(r / "lib/python3/x.py", "x = 2\n"),
+        "'lib/python3/x.py' was modified",
+    ),
+    # The same bytes and times put back: the change time still tells.
+    "restored": (
+        lambda r: os.utime(r / "bin/python3", (2_000_000, 1_000_000)),
+        "'bin/python3' was modified",
+    ),
+    "chmod": (lambda r: (r / "bin").chmod(0o755), "'bin' was modified"),
+    "added": (
+        lambda r: ((r / "share").chmod(0o755), (r / "share/sitecustomize.py").write_text("")),
+        "'share/sitecustomize.py' was added",
+    ),
+    "removed": (
+        lambda r: ((r / "lib/python3").chmod(0o755), (r / "lib/python3/y.py").unlink()),
+        "'lib/python3/y.py' was removed",
+    ),
+    "replaced_by_link": (_replace_tree_by_link, "it is not a directory"),
+    "no_manifest": (
+        lambda r: (r.parent / f"{r.name}.manifest").unlink(),
+        "it has no manifest",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(TAMPER))
+def test_a_changed_tree_is_unpacked_again(tmp_path: Path, kind: str) -> None:
+    tamper, reason = TAMPER[kind]
+    source = good_archive(tmp_path / "e.tar.gz")
+    cache = tmp_path / "cache"
+    root, _, _ = env.unpack(source, cache)
+    manifest = (cache / f"{root.name}.manifest").read_text()
+    tamper(root)
+    again, extracted, changed = env.unpack(source, cache)
+    assert again == root and extracted and changed is not None and reason in changed, changed
+    assert not root.is_symlink() and (root / "lib/python3/x.py").read_text() == "x = 1\n"
+    assert not (root / "share/sitecustomize.py").exists() and (root / "lib/python3/y.py").exists()
+    assert env.check_tree(root, cache / f"{root.name}.manifest") is None
+    assert (cache / f"{root.name}.manifest").read_text() != manifest  # new inodes
+    # Nothing of the changed tree is left, nor anything written through a link.
+    assert (
+        sorted(p.name for p in cache.iterdir() if p.name.startswith(".") and "lock" not in p.name)
+        == []
+    )
+    assert not (tmp_path / "lure").exists() or list((tmp_path / "lure").iterdir()) == []
+    # Intact now: reused as it is.
+    assert env.unpack(source, cache) == (root, False, None)
+
+
 # ----------------------------------------------------------- interpreter
 
 
@@ -248,6 +416,10 @@ def test_an_environment_with_tritonpy_runs_as_it_is(
     assert result["set"]["PATH"].startswith(f"{root}/bin:")
     assert result["set"]["PYTHONNOUSERSITE"] == "1"
     assert sorted(result["unset"]) == ["PYTHONHOME", "PYTHONPATH"]
+    assert "PYTHONDONTWRITEBYTECODE" not in result["set"]
+    # An unpacked (read-only, checked) tree: Python writes no bytecode into it.
+    unpacked = env.stub_environment(root, tmp_path / "cache", unpacked=True)
+    assert unpacked["set"]["PYTHONDONTWRITEBYTECODE"] == "1"
 
 
 def test_tritonpy_is_lent_to_the_same_python_minor_version(
