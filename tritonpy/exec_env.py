@@ -282,21 +282,18 @@ def scan_tree(root: Path) -> list[list[Any]]:
     change time is left out: renaming it into place moves it."""
     top = os.lstat(root)
     entries: list[list[Any]] = [[".", top.st_mode, top.st_mtime_ns]]
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(dirnames + filenames):
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            entries.append(
-                [
-                    os.path.relpath(path, root),
-                    st.st_mode,
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ctime_ns,
-                    st.st_ino,
-                ]
-            )
+
+    def walk(directory: str, prefix: str) -> None:
+        with os.scandir(directory) as it:
+            children = sorted(it, key=lambda e: e.name)
+        for child in children:
+            st = child.stat(follow_symlinks=False)
+            rel = prefix + child.name
+            entries.append([rel, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+            if stat.S_ISDIR(st.st_mode):
+                walk(child.path, rel + "/")
+
+    walk(str(root), "")
     return entries
 
 
@@ -315,7 +312,10 @@ def check_tree(root: Path, manifest: Path) -> str | None:
         return "it has no manifest (unpacked by an earlier tritonpy, or interrupted)"
     except (OSError, ValueError) as e:
         return f"its manifest {manifest} is unreadable: {e}"
-    actual = scan_tree(root)
+    try:
+        actual = scan_tree(root)
+    except OSError as e:  # being moved aside by another process, or changed under us
+        return f"it cannot be read whole: {e}"
     if actual == expected:
         return None
     # The first difference: an entry added or removed (which modifies its
@@ -583,17 +583,38 @@ def lend_tritonpy(cache: Path, with_uvloop: bool) -> Path:
     tag = json.dumps({k: str(v) for k, v in sorted(links.items())}).encode()
     version = f"py{sys.version_info[0]}.{sys.version_info[1]}"
     shim = cache / "lent" / f"{version}-{hashlib.sha256(tag).hexdigest()[:16]}"
-    if shim.is_dir():
+    expected = {name: str(target) for name, target in links.items()}
+
+    def intact() -> bool:
+        # Exactly these links: what a model's code may have put there
+        # instead would run in every stub it is lent to.
+        try:
+            if not stat.S_ISDIR(os.lstat(shim).st_mode):
+                return False
+            with os.scandir(shim) as it:
+                return {e.name: os.readlink(e.path) for e in it} == expected
+        except OSError:
+            return False
+
+    if intact():
         return shim
     prepare_cache_dir(cache)
     shim.parent.mkdir(mode=0o700, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".lent-", dir=shim.parent))
-    for name, target in links.items():
+    for name, target in expected.items():
         os.symlink(target, staging / name)
+    os.chmod(staging, 0o500)
+    if os.path.lexists(shim) and not intact():
+        aside = shim.parent / f".changed-{secrets.token_hex(4)}"
+        with contextlib.suppress(OSError):
+            os.rename(shim, aside)
+            _remove_tree(aside)
     try:
         os.rename(staging, shim)
     except OSError:  # another process made it first
         _remove_tree(staging)
+    if not intact():
+        raise EnvError(f"{shim} keeps changing while it is made: load the model again")
     return shim
 
 

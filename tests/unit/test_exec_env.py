@@ -433,6 +433,16 @@ def test_tritonpy_is_lent_to_the_same_python_minor_version(
     assert result["lent"] and sorted(p.name for p in lent.iterdir()) == ["tritonpy", "uvloop"]
     assert (lent / "tritonpy").resolve() == Path(tritonpy.__file__).resolve().parent
     assert result["unset"] == ["PYTHONHOME"]
+    # Read-only, and remade when changed: a model's code that points the
+    # link at its own package does not reach the next model it is lent to.
+    assert stat.S_IMODE(lent.stat().st_mode) == 0o500
+    lent.chmod(0o700)
+    (lent / "tritonpy").unlink()
+    (lent / "tritonpy").symlink_to(tmp_path)
+    again = env.stub_environment(fake_env(tmp_path / "e2"), tmp_path / "cache")
+    assert Path(again["set"]["PYTHONPATH"]) == lent
+    assert (lent / "tritonpy").resolve() == Path(tritonpy.__file__).resolve().parent
+    assert [p.name for p in lent.parent.iterdir() if p.name.startswith(".")] == []
 
 
 @pytest.mark.parametrize(
