@@ -40,6 +40,7 @@ from server import MODELS, TritonServer, running
 
 SITE = Path(tritonpy.__file__).resolve().parents[1]  # site-packages holding tritonpy
 ENV_INFO = MODELS / "env_info"
+HOSTILE_ENV = MODELS / "hostile_env"
 IN_MODEL_DIR = "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
 
 
@@ -96,12 +97,18 @@ def zeros_archive(archive: Path, size: int) -> Path:
     return archive
 
 
-def write_model(repo: Path, name: str, env_path: str, files: dict[str, Path] | None = None) -> Path:
-    """The env_info model as `name`, with EXECUTION_ENV_PATH `env_path` and
-    `files` copied into its directory."""
+def write_model(
+    repo: Path,
+    name: str,
+    env_path: str,
+    files: dict[str, Path] | None = None,
+    source: Path = ENV_INFO,
+) -> Path:
+    """The env_info model (or `source`) as `name`, with EXECUTION_ENV_PATH
+    `env_path` and `files` copied into its directory."""
     model = repo / name
-    shutil.copytree(ENV_INFO, model)
-    config = (ENV_INFO / "config.pbtxt").read_text().replace('"env_info"', f'"{name}"')
+    shutil.copytree(source, model)
+    config = (source / "config.pbtxt").read_text().replace(f'"{source.name}"', f'"{name}"')
     param = f'parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{env_path}" }} }}'
     (model / "config.pbtxt").write_text(config + param + "\n")
     for dest, src in (files or {}).items():
@@ -174,6 +181,11 @@ class Envs:
         write_model(repo, "env_tar_copy", IN_MODEL_DIR, {"env.tar.gz": self.archive})
         for name in ("env_par_a", "env_par_b"):
             write_model(repo, name, IN_MODEL_DIR, {"env.tar.gz": self.archive_par})
+        # One environment for a model that rewrites it and one that comes after.
+        shared = pack(tar_src, work / "archives" / "env-shared.tar.gz", [("share/s.txt", REG, "")])
+        files = {"env.tar.gz": shared}
+        write_model(repo, "env_shared_hostile", IN_MODEL_DIR, files, source=HOSTILE_ENV)
+        write_model(repo, "env_shared_victim", IN_MODEL_DIR, files)
         for kind, (members, _, _) in HOSTILE.items():
             placed = [(self.place(n), t, self.place(link)) for n, t, link in members]
             archive = work / "archives" / f"{kind}.tar.gz"
@@ -242,6 +254,20 @@ def infer_json(
     server: TritonServer, model: str, name: str, value: np.ndarray, datatype: str, output: str
 ) -> dict[str, Any]:
     """One request with input `name`; the model answers JSON text in `output`."""
+    info: dict[str, Any] = json.loads(infer_text(server, model, name, value, datatype, output))
+    return info
+
+
+def infer_text(
+    server: TritonServer,
+    model: str,
+    name: str = "IN",
+    value: np.ndarray | None = None,
+    datatype: str = "INT32",
+    output: str = "INFO",
+) -> str:
+    """One request with input `name` (by default IN = [1]); `output` as text."""
+    value = np.array([1], np.int32) if value is None else value
     c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
     try:
         inp = httpclient.InferInput(name, list(value.shape), datatype)
@@ -250,8 +276,7 @@ def infer_json(
     finally:
         c.close()
     assert out is not None
-    info: dict[str, Any] = json.loads(out[0])
-    return info
+    return bytes(out[0]).decode()
 
 
 def same(a: str | Path, b: str | Path) -> bool:
@@ -482,3 +507,24 @@ def test_a_link_planted_where_the_temporary_cache_goes_is_refused(
             c.close()
         info = infer_json(server, "env_tar", "IN", np.array([1], np.int32), "INT32", "INFO")
         assert same(Path(info["prefix"]).parent, tmp / f"tritonpy-envs-{os.getuid()}"), info
+
+
+def test_a_model_rewriting_its_shared_env_does_not_reach_the_next_model(envs: Envs) -> None:
+    envs.load("env_shared_hostile")
+    out = infer_text(envs.server, "env_shared_hostile")
+    planted = Path(out)
+    assert planted.is_file(), out  # the stub could write there (as root, or chmod)
+    prefix = next(p for p in planted.parents if p.parent == envs.cache)
+    rel = planted.relative_to(prefix)
+    # Another model of the same archive gets it as it was unpacked: loads,
+    # and its stubs start (the planted sitecustomize.py would end them).
+    envs.load("env_shared_victim")
+    assert Path(envs.info("env_shared_victim")["prefix"]) == prefix
+    assert not planted.exists()
+    assert envs.server.wait_log(
+        f"model 'env_shared_victim': the unpacked environment {prefix} was changed since it "
+        f"was unpacked ('{rel}' was added): unpacked again from"
+    ), envs.server.log()[-3000:]
+    # The server and the model that did it serve on.
+    assert envs.server.model_ready("env_shared_hostile")
+    assert infer_text(envs.server, "env_shared_hostile") == out
