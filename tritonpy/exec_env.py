@@ -91,6 +91,9 @@ class Limits:
     # 16 KiB pieces, so only a header (a long name, pax records) reads more,
     # and tarfile holds a header in memory whole.
     max_header: int = 1 << 20
+    # Directories deep (an environment is some 15): walking a deeper tree
+    # would pass Python's recursion limit.
+    max_depth: int = 200
 
 
 # ------------------------------------------------------------------ paths
@@ -283,17 +286,21 @@ def scan_tree(root: Path) -> list[list[Any]]:
     top = os.lstat(root)
     entries: list[list[Any]] = [[".", top.st_mode, top.st_mtime_ns]]
 
-    def walk(directory: str, prefix: str) -> None:
+    # Depth first, without recursion (an archive may nest deeper than
+    # Python's recursion limit).
+    pending = [(str(root), "")]
+    while pending:
+        directory, prefix = pending.pop()
         with os.scandir(directory) as it:
             children = sorted(it, key=lambda e: e.name)
+        subdirectories = []
         for child in children:
             st = child.stat(follow_symlinks=False)
             rel = prefix + child.name
             entries.append([rel, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
             if stat.S_ISDIR(st.st_mode):
-                walk(child.path, rel + "/")
-
-    walk(str(root), "")
+                subdirectories.append((child.path, rel + "/"))
+        pending.extend(reversed(subdirectories))
     return entries
 
 
@@ -331,16 +338,15 @@ def check_tree(root: Path, manifest: Path) -> str | None:
 
 
 class _Metered:
-    """The decompressed tar stream, as tarfile reads it, counted against
-    the limits: the count is the furthest position reached, which is what
-    decompressing has produced."""
+    """The decompressed tar stream, as tarfile reads it, checked against
+    the limits before each read or seek: the position is what decompressing
+    has produced (tarfile reads forward; a forward seek decompresses too)."""
 
     def __init__(self, inner: io.BufferedIOBase, archive: Path, limits: Limits) -> None:
         self._inner = inner
         self._archive = archive
         self._limits = limits
         self._packed = archive.stat().st_size
-        self.reached = 0
 
     def _check(self, position: int) -> None:
         lim = self._limits
@@ -355,7 +361,6 @@ class _Metered:
                 f"bytes, over {lim.max_ratio} times its size "
                 f"(env-unpack-max-ratio={lim.max_ratio}): a compression bomb?"
             )
-        self.reached = max(self.reached, position)
 
     def read(self, size: int = -1) -> bytes:
         position = self._inner.tell()
@@ -427,6 +432,11 @@ def extract(archive: Path, dest: Path, limits: Limits = Limits()) -> None:
                     raise EnvError(
                         f"{archive} has more than {limits.max_members} members "
                         f"(env-unpack-max-members={limits.max_members})"
+                    )
+                if member.name.count("/") >= limits.max_depth:
+                    raise EnvError(
+                        f"archive member {member.name[:200]!r}...: nested deeper than "
+                        f"{limits.max_depth} directories"
                     )
                 target = check_member(member, root)
                 try:

@@ -294,8 +294,21 @@ def zeros_archive(path: Path, size: int, mode: str = "w:gz") -> Path:
             lambda p: archive(p, reg("x" * 8000)),
             r"a tar header of 8192 bytes",
         ),
+        # Deeper than Python's recursion limit, one directory member at a
+        # time (so that no single step recurses).
+        (
+            env.Limits(),
+            lambda p: archive(
+                p,
+                *(
+                    ("/".join(["d"] * i), b"", {"type": tarfile.DIRTYPE, "mode": 0o755})
+                    for i in range(1, sys.getrecursionlimit() + 100)
+                ),
+            ),
+            r"nested deeper than 200 directories",
+        ),
     ],
-    ids=["bytes", "bytes_plain", "members", "ratio", "header"],
+    ids=["bytes", "bytes_plain", "members", "ratio", "header", "depth"],
 )
 def test_unpacking_stops_at_the_limits_and_leaves_nothing(
     tmp_path: Path, limits: env.Limits, source: Any, needle: str
