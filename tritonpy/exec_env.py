@@ -50,7 +50,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, BinaryIO, cast
 
 import tritonpy
 
@@ -177,7 +177,18 @@ def unpack(archive: Path, cache: Path, limits: Limits = Limits()) -> tuple[Path,
     concurrent callers: one unpacks under a lock, into a staging directory
     renamed into place when complete, so a tree that exists is whole."""
     prepare_cache_dir(cache)
-    name = _content_key(archive, cache)
+    # One open file for the digest and the unpacking: the bytes unpacked
+    # are the bytes the tree is named after, even if the path is replaced
+    # meanwhile; a change in place moves the file's change time.
+    with _opened(archive) as source:
+        stamp = _stamp(source)
+        name = _content_key(archive, cache, source, stamp)
+        return _unpack_as(archive, source, stamp, cache, name, limits)
+
+
+def _unpack_as(
+    archive: Path, source: BinaryIO, stamp: list[int], cache: Path, name: str, limits: Limits
+) -> tuple[Path, bool, str | None]:
     final = cache / name
     manifest = cache / f"{name}.manifest"
     if check_tree(final, manifest) is None:
@@ -199,7 +210,9 @@ def unpack(archive: Path, cache: Path, limits: Limits = Limits()) -> tuple[Path,
             _remove_tree(stale)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=cache))
         try:
-            extract(archive, staging, limits)
+            extract(archive, staging, limits, source)
+            if _stamp(source) != stamp:
+                raise EnvError(f"{archive} was changed while it was unpacked: load the model again")
             os.rename(staging, final)
         except BaseException:
             _remove_tree(staging)
@@ -208,17 +221,30 @@ def unpack(archive: Path, cache: Path, limits: Limits = Limits()) -> tuple[Path,
     return final, True, changed
 
 
-def _content_key(archive: Path, cache: Path) -> str:
-    """sha256 of the archive's bytes (first 32 hex digits). Hashing a large
-    archive takes seconds, so the digest is remembered per archive path with
-    the file's identity, size and times, and reused while they are unchanged."""
+@contextlib.contextmanager
+def _opened(archive: Path) -> Iterator[BinaryIO]:
     try:
-        st = archive.stat()
+        # Non-blocking: a FIFO in its place must not hang the load.
+        fd = os.open(archive, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as e:
         raise EnvError(f"cannot read {archive}: {e.strerror}") from e
-    if not stat.S_ISREG(st.st_mode):
-        raise EnvError(f"{archive} is neither a directory nor an archive file")
-    stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise EnvError(f"{archive} is neither a directory nor an archive file")
+        yield f
+
+
+def _stamp(f: BinaryIO) -> list[int]:
+    """The open file's identity, size and times."""
+    st = os.fstat(f.fileno())
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _content_key(archive: Path, cache: Path, source: BinaryIO, stamp: list[int]) -> str:
+    """sha256 of the archive's bytes (first 32 hex digits), read from
+    ``source``. Hashing a large archive takes seconds, so the digest is
+    remembered per archive path with the file's ``stamp`` (identity, size
+    and times), and reused while they are unchanged."""
     index = cache / "index"
     index.mkdir(mode=0o700, exist_ok=True)
     memo = index / (hashlib.sha256(os.fsencode(archive.resolve())).hexdigest()[:32] + ".json")
@@ -230,9 +256,9 @@ def _content_key(archive: Path, cache: Path) -> str:
         pass
     digest = hashlib.sha256()
     try:
-        with open(archive, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
+        source.seek(0)
+        while chunk := source.read(1 << 20):
+            digest.update(chunk)
     except OSError as e:
         raise EnvError(f"cannot read {archive}: {e.strerror}") from e
     key = digest.hexdigest()[:32]
@@ -342,11 +368,13 @@ class _Metered:
     the limits before each read or seek: the position is what decompressing
     has produced (tarfile reads forward; a forward seek decompresses too)."""
 
-    def __init__(self, inner: io.BufferedIOBase, archive: Path, limits: Limits) -> None:
+    def __init__(
+        self, inner: io.BufferedIOBase, archive: Path, packed: int, limits: Limits
+    ) -> None:
         self._inner = inner
         self._archive = archive
         self._limits = limits
-        self._packed = archive.stat().st_size
+        self._packed = packed
 
     def _check(self, position: int) -> None:
         lim = self._limits
@@ -391,18 +419,22 @@ class _Metered:
         return self._inner.tell()
 
 
-def _decompressed(archive: Path) -> io.BufferedIOBase:
-    """The archive's tar stream: gzip, bzip2 and xz told by their magic
-    bytes, anything else read as a plain tar."""
-    with open(archive, "rb") as f:
-        magic = f.read(6)
+def _decompressed(source: BinaryIO) -> io.BufferedIOBase:
+    """The tar stream of the open archive ``source``, from its start: gzip,
+    bzip2 and xz told by their magic bytes, anything else read as a plain
+    tar. Closing it leaves ``source`` open."""
+    source.seek(0)
+    magic = source.read(6)
+    source.seek(0)
     if magic.startswith(b"\x1f\x8b"):
-        return gzip.open(archive, "rb")
+        return gzip.GzipFile(fileobj=source, mode="rb")
     if magic.startswith(b"BZh"):
-        return bz2.open(archive, "rb")
+        return bz2.BZ2File(source)
     if magic.startswith(b"\xfd7zXZ\x00"):
-        return lzma.open(archive, "rb")
-    return open(archive, "rb")
+        return lzma.LZMAFile(source)
+    plain = os.dup(source.fileno())  # shares the offset, which buffering left anywhere
+    os.lseek(plain, 0, os.SEEK_SET)
+    return os.fdopen(plain, "rb")
 
 
 # Python's own checks on top of ours, where this Python has them (3.10.12+,
@@ -411,21 +443,27 @@ _FILTER: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") 
 _FILTER_ERROR: Any = getattr(tarfile, "FilterError", ())
 
 
-def extract(archive: Path, dest: Path, limits: Limits = Limits()) -> None:
+def extract(
+    archive: Path, dest: Path, limits: Limits = Limits(), source: BinaryIO | None = None
+) -> None:
     """Unpacks ``archive`` into the empty directory ``dest``, member by
     member, refusing any member that could write outside ``dest`` and
     stopping at ``limits``. Modes are kept for the owner (executables stay
     executable) without write permission: the finished tree is read-only.
     Set-id bits and ownership are dropped, and modification times are kept
-    (so bytecode caches stay valid)."""
+    (so bytecode caches stay valid). ``source``: the archive, already open.
+    """
     root = os.path.realpath(dest)
     directories: list[tuple[str, tarfile.TarInfo]] = []
     members = 0
     try:
-        with (
-            _decompressed(archive) as raw,
-            tarfile.open(fileobj=cast(IO[bytes], _Metered(raw, archive, limits)), mode="r:") as tar,
-        ):
+        with contextlib.ExitStack() as stack:
+            if source is None:
+                source = stack.enter_context(_opened(archive))
+            raw = stack.enter_context(_decompressed(source))
+            packed = os.fstat(source.fileno()).st_size
+            metered = cast(IO[bytes], _Metered(raw, archive, packed, limits))
+            tar = stack.enter_context(tarfile.open(fileobj=metered, mode="r:"))
             for member in tar:
                 members += 1
                 if limits.max_members and members > limits.max_members:

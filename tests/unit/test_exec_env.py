@@ -7,6 +7,7 @@ through a real tritonserver: tests/integration/test_execution_env.py."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import stat
@@ -328,9 +329,51 @@ def test_the_limits_let_an_archive_within_them_through(tmp_path: Path) -> None:
     source = archive(tmp_path / "e.tar.gz", reg("a"), ("share/zeros", bytes(4 << 20), FILE))
     root, extracted, _ = env.unpack(source, tmp_path / "cache", limits)
     assert extracted and (root / "share" / "zeros").stat().st_size == 4 << 20
+    # A plain tar (no compression) unpacks the same.
+    plain = zeros_archive(tmp_path / "p.tar", 1 << 20, "w")
+    root, _, _ = env.unpack(plain, tmp_path / "c3", limits)
+    assert (root / "share" / "zeros").read_bytes() == bytes(1 << 20)
     # 0 turns each limit off.
     off = env.Limits(max_bytes=0, max_members=0, max_ratio=0)
     assert env.unpack(zeros_archive(tmp_path / "z.tar.gz", 9 << 20), tmp_path / "c2", off)[1]
+
+
+def _append_zero(source: Path, other: Path) -> None:
+    with open(source, "ab") as f:
+        f.write(b"\0")
+
+
+def _rename_over(source: Path, other: Path) -> None:
+    if other.exists():
+        os.replace(other, source)
+
+
+@pytest.mark.parametrize("change", [_append_zero, _rename_over], ids=["in_place", "renamed_over"])
+def test_an_archive_changed_while_unpacked_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Any
+) -> None:
+    # The digest names the bytes read first; bytes changed after it (in
+    # place, or the path renamed over, which moves the first file's change
+    # time too) would give the tree a name that is not its content's.
+    source = good_archive(tmp_path / "e.tar.gz")
+    other = archive(tmp_path / "other.tar.gz", reg("lib/python3/x.py", b"x = 'other'\n"))
+    check = env.check_member
+
+    def change_then_check(member: tarfile.TarInfo, root: str) -> str:
+        change(source, other)
+        return check(member, root)
+
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(env, "check_member", change_then_check)
+    with pytest.raises(
+        env.EnvError, match="was changed while it was unpacked: load the model again"
+    ):
+        env.unpack(source, cache)
+    assert [p.name for p in cache.iterdir() if p.name != "index" and p.suffix != ".lock"] == []
+    # Loaded again: the bytes there now, under their own digest.
+    monkeypatch.undo()
+    root, extracted, _ = env.unpack(source, cache)
+    assert extracted and root.name == hashlib.sha256(source.read_bytes()).hexdigest()[:32]
 
 
 # ------------------------------------------------- the unpacked tree, checked
