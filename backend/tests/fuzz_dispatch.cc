@@ -6,18 +6,20 @@
 // handlers, linked against a stand-in for tritonserver (fake_triton.cc).
 //
 //  - the body, inline or resolved in the stub's arenas (StubFrames);
-//  - ARENA with a descriptor the input chooses (PeerArenas::Add): a sealed
-//    or unsealed memfd, one smaller than announced, a pipe, /dev/zero, a
-//    regular file, none or two. Once a mapping is accepted the target
-//    tries to shrink the memfd and reads the mapping's last byte: a
-//    mapping the stub can shrink is a SIGBUS here, as in tritonserver;
+//  - ARENA, once with each kind of descriptor (PeerArenas::Add): a sealed
+//    or unsealed memfd, one smaller than announced, one grown after
+//    sealing, a pipe, /dev/zero, a regular file, none or two. Once a
+//    mapping is accepted the target tries to shrink the memfd and reads
+//    the mapping's last byte: a mapping the stub can shrink is a SIGBUS
+//    here, as in tritonserver;
 //  - LOG, ERROR and METRIC (InstanceMetrics and the metric store; the
 //    METRIC_DONE answer goes out on a real socket);
 //  - RESPONSES: every output resolved as the batch table does
 //    (ResolveOutputs), stub arenas (location 1) and the backend arena
 //    space of the entry's batch (location 2); each resolved range is
-//    checked to lie inside its arena or allocation and read, then the
-//    entry is written as Triton responses (WriteEntry, FinishRequest);
+//    checked to lie inside its arena or allocation and read, each output
+//    is probed at the edge of its region (ProbeEdges), then the entry is
+//    written as Triton responses (WriteEntry, FinishRequest);
 //  - BLS_REQUEST, BLS_CANCEL, BLS_RELEASE and MODEL_CONTROL (Bls::OnFrame):
 //    the input copy, then the request built and handed to the fake
 //    server, which reads every input byte and refuses to run it.
@@ -121,17 +123,17 @@ Memfd(uint64_t size, bool seal)
   return fd;
 }
 
-// The descriptors an ARENA frame carries: chosen by the low bits of the
-// frame's id (which ARENA does not use otherwise), sized from the body's
-// announced size.
+// The descriptors an ARENA frame carries, of kind `kind` (0 to
+// kDescriptorKinds - 1), sized from the body's announced size.
+constexpr int kDescriptorKinds = 9;
 std::vector<int>
-ArenaDescriptors(uint64_t id, const uint8_t* body, uint32_t body_len)
+ArenaDescriptors(int kind, const uint8_t* body, uint32_t body_len)
 {
   tp::ArenaBody a;
   uint64_t announced =
       tp::DecodeArena(body, body_len, &a).ok() ? a.size : kPeerArenaSize;
   uint64_t size = announced < kMaxMemfd ? announced : kMaxMemfd;
-  switch (id % 9) {
+  switch (kind) {
     case 0:
       return {Memfd(size, true)};
     case 1:
@@ -206,21 +208,81 @@ ShrinkAndRead(
 void
 OnArena(const tp::FrameView& f, const uint8_t* body)
 {
-  // A stub of its own: the fixture's arenas stay as they are.
+  // Every kind of descriptor, each to a stub of its own: the fixture's
+  // arenas stay as they are.
   Fixture& fx = Fx();
-  tritonpy::StubFrames frames("model 'fuzz'", &fx.metrics, nullptr);
-  std::vector<int> fds = ArenaDescriptors(f.id, body, f.body_len);
-  int stub_copy = fds.empty() ? -1 : dup(fds[0]);
-  bool handled = false;
-  Status s = frames.HandleCommon(f, body, &fds, fx.channel.get(), &handled);
-  tritonpy::CloseAll(&fds);
-  tp::ArenaBody a;
-  if (s.ok() && tp::DecodeArena(body, f.body_len, &a).ok()) {
-    ++g_arenas_added;
-    if (stub_copy < 0) Fail("an ARENA frame without a descriptor was taken");
-    ShrinkAndRead(frames.peers(), a.arena_id, a.size, stub_copy);
+  for (int kind = 0; kind < kDescriptorKinds; ++kind) {
+    tritonpy::StubFrames frames("model 'fuzz'", &fx.metrics, nullptr);
+    std::vector<int> fds = ArenaDescriptors(kind, body, f.body_len);
+    int stub_copy = fds.empty() ? -1 : dup(fds[0]);
+    bool handled = false;
+    Status s = frames.HandleCommon(f, body, &fds, fx.channel.get(), &handled);
+    tritonpy::CloseAll(&fds);
+    tp::ArenaBody a;
+    if (s.ok() && tp::DecodeArena(body, f.body_len, &a).ok()) {
+      ++g_arenas_added;
+      if (stub_copy < 0) Fail("an ARENA frame without a descriptor was taken");
+      ShrinkAndRead(frames.peers(), a.arena_id, a.size, stub_copy);
+    }
+    if (stub_copy >= 0) close(stub_copy);
   }
-  if (stub_copy >= 0) close(stub_copy);
+}
+
+// Each arena output of `rb` again, alone, with the largest size its
+// region (the stub arena, or the batch allocation its offset is in) holds
+// from its offset, and with one byte more: the first must resolve inside
+// the region, the second must be refused. Mutations seldom land on these
+// edges; the golden frames' outputs reach them at once.
+void
+ProbeEdges(const tp::ResponsesBody& rb)
+{
+  Fixture& fx = Fx();
+  for (const tp::Response& r : rb.responses) {
+    for (const tp::Tensor& t : r.outputs) {
+      const uint8_t* region = nullptr;
+      uint64_t region_size = 0;
+      uint64_t skip = 0;  // from the region's start to the offset
+      if (t.location == tp::kLocationArena) {
+        if (!fx.frames.peers().Resolve(t.ref.arena_id, 0, 0, &region).ok() ||
+            t.ref.offset > kPeerArenaSize) {
+          continue;
+        }
+        region_size = kPeerArenaSize;
+        skip = t.ref.offset;
+      } else if (t.location == tp::kLocationReceiverArena) {
+        for (const tritonpy::Allocation& a : fx.batch->allocations) {
+          if (a.arena_id == t.ref.arena_id && t.ref.offset >= a.offset &&
+              t.ref.offset - a.offset < a.size) {
+            region = a.ptr;
+            region_size = a.size;
+            skip = t.ref.offset - a.offset;
+          }
+        }
+        if (region == nullptr) continue;
+      } else {
+        continue;
+      }
+      const uint64_t edge = region_size - skip;
+      for (uint64_t size : {edge, edge + 1}) {
+        tp::ResponsesBody one;
+        one.responses.push_back(r);
+        one.responses[0].outputs.assign(1, t);
+        one.responses[0].outputs[0].byte_size = size;
+        std::vector<std::shared_ptr<tritonpy::Batch>> owners(1, fx.batch);
+        std::vector<std::vector<const uint8_t*>> data;
+        std::vector<tp::ArenaRef> release;
+        Status s = tritonpy::ResolveOutputs(
+            one, fx.frames.peers(), owners, &data, &release);
+        if (size == edge) {
+          if (!s.ok()) Fail("a range that fits its region was refused");
+          CheckInside(data[0][0], size, region, region_size, "an edge probe");
+          if (size > 0) g_sink = data[0][0][size - 1];
+        } else if (s.ok()) {
+          Fail("a range one byte past its region was accepted");
+        }
+      }
+    }
+  }
 }
 
 // RESPONSES: the outputs resolved as BatchTable::OnResponses does.
@@ -237,6 +299,7 @@ OnResponses(
   std::vector<std::vector<const uint8_t*>> data;
   TRITONPY_RETURN_IF_ERROR(
       tritonpy::ResolveOutputs(rb, fx.frames.peers(), owners, &data, release));
+  ProbeEdges(rb);
   unsigned sum = 0;
   for (size_t i = 0; i < rb.responses.size(); ++i) {
     const auto& outputs = rb.responses[i].outputs;
