@@ -148,14 +148,19 @@ FuzzMain(int argc, char** argv)
 {
   if (argc < 2) {
     std::fprintf(
-        stderr, "usage: %s <corpus-dir> [--seconds S] [--seed N]\n", argv[0]);
+        stderr,
+        "usage: %s <corpus-dir> [--seconds S] [--min-inputs N] [--seed N]\n",
+        argv[0]);
     return 2;
   }
   double seconds = 5;
+  uint64_t min_inputs = 0;
   uint64_t seed = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--seconds") == 0)
       seconds = std::atof(argv[i + 1]);
+    if (std::strcmp(argv[i], "--min-inputs") == 0)
+      min_inputs = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--seed") == 0)
       seed = std::strtoull(argv[i + 1], nullptr, 10);
   }
@@ -171,7 +176,7 @@ FuzzMain(int argc, char** argv)
   const auto end =
       std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t runs = corpus.size();
-  while (std::chrono::steady_clock::now() < end) {
+  while (std::chrono::steady_clock::now() < end || runs < min_inputs) {
     for (int i = 0; i < 256; ++i, ++runs) {
       std::vector<uint8_t> m = corpus[rng() % corpus.size()];
       Mutate(&m, corpus, &rng);

@@ -7,14 +7,15 @@
 // FuzzMain(argc, argv). With libFuzzer (`make fuzz`), libFuzzer's own main
 // drives the same LLVMFuzzerTestOneInput and this file is not built.
 //
-//   <target> <corpus-dir> [--seconds S] [--seed N]
+//   <target> <corpus-dir> [--seconds S] [--min-inputs N] [--seed N]
 //
 // runs every *.bin file of the corpus, then random mutations of them
 // (byte flips, interesting integers at field offsets, truncation,
-// insertion, splicing) until S seconds have passed, and prints the number
-// of inputs run, the target's counters and the seed. The same seed and
-// corpus run the same inputs in the same order: the way to replay a
-// failure (the count of inputs depends on the time given).
+// insertion, splicing) until S seconds have passed and at least N inputs
+// ran (in batches of 256), and prints the number of inputs run, the
+// target's counters and the seed. The same seed and corpus run the same
+// inputs in the same order: the way to replay a failure (give at least as
+// many inputs as the failing run had reached).
 #pragma once
 
 #include <cstddef>
