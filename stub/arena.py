@@ -41,6 +41,39 @@ except (OSError, AttributeError):  # pragma: no cover
     pass
 
 
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+_TMPFS_MAGIC = 0x01021994
+_fstatfs: Any = None
+try:  # Linux fstatfs(2): struct statfs starts with its f_type (a long)
+    _fstatfs = _libc.fstatfs
+    _fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
+except (NameError, AttributeError):  # pragma: no cover
+    pass
+
+
+def _fs_type(fd: int) -> int | None:
+    """The file system magic of ``fd`` (None when it cannot be told)."""
+    if _fstatfs is None:  # pragma: no cover
+        return None
+    buf = ctypes.create_string_buffer(256)  # more than any struct statfs
+    if _fstatfs(fd, buf) != 0:
+        return None
+    return ctypes.c_long.from_buffer(buf).value
+
+
+def _check_memfd(arena_id: int, size: int, fd: int) -> None:
+    """A backend arena must be a tmpfs memfd sealed against shrinking, at
+    least ``size`` bytes long. The seals are read before the size: once
+    F_SEAL_SHRINK is on, the size checked can only grow."""
+    if _fs_type(fd) != _TMPFS_MAGIC:
+        raise ValueError(f"arena {arena_id} is not a memfd on tmpfs")
+    if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+        raise ValueError(f"arena {arena_id} is not sealed against shrinking")
+    actual = os.fstat(fd).st_size
+    if size > actual:
+        raise ValueError(f"arena {arena_id}: announced {size} bytes, the memfd has {actual}")
+
+
 def _round_up(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 
@@ -70,8 +103,9 @@ class _Arena:
         )
         os.fchmod(self.fd, 0o600)
         os.ftruncate(self.fd, size)
-        # The backend refuses arenas that could shrink under its mapping.
-        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+        # The backend refuses arenas that could shrink under its mapping;
+        # this one never changes size, and its seals are final.
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS)
         self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.view = memoryview(self.map)
         # The mapping's address: a model's array is found in its block by it.
@@ -162,6 +196,16 @@ class OwnArenas:
         self._dead: collections.deque[tuple[int, int]] = collections.deque()
         # Bytes ``place`` copied (the debug counters' bytes_copied).
         self.bytes_copied = 0
+        # The backend's stub-max-arenas and stub-max-arena-bytes (INIT).
+        self._max_arenas: float = float("inf")
+        self._max_bytes: float = float("inf")
+
+    def limit(self, max_arenas: float, max_bytes: float) -> None:
+        """Stay within the backend's limits on this stub's arenas: an
+        allocation that would pass them raises MemoryError (failing what
+        needed it) instead of getting the stub killed for a protocol
+        violation."""
+        self._max_arenas, self._max_bytes = max_arenas, max_bytes
 
     def alloc(self, n: int) -> tuple[int, int, memoryview]:
         """Reserve ``n`` bytes; return (arena_id, offset, writable view)."""
@@ -177,6 +221,17 @@ class OwnArenas:
         else:
             size = max(self._default, _round_up(2 * n, mmap.PAGESIZE))
             earlier = sum(x.size for x in self._arenas.values())
+            if size > self._max_bytes - earlier:  # the room left, exactly
+                size = _round_up(max(n, 1), mmap.PAGESIZE)
+            if len(self._arenas) >= self._max_arenas or size > self._max_bytes - earlier:
+                # The official backend's text when its pool cannot grow.
+                raise MemoryError(
+                    "Failed to increase the shared memory pool size: tritonpy:"
+                    f" {n} bytes more would take the stub's arenas past the backend's"
+                    f" stub-max-arenas={self._max_arenas} or stub-max-arena-bytes="
+                    f"{self._max_bytes} ({len(self._arenas)} arenas of {earlier} bytes"
+                    " in use)"
+                )
             a = _Arena(self._next_id, size, max(0, KEEP_RESIDENT - earlier))
             self._next_id += 1
             self._arenas[a.id] = a
@@ -304,15 +359,9 @@ class PeerArenas:
 
     def add(self, arena_id: int, size: int, fd: int) -> None:
         try:
-            actual = os.fstat(fd).st_size
-            if size > actual:
-                raise ValueError(
-                    f"arena {arena_id}: announced {size} bytes, the memfd has {actual}"
-                )
             if arena_id in self._maps:
                 raise ValueError(f"arena {arena_id} announced twice")
-            if not fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
-                raise ValueError(f"arena {arena_id} is not sealed against shrinking")
+            _check_memfd(arena_id, size, fd)
             m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)

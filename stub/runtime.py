@@ -348,6 +348,10 @@ class Stub:
         # Answers of sync batches read together wait for each other only
         # when no execute timeout counts each batch's time.
         self.engine.hold_answers = not float(self.settings.get("execute_timeout_seconds", 0))
+        self.own.limit(
+            self.settings.get("stub_max_arenas", float("inf")),
+            self.settings.get("stub_max_arena_bytes", float("inf")),
+        )
         self.bls.configure(args)
         try:
             _expose_model_dir(self.host, msg)

@@ -4,8 +4,10 @@
 #include "arena.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,8 +44,14 @@ MappedArena::Create(
     close(fd);
     return s;
   }
-  // The peer maps this memfd: it must never shrink under its mapping.
-  (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK);
+  // The peer maps this memfd: it must never shrink under its mapping (the
+  // stub refuses an arena without F_SEAL_SHRINK). It never grows either,
+  // and no one may change the seals after this.
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    Status s = Status::Internal(Errno("tritonpy: sealing arena memfd"));
+    close(fd);
+    return s;
+  }
   return Map(id, fd, size, /*writable=*/true, /*keep_fd=*/true, out);
 }
 
@@ -207,29 +215,76 @@ ArenaAllocator::MarkAllUnannounced()
 Status
 PeerArenas::Add(uint32_t id, int fd, uint64_t size)
 {
-  // A memfd shorter than announced would turn reads past its end into
-  // SIGBUS inside tritonserver: check before mapping.
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < 0 ||
-      static_cast<uint64_t>(st.st_size) < size) {
+  const std::string which = "stub arena " + std::to_string(id);
+  // Only an anonymous tmpfs memfd: a file or a hugetlbfs memfd could lose
+  // pages under the mapping (SIGBUS inside tritonserver).
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
     close(fd);
-    return Status::InvalidArg(
-        "tritonpy protocol violation: stub arena " + std::to_string(id) +
-        " is smaller than its announced " + std::to_string(size) + " bytes");
+    return Violation(which + " is not a memfd on tmpfs");
   }
-  // Without F_SEAL_SHRINK the stub could shrink the memfd after this check.
+  // The seals first: once F_SEAL_SHRINK is on (it cannot be taken off) the
+  // size read next can only grow, so a memfd long enough now stays so.
+  // Read the other way round, the stub could shrink it in between and
+  // reads past its new end would be a SIGBUS inside tritonserver.
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
     close(fd);
-    return Status::InvalidArg(
-        "tritonpy protocol violation: stub arena " + std::to_string(id) +
-        " is not sealed against shrinking (F_SEAL_SHRINK)");
+    return Violation(
+        which + " is not sealed against shrinking (F_SEAL_SHRINK)");
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 ||
+      static_cast<uint64_t>(st.st_size) < size) {
+    close(fd);
+    return Violation(
+        which + " is smaller than its announced " + std::to_string(size) +
+        " bytes");
+  }
+  if (size == 0) {
+    close(fd);
+    return Violation(which + " is announced with 0 bytes");
+  }
+  Status within = CheckLimits(id, size);
+  if (!within.ok()) {
+    close(fd);
+    return within;
   }
   std::unique_ptr<MappedArena> arena;
   TRITONPY_RETURN_IF_ERROR(
       MappedArena::Map(
           id, fd, size, /*writable=*/false, /*keep_fd=*/false, &arena));
+  auto it = arenas_.find(id);
+  if (it != arenas_.end()) mapped_bytes_ -= it->second->size();
+  mapped_bytes_ += size;
   arenas_[id] = std::move(arena);
+  return Status();
+}
+
+Status
+PeerArenas::CheckLimits(uint32_t id, uint64_t size) const
+{
+  // A duplicate id replaces its arena: it adds no mapping, and its old
+  // size no longer counts.
+  auto it = arenas_.find(id);
+  const bool replaces = it != arenas_.end();
+  const uint64_t count = arenas_.size() + (replaces ? 0 : 1);
+  if (count > limits_.max_arenas) {
+    return Violation(
+        "stub arena " + std::to_string(id) + " would be arena number " +
+        std::to_string(count) + " of the stub, past stub-max-arenas=" +
+        std::to_string(limits_.max_arenas));
+  }
+  // mapped_bytes_ <= max_arena_bytes always holds, so nothing wraps.
+  const uint64_t kept = mapped_bytes_ - (replaces ? it->second->size() : 0);
+  if (size > limits_.max_arena_bytes - kept) {
+    return Violation(
+        "stub arena " + std::to_string(id) + " of " + std::to_string(size) +
+        " bytes would make " + std::to_string(kept) + " + " +
+        std::to_string(size) +
+        " bytes of stub arenas, past stub-max-arena-bytes=" +
+        std::to_string(limits_.max_arena_bytes));
+  }
   return Status();
 }
 

@@ -15,6 +15,8 @@
 //
 // PeerArenas holds read-only mappings of the stub's arenas and resolves
 // (arena_id, offset, size) references with overflow-safe bounds checks.
+// It maps only sealed tmpfs memfds, and no more of them (count and bytes)
+// than the stub's limits allow (StubLimits, backend settings).
 //
 // Neither class locks: each is used by one thread at a time (the owner
 // documents which).
@@ -33,6 +35,19 @@ namespace tritonpy {
 constexpr uint64_t kArenaAlignment = 64;
 constexpr uint64_t kPunchHoleMinBytes = 1 << 20;
 constexpr uint64_t kKeepResidentBytes = 64 << 20;
+
+// What one stub may make the backend map or decode (docs/configuration.md,
+// docs/hardening.md). Passing one is a protocol violation that names the
+// key.
+struct StubLimits {
+  // `stub-max-arenas`: arenas a stub may announce (each is one mapping,
+  // counted against the kernel's vm.max_map_count).
+  uint64_t max_arenas = 1024;
+  // `stub-max-arena-bytes`: bytes of all its announced arenas together.
+  uint64_t max_arena_bytes = 256ull << 30;
+  // `stub-max-body-bytes`: the largest frame body it may place in an arena.
+  uint64_t max_body_bytes = 64ull << 20;
+};
 
 // One memfd mapping. Owns the descriptor and the mapping.
 class MappedArena {
@@ -112,18 +127,33 @@ class ArenaAllocator {
 
 class PeerArenas {
  public:
+  explicit PeerArenas(const StubLimits& limits = StubLimits()) : limits_(limits)
+  {
+  }
   // Maps the peer's arena `id` from `fd` (which this call always closes).
-  // A duplicate id replaces the old mapping.
+  // A duplicate id replaces the old mapping. `fd` must be a memfd on tmpfs
+  // sealed against shrinking, at least `size` bytes long, and the arenas
+  // with it must stay within the limits.
   Status Add(uint32_t id, int fd, uint64_t size);
   // Returns the address of [offset, offset + size) in arena `id`, or fails
   // when the arena is unknown or the range is outside it.
   Status Resolve(
       uint32_t id, uint64_t offset, uint64_t size, const uint8_t** out) const;
-  void Clear() { arenas_.clear(); }
+  void Clear()
+  {
+    arenas_.clear();
+    mapped_bytes_ = 0;
+  }
   size_t count() const { return arenas_.size(); }
+  uint64_t mapped_bytes() const { return mapped_bytes_; }
+  const StubLimits& limits() const { return limits_; }
 
  private:
+  Status CheckLimits(uint32_t id, uint64_t size) const;
+
+  const StubLimits limits_;
   std::map<uint32_t, std::unique_ptr<MappedArena>> arenas_;
+  uint64_t mapped_bytes_ = 0;  // sum of the arenas' sizes
 };
 
 }  // namespace tritonpy

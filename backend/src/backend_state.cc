@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "json.h"
+#include "protocol.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -82,6 +83,36 @@ ReadConfFile(const std::string& path, std::map<std::string, std::string>* kv)
   std::stringstream ss;
   ss << f.rdbuf();
   return BackendState::ParseConfFile(ss.str(), kv).WithPrefix(path + ": ");
+}
+
+// The stub limits (StubLimits in arena.h): key -> {field, least, most}.
+struct StubLimitKey {
+  uint64_t StubLimits::* field;
+  uint64_t least;
+  uint64_t most;
+};
+const std::map<std::string, StubLimitKey> kStubLimitKeys = {
+    {"stub-max-arenas", {&StubLimits::max_arenas, 1, 1000000}},
+    {"stub-max-arena-bytes",
+     {&StubLimits::max_arena_bytes, 4096, UINT64_C(1) << 56}},
+    // body_len is a u32; an inline body is at most MAX_FRAME.
+    {"stub-max-body-bytes",
+     {&StubLimits::max_body_bytes, proto::kMaxFrame, UINT32_MAX}},
+};
+
+Status
+ParseStubLimit(
+    const std::string& key, const std::string& value, StubLimits* limits)
+{
+  const StubLimitKey& k = kStubLimitKeys.at(key);
+  uint64_t v;
+  TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, k.most, &v));
+  if (v < k.least) {
+    return Status::InvalidArg(
+        "tritonpy: " + key + " must be at least " + std::to_string(k.least));
+  }
+  limits->*k.field = v;
+  return Status();
 }
 
 }  // namespace
@@ -185,6 +216,9 @@ BackendState::ApplySettings(
             "'");
       }
       settings->env_cache_dir = value;
+    } else if (kStubLimitKeys.count(key) != 0) {
+      TRITONPY_RETURN_IF_ERROR(
+          ParseStubLimit(key, value, &settings->stub_limits));
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(

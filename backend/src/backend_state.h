@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "arena.h"
 #include "drain_watcher.h"
 #include "error.h"
 #include "metrics.h"
@@ -41,6 +42,9 @@ struct BackendSettings {
   // Where execution environment archives (EXECUTION_ENV_PATH) are unpacked;
   // empty: the default of tritonpy/exec_env.py (~/.cache/tritonpy/envs).
   std::string env_cache_dir;
+  // What each stub may make the backend map or decode: stub-max-arenas,
+  // stub-max-arena-bytes, stub-max-body-bytes.
+  StubLimits stub_limits;
 };
 
 class BackendState {

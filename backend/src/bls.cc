@@ -10,6 +10,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <thread>
 #include <utility>
@@ -522,8 +523,14 @@ Bls::OnFrame(
   const proto::Request& q = rb.request;
   // Copy the inputs: the frame buffer is reused and the stub's arena space
   // goes back at once (the Triton request may live longer than the stub).
+  // Each input's size is bounded by its arena or the body, but several
+  // may name the same arena bytes: the sum is checked against
+  // stub-max-arena-bytes (as much as the stub may map at all), which also
+  // keeps it from wrapping.
+  const uint64_t most = peers.limits().max_arena_bytes;
   uint64_t total = 0;
   std::vector<const uint8_t*> src(q.inputs.size(), nullptr);
+  std::vector<uint64_t> offsets(q.inputs.size(), 0);
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const proto::Tensor& t = q.inputs[i];
     if (t.location == proto::kLocationArena) {
@@ -533,6 +540,17 @@ Bls::OnFrame(
     } else {
       src[i] = t.data;
     }
+    offsets[i] = total;
+    // total <= most <= 2^56 holds throughout, so nothing here wraps.
+    const bool fits =
+        t.byte_size <= most && (t.byte_size + 63) / 64 * 64 <= most - total;
+    if (!fits) {
+      return Violation(
+          "the inputs of BLS call " + std::to_string(f.id) +
+          " add up to more than stub-max-arena-bytes=" + std::to_string(most) +
+          " (input " + std::to_string(i) + " of " +
+          std::to_string(t.byte_size) + " bytes)");
+    }
     total += (t.byte_size + 63) / 64 * 64;
   }
   auto call = std::make_shared<BlsCall>();
@@ -540,15 +558,23 @@ Bls::OnFrame(
   call->channel = channel;
   call->id = f.id;
   call->model_name = rb.model_name;
-  call->inputs.resize(total);
+  try {
+    call->inputs.resize(total);
+  } catch (const std::bad_alloc&) {
+    BlsCore::FailEarly(
+        channel, f.id,
+        Status::Unavailable(
+            "tritonpy: " + core->describe + ": no memory to copy the " +
+            std::to_string(total) + " input bytes of a BLS request to " +
+            "model '" + rb.model_name + "'"));
+    return Status();
+  }
   std::vector<const uint8_t*> data(q.inputs.size(), nullptr);
-  uint64_t at = 0;
   for (size_t i = 0; i < q.inputs.size(); ++i) {
     const proto::Tensor& t = q.inputs[i];
     if (t.byte_size > 0)
-      std::memcpy(call->inputs.data() + at, src[i], t.byte_size);
-    data[i] = call->inputs.data() + at;
-    at += (t.byte_size + 63) / 64 * 64;
+      std::memcpy(call->inputs.data() + offsets[i], src[i], t.byte_size);
+    data[i] = call->inputs.data() + offsets[i];
   }
   {
     std::lock_guard<std::mutex> lock(core->mu);

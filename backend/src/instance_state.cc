@@ -25,7 +25,9 @@ InstanceState::InstanceState(
           std::make_unique<InstanceMetrics>(
               &model->backend().metric_store(),
               "model '" + model->name() + "'")),
-      frames_(Describe(), metrics_.get(), &stub_),
+      frames_(
+          Describe(), metrics_.get(), &stub_,
+          model->backend().settings().stub_limits),
       starter_(
           model, name_, kind_, device_id_, Describe(), &frames_, bls_.get(),
           &log_levels_, &stub_, &recv_buf_),

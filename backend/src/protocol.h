@@ -29,6 +29,9 @@ constexpr size_t kMaxFrame = 131072;
 constexpr size_t kArenaRefSize = 16;
 constexpr size_t kMaxInlineTensor = 65536;
 constexpr uint32_t kMaxNdim = 64;
+// Items in any one list of a body (requests, responses, tensors, names,
+// release entries, metric ops, labels, values).
+constexpr uint32_t kMaxCount = 1u << 20;
 
 constexpr uint16_t kFlagBodyInArena = 1;
 constexpr uint16_t kFlagBatchDone = 2;  // RESPONSES only

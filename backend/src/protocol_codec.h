@@ -135,11 +135,17 @@ class Reader {
     return U64(&r->offset);
   }
   // A count of items that each take at least `min_item` bytes: rejected at
-  // once when the rest of the body cannot hold them, so a forged count
-  // never drives a huge allocation.
+  // once when it is past MAX_COUNT or the rest of the body cannot hold
+  // them, so a forged count never drives a huge allocation (an in-arena
+  // body is bounded by stub-max-body-bytes, an inline one by MAX_FRAME).
   Status Count(size_t min_item, uint32_t* n)
   {
     TRITONPY_RETURN_IF_ERROR(U32(n));
+    if (*n > kMaxCount) {
+      return Violation(
+          "count " + std::to_string(*n) + " is more than MAX_COUNT (" +
+          std::to_string(kMaxCount) + ")");
+    }
     if (min_item > 0 && *n > remaining() / min_item) {
       return Violation(
           "count " + std::to_string(*n) + " does not fit in the remaining " +

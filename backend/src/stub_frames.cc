@@ -58,8 +58,12 @@ LogLevelSync::Reset()
 }
 
 StubFrames::StubFrames(
-    std::string describe, InstanceMetrics* metrics, StubSupervisor* stub)
-    : describe_(std::move(describe)), metrics_(metrics), stub_(stub)
+    std::string describe, InstanceMetrics* metrics, StubSupervisor* stub,
+    const StubLimits& limits)
+    : describe_(std::move(describe)),
+      metrics_(metrics),
+      stub_(stub),
+      peers_(limits)
 {
 }
 
@@ -69,6 +73,15 @@ StubFrames::ResolveBody(const proto::FrameView& f, const uint8_t** body)
   if (!f.body_in_arena) {
     *body = f.body;
     return Status();
+  }
+  // The decoders' counts are bounded by the body: this bounds the body
+  // (an inline one is bounded by MAX_FRAME).
+  if (f.body_len > peers_.limits().max_body_bytes) {
+    return Violation(
+        std::string("a ") + proto::FrameTypeName(f.type) + " body of " +
+        std::to_string(f.body_len) +
+        " bytes in a stub arena is larger than stub-max-body-bytes=" +
+        std::to_string(peers_.limits().max_body_bytes));
   }
   return peers_.Resolve(
       f.body_ref.arena_id, f.body_ref.offset, f.body_len, body);

@@ -52,9 +52,11 @@ class LogLevelSync {
 class StubFrames {
  public:
   StubFrames(
-      std::string describe, InstanceMetrics* metrics, StubSupervisor* stub);
+      std::string describe, InstanceMetrics* metrics, StubSupervisor* stub,
+      const StubLimits& limits);
 
-  // The body of `f`: inline, or in one of the stub's arenas.
+  // The body of `f`: inline, or in one of the stub's arenas (at most
+  // stub-max-body-bytes).
   Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
   // LOG, ERROR, ARENA (takes its descriptor from `fds`), METRIC; sets
   // *handled. `channel`: where to answer (null: the current stub's).

@@ -98,6 +98,9 @@ StubStarter::Handshake(
   // With an execute timeout the backend must see each sync batch end as it
   // does: the stub then answers every batch at once.
   stub_settings["execute_timeout_seconds"] = model_->execute_timeout_seconds();
+  // So that the stub fails an allocation past them instead of being killed.
+  stub_settings["stub_max_arenas"] = settings.stub_limits.max_arenas;
+  stub_settings["stub_max_arena_bytes"] = settings.stub_limits.max_arena_bytes;
   json::Value init = json::Value::object();
   init["args"] = std::move(args);
   init["model_file"] = model_->model_file();

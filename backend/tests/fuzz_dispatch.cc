@@ -91,9 +91,11 @@ Fail(const std::string& what)
 }
 
 struct Fixture {
+  // The backend's default limits (stub-max-arenas, ...).
+  tritonpy::StubLimits limits;
   tritonpy::MetricStore store;
   tritonpy::InstanceMetrics metrics{&store, "model 'fuzz' instance 'fuzz_0'"};
-  tritonpy::StubFrames frames{"model 'fuzz'", &metrics, nullptr};
+  tritonpy::StubFrames frames{"model 'fuzz'", &metrics, nullptr, limits};
   std::vector<std::unique_ptr<tritonpy::MappedArena>> stub_arenas;
   tritonpy::ArenaAllocator backend{kBackendArenaSize};
   std::shared_ptr<tritonpy::Batch> batch = std::make_shared<tritonpy::Batch>();
@@ -212,7 +214,8 @@ OnArena(const tp::FrameView& f, const uint8_t* body)
   // arenas stay as they are.
   Fixture& fx = Fx();
   for (int kind = 0; kind < kDescriptorKinds; ++kind) {
-    tritonpy::StubFrames frames("model 'fuzz'", &fx.metrics, nullptr);
+    tritonpy::StubFrames frames(
+        "model 'fuzz'", &fx.metrics, nullptr, fx.limits);
     std::vector<int> fds = ArenaDescriptors(kind, body, f.body_len);
     int stub_copy = fds.empty() ? -1 : dup(fds[0]);
     bool handled = false;

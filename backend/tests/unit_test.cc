@@ -5,7 +5,9 @@
 // peer arena bounds, codec round trips with arena references, the socket
 // end's receive.
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -128,6 +130,66 @@ TestPeerArenas()
   CHECK(!peers.Resolve(8, 0, 1, &p).ok());
   // Announced bigger than the memfd: refused, not a later SIGBUS.
   CHECK(!peers.Add(9, dup(arena->fd()), 1 << 20).ok());
+  // The backend's own arenas can neither shrink nor grow, for good.
+  CHECK(
+      fcntl(arena->fd(), F_GET_SEALS) ==
+      (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
+}
+
+bool
+Says(const Status& s, const char* text)
+{
+  return !s.ok() &&
+         s.message().rfind("tritonpy protocol violation: ", 0) == 0 &&
+         s.message().find(text) != std::string::npos;
+}
+
+// A memfd of `size` bytes, sealed against shrinking when `seal`.
+int
+Memfd(uint64_t size, bool seal = true)
+{
+  int fd = memfd_create("unit", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  CHECK(fd >= 0 && ftruncate(fd, static_cast<off_t>(size)) == 0);
+  if (seal) CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
+  return fd;
+}
+
+void
+TestPeerArenaChecks()
+{
+  PeerArenas peers;
+  // Only sealed memfds on tmpfs, announced no longer than they are.
+  int pipe_fds[2];
+  CHECK(pipe(pipe_fds) == 0);
+  close(pipe_fds[1]);
+  CHECK(Says(peers.Add(1, pipe_fds[0], 4096), "is not a memfd on tmpfs"));
+  CHECK(Says(peers.Add(1, Memfd(4096, false), 4096), "(F_SEAL_SHRINK)"));
+  CHECK(Says(peers.Add(1, Memfd(4096), 8192), "smaller than its announced"));
+  CHECK(Says(peers.Add(1, Memfd(4096), 0), "announced with 0 bytes"));
+  CHECK(peers.count() == 0 && peers.mapped_bytes() == 0);
+}
+
+void
+TestPeerArenaLimits()
+{
+  tritonpy::StubLimits limits;
+  limits.max_arenas = 2;
+  limits.max_arena_bytes = 3 * 4096;
+  PeerArenas peers(limits);
+  CHECK(peers.Add(1, Memfd(4096), 4096).ok());
+  CHECK(peers.Add(2, Memfd(4096), 4096).ok());
+  CHECK(Says(peers.Add(3, Memfd(4096), 4096), "past stub-max-arenas=2"));
+  // A duplicate id replaces its arena: no new mapping, its old bytes freed.
+  CHECK(peers.Add(2, Memfd(8192), 8192).ok());
+  CHECK(peers.count() == 2 && peers.mapped_bytes() == 3 * 4096);
+  CHECK(
+      Says(peers.Add(1, Memfd(8192), 8192), "past stub-max-arena-bytes=12288"));
+  CHECK(peers.mapped_bytes() == 3 * 4096);
+  // A size whose sum with the rest would wrap is refused, not wrapped.
+  CHECK(Says(peers.Add(1, Memfd(4096), UINT64_MAX - 4095), "smaller than its"));
+  peers.Clear();
+  CHECK(peers.count() == 0 && peers.mapped_bytes() == 0);
+  CHECK(peers.Add(3, Memfd(4096), 4096).ok());
 }
 
 void
@@ -163,6 +225,10 @@ TestCodec()
       [&](std::vector<uint8_t>* out) { tp::EncodeExecuteDone({1, ""}, out); });
   CHECK(!tp::DecodeHeader(done.data(), done.size(), &f).ok());
   CHECK(tp::DataTypeByteSize(14) == 2 && tp::DataTypeByteSize(13) == 0);
+  // No list may hold more than MAX_COUNT items, whatever the body's size.
+  uint8_t many[4] = {0x01, 0x00, 0x10, 0x00};  // 2^20 + 1
+  tp::ReleaseBody release;
+  CHECK(Says(tp::DecodeRelease(many, sizeof(many), &release), "MAX_COUNT"));
   // HELLO must say protocol 1; AUTO_COMPLETE(_DONE) are JSON frames.
   CHECK(tp::CheckHello(R"({"protocol":1,"pid":7})").ok());
   Status hello = tp::CheckHello(R"({"protocol":2})");
@@ -256,6 +322,8 @@ main()
   TestJson();
   TestAllocator();
   TestPeerArenas();
+  TestPeerArenaChecks();
+  TestPeerArenaLimits();
   TestCodec();
   TestChannel();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);

@@ -112,7 +112,10 @@ class StubHost:
                 assert len(fds) == 1
                 st = os.fstat(fds[0])
                 assert st.st_mode & 0o777 == 0o600, oct(st.st_mode)
-                assert fcntl.fcntl(fds[0], fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK
+                # Never resized, and its seals are final.
+                assert fcntl.fcntl(fds[0], fcntl.F_GET_SEALS) == (
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+                )
                 self.stub_arenas[frame["body"]["arena_id"]] = mmap.mmap(
                     fds[0], frame["body"]["size"]
                 )

@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -577,6 +579,87 @@ def test_forged_arena_offsets_are_rejected(host: StubHost, tmp_path: Path) -> No
     reply = host.recv_type("ERROR")
     assert "outside backend arena 1" in reply["body"]["message"]
     assert host.wait(5) == 70
+
+
+def _pipe_end() -> int:
+    r, w = os.pipe()
+    os.close(w)
+    return r
+
+
+def _memfd(size: int, seals: int) -> int:
+    fd = os.memfd_create("host-bad", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    if seals:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_pipe_end, "not a memfd on tmpfs"),
+        (lambda: _memfd(1 << 16, 0), "not sealed against shrinking"),
+        (lambda: _memfd(4096, fcntl.F_SEAL_SHRINK), "the memfd has 4096"),
+    ],
+    ids=["pipe", "unsealed", "short"],
+)
+def test_a_bad_backend_arena_is_refused(
+    host: StubHost, tmp_path: Path, make: Callable[[], int], says: str
+) -> None:
+    """The stub maps only tmpfs memfds sealed against shrinking, at least
+    as long as announced (the seals read before the size)."""
+    host.handshake(write_model(tmp_path, ADD_SUB))
+    fd = make()
+    try:
+        host.send(P.encode(P.ARENA, {"arena_id": 1, "size": 1 << 16}), (fd,))
+    finally:
+        os.close(fd)
+    assert says in host.recv_type("ERROR")["body"]["message"]
+    assert host.wait(5) == 70
+
+
+SIZED = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            n = int(pb_utils.get_input_tensor_by_name(r, "N").as_numpy()[0])
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.ones(n, np.uint8))]))
+        return out
+"""
+
+
+def test_outputs_past_the_backends_arena_limits_fail_and_the_stub_serves_on(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """With the backend's stub-max-arena-bytes in INIT, the stub makes an
+    arena of just the size needed when twice it would not fit, and fails an
+    output that would pass the limit instead of announcing it (which would
+    get it killed)."""
+    host.handshake(
+        write_model(tmp_path, SIZED),
+        settings={"stub_max_arenas": 4, "stub_max_arena_bytes": 96 << 20},
+    )
+
+    def ask(batch_id: int, n: int) -> dict[str, Any]:
+        size = P.inline("N", 9, [1], struct.pack("<q", n))
+        reply = host.execute(batch_id, [P.request("r", [size])])
+        return reply["body"]["responses"][0]
+
+    fits = ask(1, 80 << 20)  # an arena of 160 MiB would not: one of 80 MiB
+    assert not fits["has_error"] and fits["outputs"][0]["byte_size"] == 80 << 20
+    assert [a.size() for a in host.stub_arenas.values()] == [80 << 20]
+    past = ask(2, 20 << 20)  # 80 MiB in use: no room for 20 more
+    assert past["has_error"], past
+    # The official backend's text when its pool cannot grow, then tritonpy's.
+    assert "Failed to increase the shared memory pool size: tritonpy:" in past["error_message"]
+    assert "stub-max-arena-bytes=100663296" in past["error_message"]
+    assert not ask(3, 8)["has_error"]
 
 
 def test_descriptors_on_a_non_arena_frame_are_rejected(host: StubHost, tmp_path: Path) -> None:

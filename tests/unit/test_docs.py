@@ -59,7 +59,9 @@ def test_every_backend_setting_is_documented() -> None:
     keys |= set(
         re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source.split("namespace {")[1].split("Trim(")[0])
     )
+    keys |= set(re.findall(r'\{"([a-z]+(?:-[a-z]+)+)",', source))  # key tables
     assert {"python-executable", "arena-byte-size", "shm-region-prefix-name"} <= keys
+    assert "stub-max-body-bytes" in keys
     missing = sorted(k for k in keys if f"`{k}`" not in CONFIG)
     assert not missing, f"docs/configuration.md does not list {missing}"
 
