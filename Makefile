@@ -8,6 +8,8 @@
 #                Python backend and a native floor (< 20 min); writes
 #                bench/results/ and docs/benchmarks.md (BENCH_ARGS=... to tune)
 #   make bench-smoke  a tiny end-to-end run of the benchmark suite
+#   make fuzz    coverage-guided fuzzing of the backend's frame handling with
+#                libFuzzer (clang), FUZZ_SECONDS (120) per target
 #   make format  rewrite the tree with ruff (imports, format) and clang-format
 #
 # TRITONPY_DEBUG=1 (e.g. TRITONPY_DEBUG=1 make test) builds both sides with
@@ -35,7 +37,7 @@ SOURCES := $(shell find tritonpy stub pb_utils batching compat backend -type f \
 .PHONY: setup serve test test-unit bench bench-smoke format clean help FORCE
 
 help:
-	@sed -n '4,15p' Makefile
+	@sed -n '4,17p' Makefile
 
 # The build mode (TRITONPY_DEBUG) is part of what is installed: switching it
 # rebuilds.
@@ -97,13 +99,54 @@ clean:
 # paths are the normal build's (CMakeLists.txt).
 CLANGXX ?= clang++
 THREAD_SAFETY_DIR := build/thread-safety
+# Debian's clang, installed when missing (root, or sudo).
+define ENSURE_CLANG
+@command -v $(CLANGXX) >/dev/null || { \
+    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+    $$SUDO apt-get install -y clang || { $$SUDO apt-get update && $$SUDO apt-get install -y clang; }; }
+endef
+JSON_INCLUDE = $$($(PY) -c 'import nlohmann_json; print(nlohmann_json.get_include())')
 .PHONY: thread-safety
 thread-safety: $(VENV)/.deps
-	@command -v $(CLANGXX) >/dev/null || { \
-	    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
-	    $$SUDO apt-get install -y clang || { $$SUDO apt-get update && $$SUDO apt-get install -y clang; }; }
+	$(ENSURE_CLANG)
 	PATH="$(abspath $(VENV))/bin:$$PATH" cmake -S . -B $(THREAD_SAFETY_DIR) \
 	    -DCMAKE_CXX_COMPILER=$(CLANGXX) -DTRITONPY_THREAD_SAFETY=ON -DTRITONPY_BUILD_TESTS=OFF \
-	    -DTRITONPY_JSON_INCLUDE="$$($(PY) -c 'import nlohmann_json; print(nlohmann_json.get_include())')" >/dev/null
+	    -DTRITONPY_JSON_INCLUDE="$(JSON_INCLUDE)" >/dev/null
 	PATH="$(abspath $(VENV))/bin:$$PATH" cmake --build $(THREAD_SAFETY_DIR) -j2 --target triton_tritonpy
 test: thread-safety
+
+# Coverage-guided fuzzing (docs/hardening.md, "Fuzzing"): the backend's fuzz
+# targets (backend/tests/fuzz_*.cc) built by clang with libFuzzer, ASan and
+# UBSan, each run for FUZZ_SECONDS from the golden frames and its corpus
+# in build/fuzz/corpus/<target> (kept between runs). FUZZ_SEED=N replays a
+# run's seed (libFuzzer prints it: "Seed: N"). A failing input is written
+# to build/fuzz/<target>-crash-* (or -leak-, -oom-, -timeout-); replay it
+# with build/fuzz/<target> <file>. `make test` runs each for a few seconds
+# with seed 1 and no kept corpus.
+FUZZ_SECONDS ?= 120
+FUZZ_SEED ?=
+FUZZ_CORPUS ?= $(FUZZ_DIR)/corpus
+FUZZ_DIR := build/fuzz
+FUZZ_TARGETS := tritonpy_fuzz_protocol tritonpy_fuzz_dispatch
+.PHONY: fuzz
+fuzz: $(VENV)/.deps
+	$(ENSURE_CLANG)
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake -S . -B $(FUZZ_DIR) \
+	    -DCMAKE_CXX_COMPILER=$(CLANGXX) -DTRITONPY_LIBFUZZER=ON -DTRITONPY_BUILD_TESTS=OFF \
+	    -DTRITONPY_JSON_INCLUDE="$(JSON_INCLUDE)" >/dev/null
+	PATH="$(abspath $(VENV))/bin:$$PATH" cmake --build $(FUZZ_DIR) -j2 --target $(FUZZ_TARGETS)
+	@for t in $(FUZZ_TARGETS); do \
+	    corpus=$(FUZZ_CORPUS)/$$t; $(if $(FUZZ_FRESH),rm -rf $$corpus;) mkdir -p $$corpus; \
+	    echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	    ASAN_OPTIONS=detect_leaks=1 $(FUZZ_DIR)/$$t -max_total_time=$(FUZZ_SECONDS) \
+	        -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+	        $(if $(FUZZ_SEED),-seed=$(FUZZ_SEED)) -artifact_prefix=$(FUZZ_DIR)/$$t- \
+	        $$corpus tests/golden 2>$(FUZZ_DIR)/$$t.log \
+	    || { tail -n 60 $(FUZZ_DIR)/$$t.log; echo "fuzz: $$t failed (log: $(FUZZ_DIR)/$$t.log)"; exit 1; }; \
+	    grep -E '^(INFO: Seed|stat::number_of_executed_units|stat::peak_rss)' $(FUZZ_DIR)/$$t.log; \
+	done
+test: fuzz
+test: FUZZ_SECONDS = 5
+test: FUZZ_SEED = 1
+test: FUZZ_CORPUS = $(FUZZ_DIR)/test-corpus
+test: FUZZ_FRESH = 1
