@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "json.h"
+#include "protocol.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -185,6 +186,23 @@ BackendState::ApplySettings(
             "'");
       }
       settings->env_cache_dir = value;
+    } else if (key == "stub-send-queue-bytes") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1ull << 40, &v));
+      if (v < proto::kMaxFrame) {
+        return Status::InvalidArg(
+            "tritonpy: stub-send-queue-bytes must be at least " +
+            std::to_string(proto::kMaxFrame) + " (one frame)");
+      }
+      settings->stub_send_queue_bytes = v;
+    } else if (key == "stub-model-control") {
+      if (value != "true" && value != "false") {
+        return Status::InvalidArg(
+            "tritonpy: backend setting 'stub-model-control' must be true or "
+            "false, got '" +
+            value + "'");
+      }
+      settings->model_control = value == "true";
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -274,6 +292,8 @@ BackendState::Create(
       " execute-timeout-seconds=" +
       json::FormatNumber(s.execute_timeout_seconds) +
       " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
+      " stub-send-queue-bytes=" + std::to_string(s.stub_send_queue_bytes) +
+      " stub-model-control=" + (s.model_control ? "true" : "false") +
       (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir));
   *out = std::move(state);
   return Status();

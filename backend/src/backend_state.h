@@ -41,6 +41,14 @@ struct BackendSettings {
   // Where execution environment archives (EXECUTION_ENV_PATH) are unpacked;
   // empty: the default of tritonpy/exec_env.py (~/.cache/tritonpy/envs).
   std::string env_cache_dir;
+
+  // Exception barriers and sends (docs/hardening.md).
+  // Bytes of frames that may wait for a stub that does not read its
+  // socket (beyond the socket's own buffer) before it is killed.
+  uint64_t stub_send_queue_bytes = 32ull << 20;
+  // Whether models may load and unload models (pb_utils.load_model and
+  // friends, MODEL_CONTROL).
+  bool model_control = true;
 };
 
 class BackendState {
