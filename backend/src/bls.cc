@@ -534,7 +534,15 @@ Bls::~Bls()
     worker.swap(core_->control_thread);
   }
   core_->control_cv.notify_all();
-  if (worker.joinable()) worker.join();
+  if (worker.joinable()) {
+    // A load run by the worker itself may end with this instance's
+    // destruction: then the worker finishes on its own.
+    if (worker.get_id() == std::this_thread::get_id()) {
+      worker.detach();
+    } else {
+      worker.join();
+    }
+  }
 }
 
 void
@@ -652,7 +660,17 @@ Bls::OnFrame(
       }
       if (!core->control_thread.joinable()) {
         std::shared_ptr<BlsCore> keep = core_;  // the thread's own
-        core->control_thread = std::thread([keep] { keep->RunControlJobs(); });
+        core->control_thread = std::thread([keep] {
+          const Status s = Guarded("model control", [&] {
+            keep->RunControlJobs();
+            return Status();
+          });
+          if (!s.ok()) {
+            TRITONPY_LOG_ERROR(
+                "tritonpy: " + keep->describe +
+                ": the model-control worker stopped: " + s.message());
+          }
+        });
       }
       core->control_jobs.push_back({channel, f.id, std::move(msg)});
       core->control_cv.notify_one();

@@ -163,8 +163,13 @@ Channel::Receive(
     RecvResult r = Read(buf, len, fds, error, MSG_DONTWAIT);
     if (r != RecvResult::kTimeout) return r;
   }
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(std::max(timeout_ms, 0));
+  // A wake-up for the queue alone polls again for the time left.
+  std::chrono::steady_clock::time_point deadline;
+  if (timeout_ms > 0) {
+    deadline = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(timeout_ms);
+  }
+  int wait_ms = timeout_ms;
   while (true) {
     struct pollfd pfd[3];
     pfd[0].fd = fd_;
@@ -176,13 +181,6 @@ Channel::Receive(
     pfd[2].events = POLLIN;
     for (struct pollfd& p : pfd) p.revents = 0;
     nfds_t n = wake_fd >= 0 ? 3 : 2;
-    int wait_ms = timeout_ms;
-    if (timeout_ms >= 0) {
-      wait_ms = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(
-                 deadline - std::chrono::steady_clock::now())
-                 .count()));
-    }
     int r = poll(pfd, n, wait_ms);
     if (r < 0 && errno == EINTR) continue;
     if (r == 0) return RecvResult::kTimeout;
@@ -202,6 +200,12 @@ Channel::Receive(
       uint64_t drain;
       (void)!read(wake_fd, &drain, sizeof(drain));
       return RecvResult::kTimeout;
+    }
+    if (timeout_ms > 0) {
+      wait_ms = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(
+                 deadline - std::chrono::steady_clock::now())
+                 .count()));
     }
   }
 }

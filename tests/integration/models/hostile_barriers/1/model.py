@@ -29,7 +29,7 @@ FORGED_IDS = 1 << 40  # far from the stub's own call ids
 
 
 def send_holding_the_gil(frames: list[bytes]) -> None:
-    """Writes `frames` (as hostile.send does) and then sleeps an hour, never
+    """Writes `frames` (as hostile.send does) and then sleeps two minutes, never
     letting another thread of the stub run: libc's send and sleep through
     PyDLL keep the GIL, and the switch interval keeps the interpreter from
     handing it over between them. (hostile.send releases the GIL in
@@ -41,7 +41,7 @@ def send_holding_the_gil(frames: list[bytes]) -> None:
         while libc.send(hostile.STUB_FD, frame, len(frame), 0) < 0:
             if ctypes.get_errno() not in (errno.EAGAIN, errno.EINTR):
                 raise OSError(ctypes.get_errno(), "send")
-    libc.sleep(3600)
+    libc.sleep(120)  # bounded: never outlives a failed test for long
 
 
 def forged_bls_requests(count: int) -> list[bytes]:
