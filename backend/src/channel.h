@@ -58,7 +58,8 @@ class Channel {
   // why (including MSG_TRUNC / MSG_CTRUNC). Right after a frame, the next
   // call tries the socket before waiting: under load another frame is
   // usually there, and the poll is saved. Frames Send queued go out from
-  // here, as the peer makes room.
+  // here, as the peer makes room; a wait cut short for that also returns
+  // kTimeout (callers check their own deadlines on kTimeout).
   RecvResult Receive(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
       int timeout_ms, Status* error, int wake_fd = -1);
