@@ -106,9 +106,10 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
   static void OnResponse(
       TRITONSERVER_InferenceResponse* response, const uint32_t flags,
       void* userp);
+  // Sets *deleted once it deleted `response`.
   static void OnResponseBody(
       TRITONSERVER_InferenceResponse* response, const uint32_t flags,
-      void* userp);
+      void* userp, bool* deleted);
   static void OnRequestRelease(
       TRITONSERVER_InferenceRequest* request, const uint32_t flags,
       void* userp);
@@ -331,15 +332,21 @@ BlsCore::OnResponse(
 {
   auto* call = static_cast<BlsCall*>(userp);
   std::shared_ptr<BlsCore> core = call->core;  // alive through this call
+  bool deleted = false;
   const Status s = Guarded("BLS response", [&] {
-    OnResponseBody(response, flags, userp);
+    OnResponseBody(response, flags, userp, &deleted);
     return Status();
   });
   if (s.ok()) return;
-  // Where the body stopped is unknown: the response is not deleted (a
-  // leak, not a double free); the stub's call ends with the error.
+  // The stub's call ends with the error. The response is deleted unless
+  // the body got that far (a held response would keep its model loaded);
+  // arena space it had handed over stays with the stub's allocation table.
   (void)Guarded("BLS response", [&] {
     TRITONPY_LOG_ERROR("tritonpy: " + core->describe + ": " + s.message());
+    if (!deleted && response != nullptr) {
+      TRITONSERVER_Error* e = TRITONSERVER_InferenceResponseDelete(response);
+      if (e != nullptr) TRITONSERVER_ErrorDelete(e);
+    }
     if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) == 0) return Status();
     bool sent;
     {
@@ -355,10 +362,12 @@ BlsCore::OnResponse(
 
 void
 BlsCore::OnResponseBody(
-    TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp)
+    TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp,
+    bool* deleted)
 {
   auto* call = static_cast<BlsCall*>(userp);
-  std::shared_ptr<BlsCore> core = call->core;  // alive through this call
+  std::shared_ptr<BlsCore> core = call->core;     // alive through this call
+  InjectFault(call->model_name, "BLS_RESPONSE");  // the called model's name
   proto::BlsResponseBody body;
   const bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
   body.response_flags = final ? proto::kRespFinal : 0;
@@ -458,6 +467,7 @@ BlsCore::OnResponseBody(
   }
   if (response != nullptr) {
     // Release (called from here) frees the arena space not handed over.
+    *deleted = true;
     TRITONSERVER_Error* e = TRITONSERVER_InferenceResponseDelete(response);
     if (e != nullptr) TRITONSERVER_ErrorDelete(e);
   }

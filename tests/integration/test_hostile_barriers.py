@@ -43,14 +43,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
         yield srv
 
 
-FAULTS = "hostile_barriers:BLS_REQUEST,identity:execute,hostile_barriers_slow:model-initialize"
+FAULTS = ",".join(
+    [
+        "hostile_barriers:BLS_REQUEST",  # its reader, handling that frame
+        "identity:execute",
+        "hostile_barriers_slow:model-initialize",
+        "add_sub:BLS_RESPONSE",  # a BLS call's response, on add_sub's thread
+    ]
+)
 
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     """A server whose backend throws std::bad_alloc at the named points."""
     work = tmp_path_factory.mktemp("hostile_faults")
-    models = ["add_sub", "hostile_barriers", "identity", "bls_loader"]
+    models = ["add_sub", "hostile_barriers", "identity", "bls_loader", "bls_add_sub"]
     srv = TritonServer(
         build_repository(work / "repo", [*models, "hostile_barriers_slow"]),
         work,
@@ -163,6 +170,25 @@ def test_an_exception_in_execute_fails_that_request(faulty: TritonServer) -> Non
     finally:
         c.close()
     assert "tritonpy: execute: out of memory (std::bad_alloc)" in str(e.value), str(e.value)
+    server_is_well(faulty)
+
+
+def test_an_exception_in_a_bls_callback_fails_that_call(faulty: TritonServer) -> None:
+    """The response callback of a BLS call runs on the called model's
+    thread (add_sub's reader): its exception ends the call with an error,
+    and add_sub and the caller's stub serve on."""
+    c = client(faulty)
+    try:
+        ins = []
+        for name in ("INPUT0", "INPUT1"):
+            t = httpclient.InferInput(name, [4], "FP32")
+            t.set_data_from_numpy(np.ones(4, np.float32))
+            ins.append(t)
+        with pytest.raises(InferenceServerException) as e:
+            c.infer("bls_add_sub", ins)
+    finally:
+        c.close()
+    assert "tritonpy: BLS response: out of memory (std::bad_alloc)" in str(e.value), str(e.value)
     server_is_well(faulty)
 
 
