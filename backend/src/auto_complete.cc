@@ -96,7 +96,7 @@ RunAutoComplete(
   TRITONPY_RETURN_IF_ERROR(
       s.process->Spawn(call.launch, call.instance_name, &fd)
           .WithPrefix(prefix + "auto-complete: "));
-  s.channel = std::make_shared<Channel>(fd);
+  s.channel = std::make_shared<Channel>(fd, call.stub_send_queue_bytes);
 
   std::string text;
   Status st = AwaitJson(

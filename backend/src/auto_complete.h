@@ -33,6 +33,7 @@ struct AutoCompleteCall {
   std::string model_dir;
   StubLaunch launch;  // the model's interpreter and environment
   int stub_timeout_seconds = 30;
+  uint64_t stub_send_queue_bytes = Channel::kDefaultSendQueueBytes;
 };
 
 // Starts a stub, sends it AUTO_COMPLETE and waits for AUTO_COMPLETE_DONE

@@ -3,11 +3,14 @@
 //
 // The TRITONBACKEND entry points. Each one fetches its state object and
 // delegates; all logic lives in BackendState, ModelState and InstanceState.
+// Each body runs behind an exception barrier (barrier.h): an exception
+// becomes the error Triton gets for that call, never std::terminate.
 
 #include <memory>
 #include <string>
 
 #include "backend_state.h"
+#include "barrier.h"
 #include "instance_state.h"
 #include "model_state.h"
 #include "triton_util.h"
@@ -51,76 +54,89 @@ StateOf(TRITONSERVER_Error* err, void* const* state)
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend)
 {
-  tritonpy::Status s = CheckApiVersion();
-  std::unique_ptr<tritonpy::BackendState> state;
-  if (s.ok()) s = tritonpy::BackendState::Create(backend, &state);
-  if (s.ok()) {
-    s = tritonpy::FromTriton(
-        TRITONBACKEND_BackendSetState(backend, state.get()));
-  }
-  if (s.ok()) state.release();
-  return tritonpy::ToTriton(s);
+  return tritonpy::ToTriton(tritonpy::Guarded("backend initialize", [&] {
+    tritonpy::Status s = CheckApiVersion();
+    std::unique_ptr<tritonpy::BackendState> state;
+    if (s.ok()) s = tritonpy::BackendState::Create(backend, &state);
+    if (s.ok()) {
+      s = tritonpy::FromTriton(
+          TRITONBACKEND_BackendSetState(backend, state.get()));
+    }
+    if (s.ok()) state.release();
+    return s;
+  }));
 }
 
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend)
 {
-  void* vstate = nullptr;
-  delete StateOf<tritonpy::BackendState>(
-      TRITONBACKEND_BackendState(backend, &vstate), &vstate);
-  return nullptr;
+  return tritonpy::ToTriton(tritonpy::Guarded("backend finalize", [&] {
+    void* vstate = nullptr;
+    delete StateOf<tritonpy::BackendState>(
+        TRITONBACKEND_BackendState(backend, &vstate), &vstate);
+    return tritonpy::Status();
+  }));
 }
 
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model* model)
 {
-  std::unique_ptr<tritonpy::ModelState> state;
-  tritonpy::Status s = tritonpy::ModelState::Create(model, &state);
-  if (s.ok()) {
-    s = tritonpy::FromTriton(TRITONBACKEND_ModelSetState(model, state.get()));
-  }
-  if (s.ok()) state.release();
-  return tritonpy::ToTriton(s);
+  return tritonpy::ToTriton(tritonpy::Guarded("model initialize", [&] {
+    std::unique_ptr<tritonpy::ModelState> state;
+    tritonpy::Status s = tritonpy::ModelState::Create(model, &state);
+    if (s.ok()) tritonpy::InjectFault(state->name(), "model-initialize");
+    if (s.ok()) {
+      s = tritonpy::FromTriton(TRITONBACKEND_ModelSetState(model, state.get()));
+    }
+    if (s.ok()) state.release();
+    return s;
+  }));
 }
 
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model)
 {
-  void* vstate = nullptr;
-  delete StateOf<tritonpy::ModelState>(
-      TRITONBACKEND_ModelState(model, &vstate), &vstate);
-  return nullptr;
+  return tritonpy::ToTriton(tritonpy::Guarded("model finalize", [&] {
+    void* vstate = nullptr;
+    delete StateOf<tritonpy::ModelState>(
+        TRITONBACKEND_ModelState(model, &vstate), &vstate);
+    return tritonpy::Status();
+  }));
 }
 
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance* instance)
 {
-  TRITONBACKEND_Model* model = nullptr;
-  void* vmodel = nullptr;
-  tritonpy::Status s =
-      tritonpy::FromTriton(TRITONBACKEND_ModelInstanceModel(instance, &model));
-  if (s.ok())
-    s = tritonpy::FromTriton(TRITONBACKEND_ModelState(model, &vmodel));
-  std::unique_ptr<tritonpy::InstanceState> state;
-  if (s.ok()) {
-    s = tritonpy::InstanceState::Create(
-        static_cast<tritonpy::ModelState*>(vmodel), instance, &state);
-  }
-  if (s.ok()) {
-    s = tritonpy::FromTriton(
-        TRITONBACKEND_ModelInstanceSetState(instance, state.get()));
-  }
-  if (s.ok()) state.release();
-  return tritonpy::ToTriton(s);
+  return tritonpy::ToTriton(tritonpy::Guarded("instance initialize", [&] {
+    TRITONBACKEND_Model* model = nullptr;
+    void* vmodel = nullptr;
+    tritonpy::Status s = tritonpy::FromTriton(
+        TRITONBACKEND_ModelInstanceModel(instance, &model));
+    if (s.ok())
+      s = tritonpy::FromTriton(TRITONBACKEND_ModelState(model, &vmodel));
+    std::unique_ptr<tritonpy::InstanceState> state;
+    if (s.ok()) {
+      s = tritonpy::InstanceState::Create(
+          static_cast<tritonpy::ModelState*>(vmodel), instance, &state);
+    }
+    if (s.ok()) {
+      s = tritonpy::FromTriton(
+          TRITONBACKEND_ModelInstanceSetState(instance, state.get()));
+    }
+    if (s.ok()) state.release();
+    return s;
+  }));
 }
 
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance* instance)
 {
-  void* vstate = nullptr;
-  delete StateOf<tritonpy::InstanceState>(
-      TRITONBACKEND_ModelInstanceState(instance, &vstate), &vstate);
-  return nullptr;
+  return tritonpy::ToTriton(tritonpy::Guarded("instance finalize", [&] {
+    void* vstate = nullptr;
+    delete StateOf<tritonpy::InstanceState>(
+        TRITONBACKEND_ModelInstanceState(instance, &vstate), &vstate);
+    return tritonpy::Status();
+  }));
 }
 
 TRITONPY_EXPORT TRITONSERVER_Error*
@@ -136,6 +152,8 @@ TRITONBACKEND_ModelInstanceExecute(
     return tritonpy::ToTriton(
         s.ok() ? tritonpy::Status::Internal("tritonpy: no instance state") : s);
   }
+  // Execute has a barrier of its own: once it is entered the backend owns
+  // the requests, so an exception must not give them back to Triton.
   static_cast<tritonpy::InstanceState*>(vstate)->Execute(
       requests, request_count);
   return nullptr;  // every request was answered and released
@@ -144,12 +162,14 @@ TRITONBACKEND_ModelInstanceExecute(
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_ModelInstanceReady(TRITONBACKEND_ModelInstance* instance)
 {
-  void* vstate = nullptr;
-  tritonpy::Status s =
-      tritonpy::FromTriton(TRITONBACKEND_ModelInstanceState(instance, &vstate));
-  if (s.ok() && vstate == nullptr) {
-    s = tritonpy::Status::Unavailable("tritonpy: no instance state");
-  }
-  if (s.ok()) s = static_cast<tritonpy::InstanceState*>(vstate)->CheckReady();
-  return tritonpy::ToTriton(s);
+  return tritonpy::ToTriton(tritonpy::Guarded("instance readiness", [&] {
+    void* vstate = nullptr;
+    tritonpy::Status s = tritonpy::FromTriton(
+        TRITONBACKEND_ModelInstanceState(instance, &vstate));
+    if (s.ok() && vstate == nullptr) {
+      s = tritonpy::Status::Unavailable("tritonpy: no instance state");
+    }
+    if (s.ok()) s = static_cast<tritonpy::InstanceState*>(vstate)->CheckReady();
+    return s;
+  }));
 }

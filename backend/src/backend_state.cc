@@ -228,6 +228,23 @@ BackendState::ApplySettings(
     } else if (key == "env-unpack-max-ratio") {
       TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
           key, value, 1ull << 30, &settings->env_unpack_max_ratio));
+    } else if (key == "stub-send-queue-bytes") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1ull << 40, &v));
+      if (v < proto::kMaxFrame) {
+        return Status::InvalidArg(
+            "tritonpy: stub-send-queue-bytes must be at least " +
+            std::to_string(proto::kMaxFrame) + " (one frame)");
+      }
+      settings->stub_send_queue_bytes = v;
+    } else if (key == "stub-model-control") {
+      if (value != "true" && value != "false") {
+        return Status::InvalidArg(
+            "tritonpy: backend setting 'stub-model-control' must be true or "
+            "false, got '" +
+            value + "'");
+      }
+      settings->model_control = value == "true";
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -320,7 +337,9 @@ BackendState::Create(
       (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir) +
       " env-unpack-max-bytes=" + std::to_string(s.env_unpack_max_bytes) +
       " env-unpack-max-members=" + std::to_string(s.env_unpack_max_members) +
-      " env-unpack-max-ratio=" + std::to_string(s.env_unpack_max_ratio));
+      " env-unpack-max-ratio=" + std::to_string(s.env_unpack_max_ratio) +
+      " stub-send-queue-bytes=" + std::to_string(s.stub_send_queue_bytes) +
+      " stub-model-control=" + (s.model_control ? "true" : "false"));
   *out = std::move(state);
   return Status();
 }

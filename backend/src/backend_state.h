@@ -51,6 +51,13 @@ struct BackendSettings {
   uint64_t env_unpack_max_bytes = 32ull << 30;
   uint64_t env_unpack_max_members = 1000000;
   uint64_t env_unpack_max_ratio = 100;
+  // Exception barriers and sends (docs/hardening.md).
+  // Bytes of frames that may wait for a stub that does not read its
+  // socket (beyond the socket's own buffer) before it is killed.
+  uint64_t stub_send_queue_bytes = 32ull << 20;
+  // Whether models may load and unload models (pb_utils.load_model and
+  // friends, MODEL_CONTROL).
+  bool model_control = true;
 };
 
 class BackendState {

@@ -3,11 +3,13 @@
 
 #include "bls.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <list>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <new>
@@ -15,6 +17,7 @@
 #include <thread>
 #include <utility>
 
+#include "barrier.h"
 #include "bls_request.h"
 #include "json.h"
 #include "params.h"
@@ -34,6 +37,9 @@ constexpr size_t kInlineOutputMax = 16 << 10;
 constexpr size_t kInlineBudget = 96 << 10;
 // How long ~Bls waits for cancelled calls to be given back by Triton.
 constexpr auto kDrainWait = std::chrono::seconds(5);
+// MODEL_CONTROL requests one stub may have waiting or running; past this
+// the stub is killed (docs/hardening.md).
+constexpr size_t kMaxModelControlInFlight = 64;
 
 // Where Triton wrote one output: an arena allocation, or call-owned heap
 // memory for small outputs (and for calls whose stub is gone).
@@ -65,8 +71,13 @@ struct BlsCall {
 
 class BlsCore : public std::enable_shared_from_this<BlsCore> {
  public:
-  BlsCore(TRITONSERVER_Server* server, std::string describe, uint64_t size)
-      : server(server), describe(std::move(describe)), allocator(size)
+  BlsCore(
+      TRITONSERVER_Server* server, std::string describe, uint64_t size,
+      bool model_control)
+      : server(server),
+        describe(std::move(describe)),
+        model_control(model_control),
+        allocator(size)
   {
   }
   ~BlsCore()
@@ -78,8 +89,14 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
     }
   }
 
-  // Triton callbacks (any thread).
+  // Triton callbacks (any thread). Each runs its body (the *Body twin)
+  // behind an exception barrier.
   static TRITONSERVER_Error* Alloc(
+      TRITONSERVER_ResponseAllocator*, const char* name, size_t byte_size,
+      TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
+      void** buffer_userp, TRITONSERVER_MemoryType* actual_type,
+      int64_t* actual_type_id);
+  static TRITONSERVER_Error* AllocBody(
       TRITONSERVER_ResponseAllocator*, const char* name, size_t byte_size,
       TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
       void** buffer_userp, TRITONSERVER_MemoryType* actual_type,
@@ -90,6 +107,10 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
   static void OnResponse(
       TRITONSERVER_InferenceResponse* response, const uint32_t flags,
       void* userp);
+  // Sets *deleted once it deleted `response`.
+  static void OnResponseBody(
+      TRITONSERVER_InferenceResponse* response, const uint32_t flags,
+      void* userp, bool* deleted);
   static void OnRequestRelease(
       TRITONSERVER_InferenceRequest* request, const uint32_t flags,
       void* userp);
@@ -101,8 +122,13 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
   // Drops the call from the table once it is over.
   void MaybeForget(BlsCall* call);
 
+  // The model-control worker's body: runs queued MODEL_CONTROL requests
+  // one at a time until stopped.
+  void RunControlJobs();
+
   TRITONSERVER_Server* server;
   std::string describe;
+  const bool model_control;  // stub-model-control
   TRITONSERVER_ResponseAllocator* triton_allocator = nullptr;
 
   std::mutex mu;
@@ -113,17 +139,87 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
   std::set<std::pair<uint32_t, uint64_t>> handed;      // guarded by mu
   std::map<uint64_t, std::shared_ptr<BlsCall>> calls;  // guarded by mu
 
-  // Model-control workers, joined by ~Bls (finished ones on the way).
-  struct Worker {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
+  // The model-control worker (one per instance, started with its first
+  // request, joined by ~Bls) and its queue: a slow load never stalls the
+  // reader, and a stub cannot make the backend start threads at will.
+  struct ControlJob {
+    std::shared_ptr<Channel> channel;
+    uint64_t id;
+    std::shared_ptr<json::Value> msg;
   };
-  std::mutex workers_mu;
-  std::list<Worker> workers;  // guarded by workers_mu
+  std::mutex control_mu;
+  std::condition_variable control_cv;
+  std::deque<ControlJob> control_jobs;  // guarded by control_mu
+  size_t control_running = 0;           // guarded by control_mu
+  bool control_stop = false;            // guarded by control_mu
+  std::thread control_thread;           // started under control_mu
 };
+
+void
+BlsCore::RunControlJobs()
+{
+  pthread_setname_np(pthread_self(), "tritonpy-control");
+  std::unique_lock<std::mutex> lock(control_mu);
+  while (true) {
+    control_cv.wait(
+        lock, [&] { return control_stop || !control_jobs.empty(); });
+    if (control_stop) return;
+    ControlJob job = std::move(control_jobs.front());
+    control_jobs.pop_front();
+    control_running = 1;
+    lock.unlock();
+    // The barrier of this thread: a failure is the request's answer.
+    json::Value reply;
+    Status s = Guarded("model control", [&] {
+      reply = RunModelControl(server, *job.msg);
+      std::string out = json::Write(reply);
+      auto frame = proto::MakeFrame(
+          proto::FrameType::kModelControlDone, 0, job.id,
+          [&](std::vector<uint8_t>* o) { proto::EncodeJson(out, o); });
+      if (job.channel != nullptr) (void)job.channel->Send(frame);
+      return Status();
+    });
+    if (!s.ok()) {
+      TRITONPY_LOG_ERROR("tritonpy: " + describe + ": " + s.message());
+      (void)Guarded("model control", [&] {
+        const std::string out = json::Write(
+            json::Value{
+                {"ok", false}, {"error", s.message()}, {"ready", false}});
+        auto frame = proto::MakeFrame(
+            proto::FrameType::kModelControlDone, 0, job.id,
+            [&](std::vector<uint8_t>* o) { proto::EncodeJson(out, o); });
+        if (job.channel != nullptr) (void)job.channel->Send(frame);
+        return Status();
+      });
+    }
+    job = ControlJob();  // its channel is let go outside the lock
+    lock.lock();
+    control_running = 0;
+  }
+}
 
 TRITONSERVER_Error*
 BlsCore::Alloc(
+    TRITONSERVER_ResponseAllocator* allocator, const char* name,
+    size_t byte_size, TRITONSERVER_MemoryType type, int64_t type_id,
+    void* userp, void** buffer, void** buffer_userp,
+    TRITONSERVER_MemoryType* actual_type, int64_t* actual_type_id)
+{
+  TRITONSERVER_Error* err = nullptr;
+  Status s = Guarded("BLS output allocation", [&] {
+    err = AllocBody(
+        allocator, name, byte_size, type, type_id, userp, buffer, buffer_userp,
+        actual_type, actual_type_id);
+    return Status();
+  });
+  if (s.ok()) return err;
+  *buffer = nullptr;
+  *buffer_userp = nullptr;
+  return ToTriton(s);
+}
+
+TRITONSERVER_Error*
+BlsCore::AllocBody(
     TRITONSERVER_ResponseAllocator*, const char* name, size_t byte_size,
     TRITONSERVER_MemoryType, int64_t, void* userp, void** buffer,
     void** buffer_userp, TRITONSERVER_MemoryType* actual_type,
@@ -183,15 +279,18 @@ BlsCore::Release(
     size_t, TRITONSERVER_MemoryType, int64_t)
 {
   (void)allocator;
-  auto* ob = static_cast<OutBuf*>(buffer_userp);
-  if (ob == nullptr) return nullptr;
-  if (ob->in_arena && !ob->handed_over) {
-    // Never reached the stub (an error response, a dead stub): ours to free.
-    std::lock_guard<std::mutex> lock(ob->core->mu);
-    ob->core->allocator.Free(ob->alloc.arena_id, ob->alloc.offset);
-  }
-  delete ob;
-  return nullptr;
+  return ToTriton(Guarded("BLS output release", [&] {
+    auto* ob = static_cast<OutBuf*>(buffer_userp);
+    if (ob == nullptr) return Status();
+    if (ob->in_arena && !ob->handed_over) {
+      // Never reached the stub (an error response, a dead stub): ours to
+      // free.
+      std::lock_guard<std::mutex> lock(ob->core->mu);
+      ob->core->allocator.Free(ob->alloc.arena_id, ob->alloc.offset);
+    }
+    delete ob;
+    return Status();
+  }));
 }
 
 void
@@ -234,6 +333,42 @@ BlsCore::OnResponse(
 {
   auto* call = static_cast<BlsCall*>(userp);
   std::shared_ptr<BlsCore> core = call->core;  // alive through this call
+  bool deleted = false;
+  const Status s = Guarded("BLS response", [&] {
+    OnResponseBody(response, flags, userp, &deleted);
+    return Status();
+  });
+  if (s.ok()) return;
+  // The stub's call ends with the error. The response is deleted unless
+  // the body got that far (a held response would keep its model loaded);
+  // arena space it had handed over stays with the stub's allocation table.
+  (void)Guarded("BLS response", [&] {
+    TRITONPY_LOG_ERROR("tritonpy: " + core->describe + ": " + s.message());
+    if (!deleted && response != nullptr) {
+      TRITONSERVER_Error* e = TRITONSERVER_InferenceResponseDelete(response);
+      if (e != nullptr) TRITONSERVER_ErrorDelete(e);
+    }
+    if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) == 0) return Status();
+    bool sent;
+    {
+      std::lock_guard<std::mutex> lock(call->mu);
+      sent = call->final_sent;
+      call->final_sent = true;
+    }
+    if (!sent) FailEarly(call->channel, call->id, s);
+    core->MaybeForget(call);
+    return Status();
+  });
+}
+
+void
+BlsCore::OnResponseBody(
+    TRITONSERVER_InferenceResponse* response, const uint32_t flags, void* userp,
+    bool* deleted)
+{
+  auto* call = static_cast<BlsCall*>(userp);
+  std::shared_ptr<BlsCore> core = call->core;     // alive through this call
+  InjectFault(call->model_name, "BLS_RESPONSE");  // the called model's name
   proto::BlsResponseBody body;
   const bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
   body.response_flags = final ? proto::kRespFinal : 0;
@@ -333,6 +468,7 @@ BlsCore::OnResponse(
   }
   if (response != nullptr) {
     // Release (called from here) frees the arena space not handed over.
+    *deleted = true;
     TRITONSERVER_Error* e = TRITONSERVER_InferenceResponseDelete(response);
     if (e != nullptr) TRITONSERVER_ErrorDelete(e);
   }
@@ -358,16 +494,23 @@ BlsCore::OnRequestRelease(
   }
   TRITONSERVER_Error* err = TRITONSERVER_InferenceRequestDelete(request);
   if (err != nullptr) TRITONSERVER_ErrorDelete(err);
-  core->MaybeForget(call);
+  const Status s = Guarded("BLS request release", [&] {
+    core->MaybeForget(call);
+    return Status();
+  });
+  if (!s.ok()) {
+    TRITONPY_LOG_ERROR("tritonpy: " + core->describe + ": " + s.message());
+  }
 }
 
 // ---------------------------------------------------------------- Bls
 
 Bls::Bls(
-    TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size)
+    TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size,
+    bool model_control)
     : core_(
           std::make_shared<BlsCore>(
-              server, std::move(describe), arena_byte_size))
+              server, std::move(describe), arena_byte_size, model_control))
 {
   TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(
       &core_->triton_allocator, BlsCore::Alloc, BlsCore::Release, nullptr);
@@ -394,13 +537,22 @@ Bls::~Bls()
           " BLS call(s) still in flight at unload");
     }
   }
-  std::list<BlsCore::Worker> workers;
+  std::thread worker;
   {
-    std::lock_guard<std::mutex> lock(core_->workers_mu);
-    workers.swap(core_->workers);
+    std::lock_guard<std::mutex> lock(core_->control_mu);
+    core_->control_stop = true;
+    core_->control_jobs.clear();
+    worker.swap(core_->control_thread);
   }
-  for (auto& w : workers) {
-    if (w.thread.joinable()) w.thread.join();
+  core_->control_cv.notify_all();
+  if (worker.joinable()) {
+    // A load run by the worker itself may end with this instance's
+    // destruction: then the worker finishes on its own.
+    if (worker.get_id() == std::this_thread::get_id()) {
+      worker.detach();
+    } else {
+      worker.join();
+    }
   }
 }
 
@@ -415,6 +567,11 @@ Bls::DebugCounters(uint64_t* calls, uint64_t* arena_bytes) const
 void
 Bls::OnStubGone()
 {
+  {
+    // Model-control requests of the dead stub not started yet are dropped.
+    std::lock_guard<std::mutex> lock(core_->control_mu);
+    core_->control_jobs.clear();
+  }
   std::vector<std::shared_ptr<BlsCall>> calls;
   {
     std::lock_guard<std::mutex> lock(core_->mu);
@@ -488,28 +645,46 @@ Bls::OnFrame(
       if (!ps.ok() || !msg->is_object()) {
         return Violation("MODEL_CONTROL body is not a JSON object");
       }
-      std::shared_ptr<BlsCore> keep = core_;
-      auto done = std::make_shared<std::atomic<bool>>(false);
-      const uint64_t id = f.id;
-      std::thread worker([keep, channel, msg, id, done] {
-        json::Value reply = RunModelControl(keep->server, *msg);
-        std::string out = json::Write(reply);
+      const std::string op = json::GetString(*msg, "op");
+      if (!core->model_control && op != "is_ready") {
+        // Answered at once: the key is the operator's, not the model's.
+        const std::string out = json::Write(
+            json::Value{
+                {"ok", false},
+                {"error",
+                 "tritonpy: the model loading API is turned off "
+                 "(backend config stub-model-control=false)"},
+                {"ready", false}});
         auto frame = proto::MakeFrame(
-            proto::FrameType::kModelControlDone, 0, id,
+            proto::FrameType::kModelControlDone, 0, f.id,
             [&](std::vector<uint8_t>* o) { proto::EncodeJson(out, o); });
         if (channel != nullptr) (void)channel->Send(frame);
-        done->store(true);
-      });
-      std::lock_guard<std::mutex> lock(core->workers_mu);
-      for (auto it = core->workers.begin(); it != core->workers.end();) {
-        if (it->done->load()) {
-          it->thread.join();
-          it = core->workers.erase(it);
-        } else {
-          ++it;
-        }
+        return Status();
       }
-      core->workers.push_back({std::move(worker), done});
+      std::lock_guard<std::mutex> lock(core->control_mu);
+      if (core->control_jobs.size() + core->control_running >=
+          kMaxModelControlInFlight) {
+        return Violation(
+            "more than " + std::to_string(kMaxModelControlInFlight) +
+            " MODEL_CONTROL requests in flight (load_model, unload_model "
+            "and is_model_ready calls not answered yet)");
+      }
+      if (!core->control_thread.joinable()) {
+        std::shared_ptr<BlsCore> keep = core_;  // the thread's own
+        core->control_thread = std::thread([keep] {
+          const Status s = Guarded("model control", [&] {
+            keep->RunControlJobs();
+            return Status();
+          });
+          if (!s.ok()) {
+            TRITONPY_LOG_ERROR(
+                "tritonpy: " + keep->describe +
+                ": the model-control worker stopped: " + s.message());
+          }
+        });
+      }
+      core->control_jobs.push_back({channel, f.id, std::move(msg)});
+      core->control_cv.notify_one();
       return Status();
     }
     case proto::FrameType::kBlsRequest:

@@ -12,8 +12,8 @@
 // memory, sent inline); every response becomes one BLS_RESPONSE, and the
 // stub returns arena space with BLS_RELEASE once its Python objects are
 // gone. MODEL_CONTROL frames run the server's load/unload/readiness calls
-// on short-lived worker threads, so that a slow load never stalls the
-// reader thread.
+// on one worker thread per instance, so that a slow load never stalls the
+// reader thread; a stub with too many of them in flight is killed.
 //
 // Threads: OnFrame and OnStubGone are called by the instance's reader
 // thread; Triton's threads run the allocator, response and release
@@ -42,10 +42,12 @@ class BlsCore;
 class Bls {
  public:
   // `describe` names the model and instance in messages.
+  // `model_control`: whether MODEL_CONTROL may load and unload models
+  // (stub-model-control; is_ready is always answered).
   Bls(TRITONSERVER_Server* server, std::string describe,
-      uint64_t arena_byte_size);
+      uint64_t arena_byte_size, bool model_control);
   // Cancels every call in flight, waits (bounded) for Triton to finish
-  // them, and joins the model-control workers.
+  // them, and joins the model-control worker.
   ~Bls();
   Bls(const Bls&) = delete;
   Bls& operator=(const Bls&) = delete;

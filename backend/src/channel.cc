@@ -3,7 +3,9 @@
 
 #include "channel.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,15 +23,21 @@ namespace {
 constexpr size_t kMaxFds = 8;
 }  // namespace
 
-Channel::Channel(int fd) : fd_(fd)
+Channel::Channel(int fd, uint64_t send_queue_bytes)
+    : fd_(fd), send_queue_bytes_(send_queue_bytes)
 {
   int size = 1 << 20;
   (void)setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
   (void)setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  queue_wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 Channel::~Channel()
 {
+  for (const Queued& q : queue_) {
+    if (q.fd >= 0) close(q.fd);
+  }
+  if (queue_wake_fd_ >= 0) close(queue_wake_fd_);
   if (fd_ >= 0) close(fd_);
 }
 
@@ -39,8 +47,22 @@ Channel::Shutdown()
   (void)shutdown(fd_, SHUT_RDWR);
 }
 
-Status
-Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
+std::string
+Channel::send_failure()
+{
+  std::lock_guard<std::mutex> lock(send_mu_);
+  return send_failure_;
+}
+
+uint64_t
+Channel::queued_bytes()
+{
+  std::lock_guard<std::mutex> lock(send_mu_);
+  return queue_bytes_;
+}
+
+int
+Channel::SendNow(const std::vector<uint8_t>& frame, int fd_to_pass)
 {
   struct iovec iov;
   iov.iov_base = const_cast<uint8_t*>(frame.data());
@@ -60,15 +82,70 @@ Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &fd_to_pass, sizeof(int));
   }
-  std::lock_guard<std::mutex> lock(send_mu_);
   while (true) {
-    ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
-    if (n >= 0) return Status();
-    if (errno == EINTR) continue;
-    return Status::Unavailable(
-        std::string("tritonpy: sending a frame to the stub failed: ") +
-        strerror(errno));
+    if (sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) return 0;
+    if (errno != EINTR) return errno;
   }
+}
+
+Status
+Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
+{
+  std::lock_guard<std::mutex> lock(send_mu_);
+  if (!send_failure_.empty()) {
+    return Status::Unavailable("tritonpy: " + send_failure_);
+  }
+  if (queue_.empty()) {
+    const int err = SendNow(frame, fd_to_pass);
+    if (err == 0) return Status();
+    if (err != EAGAIN && err != EWOULDBLOCK) {
+      return Status::Unavailable(
+          std::string("tritonpy: sending a frame to the stub failed: ") +
+          strerror(err));
+    }
+  }
+  // The socket is full: the frame waits, behind any queued before it.
+  if (queue_bytes_ + frame.size() > send_queue_bytes_) {
+    send_failure_ = "it stopped reading its socket: more than " +
+                    std::to_string(send_queue_bytes_) +
+                    " bytes of frames waited for it (stub-send-queue-bytes)";
+    // The reader sees EOF, and kills the stub naming send_failure_.
+    Shutdown();
+    return Status::Unavailable("tritonpy: " + send_failure_);
+  }
+  int dup_fd = -1;
+  if (fd_to_pass >= 0) {
+    dup_fd = fcntl(fd_to_pass, F_DUPFD_CLOEXEC, 0);
+    if (dup_fd < 0) {
+      return Status::Unavailable(
+          std::string("tritonpy: queueing a frame to the stub failed: ") +
+          strerror(errno));
+    }
+  }
+  queue_.push_back({frame, dup_fd});
+  queue_bytes_ += frame.size();
+  if (queue_.size() == 1) {
+    queued_.store(true);
+    uint64_t one = 1;
+    (void)!write(queue_wake_fd_, &one, sizeof(one));
+  }
+  return Status();
+}
+
+void
+Channel::Flush()
+{
+  std::lock_guard<std::mutex> lock(send_mu_);
+  while (!queue_.empty()) {
+    Queued& q = queue_.front();
+    const int err = SendNow(q.frame, q.fd);
+    if (err == EAGAIN || err == EWOULDBLOCK) return;
+    // Sent, or the socket is broken: the reader sees that as EOF.
+    if (q.fd >= 0) close(q.fd);
+    queue_bytes_ -= q.frame.size();
+    queue_.pop_front();
+  }
+  queued_.store(false);
 }
 
 Channel::RecvResult
@@ -78,19 +155,22 @@ Channel::Receive(
 {
   fds->clear();
   if (buf->size() < proto::kMaxFrame) buf->resize(proto::kMaxFrame);
-  if (timeout_ms < 0 && wake_fd < 0) return Read(buf, len, fds, error, 0);
+  // Queued frames go out first, also while frames keep coming in.
+  if (queued_.load(std::memory_order_relaxed)) Flush();
   if (last_was_frame_) {
     RecvResult r = Read(buf, len, fds, error, MSG_DONTWAIT);
     if (r != RecvResult::kTimeout) return r;
   }
-  struct pollfd pfd[2];
+  struct pollfd pfd[3];
   pfd[0].fd = fd_;
-  pfd[0].events = POLLIN;
-  pfd[0].revents = 0;
-  pfd[1].fd = wake_fd;
+  pfd[0].events = static_cast<short>(
+      POLLIN | (queued_.load(std::memory_order_relaxed) ? POLLOUT : 0));
+  pfd[1].fd = queue_wake_fd_;
   pfd[1].events = POLLIN;
-  pfd[1].revents = 0;
-  nfds_t n = wake_fd >= 0 ? 2 : 1;
+  pfd[2].fd = wake_fd;
+  pfd[2].events = POLLIN;
+  for (struct pollfd& p : pfd) p.revents = 0;
+  const nfds_t n = wake_fd >= 0 ? 3 : 2;
   int r;
   do {
     r = poll(pfd, n, timeout_ms);
@@ -100,12 +180,18 @@ Channel::Receive(
     *error = Status::Internal(std::string("poll: ") + strerror(errno));
     return RecvResult::kError;
   }
-  if (pfd[0].revents == 0) {
+  if (pfd[1].revents != 0) {
+    uint64_t drain;
+    (void)!read(queue_wake_fd_, &drain, sizeof(drain));
+  }
+  if ((pfd[0].revents & POLLOUT) != 0 || pfd[1].revents != 0) Flush();
+  if ((pfd[0].revents & ~POLLOUT) != 0) return Read(buf, len, fds, error, 0);
+  if (pfd[2].revents != 0) {
     uint64_t drain;
     (void)!read(wake_fd, &drain, sizeof(drain));
-    return RecvResult::kTimeout;
   }
-  return Read(buf, len, fds, error, 0);
+  // Woken, or only to flush the queue: the caller looks at its clocks.
+  return RecvResult::kTimeout;
 }
 
 Channel::RecvResult

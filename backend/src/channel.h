@@ -3,12 +3,19 @@
 //
 // Channel: the backend's end of one instance's SOCK_SEQPACKET socket.
 // One message is one frame. Send may be called from any thread (an
-// internal mutex serialises writers); Receive must be called by one thread
-// at a time (the instance's reader).
+// internal mutex serialises writers) and never blocks: what the socket
+// cannot take at once waits in a bounded queue that Receive flushes as the
+// peer reads. A peer that stops reading gets its socket shut down once the
+// queue passes the bound (stub-send-queue-bytes): the reader sees EOF and
+// send_failure() says why. Receive must be called by one thread at a time
+// (the instance's reader).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "error.h"
@@ -19,16 +26,29 @@ class Channel {
  public:
   enum class RecvResult { kFrame, kEof, kTimeout, kError };
 
+  // The default of stub-send-queue-bytes.
+  static constexpr uint64_t kDefaultSendQueueBytes = 32ull << 20;
+
   // Takes ownership of `fd`. Raises the socket buffers to 1 MiB (best
-  // effort).
-  explicit Channel(int fd);
+  // effort). `send_queue_bytes`: how many bytes of frames may wait for the
+  // peer to read before it is given up on.
+  explicit Channel(int fd, uint64_t send_queue_bytes = kDefaultSendQueueBytes);
   ~Channel();
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
 
-  // Sends one frame, with `fd_to_pass` as SCM_RIGHTS when >= 0. Never
-  // raises SIGPIPE.
+  // Sends one frame, with `fd_to_pass` as SCM_RIGHTS when >= 0 (the
+  // caller keeps its descriptor: a queued frame holds a duplicate). Never
+  // blocks and never raises SIGPIPE. OK: sent or queued behind earlier
+  // frames; an error: the socket is broken, or the queue passed its bound
+  // (then the socket is shut down both ways).
   Status Send(const std::vector<uint8_t>& frame, int fd_to_pass = -1);
+
+  // Why the backend gave up on the peer (its queue passed the bound), or
+  // "". Read by the reader once Receive returned kEof.
+  std::string send_failure();
+  // Bytes of frames waiting in the queue.
+  uint64_t queued_bytes();
 
   // Receives one message into `buf` (resized to kMaxFrame once), setting
   // `len`, and any passed descriptors into `fds` (close-on-exec; the caller
@@ -37,7 +57,9 @@ class Channel {
   // another thread wants the reader's attention. On kError, `error` says
   // why (including MSG_TRUNC / MSG_CTRUNC). Right after a frame, the next
   // call tries the socket before waiting: under load another frame is
-  // usually there, and the poll is saved.
+  // usually there, and the poll is saved. Frames Send queued go out from
+  // here, as the peer makes room; a wait cut short for that also returns
+  // kTimeout (callers check their own deadlines on kTimeout).
   RecvResult Receive(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
       int timeout_ms, Status* error, int wake_fd = -1);
@@ -51,10 +73,28 @@ class Channel {
   RecvResult Read(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
       Status* error, int flags);
+  // One non-blocking sendmsg: 0, or the errno.
+  int SendNow(const std::vector<uint8_t>& frame, int fd_to_pass);
+  // Sends queued frames until the socket is full or the queue empty
+  // (Receive's caller).
+  void Flush();
+
+  struct Queued {
+    std::vector<uint8_t> frame;
+    int fd;  // a duplicate, or -1
+  };
 
   int fd_;
+  const uint64_t send_queue_bytes_;
   bool last_was_frame_ = false;  // the reader's own: Receive's caller only
+  // Written when the queue becomes non-empty: the receiver then polls for
+  // POLLOUT too.
+  int queue_wake_fd_ = -1;
+  std::atomic<bool> queued_{false};  // mirrors !queue_.empty()
   std::mutex send_mu_;
+  std::deque<Queued> queue_;  // guarded by send_mu_
+  uint64_t queue_bytes_ = 0;  // guarded by send_mu_
+  std::string send_failure_;  // guarded by send_mu_
 };
 
 }  // namespace tritonpy

@@ -50,7 +50,11 @@ class DrainWatcher {
   void Unregister(const DrainTarget* target);
 
  private:
+  // The thread body: Round after Round behind an exception barrier.
   void Run();
+  // Waits one period, then marks the busy targets whose model is being
+  // unloaded. False once stopped.
+  bool Round();
 
   const int period_ms_;
   Mutex mu_;

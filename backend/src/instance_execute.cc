@@ -10,6 +10,7 @@
 
 #include <chrono>
 
+#include "barrier.h"
 #include "clock.h"
 #include "execute_builder.h"
 #include "instance_state.h"
@@ -41,7 +42,66 @@ InstanceState::FinishLocally(Batch* batch)
 void
 InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
 {
-  auto batch = std::make_shared<Batch>();
+  std::shared_ptr<Batch> batch;
+  bool registered = false;
+  const Status status = Guarded("execute", [&] {
+    ExecuteBatch(requests, count, &batch, &registered);
+    return Status();
+  });
+  if (!status.ok()) {
+    FailExecute(requests, count, batch.get(), registered, status);
+  }
+}
+
+void
+InstanceState::FailExecute(
+    TRITONBACKEND_Request** requests, uint32_t count, Batch* batch,
+    bool registered, const Status& status) noexcept
+{
+  const Status failed = Guarded("execute", [&] {
+    TRITONPY_LOG_ERROR("tritonpy: " + Describe() + ": " + status.message());
+    if (registered) {
+      // The reader owns the batch: a stub that cannot be told of it fails
+      // it, as when the send fails.
+      std::shared_ptr<Channel> channel = stub_.CurrentChannel();
+      if (channel != nullptr) channel->Shutdown();
+      return Status();
+    }
+    Batch local;
+    if (batch == nullptr || batch->requests.size() != count) {
+      // Nothing answered yet: every request is still as Triton gave it.
+      local.exec_start_ns = NowNs();
+      local.requests.resize(count);
+      for (uint32_t i = 0; i < count; ++i) {
+        local.requests[i].request = requests[i];
+      }
+      batch = &local;
+    }
+    for (uint32_t i = 0; i < count; ++i) {
+      BatchRequest& req = batch->requests[i];
+      if (req.complete()) continue;
+      // Requests are read in Triton's order: one not reached yet.
+      if (req.request == nullptr) req.request = requests[i];
+      RespondWithError(&req, status);
+    }
+    FinishLocally(batch);
+    return Status();
+  });
+  if (!failed.ok()) {
+    // Past a second failure nothing can be done for these requests safely.
+    TRITONPY_LOG_ERROR(
+        "tritonpy: " + Describe() +
+        ": a batch could not be failed cleanly: " + failed.message());
+  }
+}
+
+void
+InstanceState::ExecuteBatch(
+    TRITONBACKEND_Request** requests, uint32_t count,
+    std::shared_ptr<Batch>* out, bool* registered)
+{
+  *out = std::make_shared<Batch>();
+  std::shared_ptr<Batch>& batch = *out;
   batch->exec_start_ns = NowNs();
   batch->id = next_batch_id_++;
   batch->decoupled = model_->decoupled();
@@ -115,11 +175,12 @@ InstanceState::Execute(TRITONBACKEND_Request** requests, uint32_t count)
     return;
   }
 
+  InjectFault(model_->name(), "execute");
   batch->open = batch->wire_index.size();
   for (const Allocation& a : batch->allocations) batch->arena_bytes += a.size;
   batch->compute_start_ns = NowNs();
-  const bool registered = gate_.Register(batch, channel);
-  if (!registered) {
+  *registered = gate_.Register(batch, channel);
+  if (!*registered) {
     for (BatchRequest& req : batch->requests) {
       RespondWithError(
           &req, Status::Unavailable(

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "barrier.h"
 #include "clock.h"
 #include "json.h"
 #include "triton_util.h"
@@ -73,6 +74,7 @@ InstanceReader::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   }
   const uint8_t* body = nullptr;
   TRITONPY_RETURN_IF_ERROR(frames_->ResolveBody(f, &body));
+  InjectFault(model_->name(), proto::FrameTypeName(f.type));
   bool handled = false;
   TRITONPY_RETURN_IF_ERROR(
       frames_->HandleCommon(f, body, fds, nullptr, &handled));
@@ -144,69 +146,98 @@ InstanceReader::Loop()
 {
   // Named so that top -H, perf and bench/profile.py can tell it apart.
   pthread_setname_np(pthread_self(), "tritonpy-reader");
-  while (true) {
-    std::shared_ptr<Channel> channel = stub_->CurrentChannel();
-    table_->Adopt();
-    int timeout_ms = BatchTable::kPollMs;
-    if (table_->open_requests() == 0) {
-      // Idle: block, unless Execute registered a batch meanwhile (an
-      // async Execute wakes us through wake_fd_ once it sees blocking_;
-      // a sync one does not, see Execute).
-      blocking_.store(true);
-      table_->Adopt();
-      if (table_->open_requests() == 0) {
-        timeout_ms = stub_->AsyncExecute() ? kIdleLogPollMs : kSyncIdlePollMs;
-        if (debug_counters_) {
-          const int due = LogDebugCounters();
-          if (due >= 0 && (timeout_ms < 0 || due < timeout_ms))
-            timeout_ms = due;
-        }
-      } else {
-        blocking_.store(false);
-      }
+  bool go_on = true;
+  while (go_on) {
+    // The barrier: an exception in a step costs the stub, not the server.
+    const Status failed = Guarded("the reader thread", [&] {
+      go_on = Step();
+      return Status();
+    });
+    if (failed.ok()) continue;
+    TRITONPY_LOG_ERROR(
+        "tritonpy: killing the stub for " + describe_ + ": " +
+        failed.message());
+    const Status again = Guarded("the reader thread", [&] {
+      go_on = OnStubGone(failed.message(), true);
+      return Status();
+    });
+    if (!again.ok()) {
+      TRITONPY_LOG_ERROR(
+          "tritonpy: the reader of " + describe_ +
+          " stops: " + again.message());
+      return;
     }
-    size_t len = 0;
-    std::vector<int> fds;
-    Status err;
-    auto r =
-        channel->Receive(recv_buf_, &len, &fds, timeout_ms, &err, wake_fd_);
-    blocking_.store(false);
-    std::string kill_reason;
-    bool unloading = false;
-    if (r == Channel::RecvResult::kTimeout) {
-      log_levels_->Sync(channel.get());
-      table_->Adopt();
-      table_->PollCancellation(true);
+  }
+}
+
+bool
+InstanceReader::Step()
+{
+  std::shared_ptr<Channel> channel = stub_->CurrentChannel();
+  table_->Adopt();
+  int timeout_ms = BatchTable::kPollMs;
+  if (table_->open_requests() == 0) {
+    // Idle: block, unless Execute registered a batch meanwhile (an
+    // async Execute wakes us through wake_fd_ once it sees blocking_;
+    // a sync one does not, see Execute).
+    blocking_.store(true);
+    table_->Adopt();
+    if (table_->open_requests() == 0) {
+      timeout_ms = stub_->AsyncExecute() ? kIdleLogPollMs : kSyncIdlePollMs;
+      if (debug_counters_) {
+        const int due = LogDebugCounters();
+        if (due >= 0 && (timeout_ms < 0 || due < timeout_ms)) timeout_ms = due;
+      }
+    } else {
+      blocking_.store(false);
+    }
+  }
+  size_t len = 0;
+  std::vector<int> fds;
+  Status err;
+  auto r = channel->Receive(recv_buf_, &len, &fds, timeout_ms, &err, wake_fd_);
+  blocking_.store(false);
+  std::string kill_reason;
+  bool unloading = false;
+  if (r == Channel::RecvResult::kTimeout) {
+    log_levels_->Sync(channel.get());
+    table_->Adopt();
+    table_->PollCancellation(true);
+    PollUnload();
+    kill_reason = OverDeadline(&unloading);
+    if (kill_reason.empty()) return true;
+  }
+  if (r == Channel::RecvResult::kFrame) {
+    table_->Adopt();
+    // An exception while handling the frame fails the stub that sent it.
+    err = Guarded("handling a frame from the stub", [&] {
+      return Dispatch(recv_buf_->data(), len, &fds);
+    });
+    CloseAll(&fds);
+    if (err.ok()) {
+      table_->PollCancellation(false);
       PollUnload();
       kill_reason = OverDeadline(&unloading);
-      if (kill_reason.empty()) continue;
+      if (kill_reason.empty()) return true;
     }
-    if (r == Channel::RecvResult::kFrame) {
-      table_->Adopt();
-      err = Dispatch(recv_buf_->data(), len, &fds);
-      CloseAll(&fds);
-      if (err.ok()) {
-        table_->PollCancellation(false);
-        PollUnload();
-        kill_reason = OverDeadline(&unloading);
-        if (kill_reason.empty()) continue;
-      }
-    }
-    CloseAll(&fds);
-    if (!kill_reason.empty()) {
-      TRITONPY_LOG_ERROR(
-          "tritonpy: killing the stub for " + describe_ + ": " + kill_reason);
-      if (!OnStubGone("", false, kill_reason, unloading)) return;
-      continue;
-    }
-    bool violation = !err.ok();
-    if (violation) {
-      TRITONPY_LOG_ERROR(
-          "tritonpy: stub for " + describe_ + ": " + err.message());
-      SendError(channel.get(), err.message());
-    }
-    if (!OnStubGone(err.message(), violation)) return;
   }
+  CloseAll(&fds);
+  if (kill_reason.empty() && r == Channel::RecvResult::kEof) {
+    // The backend's own end gave up on a stub that stopped reading.
+    kill_reason = channel->send_failure();
+  }
+  if (!kill_reason.empty()) {
+    TRITONPY_LOG_ERROR(
+        "tritonpy: killing the stub for " + describe_ + ": " + kill_reason);
+    return OnStubGone("", false, kill_reason, unloading);
+  }
+  bool violation = !err.ok();
+  if (violation) {
+    TRITONPY_LOG_ERROR(
+        "tritonpy: stub for " + describe_ + ": " + err.message());
+    SendError(channel.get(), err.message());
+  }
+  return OnStubGone(err.message(), violation);
 }
 
 bool

@@ -91,7 +91,12 @@ class InstanceReader {
   }
 
  private:
+  // The thread body: Step after Step behind an exception barrier. An
+  // exception kills and restarts the stub, as a protocol violation does.
   void Loop();
+  // Receives and handles one frame (or a timeout, or the stub's death).
+  // Returns false when the reader must exit.
+  bool Step();
   // Handles one received message; a failed Status is a protocol violation.
   Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
   // The stub is gone (EOF, error, violation): the supervisor reaps it,

@@ -20,7 +20,8 @@ InstanceState::InstanceState(
       device_id_(device_id),
       bls_(
           std::make_unique<Bls>(
-              server, Describe(), model->backend().settings().arena_byte_size)),
+              server, Describe(), model->backend().settings().arena_byte_size,
+              model->backend().settings().model_control)),
       metrics_(
           std::make_unique<InstanceMetrics>(
               &model->backend().metric_store(),

@@ -69,6 +69,7 @@ class InstanceState {
 
   // Takes ownership of `requests` (Triton's execute contract: every
   // request gets its responses, statistics and release on every path).
+  // An exception on the way fails the batch (barrier.h).
   void Execute(TRITONBACKEND_Request** requests, uint32_t count);
 
   // Readiness of the instance: OK when the stub runs and, if the model
@@ -84,6 +85,17 @@ class InstanceState {
       TRITONSERVER_Server* server);
 
   // Execute helpers (instance_execute.cc).
+  // Execute's body. `*batch` is the batch as far as it got; `*registered`
+  // is set once the reader owns it.
+  void ExecuteBatch(
+      TRITONBACKEND_Request** requests, uint32_t count,
+      std::shared_ptr<Batch>* batch, bool* registered);
+  // Execute's barrier: the body threw `status`. Answers and releases every
+  // request the batch did not finish, or, once the reader owns the batch,
+  // shuts the socket down so that the reader fails it with the stub.
+  void FailExecute(
+      TRITONBACKEND_Request** requests, uint32_t count, Batch* batch,
+      bool registered, const Status& status) noexcept;
   // Reports statistics and releases the requests of a batch that never
   // reached the stub (Execute thread), freeing its arena space.
   void FinishLocally(Batch* batch);

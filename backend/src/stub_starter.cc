@@ -50,7 +50,8 @@ StubStarter::Start(
     proc = std::make_unique<StubProcess>();
     int fd = -1;
     TRITONPY_RETURN_IF_ERROR(proc->Spawn(model_->stub_launch(), name_, &fd));
-    ch = std::make_shared<Channel>(fd);
+    ch = std::make_shared<Channel>(
+        fd, model_->backend().settings().stub_send_queue_bytes);
   }
   Status s = Handshake(proc.get(), ch, greeted, traits);
   if (!s.ok()) {
@@ -173,6 +174,12 @@ StubStarter::AwaitJson(
       continue;
     }
     if (r == Channel::RecvResult::kEof) {
+      const std::string gave_up = channel->send_failure();
+      if (!gave_up.empty()) {
+        return Status::Unavailable(
+            "the stub was given up on before sending " +
+            std::string(want_name) + ": " + gave_up);
+      }
       return Status::Unavailable(
           "the stub closed its socket before sending " +
           std::string(want_name));

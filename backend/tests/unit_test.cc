@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -314,6 +315,82 @@ TestChannel()
   close(wake);
 }
 
+// Channel::Send never blocks: frames the socket cannot take wait in the
+// queue, in order, with their descriptors, and Receive flushes them as the
+// peer reads. A peer that never reads is given up on once the queue passes
+// the bound: Send fails naming the key, the socket is shut down, and the
+// receiver reads EOF.
+void
+TestChannelSendQueue()
+{
+  using tritonpy::Channel;
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  const uint64_t bound = 4 * tp::kMaxFrame;
+  Channel ch(sv[0], bound);
+  std::vector<uint8_t> big(64 << 10, 7);
+  // Fill the socket (about 2 MiB of buffer) until frames queue.
+  int sent = 0;
+  while (ch.queued_bytes() == 0 && sent < 200) {
+    big[0] = static_cast<uint8_t>(sent++);
+    CHECK(ch.Send(big).ok());
+  }
+  CHECK(ch.queued_bytes() == big.size());
+  int memfd = eventfd(0, EFD_CLOEXEC);
+  std::vector<uint8_t> tagged(16, 0xAB);
+  Status s;
+  CHECK(ch.Send(tagged, memfd).ok());  // queued: the socket is full
+  close(memfd);                        // the queue holds its own copy
+  // The peer reads everything: Receive on the sending side (the reader's
+  // call) flushes the queue as room appears.
+  Channel peer(sv[1]);
+  std::vector<uint8_t> buf;
+  std::vector<uint8_t> pbuf;
+  std::vector<int> fds;
+  size_t len = 0;
+  Status err;
+  int got = 0;
+  bool tagged_seen = false;
+  uint8_t expect = 0;
+  bool in_order = true;
+  while (!tagged_seen) {
+    if (peer.Receive(&pbuf, &len, &fds, 0, &err) !=
+        Channel::RecvResult::kFrame) {
+      // Empty: let the channel flush more.
+      CHECK(
+          ch.Receive(&buf, &len, &fds, 50, &err) ==
+          Channel::RecvResult::kTimeout);
+      continue;
+    }
+    if (len == tagged.size()) {
+      tagged_seen = pbuf[0] == 0xAB;
+      CHECK(fds.size() == 1);
+      for (int fd : fds) close(fd);
+    } else {
+      in_order = in_order && pbuf[0] == expect;
+      ++expect;
+      ++got;
+    }
+  }
+  CHECK(in_order && got == sent && ch.queued_bytes() == 0);
+  // Now a peer that never reads: the queue passes the bound.
+  bool failed = false;
+  for (int i = 0; i < 1000 && !failed; ++i) {
+    s = ch.Send(big);
+    failed = !s.ok();
+  }
+  CHECK(failed);
+  CHECK(s.message().find("stub-send-queue-bytes") != std::string::npos);
+  CHECK(ch.send_failure().find("stopped reading") != std::string::npos);
+  CHECK(!ch.Send(tagged).ok());  // given up on: no more queueing
+  // The receiving side sees EOF (after draining what reached it).
+  Channel::RecvResult r;
+  do {
+    r = ch.Receive(&buf, &len, &fds, 1000, &err);
+  } while (r == Channel::RecvResult::kFrame);
+  CHECK(r == Channel::RecvResult::kEof);
+}
+
 }  // namespace
 
 int
@@ -326,6 +403,7 @@ main()
   TestPeerArenaLimits();
   TestCodec();
   TestChannel();
+  TestChannelSendQueue();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Exception barriers and sends (docs/hardening.md): a stub that stops
+reading, a flood of MODEL_CONTROL frames, and exceptions inside the backend
+(injected with TRITONPY_TEST_FAULT) cost that stub or that request, never
+the server: tritonserver stays live and ready and add_sub serves on."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from test_crash import ask as crash_ask
+from test_crash import wait_for_new_stub
+from test_metrics import wait_until
+from tritonclient.utils import InferenceServerException
+
+from server import TritonServer, build_repository, load_failure, running
+
+MODEL = "hostile_barriers"
+
+QUEUE_BYTES = 131072  # the smallest stub-send-queue-bytes: one frame
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("hostile_barriers")
+    repo = build_repository(work / "repo", ["add_sub", "hostile_barriers", "hostile_barriers_slow"])
+    srv = TritonServer(
+        repo,
+        work,
+        args=[
+            "--model-control-mode=explicit",
+            "--load-model=add_sub",
+            "--load-model=hostile_barriers",
+            f"--backend-config=tritonpy,stub-send-queue-bytes={QUEUE_BYTES}",
+        ],
+    )
+    with running(srv):
+        yield srv
+
+
+FAULTS = ",".join(
+    [
+        "hostile_barriers:BLS_REQUEST",  # its reader, handling that frame
+        "identity:execute",
+        "hostile_barriers_slow:model-initialize",
+        "add_sub:BLS_RESPONSE",  # a BLS call's response, on add_sub's thread
+    ]
+)
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    """A server whose backend throws std::bad_alloc at the named points."""
+    work = tmp_path_factory.mktemp("hostile_faults")
+    models = ["add_sub", "hostile_barriers", "identity", "bls_loader", "bls_add_sub"]
+    srv = TritonServer(
+        build_repository(work / "repo", [*models, "hostile_barriers_slow"]),
+        work,
+        args=[
+            "--model-control-mode=explicit",
+            *(f"--load-model={m}" for m in models),
+            "--backend-config=tritonpy,stub-model-control=false",
+        ],
+        prefix=["env", f"TRITONPY_TEST_FAULT={FAULTS}"],
+    )
+    with running(srv):
+        yield srv
+
+
+def client(srv: TritonServer, timeout: float = 120) -> httpclient.InferenceServerClient:
+    return httpclient.InferenceServerClient(srv.http_url, network_timeout=timeout)
+
+
+def ask(srv: TritonServer, mode: str) -> int:
+    return crash_ask(srv, mode, MODEL)
+
+
+def add_sub_serves(srv: TritonServer, timeout: float = 30) -> None:
+    c = client(srv, timeout)
+    try:
+        x = np.arange(4, dtype=np.float32)
+        ins = []
+        for name in ("INPUT0", "INPUT1"):
+            t = httpclient.InferInput(name, [4], "FP32")
+            t.set_data_from_numpy(x)
+            ins.append(t)
+        assert np.allclose(c.infer("add_sub", ins).as_numpy("OUTPUT0"), 2 * x)
+    finally:
+        c.close()
+
+
+def server_is_well(srv: TritonServer, *, ready: bool = True) -> None:
+    """Live, ready (unless a model failed to load: then the server is not)
+    and serving add_sub."""
+    assert srv.proc.poll() is None, "tritonserver died"
+    assert srv.request("GET", "/v2/health/live", timeout=5)[0] == 200
+    if ready:
+        # Ready once a load the test started (the flood's) is over.
+        wait_until(lambda: srv.request("GET", "/v2/health/ready", timeout=5)[0] == 200)
+    assert srv.model_ready("add_sub")
+    add_sub_serves(srv)
+
+
+def threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_a_stub_that_stops_reading_is_killed_and_others_serve_on(server: TritonServer) -> None:
+    """The hostile stub asks add_sub for thousands of BLS calls and never
+    reads the answers. add_sub's own threads send those answers: they must
+    not block on the full socket. The stub is killed once its queue passes
+    stub-send-queue-bytes."""
+    old = ask(server, "ok")
+    base_fds = fds(server.proc.pid)
+    with pytest.raises(InferenceServerException) as e:
+        ask(server, "stall")
+    msg = str(e.value)
+    assert "model 'hostile_barriers'" in msg and "stub-send-queue-bytes" in msg, msg
+    assert "stopped reading" in msg, msg
+    server_is_well(server)
+    assert wait_for_new_stub(server, old, model=MODEL) != old
+    # Nothing held for the dead stub: its socket, arenas and queued frames.
+    wait_until(lambda: fds(server.proc.pid) <= base_fds)
+
+
+def test_a_flood_of_model_control_frames_kills_the_stub(server: TritonServer) -> None:
+    """One worker per stub runs MODEL_CONTROL requests; a stub with more
+    than the bound in flight is killed, and the backend starts no thread per
+    frame."""
+    old = ask(server, "ok")
+    before = threads(server.proc.pid)
+    with pytest.raises(InferenceServerException) as e:
+        ask(server, "flood")
+    msg = str(e.value)
+    assert "model 'hostile_barriers'" in msg and "protocol violation" in msg, msg
+    assert "MODEL_CONTROL requests in flight" in msg, msg
+    # The worker and the restarted stub's reader at most: not one per frame.
+    assert threads(server.proc.pid) <= before + 2
+    server_is_well(server)
+    assert wait_for_new_stub(server, old, model=MODEL) != old
+
+
+def test_an_exception_handling_a_frame_kills_only_that_stub(faulty: TritonServer) -> None:
+    old = ask(faulty, "ok")
+    with pytest.raises(InferenceServerException) as e:
+        ask(faulty, "bls")
+    msg = str(e.value)
+    assert "model 'hostile_barriers'" in msg, msg
+    assert "handling a frame from the stub: out of memory (std::bad_alloc)" in msg, msg
+    server_is_well(faulty)
+    assert wait_for_new_stub(faulty, old, model=MODEL) != old
+
+
+def test_an_exception_in_execute_fails_that_request(faulty: TritonServer) -> None:
+    c = client(faulty)
+    try:
+        t = httpclient.InferInput("IN_INT32", [2], "INT32")
+        t.set_data_from_numpy(np.array([1, 2], np.int32))
+        with pytest.raises(InferenceServerException) as e:
+            c.infer("identity", [t])
+    finally:
+        c.close()
+    assert "tritonpy: execute: out of memory (std::bad_alloc)" in str(e.value), str(e.value)
+    server_is_well(faulty)
+
+
+def test_an_exception_in_a_bls_callback_fails_that_call(faulty: TritonServer) -> None:
+    """The response callback of a BLS call runs on the called model's
+    thread (add_sub's reader): its exception ends the call with an error,
+    and add_sub and the caller's stub serve on."""
+    c = client(faulty)
+    try:
+        ins = []
+        for name in ("INPUT0", "INPUT1"):
+            t = httpclient.InferInput(name, [4], "FP32")
+            t.set_data_from_numpy(np.ones(4, np.float32))
+            ins.append(t)
+        with pytest.raises(InferenceServerException) as e:
+            c.infer("bls_add_sub", ins)
+    finally:
+        c.close()
+    assert "tritonpy: BLS response: out of memory (std::bad_alloc)" in str(e.value), str(e.value)
+    server_is_well(faulty)
+
+
+def test_the_model_loading_api_can_be_turned_off(faulty: TritonServer) -> None:
+    c = client(faulty)
+
+    def loader(op: str) -> bool:
+        ins = []
+        for key, value in (("OP", op), ("NAME", "add_sub")):
+            t = httpclient.InferInput(key, [1], "BYTES")
+            t.set_data_from_numpy(np.array([value.encode()], object))
+            ins.append(t)
+        return bool(c.infer("bls_loader", ins).as_numpy("READY")[0])
+
+    try:
+        assert loader("ready") is True  # readiness is still answered
+        for op in ("load", "unload"):
+            with pytest.raises(InferenceServerException) as e:
+                loader(op)
+            assert "the model loading API is turned off" in str(e.value), str(e.value)
+            assert "stub-model-control=false" in str(e.value), str(e.value)
+    finally:
+        c.close()
+    assert faulty.model_ready("add_sub")
+    server_is_well(faulty)
+
+
+def test_an_exception_in_model_initialize_fails_that_load(faulty: TritonServer) -> None:
+    msg = load_failure(faulty, "hostile_barriers_slow")
+    assert "tritonpy: model initialize: out of memory (std::bad_alloc)" in msg, msg
+    server_is_well(faulty, ready=False)  # a failed load: not ready
