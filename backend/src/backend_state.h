@@ -11,10 +11,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "drain_watcher.h"
 #include "error.h"
 #include "metrics.h"
+#include "stub_process.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -41,6 +43,12 @@ struct BackendSettings {
   // Where execution environment archives (EXECUTION_ENV_PATH) are unpacked;
   // empty: the default of tritonpy/exec_env.py (~/.cache/tritonpy/envs).
   std::string env_cache_dir;
+  // The stubs' sandbox and process limits (stub-sandbox and the keys after
+  // it; per model: parameter stub_sandbox and friends). docs/hardening.md.
+  StubSandbox sandbox;
+  // stub-env-allowlist: names (NAME, or PREFIX* for a prefix) of the
+  // server's environment variables a stub gets; empty: all of them.
+  std::vector<std::string> env_allowlist;
 };
 
 class BackendState {
@@ -67,6 +75,13 @@ class BackendState {
   // seconds; the error names `key`.
   static Status ParseSeconds(
       const std::string& key, const std::string& value, double* out);
+  // "true"/"false" (also 1/0, yes/no, on/off); the error names `key`.
+  static Status ParseFlag(
+      const std::string& key, const std::string& value, bool* out);
+  // Digits only, 0 to `max`; the error names `key`.
+  static Status ParseUnsignedValue(
+      const std::string& key, const std::string& value, uint64_t max,
+      uint64_t* out);
   // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
   static Status ParseConfFile(
       const std::string& text, std::map<std::string, std::string>* out);
