@@ -237,6 +237,42 @@ def test_a_sandboxed_model_cannot_kill_the_server(sandboxed: TritonServer) -> No
     assert ask(sandboxed, "facts")
 
 
+def test_a_sandboxed_stub_takes_its_namespace_along_when_the_server_is_killed(
+    tmp_path: Path,
+) -> None:
+    """Even what left the stub's process group (a new session) dies: the
+    stub is pid 1 of its pid namespace."""
+    repo = build_repository(tmp_path / "repo", MODELS)
+    srv = TritonServer(repo, tmp_path, args=[*explicit(MODELS), *SANDBOX])
+    try:
+        srv.wait_ready()
+        stub = stub_of(srv, "hostile_proc")
+        ask(srv, "spawn")
+        ask(srv, "escape")
+        inside = namespace_of(stub)
+        assert len(inside) >= 3, inside  # the stub, the sleeper, the escapee
+        assert len(group(stub)) < len(inside), "nothing left the group"
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait()
+        wait_gone([*srv.stubs(), *inside], "the sandbox after the server was killed")
+    finally:
+        srv.stop()
+
+
+def namespace_of(stub: int) -> list[int]:
+    """Live processes in the pid namespace of ``stub`` (host pids)."""
+    target = os.readlink(f"/proc/{stub}/ns/pid")
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == target and alive(int(entry)):
+                    out.append(int(entry))
+            except OSError:
+                continue
+    return out
+
+
 def test_a_model_parameter_sandboxes_one_model(tmp_path: Path) -> None:
     repo = build_repository(tmp_path / "repo", MODELS)
     with open(repo / "hostile_proc" / "config.pbtxt", "a") as f:

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """Model code that starts processes and goes after the server. MODE:
-"spawn" starts `sleep 3600` and answers its pid; "exit" ends the stub;
+"spawn" starts `sleep 3600` and answers its pid; "escape" one that leaves
+the stub's process group; "exit" ends the stub;
 "hold_gil" starts a sleeper, then holds the GIL in a regular expression
 that never ends; "forkbomb" forks until the kernel refuses (every process
 forks too) and answers how far it got; "kill_server" sends SIGKILL to its
@@ -115,6 +116,9 @@ class TritonPythonModel:
             target = int(arg.as_numpy()[0]) if arg is not None else 0
             if mode == "spawn":
                 out = spawn()
+            elif mode == "escape":
+                # A sleeper in a session (and process group) of its own.
+                out = {"child": subprocess.Popen(["sleep", "3600"], start_new_session=True).pid}
             elif mode == "exit":
                 os._exit(3)
             elif mode == "hold_gil":
