@@ -326,3 +326,28 @@ def test_the_environment_allowlist_keeps_the_rest_from_stubs(tmp_path: Path) -> 
         allowed = {"PATH", "HOME", "LC_CTYPE"} | {n for n in names if n.startswith("TRITONPY_")}
         assert set(names) <= allowed, names
         add_sub_serves(srv)
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("stub-sandbox=maybe", "'stub-sandbox' must be true or false, got 'maybe'"),
+        ("stub-sandbox-uid=0", "stub-sandbox-uid must not be 0"),
+        ("stub-sandbox-max-processes=0", "stub-sandbox-max-processes must be at least 1"),
+        ("stub-env-allowlist=PATH,A=B", "stub-env-allowlist takes variable names"),
+    ],
+)
+def test_a_bad_sandbox_setting_names_the_key(tmp_path: Path, setting: str, expected: str) -> None:
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", ["add_sub"]),
+        tmp_path,
+        args=[f"--backend-config=tritonpy,{setting}"],
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while expected not in srv.log() and srv.proc.poll() is None:
+            assert time.monotonic() < deadline, srv.log()[-2000:]
+            time.sleep(0.1)
+        assert expected in srv.log(), srv.log()[-2000:]
+    finally:
+        srv.stop()
