@@ -34,6 +34,7 @@ EXTENSIONS = [
     ("tritonpy.stub._batch", "stub/_batch.pyx"),
     ("tritonpy.stub._channel", "stub/_channel.pyx"),
     ("tritonpy.stub._bls_wire", "stub/_bls_wire.pyx"),
+    ("tritonpy.stub._lifetime", "stub/_lifetime.pyx"),
     ("tritonpy.pb_utils._bytes", "pb_utils/_bytes.pyx"),
     ("tritonpy.pb_utils._core", "pb_utils/_core.pyx"),
     ("tritonpy.pb_utils._dlpack", "pb_utils/_dlpack.pyx"),

@@ -10,15 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
 import signal
 import sys
-import threading
-import time
-
-# After tritonserver is gone, how long a stub may take to end on its own
-# (EOF on its socket) before it is killed.
-PARENT_GONE_GRACE = 2.0
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -29,40 +22,38 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def _die_with_parent() -> None:
-    """A stub stuck in a model's code never reads the EOF of its socket:
-    a thread waiting on a pidfd of tritonserver kills the stub when the
-    server is gone (kill -9 or an exit timeout), so no stub outlives it."""
-    ppid = os.getppid()
-    try:
-        pidfd = os.pidfd_open(ppid)
-    except (AttributeError, OSError):
-        return  # kernels before 5.3: EOF is the only signal
-    if os.getppid() != ppid:  # the server died before we watched it
-        os._exit(1)
+def _die_with_server(pidfd: int) -> None:
+    """Whatever a stub's model code is doing, the stub and what it started
+    end with tritonserver (kill -9 or an exit timeout): a native thread of
+    _lifetime waits on the server's pidfd, outside the GIL. Without a pidfd
+    (kernels before 5.3), the end of the socket is the only signal."""
+    if pidfd < 0:
+        return
+    from tritonpy.stub import _lifetime
 
-    def watch() -> None:
-        select.select([pidfd], [], [])  # readable once the server has exited
-        time.sleep(PARENT_GONE_GRACE)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=watch, name="tritonpy-server-watch", daemon=True).start()
+    _lifetime.watch_server(pidfd)
 
 
-USAGE = """usage: python -m tritonpy.stub --fd FD [--instance NAME]
+USAGE = """usage: python -m tritonpy.stub --fd FD [--instance NAME] [--server-pidfd FD]
 
 tritonpy stub process: runs one model instance for the tritonpy Triton
 backend. Started by the backend, not by hand.
 
   --fd FD          descriptor of this instance's SOCK_SEQPACKET socket
   --instance NAME  model instance name, used in messages
+  --server-pidfd FD
+                   a pidfd of tritonserver: the stub and what it started
+                   end when the server does
+  --sandbox-real-uid UID
+                   (sandboxed stubs of a root server) the real uid to take
+                   before anything else runs, kept for good
 """
 
 
-def parse_args(argv: list[str]) -> tuple[int, str]:
-    """The two options the backend passes. (Not argparse: importing it
+def parse_args(argv: list[str]) -> tuple[int, str, int, int]:
+    """The options the backend passes. (Not argparse: importing it
     costs every stub about 0.35 MiB of resident memory.)"""
-    values = {"--fd": "", "--instance": ""}
+    values = {"--fd": "", "--instance": "", "--server-pidfd": "-1", "--sandbox-real-uid": "-1"}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -79,15 +70,31 @@ def parse_args(argv: list[str]) -> tuple[int, str]:
             value = argv[i]
         values[key] = value
         i += 1
-    try:
-        fd = int(values["--fd"])
-    except ValueError:
-        sys.exit(f"{USAGE}\nerror: --fd needs a descriptor number, not {values['--fd']!r}")
-    return fd, values["--instance"]
+    numbers = {}
+    for key in ("--fd", "--server-pidfd", "--sandbox-real-uid"):
+        try:
+            numbers[key] = int(values[key])
+        except ValueError:
+            sys.exit(f"{USAGE}\nerror: {key} needs a number, not {values[key]!r}")
+    return (
+        numbers["--fd"],
+        values["--instance"],
+        numbers["--server-pidfd"],
+        numbers["--sandbox-real-uid"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    fd, instance = parse_args(sys.argv[1:] if argv is None else argv)
+    fd, instance, server_pidfd, real_uid = parse_args(sys.argv[1:] if argv is None else argv)
+    if real_uid >= 0:
+        from tritonpy.stub import _lifetime
+
+        try:
+            _lifetime.keep_real_uid(real_uid)
+        except OSError as e:
+            sys.exit(
+                f"tritonpy stub {instance}: the stub sandbox could not be set up: {e.strerror}"
+            )
     # Model code sees the argv of the official stub's embedded interpreter,
     # [""]: unittest.main() or argparse with defaults find no stub options.
     sys.argv = [""]
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # print() reaches the log at once
 
-    _die_with_parent()
+    _die_with_server(server_pidfd)
 
     # Models import the official module name; give them ours.
     from tritonpy import pb_utils

@@ -117,6 +117,28 @@ ParseStubLimit(
 
 }  // namespace
 
+Status
+BackendState::ParseFlag(
+    const std::string& key, const std::string& value, bool* out)
+{
+  static const std::set<std::string> yes = {"true", "1", "yes", "on"};
+  static const std::set<std::string> no = {"false", "0", "no", "off"};
+  if (yes.count(value) == 0 && no.count(value) == 0) {
+    return Status::InvalidArg(
+        "tritonpy: '" + key + "' must be true or false, got '" + value + "'");
+  }
+  *out = yes.count(value) != 0;
+  return Status();
+}
+
+Status
+BackendState::ParseUnsignedValue(
+    const std::string& key, const std::string& value, uint64_t max,
+    uint64_t* out)
+{
+  return ParseUnsigned(key, value, max, out);
+}
+
 // A duration in seconds: digits with an optional fraction ("5", "0.5").
 Status
 BackendState::ParseSeconds(
@@ -245,6 +267,45 @@ BackendState::ApplySettings(
             value + "'");
       }
       settings->model_control = value == "true";
+    } else if (key == "stub-sandbox") {
+      TRITONPY_RETURN_IF_ERROR(
+          ParseFlag(key, value, &settings->sandbox.enabled));
+    } else if (key == "stub-sandbox-max-processes") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1u << 22, &v));
+      if (v == 0) {
+        return Status::InvalidArg(
+            "tritonpy: stub-sandbox-max-processes must be at least 1");
+      }
+      settings->sandbox.max_processes = v;
+    } else if (key == "stub-sandbox-address-space-bytes") {
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
+          key, value, 1ull << 56, &settings->sandbox.address_space_bytes));
+    } else if (key == "stub-sandbox-uid") {
+      uint64_t v;
+      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 4294967294u, &v));
+      if (v == 0) {
+        return Status::InvalidArg(
+            "tritonpy: stub-sandbox-uid must not be 0 (root ignores the " +
+            std::string("process limit)"));
+      }
+      settings->sandbox.uid = static_cast<uint32_t>(v);
+    } else if (key == "stub-env-allowlist") {
+      settings->env_allowlist.clear();
+      std::stringstream names(value);
+      std::string name;
+      while (std::getline(names, name, ',')) {
+        name = Trim(name);
+        if (name.empty()) continue;
+        if (name.find_first_of("= ") != std::string::npos ||
+            name.find('*') < name.size() - 1) {
+          return Status::InvalidArg(
+              "tritonpy: stub-env-allowlist takes variable names, or a " +
+              std::string("prefix ending in '*', separated by commas; got '") +
+              name + "'");
+        }
+        settings->env_allowlist.push_back(name);
+      }
     } else if (kIgnoredCompatKeys.count(key) != 0) {
       if (log) {
         TRITONPY_LOG_INFO(
@@ -339,7 +400,12 @@ BackendState::Create(
       " env-unpack-max-members=" + std::to_string(s.env_unpack_max_members) +
       " env-unpack-max-ratio=" + std::to_string(s.env_unpack_max_ratio) +
       " stub-send-queue-bytes=" + std::to_string(s.stub_send_queue_bytes) +
-      " stub-model-control=" + (s.model_control ? "true" : "false"));
+      " stub-model-control=" + (s.model_control ? "true" : "false") +
+      (s.sandbox.enabled ? " stub-sandbox=true" : "") +
+      (s.env_allowlist.empty()
+           ? ""
+           : " stub-env-allowlist=" + std::to_string(s.env_allowlist.size()) +
+                 " names"));
   *out = std::move(state);
   return Status();
 }

@@ -11,11 +11,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "arena.h"
 #include "drain_watcher.h"
 #include "error.h"
 #include "metrics.h"
+#include "stub_process.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -58,6 +60,12 @@ struct BackendSettings {
   // Whether models may load and unload models (pb_utils.load_model and
   // friends, MODEL_CONTROL).
   bool model_control = true;
+  // The stubs' sandbox and process limits (stub-sandbox and the keys after
+  // it; per model: parameter stub_sandbox and friends). docs/hardening.md.
+  StubSandbox sandbox;
+  // stub-env-allowlist: names (NAME, or PREFIX* for a prefix) of the
+  // server's environment variables a stub gets; empty: all of them.
+  std::vector<std::string> env_allowlist;
 };
 
 class BackendState {
@@ -84,6 +92,13 @@ class BackendState {
   // seconds; the error names `key`.
   static Status ParseSeconds(
       const std::string& key, const std::string& value, double* out);
+  // "true"/"false" (also 1/0, yes/no, on/off); the error names `key`.
+  static Status ParseFlag(
+      const std::string& key, const std::string& value, bool* out);
+  // Digits only, 0 to `max`; the error names `key`.
+  static Status ParseUnsignedValue(
+      const std::string& key, const std::string& value, uint64_t max,
+      uint64_t* out);
   // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
   static Status ParseConfFile(
       const std::string& text, std::map<std::string, std::string>* out);

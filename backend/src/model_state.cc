@@ -5,9 +5,13 @@
 
 #include <sys/stat.h>
 
+#include <set>
+
 #include "exec_env.h"
 #include "json.h"
 #include "triton_util.h"
+
+extern char** environ;
 
 namespace tritonpy {
 
@@ -41,6 +45,76 @@ ReadConfig(TRITONBACKEND_Model* model, std::string* json)
   TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
   if (del != nullptr) TRITONSERVER_ErrorDelete(del);
   return FromTriton(err);
+}
+
+// Whether environment variable `name` is on stub-env-allowlist.
+bool
+EnvAllowed(const std::vector<std::string>& allowlist, const std::string& name)
+{
+  for (const std::string& a : allowlist) {
+    if (!a.empty() && a.back() == '*'
+            ? name.compare(0, a.size() - 1, a, 0, a.size() - 1) == 0
+            : name == a) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The sandbox of the model's stubs (the backend's settings, then the
+// model's parameters) and stub-env-allowlist, applied to `launch`.
+Status
+ApplyStubPolicy(
+    const std::string& model, const BackendSettings& settings,
+    const json::Value* params, StubLaunch* launch)
+{
+  const std::string prefix = "model '" + model + "' parameter: ";
+  std::string text;
+  launch->sandbox = settings.sandbox;
+  StubSandbox& sandbox = launch->sandbox;
+  if (Parameter(params, "stub_sandbox", &text)) {
+    TRITONPY_RETURN_IF_ERROR(
+        BackendState::ParseFlag("stub_sandbox", text, &sandbox.enabled)
+            .WithPrefix(prefix));
+  }
+  if (Parameter(params, "stub_sandbox_max_processes", &text)) {
+    TRITONPY_RETURN_IF_ERROR(
+        BackendState::ParseUnsignedValue(
+            "stub_sandbox_max_processes", text, 1u << 22,
+            &sandbox.max_processes)
+            .WithPrefix(prefix));
+    if (sandbox.max_processes == 0) {
+      return Status::InvalidArg(
+          prefix + "stub_sandbox_max_processes must be at least 1");
+    }
+  }
+  if (Parameter(params, "stub_sandbox_address_space_bytes", &text)) {
+    TRITONPY_RETURN_IF_ERROR(
+        BackendState::ParseUnsignedValue(
+            "stub_sandbox_address_space_bytes", text, 1ull << 56,
+            &sandbox.address_space_bytes)
+            .WithPrefix(prefix));
+  }
+  if (settings.env_allowlist.empty()) return Status();
+  // What an execution environment set (not in the server's environment as
+  // it is) stays: it belongs to the environment, not to the server.
+  std::set<std::string> server;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    server.insert(*e);
+  }
+  const std::vector<std::string> from =
+      launch->env.empty()
+          ? std::vector<std::string>(server.begin(), server.end())
+          : launch->env;
+  launch->env.clear();
+  for (const std::string& entry : from) {
+    if (server.count(entry) == 0 ||
+        EnvAllowed(settings.env_allowlist, entry.substr(0, entry.find('=')))) {
+      launch->env.push_back(entry);
+    }
+  }
+  launch->env_filtered = true;
+  return Status();
 }
 
 }  // namespace
@@ -166,6 +240,9 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
         state->backend_->settings(), state->name_, state->repository_, text,
         &state->stub_launch_));
   }
+  TRITONPY_RETURN_IF_ERROR(ApplyStubPolicy(
+      state->name_, state->backend_->settings(),
+      json::Find(config, "parameters"), &state->stub_launch_));
 
   bool auto_complete = false;
   TRITONPY_RETURN_IF_TRITON_ERROR(

@@ -5,7 +5,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -26,6 +29,22 @@ namespace tritonpy {
 namespace {
 
 constexpr int kStubFd = 3;
+// Where the stub finds the server's pidfd (--server-pidfd).
+constexpr int kServerPidFd = 4;
+
+// A pidfd of this process, opened once (close-on-exec): each stub gets a
+// copy and a thread of its own, outside the GIL, waits on it to end its
+// process group when the server is gone. -1 before Linux 5.3.
+int
+ServerPidfd()
+{
+#ifdef SYS_pidfd_open
+  static const int fd = static_cast<int>(syscall(SYS_pidfd_open, getpid(), 0));
+  return fd;
+#else
+  return -1;
+#endif
+}
 
 // Resolves a bare program name through PATH before fork: execvp is not
 // async-signal-safe, execve is.
@@ -52,11 +71,15 @@ ResolveExecutable(const std::string& name)
 // only async-signal-safe calls are allowed in between.
 class ExecPlan {
  public:
+  // `env`: null for the server's own environment.
   ExecPlan(
       const std::string& program, std::vector<std::string> args,
-      const std::vector<std::string>& env)
-      : exe_(ResolveExecutable(program)), args_(std::move(args)), env_(env)
+      const std::vector<std::string>* env)
+      : exe_(ResolveExecutable(program)),
+        args_(std::move(args)),
+        inherit_env_(env == nullptr)
   {
+    if (env != nullptr) env_ = *env;
     for (std::string& a : args_) argv_.push_back(&a[0]);
     argv_.push_back(nullptr);
     for (std::string& e : env_) envp_.push_back(&e[0]);
@@ -82,7 +105,7 @@ class ExecPlan {
       for (int fd = last_kept + 1; fd < max_fd_; ++fd) close(fd);
     }
     sigprocmask(SIG_SETMASK, &empty_mask_, nullptr);
-    execve(exe_.c_str(), argv_.data(), env_.empty() ? environ : envp_.data());
+    execve(exe_.c_str(), argv_.data(), inherit_env_ ? environ : envp_.data());
     _exit(127);
   }
 
@@ -90,6 +113,7 @@ class ExecPlan {
   std::string exe_;
   std::vector<std::string> args_;
   std::vector<std::string> env_;
+  bool inherit_env_;
   std::vector<char*> argv_;
   std::vector<char*> envp_;
   int max_fd_ = 65536;
@@ -106,6 +130,176 @@ Drain(int fd, std::string* sink)
   return n > 0 || (n < 0 && errno == EINTR);
 }
 
+// The steps a child takes before execve; the one that fails is reported
+// to the parent through a pipe (execve closes it on success).
+enum class Step : int {
+  kMountPrivate,
+  kMountProc,
+  kSetIds,
+  kNoNewPrivs,
+  kMaxProcesses,
+  kAddressSpace,
+  kProcessGroup,
+  kDeathSignal,
+  kDescriptors,
+};
+
+const char*
+StepText(Step step)
+{
+  switch (step) {
+    case Step::kMountPrivate:
+      return "making the stub's mount namespace private (mount MS_PRIVATE "
+             "on /)";
+    case Step::kMountProc:
+      return "mounting a /proc of the stub's own pid namespace (mount -t "
+             "proc)";
+    case Step::kSetIds:
+      return "taking uid and gid 0 of its user namespace (setresuid/"
+             "setresgid)";
+    case Step::kNoNewPrivs:
+      return "no_new_privs (prctl PR_SET_NO_NEW_PRIVS)";
+    case Step::kMaxProcesses:
+      return "the process limit stub-sandbox-max-processes (setrlimit "
+             "RLIMIT_NPROC)";
+    case Step::kAddressSpace:
+      return "the address-space limit stub-sandbox-address-space-bytes "
+             "(setrlimit RLIMIT_AS)";
+    case Step::kProcessGroup:
+      return "a process group of its own (setpgid)";
+    case Step::kDeathSignal:
+      return "the parent-death signal (prctl PR_SET_PDEATHSIG)";
+    case Step::kDescriptors:
+      return "setting up its descriptors (dup2)";
+  }
+  return "an unknown step";
+}
+
+struct StepFailure {
+  Step step;
+  int error;
+};
+
+// What the child does between fork (or clone) and execve, prepared before:
+// only async-signal-safe calls, and raw syscalls where glibc's wrappers
+// would talk to the parent's other threads (setresuid and friends).
+struct ChildSetup {
+  int socket_fd = -1;
+  int pidfd = -1;      // the server's, or -1
+  int report_fd = -1;  // write end of the failure pipe
+  int go_fd = -1;      // sandbox: read end, a byte once the ids are mapped
+  pid_t parent = -1;
+  bool sandbox = false;
+  rlim_t max_processes = 0;
+  rlim_t address_space = 0;  // 0: unlimited
+
+  [[noreturn]] void Fail(Step step) const
+  {
+    StepFailure f{step, errno};
+    ssize_t n = write(report_fd, &f, sizeof(f));
+    (void)n;
+    _exit(125);
+  }
+
+  [[noreturn]] void Run(ExecPlan* plan) const
+  {
+    if (sandbox) {
+      char go = 0;
+      if (read(go_fd, &go, 1) != 1) _exit(125);  // the parent gave up
+      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        Fail(Step::kMountPrivate);
+      }
+      if (mount(
+              "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              nullptr) != 0) {
+        Fail(Step::kMountProc);
+      }
+      if (syscall(SYS_setresgid, 0, 0, 0) != 0 ||
+          syscall(SYS_setresuid, 0, 0, 0) != 0) {
+        Fail(Step::kSetIds);
+      }
+      if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+        Fail(Step::kNoNewPrivs);
+      }
+      struct rlimit nproc = {max_processes, max_processes};
+      if (setrlimit(RLIMIT_NPROC, &nproc) != 0) Fail(Step::kMaxProcesses);
+      if (address_space != 0) {
+        struct rlimit as = {address_space, address_space};
+        if (setrlimit(RLIMIT_AS, &as) != 0) Fail(Step::kAddressSpace);
+      }
+    }
+    if (setpgid(0, 0) != 0) Fail(Step::kProcessGroup);
+    // Until the stub watches the pidfd itself (tritonpy/stub/main.py).
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+      Fail(Step::kDeathSignal);
+    }
+    // Outside a pid namespace: the server may have died before the call.
+    if (!sandbox && getppid() != parent) _exit(125);
+    // Out of the way of 3 and 4 first, then into place (dup2 clears
+    // FD_CLOEXEC on the copy).
+    int sock = fcntl(socket_fd, F_DUPFD, 16);
+    int pfd = pidfd >= 0 ? fcntl(pidfd, F_DUPFD, 16) : -1;
+    if (sock < 0 || (pidfd >= 0 && pfd < 0) || dup2(sock, kStubFd) != kStubFd ||
+        (pfd >= 0 && dup2(pfd, kServerPidFd) != kServerPidFd)) {
+      Fail(Step::kDescriptors);
+    }
+    plan->Exec(pfd >= 0 ? kServerPidFd : kStubFd);
+  }
+};
+
+// Writes `text` to /proc/<pid>/<name>.
+Status
+WriteProcFile(pid_t pid, const char* name, const std::string& text)
+{
+  std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ssize_t n = fd >= 0 ? write(fd, text.data(), text.size()) : -1;
+  int err = errno;
+  if (fd >= 0) close(fd);
+  if (n != static_cast<ssize_t>(text.size())) {
+    return Status::Unavailable(
+        "writing '" + text.substr(0, text.find('\n')) + "' to " + path + ": " +
+        strerror(err));
+  }
+  return Status();
+}
+
+// The uid a sandboxed stub of a root server takes as its real uid, inside
+// its user namespace (mapped to sandbox.uid outside).
+constexpr int kSandboxRealUid = 1;
+
+// Maps the sandboxed child's user namespace. A server that is not root
+// may map only its own ids: uid and gid 0 inside are the server's. A root
+// server maps uid 0 to root (files stay readable as they are for every
+// stub) and kSandboxRealUid to sandbox.uid, which the stub takes as its
+// real uid before anything else runs (tritonpy/stub/main.py): a real root
+// would escape RLIMIT_NPROC.
+Status
+MapIds(pid_t pid, const StubSandbox& sandbox)
+{
+  if (geteuid() == 0) {
+    TRITONPY_RETURN_IF_ERROR(WriteProcFile(
+        pid, "uid_map",
+        "0 0 1\n" + std::to_string(kSandboxRealUid) + " " +
+            std::to_string(sandbox.uid) + " 1\n"));
+    return WriteProcFile(pid, "gid_map", "0 0 1\n");
+  }
+  // Without CAP_SETGID, gid_map may be written only once setgroups is
+  // denied.
+  TRITONPY_RETURN_IF_ERROR(WriteProcFile(pid, "setgroups", "deny"));
+  TRITONPY_RETURN_IF_ERROR(
+      WriteProcFile(pid, "uid_map", "0 " + std::to_string(geteuid()) + " 1\n"));
+  return WriteProcFile(
+      pid, "gid_map", "0 " + std::to_string(getegid()) + " 1\n");
+}
+
+void
+CloseIf(int* fd)
+{
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
 }  // namespace
 
 StubProcess::~StubProcess()
@@ -117,40 +311,130 @@ Status
 StubProcess::Spawn(
     const StubLaunch& launch, const std::string& instance_name, int* backend_fd)
 {
+  const std::string prefix =
+      "tritonpy: stub for instance '" + instance_name + "': ";
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return Status::Internal(
         std::string("tritonpy: socketpair: ") + strerror(errno));
   }
-  ExecPlan plan(
-      launch.python,
-      {launch.python, "-m", "tritonpy.stub", "--fd", std::to_string(kStubFd),
-       "--instance", instance_name},
-      launch.env);
-  executable_ = plan.executable();
-  int child_fd = sv[1];
-
-  pid_t pid = fork();
-  if (pid < 0) {
+  int report[2] = {-1, -1};
+  int go[2] = {-1, -1};
+  if (pipe2(report, O_CLOEXEC) != 0 ||
+      (launch.sandbox.enabled && pipe2(go, O_CLOEXEC) != 0)) {
     int err = errno;
-    close(sv[0]);
-    close(sv[1]);
-    return Status::Internal(std::string("tritonpy: fork: ") + strerror(err));
+    for (int* fd : {&sv[0], &sv[1], &report[0], &report[1]}) CloseIf(fd);
+    return Status::Internal(std::string("tritonpy: pipe: ") + strerror(err));
   }
-  if (pid == 0) {
-    // Child.
-    if (child_fd == kStubFd) {
-      // dup2 to itself keeps FD_CLOEXEC set: clear it instead.
-      if (fcntl(kStubFd, F_SETFD, 0) != 0) _exit(126);
-    } else if (dup2(child_fd, kStubFd) != kStubFd) {
-      _exit(126);
+  std::vector<std::string> args = {
+      launch.python,           "-m",         "tritonpy.stub", "--fd",
+      std::to_string(kStubFd), "--instance", instance_name};
+  ChildSetup setup;
+  setup.socket_fd = sv[1];
+  setup.pidfd = ServerPidfd();
+  if (setup.pidfd >= 0) {
+    args.push_back("--server-pidfd");
+    args.push_back(std::to_string(kServerPidFd));
+  }
+  if (launch.sandbox.enabled && geteuid() == 0) {
+    args.push_back("--sandbox-real-uid");
+    args.push_back(std::to_string(kSandboxRealUid));
+  }
+  setup.report_fd = report[1];
+  setup.go_fd = go[0];
+  setup.parent = getpid();
+  setup.sandbox = launch.sandbox.enabled;
+  setup.max_processes = launch.sandbox.max_processes;
+  setup.address_space = launch.sandbox.address_space_bytes;
+  ExecPlan plan(
+      launch.python, std::move(args),
+      launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env);
+  executable_ = plan.executable();
+
+  pid_t pid;
+  if (launch.sandbox.enabled) {
+    // A fork into new user, pid and mount namespaces: the stub is pid 1 of
+    // its own pid namespace, and everything in it dies with it.
+    pid = static_cast<pid_t>(syscall(
+        SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | SIGCHLD,
+        nullptr, nullptr, nullptr, nullptr));
+  } else {
+    pid = fork();
+  }
+  if (pid == 0) setup.Run(&plan);
+  const int fork_errno = errno;
+  CloseIf(&sv[1]);
+  CloseIf(&report[1]);
+  CloseIf(&go[0]);
+  if (pid < 0) {
+    CloseIf(&sv[0]);
+    CloseIf(&report[0]);
+    CloseIf(&go[1]);
+    if (launch.sandbox.enabled) {
+      return Status::Unavailable(
+          prefix + "the stub sandbox (stub-sandbox=true) could not be set " +
+          "up: the kernel refused new user, pid and mount namespaces " +
+          "(clone CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS): " +
+          strerror(fork_errno) +
+          " (are user namespaces disabled, e.g. by sysctl " +
+          "user.max_user_namespaces or a container's seccomp profile?)");
     }
-    plan.Exec(kStubFd);
+    return Status::Internal(
+        std::string("tritonpy: fork: ") + strerror(fork_errno));
   }
-  close(sv[1]);
   pid_ = pid;
+  Status s;
+  if (launch.sandbox.enabled) {
+    s = MapIds(pid, launch.sandbox);
+    if (!s.ok()) {
+      s = Status::Unavailable(
+          prefix + "the stub sandbox (stub-sandbox=true) could not be set " +
+          "up: the kernel refused to map its user namespace's ids: " +
+          s.message());
+    } else if (write(go[1], "g", 1) != 1) {
+      s = Status::Internal(prefix + "the sandboxed child went away");
+    }
+    CloseIf(&go[1]);
+  }
+  if (s.ok()) {
+    // End of file: the child reached execve.
+    StepFailure f;
+    ssize_t n;
+    do {
+      n = read(report[0], &f, sizeof(f));
+    } while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof(f))) {
+      s = Status::Unavailable(
+          prefix +
+          (launch.sandbox.enabled
+               ? "the stub sandbox (stub-sandbox=true) could not be "
+                 "set up: "
+               : "") +
+          "the kernel refused " + StepText(f.step) + ": " + strerror(f.error));
+    }
+  }
+  CloseIf(&report[0]);
+  if (!s.ok()) {
+    KillAndReap();
+    CloseIf(&sv[0]);
+    return s;
+  }
   *backend_fd = sv[0];
   return Status();
+}
+
+void
+StubProcess::ReapExited(int* status)
+{
+  // The exited child is a zombie until reaped: its pid, the group's id,
+  // cannot name another process yet.
+  kill(-pid_, SIGKILL);
+  pid_t r;
+  do {
+    r = waitpid(pid_, status, 0);
+  } while (r < 0 && errno == EINTR);
+  if (r < 0) *status = 0;
+  pid_ = -1;
 }
 
 bool
@@ -160,9 +444,15 @@ StubProcess::WaitFor(int timeout_ms, int* status)
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    pid_t r = waitpid(pid_, status, WNOHANG);
-    if (r == pid_ || (r < 0 && errno == ECHILD)) {
-      if (r < 0) *status = 0;
+    siginfo_t info;
+    info.si_pid = 0;
+    int r = waitid(P_PID, pid_, &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid_) {
+      ReapExited(status);
+      return true;
+    }
+    if (r < 0 && errno == ECHILD) {  // reaped by someone else
+      *status = 0;
       pid_ = -1;
       return true;
     }
@@ -186,12 +476,9 @@ StubProcess::KillAndReap()
   if (pid_ <= 0) return 0;
   int status = 0;
   if (WaitFor(0, &status)) return status;
-  kill(pid_, SIGKILL);
-  pid_t r;
-  do {
-    r = waitpid(pid_, &status, 0);
-  } while (r < 0 && errno == EINTR);
-  pid_ = -1;
+  kill(-pid_, SIGKILL);  // the stub and what it started
+  kill(pid_, SIGKILL);   // in case it left its group
+  ReapExited(&status);
   return status;
 }
 
@@ -229,7 +516,7 @@ RunCommand(
     close(out_pipe[1]);
     return Status::Internal(std::string("tritonpy: pipe: ") + strerror(e));
   }
-  ExecPlan plan(args.at(0), args, {});
+  ExecPlan plan(args.at(0), args, nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     if (dup2(out_pipe[1], 1) != 1 || dup2(err_pipe[1], 2) != 2) _exit(126);

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,29 @@
 
 namespace tritonpy {
 
+// The opt-in sandbox of a model's stubs (stub-sandbox, docs/hardening.md):
+// user, pid and mount namespaces, no_new_privs and rlimits.
+struct StubSandbox {
+  bool enabled = false;
+  // RLIMIT_NPROC inside the stub's user namespace (threads count too).
+  uint64_t max_processes = 256;
+  // RLIMIT_AS of the stub and what it starts; 0: unlimited.
+  uint64_t address_space_bytes = 0;
+  // A root server's sandboxed stubs take this real uid (a real root
+  // ignores RLIMIT_NPROC); files stay readable as root. A server that is
+  // not root runs its stubs as itself.
+  uint32_t uid = 65534;
+};
+
 // What runs the stubs of one model: the interpreter, and the environment
 // it gets (an execution environment's, see exec_env.h).
 struct StubLaunch {
   std::string python;
-  // "KEY=VALUE" entries; empty: the server's own environment.
+  // "KEY=VALUE" entries; empty: the server's own environment, unless
+  // `env_filtered` (stub-env-allowlist): then exactly these, even none.
   std::vector<std::string> env;
+  bool env_filtered = false;
+  StubSandbox sandbox;
 };
 
 class StubProcess {
@@ -32,9 +50,15 @@ class StubProcess {
 
   // Creates a socketpair, forks and execs
   //   <launch.python> -m tritonpy.stub --fd 3 --instance <instance_name>
-  // with the child's end of the socket as fd 3 and every other descriptor
-  // above 2 closed. Returns the backend's end (close-on-exec) in
-  // *backend_fd.
+  //       [--server-pidfd 4]
+  // with the child's end of the socket as fd 3, a pidfd of this server as
+  // fd 4 (where the kernel has pidfds) and every other descriptor above 2
+  // closed. The child leads a process group of its own (killed as a whole
+  // when the stub ends) and has PR_SET_PDEATHSIG SIGKILL until the stub
+  // watches the pidfd itself. With launch.sandbox.enabled it starts in new
+  // user, pid and mount namespaces (docs/hardening.md); a step the kernel
+  // refuses fails the spawn with a message naming it. Returns the
+  // backend's end (close-on-exec) in *backend_fd.
   Status Spawn(
       const StubLaunch& launch, const std::string& instance_name,
       int* backend_fd);
@@ -44,9 +68,11 @@ class StubProcess {
   const std::string& executable() const { return executable_; }
 
   // Waits up to timeout_ms for the child to exit; returns true and sets
-  // *status (waitpid status) when it has been reaped.
+  // *status (waitpid status) when it has been reaped. Whatever is left in
+  // its process group is SIGKILLed before the reap (the group's id cannot
+  // be reused until then).
   bool WaitFor(int timeout_ms, int* status);
-  // SIGKILLs the child (if not yet reaped) and reaps it.
+  // SIGKILLs the child's process group (if not yet reaped) and reaps it.
   int KillAndReap();
   // A child still running gets timeout_ms to exit, then SIGKILL; returns
   // how it ended (DescribeStatus), or "" when there was no child to end.
@@ -56,6 +82,9 @@ class StubProcess {
   static std::string DescribeStatus(int status);
 
  private:
+  // Reaps the exited child after killing what is left of its group.
+  void ReapExited(int* status);
+
   pid_t pid_ = -1;
   std::string executable_;
 };

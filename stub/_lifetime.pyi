@@ -1,0 +1,6 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Types of the compiled module _lifetime.pyx."""
+
+def watch_server(pidfd: int) -> bool: ...
+def keep_real_uid(uid: int) -> None: ...

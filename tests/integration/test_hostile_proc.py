@@ -1,0 +1,359 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""What model code starts dies with its stub (restart, unload, a server
+killed with SIGKILL, even while the model holds the GIL), and under the
+opt-in sandbox (stub-sandbox) a model can neither fork-bomb the machine nor
+kill the server, while the server and another model serve on.
+(docs/hardening.md, "Process lifetime and the sandbox".)"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from server import TritonServer, build_repository, load_failure, running
+
+MODELS = ["hostile_proc", "add_sub"]
+DEADLINE = 60.0  # generous: a busy 2-core machine
+
+
+def ask(
+    srv: TritonServer, mode: str, arg: int | None = None, model: str = "hostile_proc"
+) -> object:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        inputs = [httpclient.InferInput("MODE", [1], "BYTES")]
+        inputs[0].set_data_from_numpy(np.array([mode.encode()], dtype=object))
+        if arg is not None:
+            inputs.append(httpclient.InferInput("ARG", [1], "INT64"))
+            inputs[1].set_data_from_numpy(np.array([arg], dtype=np.int64))
+        return json.loads(c.infer(model, inputs).as_numpy("OUT")[0])
+    finally:
+        c.close()
+
+
+def ask_and_ignore(srv: TritonServer, mode: str) -> None:
+    with contextlib.suppress(Exception):
+        ask(srv, mode)
+
+
+def add_sub_serves(srv: TritonServer) -> None:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=60)
+    try:
+        a = np.arange(4, dtype=np.float32)
+        inputs = [httpclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
+        for i in inputs:
+            i.set_data_from_numpy(a)
+        r = c.infer("add_sub", inputs)
+        assert r.as_numpy("OUTPUT0").tolist() == (a + a).tolist()
+    finally:
+        c.close()
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while any(alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"{what}: {[p for p in pids if alive(p)]} still run"
+        time.sleep(0.05)
+
+
+def group(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                out.append(int(entry))
+    return out
+
+
+def stub_of(srv: TritonServer, model: str) -> int:
+    """The host pid of ``model``'s stub."""
+    for pid in srv.stubs():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"--instance" in args and args[args.index(b"--instance") + 1].startswith(model.encode()):
+            return pid
+    raise AssertionError(f"no stub of {model} among {srv.stubs()}")
+
+
+def load(srv: TritonServer, model: str) -> None:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        c.load_model(model)
+    finally:
+        c.close()
+
+
+def unload(srv: TritonServer, model: str) -> None:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        c.unload_model(model)
+        deadline = time.monotonic() + DEADLINE
+        while model in {
+            m["name"] for m in c.get_model_repository_index() if m.get("state") == "READY"
+        }:
+            assert time.monotonic() < deadline, f"{model} still loaded"
+            time.sleep(0.05)
+    finally:
+        c.close()
+
+
+def explicit(names: list[str]) -> list[str]:
+    return ["--model-control-mode=explicit", *(f"--load-model={m}" for m in names)]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("hostile_proc")
+    with running(
+        TritonServer(build_repository(work / "repo", MODELS), work, args=explicit(MODELS))
+    ) as srv:
+        yield srv
+
+
+def test_what_a_model_starts_dies_when_its_stub_dies(plain: TritonServer) -> None:
+    started = ask(plain, "spawn")
+    assert isinstance(started, dict) and alive(started["child"])
+    with pytest.raises(Exception, match="exited with status 3"):
+        ask(plain, "exit")
+    wait_gone([started["stub"], started["child"]], "after the stub exited")
+    # The instance came back, and the other model never stopped.
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        try:
+            again = ask(plain, "spawn")
+            break
+        except Exception:
+            assert time.monotonic() < deadline, "no new stub"
+            time.sleep(0.1)
+    assert isinstance(again, dict) and again["stub"] != started["stub"]
+    add_sub_serves(plain)
+
+
+def test_what_a_model_starts_dies_when_it_unloads(plain: TritonServer) -> None:
+    started = ask(plain, "spawn")
+    assert isinstance(started, dict) and alive(started["child"])
+    unload(plain, "hostile_proc")
+    wait_gone([started["stub"], started["child"]], "after the unload")
+    add_sub_serves(plain)
+    load(plain, "hostile_proc")
+    assert plain.model_ready("hostile_proc")
+
+
+def test_stubs_and_what_they_started_die_with_a_killed_server(tmp_path: Path) -> None:
+    """The model holds the GIL (a regular expression that never ends) when
+    the server is SIGKILLed: the stub's watch of the server does not need
+    it."""
+    srv = TritonServer(build_repository(tmp_path / "repo", MODELS), tmp_path, args=explicit(MODELS))
+    try:
+        srv.wait_ready()
+        stubs = srv.stubs()
+        started = ask(srv, "spawn")
+        assert isinstance(started, dict)
+        # A request that never returns, from a thread of its own (the HTTP
+        # client's async_infer only sends when its event loop gets a turn).
+        threading.Thread(target=ask_and_ignore, args=(srv, "hold_gil"), daemon=True).start()
+        assert srv.wait_log("hostile_proc: holding the GIL", DEADLINE)
+        held = int(srv.log().split("holding the GIL, sleeper ")[1].split()[0])
+        assert alive(held) and alive(started["child"])
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait()
+        wait_gone([*stubs, started["child"], held], "after the server was killed")
+    finally:
+        srv.stop()
+
+
+# The sandbox: every model of this server, add_sub included.
+SANDBOX = [
+    "--backend-config=tritonpy,stub-sandbox=true",
+    "--backend-config=tritonpy,stub-sandbox-max-processes=64",
+]
+
+
+@pytest.fixture
+def sandboxed(tmp_path: Path) -> Iterator[TritonServer]:
+    repo = build_repository(tmp_path / "repo", MODELS)
+    with running(TritonServer(repo, tmp_path, args=[*explicit(MODELS), *SANDBOX])) as srv:
+        yield srv
+
+
+def test_a_sandboxed_stub_is_alone_in_its_namespaces(sandboxed: TritonServer) -> None:
+    facts = ask(sandboxed, "facts")
+    assert isinstance(facts, dict)
+    assert facts["pid"] == 1 and facts["ppid"] == 0, facts
+    assert facts["no_new_privs"] == "1" and facts["nproc"] == 64, facts
+    # Its own /proc: itself (pid 1) and what it started, never the server.
+    assert facts["visible_pids"][0] == 1 and len(facts["visible_pids"]) < 5, facts
+    if os.geteuid() == 0:
+        # A root server's stub has another real uid, and cannot undo that.
+        assert facts["uid"] == 1, facts
+        assert facts["back_to_root"] == "[Errno 1] Operation not permitted", facts
+    add_sub_serves(sandboxed)
+
+
+def test_a_fork_bomb_stops_at_the_sandbox_limit(sandboxed: TritonServer) -> None:
+    stub = stub_of(sandboxed, "hostile_proc")
+    out = ask(sandboxed, "forkbomb")
+    assert isinstance(out, dict)
+    assert "Resource temporarily unavailable" in out["error"], out
+    assert 0 < len(group(stub)) <= 64
+    add_sub_serves(sandboxed)
+    assert sandboxed.model_ready("hostile_proc")
+    bomb = group(stub)
+    unload(sandboxed, "hostile_proc")
+    wait_gone([stub, *bomb], "the stub and the bomb after the unload")
+    add_sub_serves(sandboxed)
+
+
+def test_a_sandboxed_model_cannot_kill_the_server(sandboxed: TritonServer) -> None:
+    out = ask(sandboxed, "kill_server", arg=sandboxed.proc.pid)
+    assert isinstance(out, dict)
+    # Not even found: the server is outside the stub's pid namespace.
+    assert out == {f"server pid {sandboxed.proc.pid}": "[Errno 3] No such process"}, out
+    assert sandboxed.proc.poll() is None
+    add_sub_serves(sandboxed)
+    assert ask(sandboxed, "facts")
+
+
+def test_a_sandboxed_stub_takes_its_namespace_along_when_the_server_is_killed(
+    tmp_path: Path,
+) -> None:
+    """Even what left the stub's process group (a new session) dies: the
+    stub is pid 1 of its pid namespace."""
+    repo = build_repository(tmp_path / "repo", MODELS)
+    srv = TritonServer(repo, tmp_path, args=[*explicit(MODELS), *SANDBOX])
+    try:
+        srv.wait_ready()
+        stub = stub_of(srv, "hostile_proc")
+        ask(srv, "spawn")
+        ask(srv, "escape")
+        inside = namespace_of(stub)
+        assert len(inside) >= 3, inside  # the stub, the sleeper, the escapee
+        assert len(group(stub)) < len(inside), "nothing left the group"
+        srv.proc.send_signal(signal.SIGKILL)
+        srv.proc.wait()
+        wait_gone([*srv.stubs(), *inside], "the sandbox after the server was killed")
+    finally:
+        srv.stop()
+
+
+def namespace_of(stub: int) -> list[int]:
+    """Live processes in the pid namespace of ``stub`` (host pids)."""
+    target = os.readlink(f"/proc/{stub}/ns/pid")
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == target and alive(int(entry)):
+                    out.append(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+def test_a_model_parameter_sandboxes_one_model(tmp_path: Path) -> None:
+    repo = build_repository(tmp_path / "repo", MODELS)
+    with open(repo / "hostile_proc" / "config.pbtxt", "a") as f:
+        f.write('parameters { key: "stub_sandbox" value { string_value: "true" } }\n')
+        f.write('parameters { key: "stub_sandbox_max_processes" value { string_value: "100" } }\n')
+    with running(TritonServer(repo, tmp_path, args=explicit(MODELS))) as srv:
+        facts = ask(srv, "facts")
+        assert isinstance(facts, dict) and facts["pid"] == 1 and facts["nproc"] == 100, facts
+        add_sub_serves(srv)
+        assert stub_of(srv, "add_sub")  # add_sub's stub is a plain child of the server
+
+
+def test_a_sandbox_the_kernel_refuses_fails_the_load_saying_what(tmp_path: Path) -> None:
+    """A /proc with something mounted over part of it (as in most
+    containers) may not be mounted again in a user namespace: the load
+    fails naming that step, and the server serves on."""
+    repo = build_repository(tmp_path / "repo", MODELS)
+    cover = 'mount -t tmpfs none /proc/sys && exec "$0" "$@"'
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", cover]
+    srv = TritonServer(
+        repo,
+        tmp_path,
+        args=["--model-control-mode=explicit", "--load-model=add_sub"],
+        prefix=prefix,
+    )
+    with running(srv):
+        with open(repo / "hostile_proc" / "config.pbtxt", "a") as f:
+            f.write('parameters { key: "stub_sandbox" value { string_value: "true" } }\n')
+        message = load_failure(srv, "hostile_proc")
+        assert (
+            "the stub sandbox (stub-sandbox=true) could not be set up: the kernel refused"
+            in message
+        )
+        assert "mounting a /proc of the stub's own pid namespace (mount -t proc)" in message
+        assert "Operation not permitted" in message
+        add_sub_serves(srv)
+
+
+def test_the_environment_allowlist_keeps_the_rest_from_stubs(tmp_path: Path) -> None:
+    repo = build_repository(tmp_path / "repo", MODELS)
+    args = [*explicit(MODELS), "--backend-config=tritonpy,stub-env-allowlist=PATH,TRITONPY_*, HOME"]
+    srv = TritonServer(
+        repo, tmp_path, args=args, prefix=["env", "TRITONPY_SECRET_TOKEN_X=1", "CLOUD_SECRET=2"]
+    )
+    with running(srv):
+        names = ask(srv, "env")
+        assert isinstance(names, list)
+        assert "CLOUD_SECRET" not in names and "TRITONPY_SECRET_TOKEN_X" in names, names
+        assert "PATH" in names and "HOME" in names, names
+        # LC_CTYPE: Python's own C-locale coercion (PEP 538) sets it.
+        allowed = {"PATH", "HOME", "LC_CTYPE"} | {n for n in names if n.startswith("TRITONPY_")}
+        assert set(names) <= allowed, names
+        add_sub_serves(srv)
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        ("stub-sandbox=maybe", "'stub-sandbox' must be true or false, got 'maybe'"),
+        ("stub-sandbox-uid=0", "stub-sandbox-uid must not be 0"),
+        ("stub-sandbox-max-processes=0", "stub-sandbox-max-processes must be at least 1"),
+        ("stub-env-allowlist=PATH,A=B", "stub-env-allowlist takes variable names"),
+    ],
+)
+def test_a_bad_sandbox_setting_names_the_key(tmp_path: Path, setting: str, expected: str) -> None:
+    srv = TritonServer(
+        build_repository(tmp_path / "repo", ["add_sub"]),
+        tmp_path,
+        args=[f"--backend-config=tritonpy,{setting}"],
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while expected not in srv.log() and srv.proc.poll() is None:
+            assert time.monotonic() < deadline, srv.log()[-2000:]
+            time.sleep(0.1)
+        assert expected in srv.log(), srv.log()[-2000:]
+    finally:
+        srv.stop()
