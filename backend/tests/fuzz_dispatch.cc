@@ -438,7 +438,8 @@ Fx()
     }
     x->channel = std::make_shared<tritonpy::Channel>(sv[0]);
     x->stub_end = sv[1];
-    x->bls.reset(new tritonpy::Bls(nullptr, "model 'fuzz'", 1 << 20));
+    x->bls.reset(new tritonpy::Bls(
+        nullptr, "model 'fuzz'", 1 << 20, /*model_control=*/true));
     // The stub's arenas, announced through ARENA frames.
     for (uint32_t id = 1; id <= 2; ++id) {
       std::unique_ptr<tritonpy::MappedArena> arena;
