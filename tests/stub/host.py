@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +148,11 @@ class StubHost:
         log_levels: int = 0b0111,
         timeout: float = 10.0,
         then: tuple[bytes, ...] = (),
+        sent: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """LOG_LEVELS and INIT (after HELLO), and the frames ``then`` right
-        behind them; returns INIT_DONE's JSON. ``log_levels``: Triton's
+        behind them; ``sent()`` is called once they are all in the stub's
+        socket; returns INIT_DONE's JSON. ``log_levels``: Triton's
         defaults (INFO, WARNING, ERROR) unless told."""
         if not self.greeted:
             hello = self.recv_type("HELLO", timeout)
@@ -174,6 +177,8 @@ class StubHost:
         self.send(P.encode(P.INIT, {"json": init}))
         for frame in then:
             self.send(frame)
+        if sent is not None:
+            sent()
         return self.recv_type("INIT_DONE", timeout)["body"]["json"]
 
     def auto_complete(
