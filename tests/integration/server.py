@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +28,16 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # bench/, whose harness the tests share
 from bench.server import Tritonserver, children, free_ports  # noqa: E402
 
-__all__ = ["TritonServer", "build_repository", "children", "free_ports", "running", "wait_gone"]
+__all__ = [
+    "TritonServer",
+    "build_repository",
+    "children",
+    "free_ports",
+    "running",
+    "sample",
+    "scrape",
+    "wait_gone",
+]
 
 MODELS = Path(__file__).resolve().parent / "models"
 EXAMPLES = ROOT / "examples"
@@ -149,6 +161,36 @@ class TritonServer(Tritonserver):
         exits 1 when its exit timeout runs out; that alone is tolerated."""
         code = self.stop()
         assert code == 0 or (code == 1 and "Exit timeout expired" in self.log()), self.log()[-3000:]
+
+
+def scrape(srv: TritonServer) -> str:
+    """The metrics page. Triton opens its metrics port a little after the
+    HTTP endpoint reports ready: a refused connection is retried briefly."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            url = f"http://127.0.0.1:{srv.metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=30) as r:
+                return r.read().decode()
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+        except urllib.error.URLError as e:
+            if not isinstance(e.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the series ``name`` whose labels include ``labels``."""
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][\w:]*)\{(.*)\} (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(m.group(3))
+    return None
 
 
 def wait_gone(pids: list[int] | set[int], timeout: float = 30.0) -> list[int]:
