@@ -251,7 +251,7 @@ class TritonPythonModel:
 def test_self_call_fails_instead_of_deadlocking(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, SELF_CALL), config={"name": "m"})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
-    resp = host.recv_type("RESPONSES", timeout=5)["body"]["responses"][0]
+    resp = host.recv_type("RESPONSES", timeout=30)["body"]["responses"][0]
     assert resp["has_error"] and "deadlock" in resp["error_message"]
 
 
