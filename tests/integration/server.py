@@ -15,8 +15,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
@@ -32,12 +33,15 @@ __all__ = [
     "TritonServer",
     "build_repository",
     "children",
+    "eventually",
     "free_ports",
     "running",
     "sample",
     "scrape",
     "wait_gone",
 ]
+
+T = TypeVar("T")
 
 MODELS = Path(__file__).resolve().parent / "models"
 EXAMPLES = ROOT / "examples"
@@ -191,6 +195,21 @@ def sample(text: str, name: str, **labels: str) -> float | None:
         if all(have.get(k) == v for k, v in labels.items()):
             return float(m.group(3))
     return None
+
+
+def eventually(check: Callable[[], T], timeout: float = 30.0) -> T:
+    """``check()`` (which asserts) retried until it passes, for up to
+    ``timeout`` seconds; then its last failure is raised. For a state that
+    settles (a descriptor closed, memory given back) a while after the
+    traffic that made it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 def wait_gone(pids: list[int] | set[int], timeout: float = 30.0) -> list[int]:
