@@ -555,6 +555,7 @@ def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> Non
             tmp_path,
             """
         import asyncio
+        import time
         import numpy as np
         import triton_python_backend_utils as pb_utils
         FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -562,12 +563,17 @@ def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> Non
             async def execute(self, requests):
                 s = requests[0].get_response_sender()
                 s.send(pb_utils.InferenceResponse([]))
-                await asyncio.sleep(0.3)
-                try:
-                    s.send(pb_utils.InferenceResponse([]))
-                    code = 0
-                except pb_utils.TritonModelException as e:
-                    code = 1 if "gone away" in str(e) else 2
+                # Sends go through until the stub has read the SEND_ERROR:
+                # the first send after it raises.
+                code = 0
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                    try:
+                        s.send(pb_utils.InferenceResponse([]))
+                    except pb_utils.TritonModelException as e:
+                        code = 1 if "gone away" in str(e) else 2
+                        break
                 s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([code], np.int32))]),
                        flags=FINAL)
     """,
