@@ -629,7 +629,7 @@ def test_a_bad_backend_arena_is_refused(
     finally:
         os.close(fd)
     assert says in host.recv_type("ERROR")["body"]["message"]
-    assert host.wait(5) == 70
+    assert host.wait(30) == 70
 
 
 SIZED = """
