@@ -8,7 +8,10 @@ figures are the most any serving layer around this model can reach.
 
     python -m bench.llm_floor --conns 64 --tokens 64 --start S --end E
 
-Prints one JSON object on stdout, with grpc_load's keys (ok, errors,
+With --window-from-stdin (--start and --end then ignored) it sets itself up
+(torch, the example, the batcher), prints "ready" and reads "START END"
+from stdin: the window then starts after its set-up however long that took
+on a busy machine. Prints one JSON object on stdout (after "ready"), with grpc_load's keys (ok, errors,
 tokens, ttft_us, itl_us, client_cpu_s) plus busy_s: seconds of the window
 spent inside the step function, and cpu_s: this process's CPU in it.
 """
@@ -70,7 +73,6 @@ async def main_async(a: argparse.Namespace) -> dict:
     torch.set_num_threads(1)  # as the example's initialize() does
     example = load_example()
     gen = example.Generator(SLOTS)
-    busy = Busy(a.start, a.end)
 
     def step(batch):
         t0 = time.time()
@@ -80,6 +82,10 @@ async def main_async(a: argparse.Namespace) -> dict:
 
     batcher = ContinuousBatcher(step, max_active=SLOTS)
     tokens, count = gen.fit(PROMPT, a.tokens)
+    if a.window_from_stdin:
+        print("ready", flush=True)
+        a.start, a.end = (float(x) for x in sys.stdin.readline().split())
+    busy = Busy(a.start, a.end)
     ttft: list[float] = []
     itl: list[float] = []
     counts = {"ok": 0, "errors": 0, "tokens": 0}
@@ -123,6 +129,9 @@ async def main_async(a: argparse.Namespace) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     window_arguments(p, tokens=64)
+    p.add_argument(
+        "--window-from-stdin", action="store_true", help='print "ready", then read "START END"'
+    )
     return run_and_print(main_async, p.parse_args())
 
 

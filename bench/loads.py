@@ -14,6 +14,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ GRPC_LOAD = Path(__file__).resolve().parent / "grpc_load.py"
 # A load generator process above this many cores per thread is the bottleneck.
 SATURATED = 0.9
 # Seconds bench.llm_floor gets to import torch and build the network.
-LLM_FLOOR_SPINUP = 3.0
+# How long bench.llm_floor may take to set up (torch, the example) before
+# its window: a bound for a broken one, not a wait.
+LLM_FLOOR_SETUP_LIMIT = 300.0
 
 
 @dataclass
@@ -304,24 +307,42 @@ def stream_figures(outs: list[dict], duration: float) -> dict:
 def run_llm_floor(*, conns: int, tokens: int, duration: float, warmup: float) -> dict:
     """bench.llm_floor over one window, in a process of its own: the same
     figures as run_grpc, its own CPU as the server's, and the step's busy
-    seconds."""
-    start = time.time() + LLM_FLOOR_SPINUP + warmup
-    end = start + duration
-    proc = subprocess.run(
+    seconds. The window opens ``warmup`` seconds after the process says it
+    is set up (importing torch alone takes seconds on a busy machine)."""
+    proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "bench.llm_floor",
-            *window_argv(conns, tokens, start, end),
+            *window_argv(conns, tokens, 0.0, 0.0),
+            "--window-from-stdin",
         ],
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parent.parent,
-        timeout=LLM_FLOOR_SPINUP + warmup + duration + 120,
     )
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise RuntimeError(f"llm_floor failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
-    o = json.loads(proc.stdout)
+    stdout = proc.stdout
+    assert stdout is not None
+    ready: list[str] = []
+    reader = threading.Thread(target=lambda: ready.append(stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(LLM_FLOOR_SETUP_LIMIT)
+    if not ready or ready[0].strip() != "ready":
+        proc.kill()
+        _, err = proc.communicate()
+        raise RuntimeError(f"llm_floor did not set up ({ready}): {err.strip()[-2000:]}")
+    start = time.time() + warmup
+    end = start + duration
+    try:
+        out, err = proc.communicate(f"{start!r} {end!r}\n", timeout=warmup + duration + 120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    if proc.returncode != 0 or not out.strip():
+        raise RuntimeError(f"llm_floor failed ({proc.returncode}): {err.strip()[-2000:]}")
+    o = json.loads(out)
     r = {
         "ok": o["ok"],
         "errors": o["errors"],

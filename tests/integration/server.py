@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
@@ -25,7 +29,19 @@ if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # bench/, whose harness the tests share
 from bench.server import Tritonserver, children, free_ports  # noqa: E402
 
-__all__ = ["TritonServer", "build_repository", "children", "free_ports", "running"]
+__all__ = [
+    "TritonServer",
+    "build_repository",
+    "children",
+    "eventually",
+    "free_ports",
+    "running",
+    "sample",
+    "scrape",
+    "wait_gone",
+]
+
+T = TypeVar("T")
 
 MODELS = Path(__file__).resolve().parent / "models"
 EXAMPLES = ROOT / "examples"
@@ -120,17 +136,24 @@ class TritonServer(Tritonserver):
     def grpc_url(self) -> str:
         return f"localhost:{self.grpc_port}"
 
-    def wait_log(self, text: str, timeout: float = 30.0) -> bool:
-        """Whether ``text`` appears in the log within ``timeout`` seconds."""
+    def log_size(self) -> int:
+        """Where the log ends now: ``wait_log(..., after=)`` then sees only
+        what is written from here on."""
+        return len(self.log())
+
+    def wait_log(self, text: str, timeout: float = 30.0, after: int = 0) -> bool:
+        """Whether ``text`` appears in the log (past offset ``after``)
+        within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        while text not in self.log():
+        while text not in self.log()[after:]:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
         return True
 
     def _get(self, path: str) -> int:
-        return self.request("GET", path, timeout=2)[0]
+        # Generous: a loaded 2-core box can take seconds to answer.
+        return self.request("GET", path, timeout=30)[0]
 
     def model_ready(self, name: str) -> bool:
         return self._get(f"/v2/models/{name}/ready") == 200
@@ -142,6 +165,70 @@ class TritonServer(Tritonserver):
         exits 1 when its exit timeout runs out; that alone is tolerated."""
         code = self.stop()
         assert code == 0 or (code == 1 and "Exit timeout expired" in self.log()), self.log()[-3000:]
+
+
+def scrape(srv: TritonServer) -> str:
+    """The metrics page. Triton opens its metrics port a little after the
+    HTTP endpoint reports ready: a refused connection is retried briefly."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            url = f"http://127.0.0.1:{srv.metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=30) as r:
+                return r.read().decode()
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+        except urllib.error.URLError as e:
+            if not isinstance(e.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the series ``name`` whose labels include ``labels``."""
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][\w:]*)\{(.*)\} (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(m.group(3))
+    return None
+
+
+def eventually(check: Callable[[], T], timeout: float = 30.0) -> T:
+    """``check()`` (which asserts) retried until it passes, for up to
+    ``timeout`` seconds; then its last failure is raised. For a state that
+    settles (a descriptor closed, memory given back) a while after the
+    traffic that made it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def wait_gone(pids: list[int] | set[int], timeout: float = 30.0) -> list[int]:
+    """Waits up to ``timeout`` seconds for the processes ``pids`` to end;
+    returns those still alive then (a reaped process is gone from /proc)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and not _zombie(p)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager

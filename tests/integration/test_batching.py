@@ -96,6 +96,10 @@ class Streams:
     def run(self, streams: dict[str, int], cost: int = 1) -> dict[str, list[dict]]:
         for rid, count in streams.items():
             self.start(rid, count, cost)
+        return self.collect(set(streams))
+
+    def collect(self, streams: set[str]) -> dict[str, list[dict]]:
+        """The outputs of ``streams`` (started), once each has ended."""
         got: dict[str, list[dict]] = {rid: [] for rid in streams}
         open_ = set(streams)
         while open_:
@@ -109,6 +113,17 @@ class Streams:
     def close(self, cancel: bool = False) -> None:
         self.client.stop_stream(cancel_requests=cancel)
         self.client.close()
+
+
+def wait_status(srv: TritonServer, active: int, waiting: int, deadline: float = 60) -> None:
+    """Waits until the batcher holds ``active`` streams and ``waiting``."""
+    end = time.monotonic() + deadline
+    while True:
+        status = generate(srv, "continuous_steps", {"COUNT": 0})
+        if (status["ACTIVE"], status["WAITING"]) == (active, waiting):
+            return
+        assert time.monotonic() < end, f"{status}, not {active} active, {waiting} waiting"
+        time.sleep(0.05)
 
 
 def wait_idle(srv: TritonServer, deadline: float = 30) -> dict:
@@ -159,14 +174,34 @@ def test_a_stream_joins_a_running_batch(srv: TritonServer) -> None:
 
 
 def test_cache_budget_admits_streams_by_cost(srv: TritonServer) -> None:
+    """Budget 100. Streams that run until cancelled hold their cost while
+    the others come: a second stream of cost 60 waits for the first; two
+    of cost 30 leave room for a third, not a fourth."""
+    endless = Streams(srv)
     s = Streams(srv)
     try:
-        heavy = s.run({"h0": 4, "h1": 4, "h2": 4}, cost=60)  # budget 100: one at a time
-        light = s.run({"l0": 4, "l1": 4, "l2": 4}, cost=30)  # three fit
+        endless.start("h0", 10**8, cost=60)
+        assert endless.next()[0] == "h0"
+        s.start("h1", 4, cost=60)
+        wait_status(srv, active=1, waiting=1)
+        endless.close(cancel=True)
+        heavy = s.collect({"h1"})
+        wait_idle(srv)
+        endless = Streams(srv)
+        for rid in ("l0", "l1"):
+            endless.start(rid, 10**8, cost=30)
+        wait_status(srv, active=2, waiting=0)
+        light = s.run({"l2": 4, "l3": 4}, cost=30)
     finally:
+        endless.close(cancel=True)
         s.close()
-    assert {o["BATCH"] for outs in heavy.values() for o in outs} == {1}
-    assert max(o["BATCH"] for outs in light.values() for o in outs) == 3
+    assert wait_idle(srv)["ACTIVE"] == 0
+    assert [o["BATCH"] for o in heavy["h1"]] == [1] * 4
+    # Beside the two that hold 60, one of cost 30 at a time: each ran in
+    # steps of three streams, and one's steps all came after the other's.
+    assert [o["BATCH"] for outs in light.values() for o in outs] == [3] * 8
+    first, second = sorted(light.values(), key=lambda outs: outs[0]["STEP"])
+    assert first[-1]["STEP"] < second[0]["STEP"], light
 
 
 def test_grpc_cancel_frees_the_slot(srv: TritonServer) -> None:

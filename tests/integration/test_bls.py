@@ -264,8 +264,8 @@ def test_bad_input_is_a_response_error(bls_server: TritonServer, model: str) -> 
 @pytest.mark.parametrize("model", ["bls_add_sub", "bls_add_sub_async"])
 def test_timeout_is_a_response_error(bls_server: TritonServer, model: str) -> None:
     c = http_client(bls_server, 30)
-    t0 = time.monotonic()
-    with pytest.raises(InferenceServerException, match="(?i)time"):
+    # The target answers after 3 s: only the call's timeout can fail it.
+    with pytest.raises(InferenceServerException, match="BLS call timed out"):
         c.infer(
             model,
             add_sub_inputs(
@@ -275,7 +275,6 @@ def test_timeout_is_a_response_error(bls_server: TritonServer, model: str) -> No
                 TIMEOUT_US=np.array([100_000], np.int64),
             ),
         )
-    assert time.monotonic() - t0 < 3.0
 
 
 def test_200_async_exec_in_flight_without_threads(bls_server: TritonServer) -> None:
@@ -295,10 +294,9 @@ def test_self_call_fails_with_a_clear_error(bls_server: TritonServer) -> None:
     c = http_client(bls_server, 20)
     x = httpclient.InferInput("IN", [1], "INT32")
     x.set_data_from_numpy(np.array([1], np.int32))
-    t0 = time.monotonic()
+    # A deadlock would end only with the client's timeout, not this error.
     with pytest.raises(InferenceServerException, match="deadlock"):
         c.infer("bls_self", [x])
-    assert time.monotonic() - t0 < 5
 
 
 def stream(bls_server: TritonServer, n: int, request_id: str = "", **extra: np.ndarray) -> list:

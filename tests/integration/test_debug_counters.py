@@ -76,7 +76,7 @@ def last_lines(server: TritonServer, model: str) -> dict[tuple[str, str], dict[s
 def stub_line(server: TritonServer, model: str, batches: int = 0) -> dict[str, int]:
     """The last idle line of ``model``'s (one) stub, once it has seen
     ``batches`` batches (the line after the last one may still be due)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while True:
         lines = [v for (side, _), v in last_lines(server, model).items() if side == "stub"]
         line = lines[0] if lines else {"batches_total": 0, "bytes_copied": 0}
@@ -90,7 +90,7 @@ def wait_idle(
     server: TritonServer,
     model: str,
     before: dict[tuple[str, str], dict[str, int]],
-    timeout: float = 20.0,
+    timeout: float = 60.0,
 ) -> dict[tuple[str, str], dict[str, int]]:
     """Wait until both sides of ``model`` wrote an idle line after the load
     (batches_total moved) with every resource counter at zero."""

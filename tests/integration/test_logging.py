@@ -37,9 +37,7 @@ def run(work: Path, args: list[str]) -> tuple[str, int]:
             c.close()
         # The messages travel before the response, the server writes them
         # from its reader thread: give it a moment.
-        deadline = time.monotonic() + 10
-        while "mark-7f3 log-warning" not in srv.log() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        srv.wait_log("mark-7f3 log-warning", timeout=60)
     finally:
         assert srv.stop() == 0, srv.log()[-3000:]
     return srv.log(), line

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from server import EXAMPLES, TritonServer, build_repository, running
+from server import EXAMPLES, TritonServer, build_repository, running, sample, scrape
 
 MODELS = ["metrics", "metrics_pair"]
 
@@ -35,36 +32,6 @@ def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonS
     )
     with running(srv):
         yield srv
-
-
-def scrape(srv: TritonServer) -> str:
-    """The metrics page. Triton opens its metrics port a little after the
-    HTTP endpoint reports ready: a refused connection is retried briefly."""
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            url = f"http://127.0.0.1:{srv.metrics_port}/metrics"
-            with urllib.request.urlopen(url, timeout=10) as r:
-                return r.read().decode()
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline:
-                raise
-        except urllib.error.URLError as e:
-            if not isinstance(e.reason, ConnectionRefusedError) or time.monotonic() > deadline:
-                raise
-        time.sleep(0.05)
-
-
-def sample(text: str, name: str, **labels: str) -> float | None:
-    """The value of the series ``name`` whose labels include ``labels``."""
-    for line in text.splitlines():
-        m = re.match(r"^([a-zA-Z_:][\w:]*)\{(.*)\} (\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
-        if all(have.get(k) == v for k, v in labels.items()):
-            return float(m.group(3))
-    return None
 
 
 def call(srv: TritonServer, model: str, mode: str, value: float = 0.0) -> str:

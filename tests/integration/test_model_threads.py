@@ -129,18 +129,19 @@ def test_decoupled_sync_execute_sends_and_sees_cancel_while_held(srv: TritonServ
 def test_plain_for_over_async_exec_streams_in_gathered_coroutines(srv: TritonServer) -> None:
     """Four requests, each forwarded with 'await async_exec(decoupled=True)'
     and iterated with a plain for: the callee has all four in flight at
-    once (it reports the most it saw), as on the official backend."""
+    once (it waits for them, up to a minute, and reports the most it
+    saw), as on the official backend."""
     c = grpcclient.InferenceServerClient(srv.grpc_url)
     got: queue.Queue = queue.Queue()
     try:
         c.start_stream(partial(lambda q, result, error: q.put((result, error)), got))
         for i in range(4):
-            w = grpcclient.InferInput("WAIT", [1], "FP32")
-            w.set_data_from_numpy(np.array([3.0], np.float32))
+            w = grpcclient.InferInput("PEERS", [1], "INT32")
+            w.set_data_from_numpy(np.array([4], np.int32))
             c.async_stream_infer("bls_for_gather", [w], request_id=f"gather-{i}")
         peaks = []
         for _ in range(4):
-            result, error = got.get(timeout=60)
+            result, error = got.get(timeout=120)
             assert error is None, f"{error.status()}: {error.message()}"
             peaks.append(int(result.as_numpy("PEAK")[0]))
         assert max(peaks) == 4, peaks

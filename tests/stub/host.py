@@ -22,6 +22,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ class StubHost:
         )
         self.sock.sendmsg([frame], anc)
 
-    def recv(self, timeout: float = 10.0) -> dict[str, Any]:
+    def recv(self, timeout: float = 30.0) -> dict[str, Any]:
         """The next frame that is not a LOG (those are kept in .logs); ARENA
         frames are mapped and returned too."""
         deadline = time.monotonic() + timeout
@@ -127,7 +128,7 @@ class StubHost:
                 continue
             return frame
 
-    def recv_type(self, ftype: str, timeout: float = 10.0) -> dict[str, Any]:
+    def recv_type(self, ftype: str, timeout: float = 30.0) -> dict[str, Any]:
         while True:
             f = self.recv(timeout)
             if f["type"] == ftype:
@@ -145,11 +146,13 @@ class StubHost:
         config: dict[str, Any] | None = None,
         settings: dict[str, Any] | None = None,
         log_levels: int = 0b0111,
-        timeout: float = 10.0,
+        timeout: float = 30.0,
         then: tuple[bytes, ...] = (),
+        sent: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """LOG_LEVELS and INIT (after HELLO), and the frames ``then`` right
-        behind them; returns INIT_DONE's JSON. ``log_levels``: Triton's
+        behind them; ``sent()`` is called once they are all in the stub's
+        socket; returns INIT_DONE's JSON. ``log_levels``: Triton's
         defaults (INFO, WARNING, ERROR) unless told."""
         if not self.greeted:
             hello = self.recv_type("HELLO", timeout)
@@ -174,6 +177,8 @@ class StubHost:
         self.send(P.encode(P.INIT, {"json": init}))
         for frame in then:
             self.send(frame)
+        if sent is not None:
+            sent()
         return self.recv_type("INIT_DONE", timeout)["body"]["json"]
 
     def auto_complete(
@@ -234,7 +239,7 @@ class StubHost:
             "frames": frames,
         }
 
-    def entries(self, until: Any, timeout: float = 10.0) -> list[dict[str, Any]]:
+    def entries(self, until: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
         """Collect RESPONSES entries (and EXECUTE_DONE frames, as
         {"execute_done": id, ...}) until ``until(collected)`` is true."""
         got: list[dict[str, Any]] = []
@@ -260,7 +265,7 @@ class StubHost:
         m = self.stub_arenas[t["arena_id"]]
         return bytes(m[t["offset"] : t["offset"] + t["byte_size"]])
 
-    def wait(self, timeout: float = 10.0) -> int:
+    def wait(self, timeout: float = 30.0) -> int:
         return self.proc.wait(timeout)
 
     def close(self) -> None:

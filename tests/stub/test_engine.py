@@ -58,29 +58,36 @@ def test_a_batch_leaves_no_reference_cycles(host: StubHost, tmp_path: Path) -> N
     assert found[2:] == [0, 0, 0, 0], f"objects left to the cyclic collector per batch: {found}"
 
 
-ASYNC_SLEEP = """
+# Each batch waits (up to 30 s) until all 20 have started, and answers how
+# many had started: 20 from every batch only if they ran at the same time.
+ASYNC_MEET = """
 import asyncio
+import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 class TritonPythonModel:
+    def initialize(self, args):
+        self.started = 0
     async def execute(self, requests):
-        await asyncio.sleep(0.2)
-        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", r.inputs()[0].as_numpy())])
+        self.started += 1
+        deadline = time.monotonic() + 30
+        while self.started < 20 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([self.started], np.int32))])
                 for r in requests]
 """
 
 
 def test_async_batches_run_concurrently(host: StubHost, tmp_path: Path) -> None:
-    done = host.handshake(write_model(tmp_path, ASYNC_SLEEP))
+    done = host.handshake(write_model(tmp_path, ASYNC_MEET))
     assert done["execute"] == "async"
-    start = time.monotonic()
     for b in range(20):
         host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"r{b}", [i32("IN", b)])]}, id=b + 1))
-    got = host.entries(lambda g: sum("batch_done" in e for e in g) == 20)
-    elapsed = time.monotonic() - start
-    assert elapsed < 1.5, f"20 batches sleeping 0.2 s took {elapsed:.2f} s: not concurrent"
-    by_batch = {e["batch_id"]: value(host, e) for e in got if "batch_id" in e}
-    assert by_batch == {b + 1: b for b in range(20)}
+    got = host.entries(lambda g: sum("batch_done" in e for e in g) == 20, timeout=120)
+    started = {e["batch_id"]: value(host, e) for e in got if "batch_id" in e}
+    assert started == {b + 1: 20 for b in range(20)}, (
+        f"batches started before each ended: {started}"
+    )
 
 
 DECOUPLED_REPEAT = """
@@ -218,14 +225,31 @@ def test_default_mode_answer_through_the_sender(host: StubHost, tmp_path: Path) 
 
 
 # Default mode, answered through senders after execute() returned: a thread
-# (sync execute) or a task (async) sends what MODE says, 0.2 s later.
+# (sync execute) or a task (async) sends what MODE says once the test has
+# seen the batch end (it then makes the file "go" beside the model).
 LATE_SENDER = """
 import asyncio
+import os
 import threading
 import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+GO = os.path.join(os.path.dirname(__file__), "go")
+
+def released():
+    return os.path.exists(GO)
+
+def wait_go():
+    deadline = time.monotonic() + 60
+    while not released() and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+async def play_when_released(sender, mode):
+    deadline = time.monotonic() + 60
+    while not released() and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+    play(sender, mode)
 
 def out(v):
     return pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([v], np.int32))])
@@ -250,11 +274,11 @@ class TritonPythonModel:
 """
 THREAD = (
     "def",
-    "threading.Thread(target=lambda s=sender, m=mode: (time.sleep(0.2), play(s, m))).start()",
+    "threading.Thread(target=lambda s=sender, m=mode: (wait_go(), play(s, m))).start()",
 )
 TASK = (
     "async def",
-    "asyncio.get_running_loop().call_later(0.2, play, sender, mode)",
+    "asyncio.get_running_loop().create_task(play_when_released(sender, mode))",
 )
 
 
@@ -262,14 +286,17 @@ TASK = (
 def test_default_mode_late_answers_follow_the_one_response_rule(
     host: StubHost, tmp_path: Path, kind: str, spawn: str
 ) -> None:
-    host.handshake(
-        write_model(tmp_path, LATE_SENDER.replace("{kind}", kind).replace("{spawn}", spawn))
-    )
+    model = write_model(tmp_path, LATE_SENDER.replace("{kind}", kind).replace("{spawn}", spawn))
+    host.handshake(model)
     modes = ["one_then_final", "final_first", "two", "after_final"]
     host.send(P.encode(P.EXECUTE, {"requests": [P.request(m) for m in modes]}, id=3))
-    got = host.entries(lambda g: sum(1 for e in g if e.get("response_flags", 0) & FINAL) == 4)
     # execute() returned first: its batch ended with no entry.
-    assert got[0] in ({"batch_done": 3}, {"execute_done": 3, "ok": 1, "error": ""})
+    got = host.entries(lambda g: len(g) >= 1, timeout=30)
+    assert got in ([{"batch_done": 3}], [{"execute_done": 3, "ok": 1, "error": ""}])
+    (model / "go").touch()
+    got += host.entries(
+        lambda g: sum(1 for e in g if e.get("response_flags", 0) & FINAL) == 4, timeout=30
+    )
     by_request: dict[str, list[Any]] = {m: [] for m in modes}
     for e in got[1:]:
         by_request[modes[e["request_index"]]].append(e)
@@ -303,10 +330,10 @@ class TritonPythonModel:
         r = requests[0]
         sender = r.get_response_sender()
         try:
-            for i in range(1000):
-                if r.is_cancelled():
-                    break
+            i = 0
+            while not r.is_cancelled():  # only a cancellation ends this
                 sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.int32))]))
+                i += 1
                 await asyncio.sleep(0.01)
         except asyncio.CancelledError:
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([-1], np.int32))]),
@@ -318,11 +345,11 @@ class TritonPythonModel:
 def test_cancel_wakes_the_task(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, CANCELLABLE), settings={"decoupled": True})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("s", [])]}, id=9))
-    host.entries(lambda g: len(g) >= 3)
-    start = time.monotonic()
+    host.entries(lambda g: len(g) >= 3, timeout=30)
     host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 9, "request_index": 0}]}))
-    got = host.entries(lambda g: any("execute_done" in e for e in g))
-    assert time.monotonic() - start < 0.5
+    got = host.entries(lambda g: any("execute_done" in e for e in g), timeout=30)
+    # -1 is sent only from the task's CancelledError: the cancel woke the
+    # task in its sleep, not the loop's is_cancelled() check.
     last = [e for e in got if e.get("response_flags", 0) & FINAL]
     assert len(last) == 1 and value(host, last[0]) == -1
     # Nothing follows the final response.
@@ -345,7 +372,7 @@ def test_cancel_without_handler_ends_with_cancelled(host: StubHost, tmp_path: Pa
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("s", [])]}, id=2))
     host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 2, "request_index": 0}]}))
-    got = host.entries(lambda g: any("execute_done" in e for e in g), timeout=3)
+    got = host.entries(lambda g: any("execute_done" in e for e in g), timeout=30)
     (entry,) = [e for e in got if "batch_id" in e]
     assert entry["has_error"] and entry["error_code"] == 7 and "cancelled" in entry["error_message"]
 
@@ -372,7 +399,7 @@ def test_a_cancellation_from_inside_the_model_is_an_error(
         settings={"decoupled": decoupled},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("mine", [])]}, id=3))
-    got = host.entries(lambda g: any("execute_done" in e or "batch_done" in e for e in g), 3)
+    got = host.entries(lambda g: any("execute_done" in e or "batch_done" in e for e in g), 30)
     errors = [e for e in got if e.get("has_error")]
     done = [e for e in got if "execute_done" in e and e["ok"] == 0]
     message = errors[0]["error_message"] if errors else done[0]["error"]
@@ -394,6 +421,8 @@ def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
                 r = requests[0]
                 seen = []
                 r.add_cancel_callback(lambda req: seen.append(req.request_id()))
+                r.get_response_sender().send(  # waiting now
+                    pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([-1], np.int32))]))
                 await r.wait_cancelled()
                 await asyncio.sleep(0)
                 r.get_response_sender().send(
@@ -404,9 +433,10 @@ def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
         settings={"decoupled": True},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("w", []), P.request("v", [])]}, id=5))
-    time.sleep(0.1)
+    (waiting,) = host.entries(lambda g: len(g) >= 1, timeout=30)
+    assert waiting["response_flags"] == 0 and value(host, waiting) == -1
     host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 5, "request_index": 0}]}))
-    got = host.entries(finals(1), timeout=3)
+    got = host.entries(finals(1), timeout=30)
     final = [e for e in got if e.get("response_flags", 0) & FINAL]
     assert value(host, final[0]) == 1
 
@@ -491,28 +521,32 @@ def test_unload_with_streams_in_flight(host: StubHost, tmp_path: Path) -> None:
             tmp_path,
             """
         import asyncio
+        import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             async def execute(self, requests):
-                await asyncio.sleep(60)
+                requests[0].get_response_sender().send(pb_utils.InferenceResponse([]))
+                await asyncio.Event().wait()  # never set: only the unload ends it
     """,
         ),
         settings={"decoupled": True, "finalize_grace_seconds": 0.3},
     )
     for b in range(3):
         host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"s{b}")]}, id=b + 1))
-    time.sleep(0.1)
+    host.entries(lambda g: len(g) == 3, timeout=30)  # all three are running
     start = time.monotonic()
     host.send(P.encode(P.FINALIZE, {}))
     got = []
     while True:
-        f = host.recv(5)
+        f = host.recv(30)
         if f["type"] == "FINALIZE_DONE":
             break
         got.append(f)
-    assert 0.25 < time.monotonic() - start < 3
+    # A lower bound only (a busy machine makes it longer): the grace was
+    # waited before the streams were ended.
+    assert time.monotonic() - start > 0.25
     errors = [e for f in got if f["type"] == "RESPONSES" for e in f["body"]["responses"]]
     assert len(errors) == 3 and all(e["error_code"] in (4, 7) for e in errors)
-    assert host.wait(5) == 0
+    assert host.wait(30) == 0
 
 
 def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> None:
@@ -521,6 +555,7 @@ def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> Non
             tmp_path,
             """
         import asyncio
+        import time
         import numpy as np
         import triton_python_backend_utils as pb_utils
         FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -528,12 +563,17 @@ def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> Non
             async def execute(self, requests):
                 s = requests[0].get_response_sender()
                 s.send(pb_utils.InferenceResponse([]))
-                await asyncio.sleep(0.3)
-                try:
-                    s.send(pb_utils.InferenceResponse([]))
-                    code = 0
-                except pb_utils.TritonModelException as e:
-                    code = 1 if "gone away" in str(e) else 2
+                # Sends go through until the stub has read the SEND_ERROR:
+                # the first send after it raises.
+                code = 0
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    await asyncio.sleep(0.01)
+                    try:
+                        s.send(pb_utils.InferenceResponse([]))
+                    except pb_utils.TritonModelException as e:
+                        code = 1 if "gone away" in str(e) else 2
+                        break
                 s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([code], np.int32))]),
                        flags=FINAL)
     """,

@@ -16,7 +16,7 @@ class TritonPythonModel:
     async def _forward(self, request):
         call = pb_utils.InferenceRequest(
             model_name="wait_stream",
-            inputs=[pb_utils.get_input_tensor_by_name(request, "WAIT")],
+            inputs=[pb_utils.get_input_tensor_by_name(request, "PEERS")],
             requested_output_names=["PEAK"],
         )
         sender = request.get_response_sender()
@@ -25,5 +25,7 @@ class TritonPythonModel:
                 sender.send(pb_utils.InferenceResponse(error=response.error()))
                 continue
             peak = pb_utils.get_output_tensor_by_name(response, "PEAK")
+            if peak is None:  # the last response may be empty (its final flag)
+                continue
             sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("PEAK", peak.as_numpy())]))
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)

@@ -84,6 +84,7 @@ class TritonPythonModel:
             elif mode == "hog":
                 np.ones(2 << 30, np.uint8)
             elif mode == "hang":
+                pb_utils.Logger.log_info(f"crash: {request.request_id()} hangs in execute")
                 time.sleep(3600)
             elif mode == "slow":
                 time.sleep(0.05)
@@ -91,11 +92,11 @@ class TritonPythonModel:
                 time.sleep(0.6)
             elif mode == "forge_arena":
                 forge(0xFFFF, 0, 64)  # no such arena
-                time.sleep(5)  # the backend kills the stub meanwhile
+                time.sleep(3600)  # until the backend kills the stub
             elif mode == "forge_overflow":
                 own_arena(0x7000, 4096)
                 forge(0x7000, (1 << 64) - 8, 1 << 16)  # offset + length wraps
-                time.sleep(5)
+                time.sleep(3600)
             responses.append(
                 pb_utils.InferenceResponse(
                     [pb_utils.Tensor("PID", np.array([os.getpid()], np.int64))]
