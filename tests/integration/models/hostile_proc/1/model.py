@@ -6,7 +6,8 @@ the stub's process group; "exit" ends the stub;
 "hold_gil" starts a sleeper, then holds the GIL in a regular expression
 that never ends; "forkbomb" forks until the kernel refuses (every process
 forks too) and answers how far it got; "kill_server" sends SIGKILL to its
-parent, to every tritonserver it finds in /proc and to the pid in ARG;
+parent and to the pid in ARG (its own server: never to other servers on
+the machine, should the sandbox fail);
 "facts" answers what the stub sees of itself; "env" the names of its
 environment variables. Answers are JSON."""
 
@@ -67,14 +68,6 @@ def kill_server(target: int) -> dict:
     ppid = os.getppid()
     if ppid > 0:
         attempt(f"parent {ppid}", ppid)
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() == "tritonserver":
-                        attempt(f"tritonserver {entry} in /proc", int(entry))
-            except OSError:
-                pass
     if target > 0:
         attempt(f"server pid {target}", target)
     return tried
