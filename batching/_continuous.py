@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
-import concurrent.futures
 import heapq
 import inspect
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -17,6 +18,22 @@ T = TypeVar("T")
 
 # What a stream's queue holds after its last output.
 _END = object()
+
+# Stepping threads, stopped and joined when the interpreter exits: none may
+# still be inside the step function (native code), or even dropping its
+# last tensors, while Python finalizes, which aborts the process.
+_steppers: set[_Stepper] = set()
+_steppers_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_steppers() -> None:
+    with _steppers_lock:
+        steppers = list(_steppers)
+    for stepper in steppers:
+        with stepper.owner._lock:
+            stepper.stop()
+        stepper.join()
 
 
 class _Failure:
@@ -82,10 +99,12 @@ class ContinuousBatcher(Generic[D, T]):
     as long as any stream is active.
 
     ``step(batch)`` takes the list of active :class:`Sequence` objects, in
-    slot order, and returns one output per sequence, in that order. A plain function runs in a
-    worker thread of the batcher's own, so the event loop keeps sending
-    outputs and taking requests while it computes (PyTorch and NumPy release
-    the GIL); an ``async def`` runs on the loop.
+    slot order, and returns one output per sequence, in that order. A plain
+    function runs in a thread of the batcher's own, step after step: the
+    next step starts as soon as one returns, while the event loop hands that
+    step's outputs to the streams, sends them and takes requests (PyTorch and
+    NumPy release the GIL). The thread runs at most one step ahead of the
+    loop. An ``async def`` runs on the loop.
 
     ``max_active`` is the most streams in one step (the cache slots);
     ``cache_budget``, if given, the most ``cost`` summed over active
@@ -114,6 +133,11 @@ class ContinuousBatcher(Generic[D, T]):
         self.max_active = max_active
         self.cache_budget = cache_budget
         self._on_step = on_step
+        # Who holds a slot and who waits: changed by the loop (streams
+        # joining and leaving) and by the stepping thread (streams ending),
+        # always under this lock; ``_wakeup`` tells the thread of a change.
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)
         # A heap: the lowest free slot first, so active slots stay packed
         # at the start of a cache and a step can often read them as a range.
         self._free = list(range(max_active))
@@ -121,9 +145,13 @@ class ContinuousBatcher(Generic[D, T]):
         self._waiting: collections.deque[Sequence[D]] = collections.deque()
         self._used = 0
         self._steps = 0
+        # async step: the runner task and its wake-up future.
         self._wake: asyncio.Future[None] | None = None
         self._runner: asyncio.Task[None] | None = None
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        # plain step: the stepping thread, and one step call at a time even
+        # while a stopped thread finishes its last one.
+        self._stepper: _Stepper[D, T] | None = None
+        self._calling = threading.Lock()
 
     @property
     def active(self) -> int:
@@ -159,10 +187,15 @@ class ContinuousBatcher(Generic[D, T]):
         if steps <= 0:
             return
         seq: Sequence[D] = Sequence(data, steps, cost, cancelled)
-        self._waiting.append(seq)
-        self._ensure_runner()
-        self._poke()
         loop = asyncio.get_running_loop()
+        with self._lock:
+            self._waiting.append(seq)
+            if not self._async:
+                self._ensure_stepper(loop)
+                self._wakeup.notify()
+        if self._async:
+            self._ensure_runner()
+            self._poke()
         try:
             while True:
                 while not seq._out:
@@ -179,35 +212,58 @@ class ContinuousBatcher(Generic[D, T]):
             self._leave(seq)
 
     def close(self) -> None:
-        """Stops the runner; active and waiting streams end. For finalize,
+        """Stops stepping; active and waiting streams end. For finalize,
         which may run on another thread than the loop (the official
-        backend's does): the work is then handed to the loop."""
-        loop = self._runner.get_loop() if self._runner is not None else None
+        backend's does): the streams are then told on the loop."""
+        loop = self._loop()
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:
             current = None
         if loop is not None and loop is not current and loop.is_running():
-            loop.call_soon_threadsafe(self._close)
-        else:
-            self._close()
+            try:
+                loop.call_soon_threadsafe(self._close)
+                return
+            except RuntimeError:  # closed meanwhile
+                pass
+        self._close()
+
+    # ------------------------------------------------------------------ inside
+
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        if self._runner is not None:
+            return self._runner.get_loop()
+        stepper = self._stepper
+        return stepper.loop if stepper is not None else None
 
     def _close(self) -> None:
+        self._end_all(None)
+
+    def _end_all(self, failure: BaseException | None) -> None:
+        """On the loop: every stream ends (with ``failure``, if given), and
+        the runner or stepping thread stops; the next generate() starts
+        another."""
         if self._runner is not None:
             self._runner.cancel()
             self._runner = None
-        for seq in [*self._active.values(), *self._waiting]:
-            self._leave(seq)
-            seq._push(_END)
-        if self._executor is not None:
-            self._executor.shutdown(wait=False)
-            self._executor = None
-
-    # ------------------------------------------------------------------ inside
+        with self._lock:
+            if self._stepper is not None:
+                self._stepper.stop()
+                self._stepper = None
+            gone = [*self._active.values(), *self._waiting]
+            for seq in gone:
+                self._leave_locked(seq)
+        for seq in gone:
+            seq._push(_END if failure is None else _Failure(failure))
 
     def _ensure_runner(self) -> None:
         if self._runner is None or self._runner.done():
             self._runner = asyncio.get_running_loop().create_task(self._guarded())
+
+    def _ensure_stepper(self, loop: asyncio.AbstractEventLoop) -> None:
+        """With ``_lock`` held."""
+        if self._stepper is None:
+            self._stepper = _Stepper(self, loop)
 
     def _poke(self) -> None:
         w = self._wake
@@ -219,16 +275,24 @@ class ContinuousBatcher(Generic[D, T]):
         next step."""
         if seq._done:
             return
+        with self._lock:
+            self._leave_locked(seq)
+            self._wakeup.notify()
+        if self._async:
+            self._poke()
+
+    def _leave_locked(self, seq: Sequence[D]) -> None:
+        if seq._done:
+            return
         seq._done = True
         if seq.slot >= 0:
             del self._active[seq.slot]
             heapq.heappush(self._free, seq.slot)
             self._used -= seq._cost
-            self._poke()
         else:
             self._waiting.remove(seq)
 
-    def _admit(self) -> None:
+    def _admit_locked(self) -> None:
         budget = self.cache_budget
         while self._waiting and self._free:
             seq = self._waiting[0]
@@ -239,6 +303,63 @@ class ContinuousBatcher(Generic[D, T]):
             self._active[seq.slot] = seq
             self._used += seq._cost
 
+    def _next_batch(self) -> tuple[list[Sequence[D]], list[Sequence[D]]]:
+        """Admits waiting streams and polls ``cancelled``: the next step's
+        batch, and the streams that left because they were cancelled."""
+        with self._lock:
+            self._admit_locked()
+            candidates = [seq for _, seq in sorted(self._active.items())]
+        batch, gone = [], []
+        for seq in candidates:
+            if seq._cancelled is not None and seq._cancelled():
+                gone.append(seq)
+            else:
+                batch.append(seq)
+        if gone:
+            with self._lock:
+                for seq in gone:
+                    self._leave_locked(seq)
+        return batch, gone
+
+    def _settle(
+        self, batch: list[Sequence[D]], outs: list[T] | None, error: Exception | None
+    ) -> tuple[list[tuple[Sequence[D], object, bool]], int]:
+        """After a step: what each stream of ``batch`` still in it gets (its
+        output, and whether that was its last), and how many outputs."""
+        if error is None and outs is not None and len(outs) != len(batch):
+            error = RuntimeError(
+                f"the step function returned {len(outs)} outputs for {len(batch)} sequences"
+            )
+        given: list[tuple[Sequence[D], object, bool]] = []
+        with self._lock:
+            if error is not None:
+                failure = _Failure(error)
+                for seq in batch:
+                    if not seq._done:
+                        self._leave_locked(seq)
+                        given.append((seq, failure, True))
+                return given, 0
+            assert outs is not None
+            self._steps += 1
+            for seq, out in zip(batch, outs, strict=True):
+                if seq._done:
+                    continue  # left during the step: its output is dropped
+                seq.steps += 1
+                last = seq.steps >= seq._limit
+                if last:
+                    self._leave_locked(seq)
+                given.append((seq, out, last))
+        return given, len(given)
+
+    def _hand_out(self, given: list[tuple[Sequence[D], object, bool]]) -> None:
+        """On the loop: each stream gets its output (and its end)."""
+        for seq, out, last in given:
+            seq._push(out)
+            if last and type(out) is not _Failure:
+                seq._push(_END)
+
+    # ------------------------------------------------------------ async step
+
     async def _guarded(self) -> None:
         try:
             await self._run()
@@ -246,9 +367,8 @@ class ContinuousBatcher(Generic[D, T]):
             # The runner is gone (cancelled, or on_step raised): no stream
             # is left waiting for ever; the next generate() starts another.
             failure = e if isinstance(e, Exception) else RuntimeError("the batcher was stopped")
-            for seq in [*self._active.values(), *self._waiting]:
-                self._leave(seq)
-                seq._push(_Failure(failure))
+            self._runner = None
+            self._end_all(failure)
             if failure is not e:
                 raise  # cancelled; an error went to the streams instead
 
@@ -256,14 +376,9 @@ class ContinuousBatcher(Generic[D, T]):
         loop = asyncio.get_running_loop()
         reported = -1
         while True:
-            self._admit()
-            batch = []
-            for _, seq in sorted(self._active.items()):
-                if seq._cancelled is not None and seq._cancelled():
-                    self._leave(seq)
-                    seq._push(_END)
-                else:
-                    batch.append(seq)
+            batch, gone = self._next_batch()
+            for seq in gone:
+                seq._push(_END)
             if not batch:
                 if reported != 0 and self._on_step is not None:
                     self._on_step(0, 0)
@@ -274,41 +389,109 @@ class ContinuousBatcher(Generic[D, T]):
                     self._wake = None
                 continue
             try:
-                outs = await self._call(loop, batch)
-                if len(outs) != len(batch):
-                    raise RuntimeError(
-                        f"the step function returned {len(outs)} outputs for {len(batch)} sequences"
-                    )
+                outs, error = await self._step(batch), None  # type: ignore[misc]
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                for seq in batch:
-                    if not seq._done:
-                        self._leave(seq)
-                        seq._push(_Failure(e))
-                continue
-            self._steps += 1
-            count = 0
-            for seq, out in zip(batch, outs, strict=True):
-                if seq._done:
-                    continue  # left during the step: its output is dropped
-                seq.steps += 1
-                count += 1
-                seq._push(out)
-                if seq.steps >= seq._limit:
-                    self._leave(seq)
-                    seq._push(_END)
-            if self._on_step is not None:
+                outs, error = None, e
+            given, count = self._settle(batch, outs, error)
+            self._hand_out(given)
+            if error is None and self._on_step is not None:
                 self._on_step(len(self._active), count)
             reported = len(self._active)
 
-    def _call(
-        self, loop: asyncio.AbstractEventLoop, batch: list[Sequence[D]]
-    ) -> Awaitable[list[T]]:
-        if self._async:
-            return self._step(batch)  # type: ignore[return-value]
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                1, thread_name_prefix="tritonpy-batcher"
-            )
-        return loop.run_in_executor(self._executor, self._step, batch)  # type: ignore[arg-type]
+
+class _Stepper(Generic[D, T]):
+    """The thread that runs a plain step function, step after step.
+
+    After a step it hands the outputs to the loop and starts the next step
+    at once; it waits for the loop only before handing out the step after
+    that, so the loop is never more than one step behind and ``cancelled``
+    is polled after the streams have seen all but the last step's outputs
+    (as when the loop runs the steps). ``stop()`` (with the batcher's lock)
+    makes it end after its current step, dropping what that step made."""
+
+    def __init__(self, owner: ContinuousBatcher[D, T], loop: asyncio.AbstractEventLoop) -> None:
+        self.owner = owner
+        self.loop = loop
+        self.stopped = False
+        self._handed = threading.Semaphore(1)  # taken per hand-out, given back on the loop
+        self._thread = threading.Thread(target=self._main, name="tritonpy-batcher", daemon=True)
+        with _steppers_lock:
+            for ended in [s for s in _steppers if not s._thread.is_alive()]:
+                _steppers.discard(ended)
+            _steppers.add(self)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """With the batcher's lock held."""
+        self.stopped = True
+        self.owner._wakeup.notify_all()
+        self._handed.release()
+
+    def join(self) -> None:
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _main(self) -> None:
+        owner = self.owner
+        reported = -1
+        # The ends of streams cancelled before a step go out with its outputs.
+        ended: list[tuple[Sequence[D], object, bool]] = []
+        while not self.stopped:
+            batch, gone = owner._next_batch()
+            ended.extend((seq, _END, False) for seq in gone)
+            if not batch:
+                if ended or reported != 0:
+                    if not self._post(ended, 0 if reported != 0 else -1, 0):
+                        return
+                    ended = []
+                reported = 0
+                with owner._lock:
+                    while not self.stopped and not owner._waiting and not owner._active:
+                        owner._wakeup.wait()
+                continue
+            with owner._calling:
+                if self.stopped:
+                    return
+                try:
+                    outs, error = owner._step(batch), None
+                except Exception as e:
+                    outs, error = None, e
+            given, count = owner._settle(batch, outs, error)  # type: ignore[arg-type]
+            reported = len(owner._active)
+            if not self._post(ended + given, reported if error is None else -1, count):
+                return
+            ended = []
+
+    def _post(self, given: list[tuple[Sequence[D], object, bool]], active: int, count: int) -> bool:
+        """Hands ``given`` to the loop (and ``on_step(active, count)`` unless
+        ``active`` is -1) once it has dealt with the last hand-out; False
+        when the thread should end."""
+        self._handed.acquire()
+        if self.stopped:
+            return False
+        try:
+            self.loop.call_soon_threadsafe(self._deliver, given, active, count)
+        except RuntimeError:  # the loop is closed: nobody is left to serve
+            self.stopped = True
+            return False
+        return True
+
+    def _deliver(
+        self, given: list[tuple[Sequence[D], object, bool]], active: int, count: int
+    ) -> None:
+        owner = self.owner
+        try:
+            owner._hand_out(given)
+            if active >= 0 and owner._on_step is not None:
+                owner._on_step(active, count)
+        except Exception as e:
+            # on_step raised: no stream is left waiting for ever; the next
+            # generate() starts another thread.
+            if owner._stepper is self:
+                owner._end_all(e)
+            return
+        # The streams woken above run their turn before this: the thread
+        # polls cancelled() after they have seen these outputs.
+        self.loop.call_soon(self._handed.release)

@@ -252,6 +252,9 @@ class TritonPythonModel:
             pb_utils.MetricFamily("llm_step_seconds_total", "seconds in decode steps", counter),
         ]
         self.active, self.tokens, self.busy = (f.Metric(labels) for f in self.families)
+        # Seconds in steps: added by the stepping thread, reported from the
+        # loop (on_step), so a step costs no extra wake-up of the loop.
+        self.step_seconds = self.step_seconds_reported = 0.0
         self.batcher = ContinuousBatcher(
             self._step,
             max_active=slots,
@@ -264,12 +267,16 @@ class TritonPythonModel:
         try:
             return self.generator.step(batch)
         finally:
-            self.busy.increment(time.perf_counter() - start)
+            self.step_seconds += time.perf_counter() - start
 
     def _observe(self, active: int, tokens: int) -> None:
         self.active.set(active)
         if tokens:
             self.tokens.increment(tokens)
+        seconds = self.step_seconds
+        if seconds > self.step_seconds_reported:
+            self.busy.increment(seconds - self.step_seconds_reported)
+            self.step_seconds_reported = seconds
 
     async def execute(self, requests):
         await asyncio.gather(*(self._generate(r) for r in requests))

@@ -6,6 +6,8 @@ join and leave, budgets, cancellation, errors; and @batched."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import traceback
 
@@ -394,3 +396,53 @@ def test_a_step_error_raised_in_many_streams_keeps_its_traceback_short() -> None
 
     depths = run(main())
     assert max(depths) == min(depths), depths
+
+
+def test_the_stepping_thread_runs_at_most_one_step_ahead_of_the_loop() -> None:
+    """While the loop is busy, the thread finishes the next step but does
+    not start the one after: outputs wait for the loop, not pile up."""
+    rec = Recorder()
+
+    async def main():
+        b = ContinuousBatcher(rec, max_active=1)
+        stream = b.generate("a", steps=100)
+        assert await stream.__anext__() == "a0"
+        # Block the loop until the thread has had ample chance to run on.
+        await asyncio.to_thread(lambda: None)
+        threading.Event().wait(0.2)
+        ahead = len(rec.log)
+        await stream.aclose()
+        return ahead
+
+    # Step 0 was taken. While the loop was blocked, step 1's outputs were
+    # handed to it and step 2 may have run, but step 3 waits until the loop
+    # has taken step 1's.
+    assert run(main()) <= 3
+
+
+def test_the_interpreter_exits_cleanly_while_a_torch_step_runs() -> None:
+    """A step still inside native code when the program ends (no close())
+    is waited for: Python must not finalize under it."""
+    torch = pytest.importorskip("torch")
+    del torch
+    script = """
+import asyncio, torch
+from tritonpy.batching import ContinuousBatcher
+w = torch.randn(512, 512)
+def step(batch):
+    x = w
+    for _ in range(200):
+        x = torch.tanh(x @ w)
+    return [float(x[0, 0])] * len(batch)
+async def main():
+    b = ContinuousBatcher(step, max_active=1)
+    async for _ in b.generate(None, steps=10**6):
+        return  # leaves while the next step computes
+asyncio.run(main())
+print("done")
+"""
+    for _ in range(3):
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
