@@ -3,12 +3,17 @@
 
 #include "exec_env.h"
 
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <map>
 #include <set>
 #include <vector>
 
 #include "json.h"
+#include "mutex.h"
 #include "triton_util.h"
 
 extern char** environ;
@@ -56,6 +61,54 @@ StubEnvironment(const json::Value& set, const json::Value& unset)
     env.push_back(key + "=" + value.get<std::string>());
   }
   return env;
+}
+
+// The archives this server process has announced with the official
+// backend's verbose line "Extracting Python execution env <path>", by
+// canonical path, with the modification time each had then. The official
+// backend extracts (and says so) when an archive is new to the process or
+// its modification time, in whole seconds, changed; tritonpy's cache may
+// reuse a tree unpacked before, but the line follows the same rule.
+class ArchivesSeen {
+ public:
+  // Whether `path` last modified at `mtime` is new to the process; it is
+  // seen from now on.
+  bool Note(const std::string& path, time_t mtime) EXCLUDES(mu_)
+  {
+    MutexLock lock(&mu_);
+    auto [it, inserted] = mtimes_.try_emplace(path, mtime);
+    if (inserted) return true;
+    if (it->second == mtime) return false;
+    it->second = mtime;
+    return true;
+  }
+
+ private:
+  Mutex mu_;
+  std::map<std::string, time_t> mtimes_ GUARDED_BY(mu_);
+};
+
+// Logs the official line for the archive `path`, with tritonpy's detail
+// (the helper's answer `doc`, which took `took` seconds) after it, unless
+// this process has seen the archive at its current modification time.
+void
+LogExtraction(
+    const std::string& path, const json::Value& doc, const std::string& took)
+{
+  static ArchivesSeen seen;
+  char canonical[PATH_MAX];
+  struct stat st;
+  if (realpath(path.c_str(), canonical) == nullptr ||
+      stat(canonical, &st) != 0 || !seen.Note(canonical, st.st_mtime)) {
+    return;
+  }
+  const std::string root = json::GetString(doc, "root");
+  TRITONPY_LOG_VERBOSE(
+      std::string("Extracting Python execution env ") + canonical +
+      (json::GetBool(doc, "extracted")
+           ? " (tritonpy: unpacked into " + root + " in " + took + " s)"
+           : " (tritonpy: the same content was unpacked before into " + root +
+                 ": reused)"));
 }
 
 }  // namespace
@@ -132,15 +185,16 @@ PrepareExecutionEnv(
         json::GetString(doc, "root") + " was changed since it was unpacked (" +
         changed + "): unpacked again from " + json::GetString(doc, "path"));
   }
+  const json::Value* seconds = json::Find(doc, "seconds");
+  const std::string took =
+      seconds != nullptr ? json::Write(*seconds) : std::string("?");
+  const std::string path = json::GetString(doc, "path");
   std::string how;
-  if (json::GetBool(doc, "extracted")) {
-    const json::Value* seconds = json::Find(doc, "seconds");
-    how = ", unpacked from " + json::GetString(doc, "path") + " in " +
-          (seconds != nullptr ? json::Write(*seconds) : std::string("?")) +
-          " s";
-  } else if (json::GetBool(doc, "archive")) {
-    how =
-        ", unpacked earlier from " + json::GetString(doc, "path") + " (reused)";
+  if (json::GetBool(doc, "archive")) {
+    LogExtraction(path, doc, took);
+    how = json::GetBool(doc, "extracted")
+              ? ", unpacked from " + path + " in " + took + " s"
+              : ", unpacked earlier from " + path + " (reused)";
   }
   TRITONPY_LOG_INFO(
       "tritonpy: model '" + model + "': stubs run on " + launch->python +

@@ -21,9 +21,12 @@ namespace tritonpy {
 
 // Prepares the environment `value` (the parameter's text) of model `model`,
 // whose directory is `model_dir`, and fills *launch. Blocks while an
-// archive is unpacked: once per archive content, later loads reuse it. The
-// error names the model and what is wrong (the archive member, the missing
-// interpreter ...). Call once per model load, from the loading thread.
+// archive is unpacked: once per archive content, later loads reuse it. As
+// the official backend, logs "Extracting Python execution env <real path>"
+// (verbose) when this process first sees an archive and when its
+// modification time changed. The error names the model and what is wrong (the
+// archive member, the missing interpreter ...). Call once per model load, from
+// the loading thread.
 Status PrepareExecutionEnv(
     const BackendSettings& settings, const std::string& model,
     const std::string& model_dir, const std::string& value, StubLaunch* launch);

@@ -7,7 +7,8 @@ hostile archives fail the load naming the member and write nothing outside
 the cache; so do archives past the unpacking limits (bytes, members,
 compression ratio); the unpacked tree is read-only and a changed one is
 unpacked again; a link planted where the temporary cache goes is refused;
-missing or broken environments fail with a clear message.
+missing or broken environments fail with a clear message; the official
+verbose line announces an archive once per modification time.
 
 The environments are virtual environments made here (no network): the
 directory one sees this installation's site-packages through a .pth file
@@ -36,7 +37,7 @@ from tritonclient.utils import InferenceServerException
 
 import tritonpy
 
-from server import MODELS, TritonServer, running
+from server import MODELS, TritonServer, eventually, running
 
 SITE = Path(tritonpy.__file__).resolve().parents[1]  # site-packages holding tritonpy
 ENV_INFO = MODELS / "env_info"
@@ -528,3 +529,59 @@ def test_a_model_rewriting_its_shared_env_does_not_reach_the_next_model(envs: En
     # The server and the model that did it serve on.
     assert envs.server.model_ready("env_shared_hostile")
     assert infer_text(envs.server, "env_shared_hostile") == out
+
+
+def test_extraction_is_logged_as_upstream_once_per_archive_modification(
+    tmp_path: Path, envs: Envs
+) -> None:
+    # The official backend's verbose line, which Triton's QA counts: on the
+    # first load of an archive and after the archive is touched, not on a
+    # reload that changed only model.py. The repository is reached through
+    # a symbolic link: the line names the archive's real path.
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "repo-link").symlink_to(repo)
+    model = write_model(repo, "env_tar", IN_MODEL_DIR, {"env.tar.gz": envs.archive})
+    archive = os.path.realpath(model / "env.tar.gz")
+    server = TritonServer(
+        tmp_path / "repo-link",
+        tmp_path,
+        args=[
+            "--model-control-mode=explicit",
+            "--log-verbose=1",
+            f"--backend-config=tritonpy,env-cache-dir={tmp_path / 'cache'}",
+        ],
+    )
+
+    def touch(path: Path) -> None:  # a later modification time, whole seconds later
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10 * 10**9))
+
+    with running(server):
+        c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+        try:
+            c.load_model("env_tar")
+            touch(model / "1" / "model.py")
+            c.load_model("env_tar")
+            touch(model / "env.tar.gz")
+            c.load_model("env_tar")
+        finally:
+            c.close()
+
+        # Each load logs its INFO line after the extraction line, if any.
+        def loaded_thrice() -> None:
+            assert server.log().count("model 'env_tar': stubs run on") == 3, server.log()[-3000:]
+
+        eventually(loaded_thrice)
+        log = server.log()
+    lines = [x for x in log.splitlines() if "Extracting Python execution env" in x]
+    assert len(lines) == 2, lines
+    (root,) = (p for p in (tmp_path / "cache").iterdir() if p.is_dir() and len(p.name) == 32)
+    official = f"Extracting Python execution env {archive} (tritonpy: "
+    assert official + f"unpacked into {root} in " in lines[0], lines
+    # Touched, not changed: tritonpy's cache still has its content.
+    assert official + f"the same content was unpacked before into {root}: reused)" in lines[1]
+    # A verbose line: the server of the other tests logs at level 0.
+    if os.environ.get("TRITONPY_TEST_LOG_VERBOSE", "0") == "0":
+        envs.load("env_tar")
+        assert "Extracting Python execution env" not in envs.server.log()
