@@ -20,12 +20,20 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 from test_execution_env import infer_json
-from test_metrics import sample, scrape, wait_until
 from tritonclient.utils import InferenceServerException
 
 from tritonpy import install as inst
 
-from server import MODELS, TritonServer, build_repository, load_failure, running
+from server import (
+    MODELS,
+    TritonServer,
+    build_repository,
+    load_failure,
+    running,
+    sample,
+    scrape,
+    wait_until,
+)
 
 BACKENDS = Path(__file__).resolve().parent / "backends"
 

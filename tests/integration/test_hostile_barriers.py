@@ -15,10 +15,9 @@ import pytest
 import tritonclient.http as httpclient
 from test_crash import ask as crash_ask
 from test_crash import wait_for_new_stub
-from test_metrics import wait_until
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository, load_failure, running
+from server import TritonServer, build_repository, load_failure, running, wait_until
 
 MODEL = "hostile_barriers"
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from server import TritonServer, build_repository, load_failure, running
+from server import TritonServer, alive, build_repository, load_failure, running, wait_gone
 
 MODELS = ["hostile_proc", "add_sub"]
 DEADLINE = 60.0  # generous: a busy 2-core machine
@@ -60,20 +60,9 @@ def add_sub_serves(srv: TritonServer) -> None:
         c.close()
 
 
-def alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_gone(pids: list[int], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while any(alive(p) for p in pids):
-        assert time.monotonic() < deadline, f"{what}: {[p for p in pids if alive(p)]} still run"
-        time.sleep(0.05)
+def assert_gone(pids: list[int], what: str) -> None:
+    left = wait_gone(pids, DEADLINE)
+    assert not left, f"{what}: {left} still run"
 
 
 def group(pgid: int) -> list[int]:
@@ -144,7 +133,7 @@ def test_what_a_model_starts_dies_when_its_stub_dies(plain: TritonServer) -> Non
     assert isinstance(started, dict) and alive(started["child"])
     with pytest.raises(Exception, match="exited with status 3"):
         ask(plain, "exit")
-    wait_gone([started["stub"], started["child"]], "after the stub exited")
+    assert_gone([started["stub"], started["child"]], "after the stub exited")
     # The instance came back, and the other model never stopped.
     deadline = time.monotonic() + DEADLINE
     while True:
@@ -162,7 +151,7 @@ def test_what_a_model_starts_dies_when_it_unloads(plain: TritonServer) -> None:
     started = ask(plain, "spawn")
     assert isinstance(started, dict) and alive(started["child"])
     unload(plain, "hostile_proc")
-    wait_gone([started["stub"], started["child"]], "after the unload")
+    assert_gone([started["stub"], started["child"]], "after the unload")
     add_sub_serves(plain)
     load(plain, "hostile_proc")
     assert plain.model_ready("hostile_proc")
@@ -186,7 +175,7 @@ def test_stubs_and_what_they_started_die_with_a_killed_server(tmp_path: Path) ->
         assert alive(held) and alive(started["child"])
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait()
-        wait_gone([*stubs, started["child"], held], "after the server was killed")
+        assert_gone([*stubs, started["child"], held], "after the server was killed")
     finally:
         srv.stop()
 
@@ -229,7 +218,7 @@ def test_a_fork_bomb_stops_at_the_sandbox_limit(sandboxed: TritonServer) -> None
     assert sandboxed.model_ready("hostile_proc")
     bomb = group(stub)
     unload(sandboxed, "hostile_proc")
-    wait_gone([stub, *bomb], "the stub and the bomb after the unload")
+    assert_gone([stub, *bomb], "the stub and the bomb after the unload")
     add_sub_serves(sandboxed)
 
 
@@ -260,7 +249,7 @@ def test_a_sandboxed_stub_takes_its_namespace_along_when_the_server_is_killed(
         assert len(group(stub)) < len(inside), "nothing left the group"
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait()
-        wait_gone([*srv.stubs(), *inside], "the sandbox after the server was killed")
+        assert_gone([*srv.stubs(), *inside], "the sandbox after the server was killed")
     finally:
         srv.stop()
 
