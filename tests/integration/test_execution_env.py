@@ -17,7 +17,6 @@ its tritonpy."""
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import stat
@@ -36,6 +35,7 @@ from tritonclient.utils import InferenceServerException
 
 import tritonpy
 
+from checks import infer_json, infer_text, same_path
 from server import MODELS, TritonServer, running
 
 SITE = Path(tritonpy.__file__).resolve().parents[1]  # site-packages holding tritonpy
@@ -250,49 +250,16 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envs]:
         yield e
 
 
-def infer_json(
-    server: TritonServer, model: str, name: str, value: np.ndarray, datatype: str, output: str
-) -> dict[str, Any]:
-    """One request with input `name`; the model answers JSON text in `output`."""
-    info: dict[str, Any] = json.loads(infer_text(server, model, name, value, datatype, output))
-    return info
-
-
-def infer_text(
-    server: TritonServer,
-    model: str,
-    name: str = "IN",
-    value: np.ndarray | None = None,
-    datatype: str = "INT32",
-    output: str = "INFO",
-) -> str:
-    """One request with input `name` (by default IN = [1]); `output` as text."""
-    value = np.array([1], np.int32) if value is None else value
-    c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
-    try:
-        inp = httpclient.InferInput(name, list(value.shape), datatype)
-        inp.set_data_from_numpy(value)
-        out = c.infer(model, [inp]).as_numpy(output)
-    finally:
-        c.close()
-    assert out is not None
-    return bytes(out[0]).decode()
-
-
-def same(a: str | Path, b: str | Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
 # ------------------------------------------------------------------- tests
 
 
 def test_directory_env_runs_the_stub_on_its_interpreter(envs: Envs) -> None:
     envs.load("env_dir")
     info = envs.info("env_dir")
-    assert same(info["prefix"], envs.venv_dir), info
-    assert same(os.path.dirname(info["executable"]), envs.venv_dir / "bin"), info
+    assert same_path(info["prefix"], envs.venv_dir), info
+    assert same_path(os.path.dirname(info["executable"]), envs.venv_dir / "bin"), info
     # The environment has tritonpy itself (through its .pth): nothing lent.
-    assert same(info["tritonpy"], tritonpy.__file__), info
+    assert same_path(info["tritonpy"], tritonpy.__file__), info
     line = next(x for x in envs.server.log().splitlines() if "model 'env_dir': stubs run on" in x)
     assert "lent" not in line and "unpacked" not in line, line
 
@@ -301,12 +268,12 @@ def test_archive_env_is_unpacked_into_the_private_cache(envs: Envs) -> None:
     envs.load("env_tar")
     info = envs.info("env_tar")
     prefix = Path(info["prefix"])
-    assert same(prefix.parent, envs.cache), info
-    assert same(info["executable"], prefix / "bin" / "python3"), info
+    assert same_path(prefix.parent, envs.cache), info
+    assert same_path(info["executable"], prefix / "bin" / "python3"), info
     assert info["version"] == list(sys.version_info[:2])
     # The environment has numpy but no tritonpy: the backend lent its own.
-    assert same(info["tritonpy"], tritonpy.__file__), info
-    assert same(info["numpy"], np.__file__), info
+    assert same_path(info["tritonpy"], tritonpy.__file__), info
+    assert same_path(info["numpy"], np.__file__), info
     assert stat.S_IMODE(envs.cache.stat().st_mode) == 0o700
     # Read-only, all of it (links have no mode of their own).
     for dirpath, dirnames, filenames in os.walk(prefix):
@@ -410,7 +377,7 @@ def test_a_compression_bomb_fails_the_load_naming_the_limit(envs: Envs) -> None:
     assert "times its size (env-unpack-max-ratio=100): a compression bomb?" in msg, msg
     assert not list(envs.cache.glob(".*.tmp-*"))
     # The server and another model serve on.
-    assert envs.server.model_ready("env_dir") and same(
+    assert envs.server.model_ready("env_dir") and same_path(
         envs.info("env_dir")["prefix"], envs.venv_dir
     )
 
@@ -506,7 +473,7 @@ def test_a_link_planted_where_the_temporary_cache_goes_is_refused(
         finally:
             c.close()
         info = infer_json(server, "env_tar", "IN", np.array([1], np.int32), "INT32", "INFO")
-        assert same(Path(info["prefix"]).parent, tmp / f"tritonpy-envs-{os.getuid()}"), info
+        assert same_path(Path(info["prefix"]).parent, tmp / f"tritonpy-envs-{os.getuid()}"), info
 
 
 def test_a_model_rewriting_its_shared_env_does_not_reach_the_next_model(envs: Envs) -> None:
