@@ -31,6 +31,7 @@ from bench.server import Tritonserver, children, free_ports  # noqa: E402
 
 __all__ = [
     "TritonServer",
+    "alive",
     "build_repository",
     "children",
     "eventually",
@@ -39,6 +40,7 @@ __all__ = [
     "sample",
     "scrape",
     "wait_gone",
+    "wait_until",
 ]
 
 T = TypeVar("T")
@@ -212,21 +214,34 @@ def eventually(check: Callable[[], T], timeout: float = 30.0) -> T:
         time.sleep(0.1)
 
 
+def wait_until(predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    """Returns once ``predicate()`` is true, asked every 0.1 s; fails after
+    ``timeout`` seconds. (`eventually` is for a check that asserts.)"""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
 def wait_gone(pids: list[int] | set[int], timeout: float = 30.0) -> list[int]:
     """Waits up to ``timeout`` seconds for the processes ``pids`` to end;
     returns those still alive then (a reaped process is gone from /proc)."""
     deadline = time.monotonic() + timeout
     while True:
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and not _zombie(p)]
-        if not alive or time.monotonic() > deadline:
-            return alive
+        left = [p for p in pids if alive(p)]
+        if not left or time.monotonic() > deadline:
+            return left
         time.sleep(0.05)
 
 
-def _zombie(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an exited child
+    not yet reaped)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
 

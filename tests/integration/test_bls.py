@@ -24,6 +24,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from checks import X, Y, add_sub_inputs
 from server import EXAMPLES, TritonServer, build_repository, running
 
 MODELS = [
@@ -76,25 +77,6 @@ def _close_clients() -> Iterator[None]:
     yield
     while _CLIENTS:
         _CLIENTS.pop().close()
-
-
-def add_sub_inputs(x: np.ndarray, y: np.ndarray, **extra: np.ndarray) -> list:
-    ins = []
-    for name, arr in (("INPUT0", x), ("INPUT1", y), *extra.items()):
-        dtype = {
-            np.dtype(np.float32): "FP32",
-            np.dtype(np.int64): "INT64",
-            np.dtype(np.int32): "INT32",
-            np.dtype(object): "BYTES",
-        }[arr.dtype]
-        t = httpclient.InferInput(name, list(arr.shape), dtype)
-        t.set_data_from_numpy(arr)
-        ins.append(t)
-    return ins
-
-
-X = np.array([1, 2, 3, 4], np.float32)
-Y = np.array([0.5, 0.25, 4, -1], np.float32)
 
 
 @pytest.mark.parametrize("model", ["bls_add_sub", "bls_add_sub_async", "bls"])

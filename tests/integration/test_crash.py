@@ -19,6 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from checks import add_sub_works, ask, wait_for_new_stub
 from server import TritonServer, build_repository, load_failure, running, wait_gone
 
 CRASH_MODELS = ["crash", "add_sub", "crash_stream", "bls_crash", "crash_pair"]
@@ -43,32 +44,6 @@ def crash_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonSer
         stubs = srv.stubs()
         assert srv.stop() == 0
         assert not wait_gone(stubs), "stubs outlived the server"
-
-
-def ask(server: TritonServer, m: str, model: str = "crash") -> int:
-    c = httpclient.InferenceServerClient(server.http_url, network_timeout=30)
-    try:
-        inp = httpclient.InferInput("MODE", [1], "BYTES")
-        inp.set_data_from_numpy(np.array([m.encode()], dtype=object))
-        return int(c.infer(model, [inp], request_id=f"req-{m}").as_numpy("PID")[0])
-    finally:
-        c.close()
-
-
-def wait_for_new_stub(
-    server: TritonServer, old: int, timeout: float = 30, model: str = "crash"
-) -> int:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            pid = ask(server, "ok", model)
-            if pid != old:
-                return pid
-        except InferenceServerException as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"no new stub after {timeout}s: {last}")
 
 
 @pytest.mark.parametrize("how", DEATHS)
@@ -278,18 +253,6 @@ def test_forged_frames_kill_only_that_stub(crash_server: TritonServer, forgery: 
     assert crash_server._get("/v2/health/ready") == 200
     wait_for_new_stub(crash_server, pid)
     add_sub_works(crash_server)
-
-
-def add_sub_works(server: TritonServer) -> None:
-    c = httpclient.InferenceServerClient(server.http_url)
-    try:
-        x = httpclient.InferInput("INPUT0", [4], "FP32")
-        x.set_data_from_numpy(np.ones(4, np.float32))
-        y = httpclient.InferInput("INPUT1", [4], "FP32")
-        y.set_data_from_numpy(np.ones(4, np.float32))
-        assert c.infer("add_sub", [x, y]).as_numpy("OUTPUT0").tolist() == [2, 2, 2, 2]
-    finally:
-        c.close()
 
 
 def test_kill_9_under_load(crash_server: TritonServer) -> None:

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,20 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from test_execution_env import infer_json
-from test_metrics import sample, scrape, wait_until
-from tritonclient.utils import InferenceServerException
 
 from tritonpy import install as inst
 
-from server import MODELS, TritonServer, build_repository, load_failure, running
+from checks import from_a_new_stub, infer_json, load_models, same_path
+from server import (
+    MODELS,
+    TritonServer,
+    build_repository,
+    load_failure,
+    running,
+    sample,
+    scrape,
+    wait_until,
+)
 
 BACKENDS = Path(__file__).resolve().parent / "backends"
 
@@ -79,28 +85,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
         yield srv
 
 
-def load(server: TritonServer, *names: str) -> None:
-    c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
-    try:
-        for name in names:
-            c.load_model(name)
-    finally:
-        c.close()
-
-
 def info(server: TritonServer, model: str, n: int = 0) -> dict[str, Any]:
     return infer_json(server, model, "IN", np.array([n], dtype=np.int32), "INT32", "INFO")
-
-
-def same(a: str | Path, b: str | Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 # ----------------------------------------------------------- model import
 
 
 def test_model_file_imports_its_neighbours_relatively_and_by_name(server: TritonServer) -> None:
-    load(server, "relimport")
+    load_models(server, "relimport")
     got = info(server, "relimport")
     # As the official stub: module <version>.<file stem> of the package
     # made of the version directory.
@@ -112,7 +105,7 @@ def test_model_file_imports_its_neighbours_relatively_and_by_name(server: Triton
 
 
 def test_models_with_the_same_file_names_keep_their_own(server: TritonServer) -> None:
-    load(server, "relimport", "relimport_twin", "relimport_entry")
+    load_models(server, "relimport", "relimport_twin", "relimport_entry")
     assert info(server, "relimport")["relative"] == ["1.origin", "relimport"]
     twin = info(server, "relimport_twin")
     assert twin["plain"] == ["origin", "twin"] and twin["relative"] == ["1.origin", "twin"]
@@ -125,11 +118,11 @@ def test_models_with_the_same_file_names_keep_their_own(server: TritonServer) ->
 
 
 def test_python_based_backend_finds_each_models_directory(server: TritonServer) -> None:
-    load(server, "dirinfo_a", "dirinfo_b")
+    load_models(server, "dirinfo_a", "dirinfo_b")
     repo = server.repo
     a, b = info(server, "dirinfo_a"), info(server, "dirinfo_b")
-    assert same(a["model_dir"], repo / "dirinfo_a" / "1"), a
-    assert same(b["model_dir"], repo / "dirinfo_b" / "3"), b
+    assert same_path(a["model_dir"], repo / "dirinfo_a" / "1"), a
+    assert same_path(b["model_dir"], repo / "dirinfo_b" / "3"), b
     assert (a["settings"], b["settings"]) == ({"greeting": "a"}, {"greeting": "b"})
     # backends/<name>/model.py is a top-level module, as on the official backend.
     assert (a["name"], a["package"]) == ("model", "")
@@ -139,7 +132,7 @@ def test_python_based_backend_finds_each_models_directory(server: TritonServer) 
 
 
 def test_model_code_parsing_the_command_line_sees_no_stub_options(server: TritonServer) -> None:
-    load(server, "argv_defaults")
+    load_models(server, "argv_defaults")
     got = info(server, "argv_defaults")
     assert got == {"argv": [""], "repeat": 2, "tests_run": 4, "passed": True}
 
@@ -149,7 +142,7 @@ def test_model_code_exiting_in_initialize_fails_the_load(server: TritonServer) -
     fails the load with the error; so does tritonpy, and serves on."""
     message = load_failure(server, "argv_required")
     assert "SystemExit: 2" in message, message
-    load(server, "argv_defaults")
+    load_models(server, "argv_defaults")
     assert info(server, "argv_defaults")["passed"] is True
 
 
@@ -157,36 +150,26 @@ def test_model_code_exiting_in_initialize_fails_the_load(server: TritonServer) -
 
 
 def test_get_model_dir_is_the_version_directory(server: TritonServer) -> None:
-    load(server, "api_names")
+    load_models(server, "api_names")
     got = info(server, "api_names")
-    assert same(got["model_dir"], server.repo / "api_names" / "1"), got
+    assert same_path(got["model_dir"], server.repo / "api_names" / "1"), got
     assert got["marker"] == "beside model.py"
 
 
 def test_triton_string_to_numpy_is_the_official_table(server: TritonServer) -> None:
-    load(server, "api_names")
+    load_models(server, "api_names")
     assert info(server, "api_names")["types"] == STRING_TO_NUMPY
 
 
-def wait_for_new_stub(server: TritonServer, old_pid: int, timeout: float = 60) -> dict[str, Any]:
+def wait_for_new_stub(server: TritonServer, old_pid: int) -> dict[str, Any]:
     """The answer to the first request a new stub of api_names serves."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            got = info(server, "api_names")
-            if got["pid"] != old_pid:
-                return got
-        except InferenceServerException as e:
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"no new stub after {timeout}s: {last}")
+    return from_a_new_stub(lambda: info(server, "api_names"), lambda got: got["pid"], old_pid, 60)
 
 
 def test_shared_memory_free_memory_is_the_same_after_a_restart(server: TritonServer) -> None:
     """The official restart test's check: free_memory() read in execute
     before and after the stub is killed and restarted."""
-    load(server, "api_names")
+    load_models(server, "api_names")
     pid = info(server, "api_names")["pid"]
     os.kill(pid, signal.SIGKILL)
     first = wait_for_new_stub(server, pid)
@@ -227,7 +210,7 @@ def call_text_args(server: TritonServer, model: bytes) -> tuple[dict[str, Any], 
 
 def test_bls_model_name_from_a_bytes_tensor(server: TritonServer) -> None:
     """The official BLS example's call: model_name=tensor.as_numpy()[0]."""
-    load(server, "add_sub", "text_args")
+    load_models(server, "add_sub", "text_args")
     got, out = call_text_args(server, b"add_sub")
     assert got["bls"] == "ok", got
     a, b = np.arange(4, dtype=np.float32), np.full(4, 10, dtype=np.float32)
@@ -235,7 +218,7 @@ def test_bls_model_name_from_a_bytes_tensor(server: TritonServer) -> None:
 
 
 def test_text_arguments_take_bytes_and_numpy_scalars(server: TritonServer) -> None:
-    load(server, "add_sub", "text_args")
+    load_models(server, "add_sub", "text_args")
     got, _ = call_text_args(server, b"add_sub")
     assert got["request_id"] == ["str", "text-args-call"], got
     assert got["requested"] == ["OUTPUT0", "OUTPUT1"], got

@@ -18,11 +18,8 @@ its tritonpy."""
 from __future__ import annotations
 
 import io
-import json
 import os
-import shutil
 import stat
-import subprocess
 import sys
 import tarfile
 import threading
@@ -37,57 +34,12 @@ from tritonclient.utils import InferenceServerException
 
 import tritonpy
 
+from checks import infer_json, infer_text, same_path
+from environments import LNK, REG, SITE, SYM, Member, make_venv, numpy_only, pack, write_model
 from server import MODELS, TritonServer, eventually, running
 
-SITE = Path(tritonpy.__file__).resolve().parents[1]  # site-packages holding tritonpy
-ENV_INFO = MODELS / "env_info"
 HOSTILE_ENV = MODELS / "hostile_env"
 IN_MODEL_DIR = "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
-
-
-# ------------------------------------------------------ building environments
-
-
-def make_venv(dest: Path, site: Path, *, copies: bool) -> Path:
-    """A virtual environment of this Python without pip, seeing `site`
-    through a .pth file. `copies`: real interpreter files instead of
-    symbolic links to the base installation, so it can be archived."""
-    args = [sys.executable, "-m", "venv", "--without-pip", str(dest)]
-    subprocess.run(args + (["--copies"] if copies else []), check=True)
-    site_packages = next((dest / "lib").glob("python3*/site-packages"))
-    (site_packages / "extra-site.pth").write_text(f"{site}\n")
-    return dest
-
-
-def numpy_only(dest: Path) -> Path:
-    """A directory through which only numpy (of this installation) is seen."""
-    dest.mkdir()
-    for name in ("numpy", "numpy.libs"):
-        if (SITE / name).exists():
-            (dest / name).symlink_to(SITE / name)
-    return dest
-
-
-REG, SYM, LNK = tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
-Member = tuple[str, bytes, str]  # name, tarfile type, link target
-
-
-def pack(src: Path | None, archive: Path, members: list[Member] | tuple[()] = ()) -> Path:
-    """A tar.gz of the tree `src` (its entries at the top), then `members`;
-    a regular file member holds b"pwned"."""
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "w:gz") as tar:
-        for entry in sorted(src.iterdir()) if src else []:
-            tar.add(entry, arcname=entry.name)
-        for name, kind, link in members:
-            info = tarfile.TarInfo(name)
-            info.type, info.linkname, info.mode = kind, link, 0o644
-            data = b"pwned" if kind == REG else b""
-            info.size = len(data)
-            if kind == tarfile.CHRTYPE:
-                info.devmajor, info.devminor = 1, 3  # what /dev/null is
-            tar.addfile(info, io.BytesIO(data))
-    return archive
 
 
 def zeros_archive(archive: Path, size: int) -> Path:
@@ -96,25 +48,6 @@ def zeros_archive(archive: Path, size: int) -> Path:
         info.size = size
         tar.addfile(info, io.BytesIO(bytes(size)))
     return archive
-
-
-def write_model(
-    repo: Path,
-    name: str,
-    env_path: str,
-    files: dict[str, Path] | None = None,
-    source: Path = ENV_INFO,
-) -> Path:
-    """The env_info model (or `source`) as `name`, with EXECUTION_ENV_PATH
-    `env_path` and `files` copied into its directory."""
-    model = repo / name
-    shutil.copytree(source, model)
-    config = (source / "config.pbtxt").read_text().replace(f'"{source.name}"', f'"{name}"')
-    param = f'parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{env_path}" }} }}'
-    (model / "config.pbtxt").write_text(config + param + "\n")
-    for dest, src in (files or {}).items():
-        shutil.copy(src, model / dest)
-    return model
 
 
 # Hostile archives: their members after one harmless file, the member the
@@ -251,49 +184,16 @@ def envs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Envs]:
         yield e
 
 
-def infer_json(
-    server: TritonServer, model: str, name: str, value: np.ndarray, datatype: str, output: str
-) -> dict[str, Any]:
-    """One request with input `name`; the model answers JSON text in `output`."""
-    info: dict[str, Any] = json.loads(infer_text(server, model, name, value, datatype, output))
-    return info
-
-
-def infer_text(
-    server: TritonServer,
-    model: str,
-    name: str = "IN",
-    value: np.ndarray | None = None,
-    datatype: str = "INT32",
-    output: str = "INFO",
-) -> str:
-    """One request with input `name` (by default IN = [1]); `output` as text."""
-    value = np.array([1], np.int32) if value is None else value
-    c = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
-    try:
-        inp = httpclient.InferInput(name, list(value.shape), datatype)
-        inp.set_data_from_numpy(value)
-        out = c.infer(model, [inp]).as_numpy(output)
-    finally:
-        c.close()
-    assert out is not None
-    return bytes(out[0]).decode()
-
-
-def same(a: str | Path, b: str | Path) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
 # ------------------------------------------------------------------- tests
 
 
 def test_directory_env_runs_the_stub_on_its_interpreter(envs: Envs) -> None:
     envs.load("env_dir")
     info = envs.info("env_dir")
-    assert same(info["prefix"], envs.venv_dir), info
-    assert same(os.path.dirname(info["executable"]), envs.venv_dir / "bin"), info
+    assert same_path(info["prefix"], envs.venv_dir), info
+    assert same_path(os.path.dirname(info["executable"]), envs.venv_dir / "bin"), info
     # The environment has tritonpy itself (through its .pth): nothing lent.
-    assert same(info["tritonpy"], tritonpy.__file__), info
+    assert same_path(info["tritonpy"], tritonpy.__file__), info
     line = next(x for x in envs.server.log().splitlines() if "model 'env_dir': stubs run on" in x)
     assert "lent" not in line and "unpacked" not in line, line
 
@@ -302,12 +202,12 @@ def test_archive_env_is_unpacked_into_the_private_cache(envs: Envs) -> None:
     envs.load("env_tar")
     info = envs.info("env_tar")
     prefix = Path(info["prefix"])
-    assert same(prefix.parent, envs.cache), info
-    assert same(info["executable"], prefix / "bin" / "python3"), info
+    assert same_path(prefix.parent, envs.cache), info
+    assert same_path(info["executable"], prefix / "bin" / "python3"), info
     assert info["version"] == list(sys.version_info[:2])
     # The environment has numpy but no tritonpy: the backend lent its own.
-    assert same(info["tritonpy"], tritonpy.__file__), info
-    assert same(info["numpy"], np.__file__), info
+    assert same_path(info["tritonpy"], tritonpy.__file__), info
+    assert same_path(info["numpy"], np.__file__), info
     assert stat.S_IMODE(envs.cache.stat().st_mode) == 0o700
     # Read-only, all of it (links have no mode of their own).
     for dirpath, dirnames, filenames in os.walk(prefix):
@@ -411,7 +311,7 @@ def test_a_compression_bomb_fails_the_load_naming_the_limit(envs: Envs) -> None:
     assert "times its size (env-unpack-max-ratio=100): a compression bomb?" in msg, msg
     assert not list(envs.cache.glob(".*.tmp-*"))
     # The server and another model serve on.
-    assert envs.server.model_ready("env_dir") and same(
+    assert envs.server.model_ready("env_dir") and same_path(
         envs.info("env_dir")["prefix"], envs.venv_dir
     )
 
@@ -507,7 +407,7 @@ def test_a_link_planted_where_the_temporary_cache_goes_is_refused(
         finally:
             c.close()
         info = infer_json(server, "env_tar", "IN", np.array([1], np.int32), "INT32", "INFO")
-        assert same(Path(info["prefix"]).parent, tmp / f"tritonpy-envs-{os.getuid()}"), info
+        assert same_path(Path(info["prefix"]).parent, tmp / f"tritonpy-envs-{os.getuid()}"), info
 
 
 def test_a_model_rewriting_its_shared_env_does_not_reach_the_next_model(envs: Envs) -> None:

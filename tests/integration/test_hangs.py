@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import tritonclient.http as httpclient
-from test_crash import ask
 from tritonclient.utils import InferenceServerException
 
+from checks import ask
 from server import TritonServer, build_repository, running, wait_gone
 
 GRACE = 1  # finalize-grace-seconds of these servers

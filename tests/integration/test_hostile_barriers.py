@@ -13,12 +13,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from test_crash import ask as crash_ask
-from test_crash import wait_for_new_stub
-from test_metrics import wait_until
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository, load_failure, running
+from checks import ask, server_is_well, wait_for_new_stub
+from server import TritonServer, build_repository, load_failure, running, wait_until
 
 MODEL = "hostile_barriers"
 
@@ -76,36 +74,6 @@ def client(srv: TritonServer, timeout: float = 120) -> httpclient.InferenceServe
     return httpclient.InferenceServerClient(srv.http_url, network_timeout=timeout)
 
 
-def ask(srv: TritonServer, mode: str) -> int:
-    return crash_ask(srv, mode, MODEL)
-
-
-def add_sub_serves(srv: TritonServer, timeout: float = 30) -> None:
-    c = client(srv, timeout)
-    try:
-        x = np.arange(4, dtype=np.float32)
-        ins = []
-        for name in ("INPUT0", "INPUT1"):
-            t = httpclient.InferInput(name, [4], "FP32")
-            t.set_data_from_numpy(x)
-            ins.append(t)
-        assert np.allclose(c.infer("add_sub", ins).as_numpy("OUTPUT0"), 2 * x)
-    finally:
-        c.close()
-
-
-def server_is_well(srv: TritonServer, *, ready: bool = True) -> None:
-    """Live, ready (unless a model failed to load: then the server is not)
-    and serving add_sub."""
-    assert srv.proc.poll() is None, "tritonserver died"
-    assert srv.request("GET", "/v2/health/live", timeout=5)[0] == 200
-    if ready:
-        # Ready once a load the test started (the flood's) is over.
-        wait_until(lambda: srv.request("GET", "/v2/health/ready", timeout=5)[0] == 200)
-    assert srv.model_ready("add_sub")
-    add_sub_serves(srv)
-
-
 def threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
@@ -119,10 +87,10 @@ def test_a_stub_that_stops_reading_is_killed_and_others_serve_on(server: TritonS
     reads the answers. add_sub's own threads send those answers: they must
     not block on the full socket. The stub is killed once its queue passes
     stub-send-queue-bytes."""
-    old = ask(server, "ok")
+    old = ask(server, "ok", MODEL)
     base_fds = fds(server.proc.pid)
     with pytest.raises(InferenceServerException) as e:
-        ask(server, "stall")
+        ask(server, "stall", MODEL)
     msg = str(e.value)
     assert "model 'hostile_barriers'" in msg and "stub-send-queue-bytes" in msg, msg
     assert "stopped reading" in msg, msg
@@ -136,10 +104,10 @@ def test_a_flood_of_model_control_frames_kills_the_stub(server: TritonServer) ->
     """One worker per stub runs MODEL_CONTROL requests; a stub with more
     than the bound in flight is killed, and the backend starts no thread per
     frame."""
-    old = ask(server, "ok")
+    old = ask(server, "ok", MODEL)
     before = threads(server.proc.pid)
     with pytest.raises(InferenceServerException) as e:
-        ask(server, "flood")
+        ask(server, "flood", MODEL)
     msg = str(e.value)
     assert "model 'hostile_barriers'" in msg and "protocol violation" in msg, msg
     assert "MODEL_CONTROL requests in flight" in msg, msg
@@ -150,9 +118,9 @@ def test_a_flood_of_model_control_frames_kills_the_stub(server: TritonServer) ->
 
 
 def test_an_exception_handling_a_frame_kills_only_that_stub(faulty: TritonServer) -> None:
-    old = ask(faulty, "ok")
+    old = ask(faulty, "ok", MODEL)
     with pytest.raises(InferenceServerException) as e:
-        ask(faulty, "bls")
+        ask(faulty, "bls", MODEL)
     msg = str(e.value)
     assert "model 'hostile_barriers'" in msg, msg
     assert "handling a frame from the stub: out of memory (std::bad_alloc)" in msg, msg

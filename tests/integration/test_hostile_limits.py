@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from test_crash import add_sub_works, ask, wait_for_new_stub
 from tritonclient.utils import InferenceServerException
 
+from checks import add_sub_works, ask, wait_for_new_stub
 from server import TritonServer, build_repository, running
 
 MODEL = "hostile_limits"

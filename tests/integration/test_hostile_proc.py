@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from server import TritonServer, build_repository, load_failure, running
+from checks import add_sub_works, load_models
+from server import TritonServer, alive, build_repository, load_failure, running, wait_gone
 
 MODELS = ["hostile_proc", "add_sub"]
 DEADLINE = 60.0  # generous: a busy 2-core machine
@@ -47,33 +48,9 @@ def ask_and_ignore(srv: TritonServer, mode: str) -> None:
         ask(srv, mode)
 
 
-def add_sub_serves(srv: TritonServer) -> None:
-    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=60)
-    try:
-        a = np.arange(4, dtype=np.float32)
-        inputs = [httpclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
-        for i in inputs:
-            i.set_data_from_numpy(a)
-        r = c.infer("add_sub", inputs)
-        assert r.as_numpy("OUTPUT0").tolist() == (a + a).tolist()
-    finally:
-        c.close()
-
-
-def alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_gone(pids: list[int], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while any(alive(p) for p in pids):
-        assert time.monotonic() < deadline, f"{what}: {[p for p in pids if alive(p)]} still run"
-        time.sleep(0.05)
+def assert_gone(pids: list[int], what: str) -> None:
+    left = wait_gone(pids, DEADLINE)
+    assert not left, f"{what}: {left} still run"
 
 
 def group(pgid: int) -> list[int]:
@@ -102,14 +79,6 @@ def stub_of(srv: TritonServer, model: str) -> int:
         if b"--instance" in args and args[args.index(b"--instance") + 1].startswith(model.encode()):
             return pid
     raise AssertionError(f"no stub of {model} among {srv.stubs()}")
-
-
-def load(srv: TritonServer, model: str) -> None:
-    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
-    try:
-        c.load_model(model)
-    finally:
-        c.close()
 
 
 def unload(srv: TritonServer, model: str) -> None:
@@ -144,7 +113,7 @@ def test_what_a_model_starts_dies_when_its_stub_dies(plain: TritonServer) -> Non
     assert isinstance(started, dict) and alive(started["child"])
     with pytest.raises(Exception, match="exited with status 3"):
         ask(plain, "exit")
-    wait_gone([started["stub"], started["child"]], "after the stub exited")
+    assert_gone([started["stub"], started["child"]], "after the stub exited")
     # The instance came back, and the other model never stopped.
     deadline = time.monotonic() + DEADLINE
     while True:
@@ -155,16 +124,16 @@ def test_what_a_model_starts_dies_when_its_stub_dies(plain: TritonServer) -> Non
             assert time.monotonic() < deadline, "no new stub"
             time.sleep(0.1)
     assert isinstance(again, dict) and again["stub"] != started["stub"]
-    add_sub_serves(plain)
+    add_sub_works(plain)
 
 
 def test_what_a_model_starts_dies_when_it_unloads(plain: TritonServer) -> None:
     started = ask(plain, "spawn")
     assert isinstance(started, dict) and alive(started["child"])
     unload(plain, "hostile_proc")
-    wait_gone([started["stub"], started["child"]], "after the unload")
-    add_sub_serves(plain)
-    load(plain, "hostile_proc")
+    assert_gone([started["stub"], started["child"]], "after the unload")
+    add_sub_works(plain)
+    load_models(plain, "hostile_proc")
     assert plain.model_ready("hostile_proc")
 
 
@@ -186,7 +155,7 @@ def test_stubs_and_what_they_started_die_with_a_killed_server(tmp_path: Path) ->
         assert alive(held) and alive(started["child"])
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait()
-        wait_gone([*stubs, started["child"], held], "after the server was killed")
+        assert_gone([*stubs, started["child"], held], "after the server was killed")
     finally:
         srv.stop()
 
@@ -216,7 +185,7 @@ def test_a_sandboxed_stub_is_alone_in_its_namespaces(sandboxed: TritonServer) ->
         # A root server's stub has another real uid, and cannot undo that.
         assert facts["uid"] == 1, facts
         assert facts["back_to_root"] == "[Errno 1] Operation not permitted", facts
-    add_sub_serves(sandboxed)
+    add_sub_works(sandboxed)
 
 
 def test_a_fork_bomb_stops_at_the_sandbox_limit(sandboxed: TritonServer) -> None:
@@ -225,12 +194,12 @@ def test_a_fork_bomb_stops_at_the_sandbox_limit(sandboxed: TritonServer) -> None
     assert isinstance(out, dict)
     assert "Resource temporarily unavailable" in out["error"], out
     assert 0 < len(group(stub)) <= 64
-    add_sub_serves(sandboxed)
+    add_sub_works(sandboxed)
     assert sandboxed.model_ready("hostile_proc")
     bomb = group(stub)
     unload(sandboxed, "hostile_proc")
-    wait_gone([stub, *bomb], "the stub and the bomb after the unload")
-    add_sub_serves(sandboxed)
+    assert_gone([stub, *bomb], "the stub and the bomb after the unload")
+    add_sub_works(sandboxed)
 
 
 def test_a_sandboxed_model_cannot_kill_the_server(sandboxed: TritonServer) -> None:
@@ -239,7 +208,7 @@ def test_a_sandboxed_model_cannot_kill_the_server(sandboxed: TritonServer) -> No
     # Not even found: the server is outside the stub's pid namespace.
     assert out == {f"server pid {sandboxed.proc.pid}": "[Errno 3] No such process"}, out
     assert sandboxed.proc.poll() is None
-    add_sub_serves(sandboxed)
+    add_sub_works(sandboxed)
     assert ask(sandboxed, "facts")
 
 
@@ -260,7 +229,7 @@ def test_a_sandboxed_stub_takes_its_namespace_along_when_the_server_is_killed(
         assert len(group(stub)) < len(inside), "nothing left the group"
         srv.proc.send_signal(signal.SIGKILL)
         srv.proc.wait()
-        wait_gone([*srv.stubs(), *inside], "the sandbox after the server was killed")
+        assert_gone([*srv.stubs(), *inside], "the sandbox after the server was killed")
     finally:
         srv.stop()
 
@@ -287,7 +256,7 @@ def test_a_model_parameter_sandboxes_one_model(tmp_path: Path) -> None:
     with running(TritonServer(repo, tmp_path, args=explicit(MODELS))) as srv:
         facts = ask(srv, "facts")
         assert isinstance(facts, dict) and facts["pid"] == 1 and facts["nproc"] == 100, facts
-        add_sub_serves(srv)
+        add_sub_works(srv)
         assert stub_of(srv, "add_sub")  # add_sub's stub is a plain child of the server
 
 
@@ -314,7 +283,7 @@ def test_a_sandbox_the_kernel_refuses_fails_the_load_saying_what(tmp_path: Path)
         )
         assert "mounting a /proc of the stub's own pid namespace (mount -t proc)" in message
         assert "Operation not permitted" in message
-        add_sub_serves(srv)
+        add_sub_works(srv)
 
 
 def test_the_environment_allowlist_keeps_the_rest_from_stubs(tmp_path: Path) -> None:
@@ -331,7 +300,7 @@ def test_the_environment_allowlist_keeps_the_rest_from_stubs(tmp_path: Path) -> 
         # LC_CTYPE: Python's own C-locale coercion (PEP 538) sets it.
         allowed = {"PATH", "HOME", "LC_CTYPE"} | {n for n in names if n.startswith("TRITONPY_")}
         assert set(names) <= allowed, names
-        add_sub_serves(srv)
+        add_sub_works(srv)
 
 
 @pytest.mark.parametrize(

@@ -10,14 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from server import EXAMPLES, TritonServer, build_repository, running, sample, scrape
+from server import EXAMPLES, TritonServer, build_repository, running, sample, scrape, wait_until
 
 MODELS = ["metrics", "metrics_pair"]
 
@@ -53,15 +52,6 @@ def control(srv: TritonServer, action: str, model: str) -> None:
         (c.load_model if action == "load" else c.unload_model)(model)
     finally:
         c.close()
-
-
-def wait_until(predicate, timeout: float = 30.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def test_counter_gauge_histogram_at_the_endpoint(metrics_server: TritonServer) -> None:

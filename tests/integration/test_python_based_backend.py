@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from test_execution_env import infer_json, make_venv, numpy_only, pack
 
 from tritonpy import install as inst
 
+from checks import infer_json
+from environments import make_venv, numpy_only, pack
 from server import TritonServer, running
 
 BACKEND = Path(__file__).resolve().parent / "backends" / "shout"

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from test_bls import X, Y, add_sub_inputs
-from test_execution_env import infer_json, write_model
 
 import pythons
+from checks import X, Y, add_sub_inputs, infer_json
+from environments import write_model
 from server import TritonServer, build_repository, running
 
 PYTHONS, _ = pythons.discover()
