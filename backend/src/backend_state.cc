@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "json.h"
 #include "protocol.h"
@@ -85,13 +86,32 @@ ReadConfFile(const std::string& path, std::map<std::string, std::string>* kv)
   return BackendState::ParseConfFile(ss.str(), kv).WithPrefix(path + ": ");
 }
 
-// The stub limits (StubLimits in arena.h): key -> {field, least, most}.
-struct StubLimitKey {
-  uint64_t StubLimits::* field;
+// The integer settings: key -> {field, least, most, why}. A value below
+// `least` fails with "<key> must be at least <least>" and then `why`.
+struct NumberKey {
+  std::variant<
+      int BackendSettings::*, uint64_t BackendSettings::*,
+      uint64_t StubLimits::*>
+      field;
   uint64_t least;
   uint64_t most;
+  const char* why = "";
 };
-const std::map<std::string, StubLimitKey> kStubLimitKeys = {
+const std::map<std::string, NumberKey> kNumberKeys = {
+    {"stub-timeout-seconds",
+     {&BackendSettings::stub_timeout_seconds, 1, 86400}},
+    {"arena-byte-size", {&BackendSettings::arena_byte_size, 4096, 1ull << 40}},
+    {"stub-restart-limit", {&BackendSettings::stub_restart_limit, 0, 1000000}},
+    {"env-unpack-max-bytes",
+     {&BackendSettings::env_unpack_max_bytes, 0, 1ull << 50}},
+    {"env-unpack-max-members",
+     {&BackendSettings::env_unpack_max_members, 0, 1ull << 40}},
+    {"env-unpack-max-ratio",
+     {&BackendSettings::env_unpack_max_ratio, 0, 1ull << 30}},
+    {"stub-send-queue-bytes",
+     {&BackendSettings::stub_send_queue_bytes, proto::kMaxFrame, 1ull << 40,
+      " (one frame)"}},
+    // The stub limits (StubLimits in arena.h).
     {"stub-max-arenas", {&StubLimits::max_arenas, 1, 1000000}},
     {"stub-max-arena-bytes",
      {&StubLimits::max_arena_bytes, 4096, UINT64_C(1) << 56}},
@@ -101,21 +121,97 @@ const std::map<std::string, StubLimitKey> kStubLimitKeys = {
 };
 
 Status
-ParseStubLimit(
-    const std::string& key, const std::string& value, StubLimits* limits)
+ParseNumber(
+    const std::string& key, const std::string& value, BackendSettings* settings)
 {
-  const StubLimitKey& k = kStubLimitKeys.at(key);
+  const NumberKey& k = kNumberKeys.at(key);
   uint64_t v;
   TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, k.most, &v));
   if (v < k.least) {
     return Status::InvalidArg(
-        "tritonpy: " + key + " must be at least " + std::to_string(k.least));
+        "tritonpy: " + key + " must be at least " + std::to_string(k.least) +
+        k.why);
   }
-  limits->*k.field = v;
+  // The int fields' bounds fit an int.
+  if (const auto* f = std::get_if<int BackendSettings::*>(&k.field)) {
+    settings->*(*f) = static_cast<int>(v);
+  } else if (
+      const auto* f = std::get_if<uint64_t BackendSettings::*>(&k.field)) {
+    settings->*(*f) = v;
+  } else {
+    settings->stub_limits.*std::get<uint64_t StubLimits::*>(k.field) = v;
+  }
   return Status();
 }
 
+// The sandbox values (kSandboxKeys).
+Status
+ParseSandboxEnabled(
+    const std::string& name, const std::string& text, const std::string&,
+    StubSandbox* sandbox)
+{
+  return BackendState::ParseFlag(name, text, &sandbox->enabled);
+}
+
+Status
+ParseSandboxMaxProcesses(
+    const std::string& name, const std::string& text,
+    const std::string& bound_prefix, StubSandbox* sandbox)
+{
+  uint64_t v;
+  TRITONPY_RETURN_IF_ERROR(ParseUnsigned(name, text, 1u << 22, &v));
+  if (v == 0) {
+    return Status::InvalidArg(bound_prefix + name + " must be at least 1");
+  }
+  sandbox->max_processes = v;
+  return Status();
+}
+
+Status
+ParseSandboxAddressSpace(
+    const std::string& name, const std::string& text, const std::string&,
+    StubSandbox* sandbox)
+{
+  return ParseUnsigned(name, text, 1ull << 56, &sandbox->address_space_bytes);
+}
+
+Status
+ParseSandboxUid(
+    const std::string& name, const std::string& text,
+    const std::string& bound_prefix, StubSandbox* sandbox)
+{
+  uint64_t v;
+  TRITONPY_RETURN_IF_ERROR(ParseUnsigned(name, text, 4294967294u, &v));
+  if (v == 0) {
+    return Status::InvalidArg(
+        bound_prefix + name +
+        " must not be 0 (root ignores the process limit)");
+  }
+  sandbox->uid = static_cast<uint32_t>(v);
+  return Status();
+}
+
+const SandboxKey*
+FindSandboxSetting(const std::string& key)
+{
+  for (const SandboxKey& k : kSandboxKeys) {
+    if (key == k.setting) return &k;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+// A root server's stubs take stub-sandbox-uid whatever the model: no
+// model parameter.
+const std::array<SandboxKey, 4> kSandboxKeys = {{
+    {"stub-sandbox", "stub_sandbox", ParseSandboxEnabled},
+    {"stub-sandbox-max-processes", "stub_sandbox_max_processes",
+     ParseSandboxMaxProcesses},
+    {"stub-sandbox-address-space-bytes", "stub_sandbox_address_space_bytes",
+     ParseSandboxAddressSpace},
+    {"stub-sandbox-uid", nullptr, ParseSandboxUid},
+}};
 
 Status
 BackendState::ParseFlag(
@@ -129,14 +225,6 @@ BackendState::ParseFlag(
   }
   *out = yes.count(value) != 0;
   return Status();
-}
-
-Status
-BackendState::ParseUnsignedValue(
-    const std::string& key, const std::string& value, uint64_t max,
-    uint64_t* out)
-{
-  return ParseUnsigned(key, value, max, out);
 }
 
 // A duration in seconds: digits with an optional fraction ("5", "0.5").
@@ -197,22 +285,6 @@ BackendState::ApplySettings(
             "tritonpy: python-executable must not be empty");
       }
       settings->python_executable = value;
-    } else if (key == "stub-timeout-seconds") {
-      uint64_t v;
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 86400, &v));
-      if (v == 0) {
-        return Status::InvalidArg(
-            "tritonpy: stub-timeout-seconds must be at least 1");
-      }
-      settings->stub_timeout_seconds = static_cast<int>(v);
-    } else if (key == "arena-byte-size") {
-      uint64_t v;
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1ull << 40, &v));
-      if (v < 4096) {
-        return Status::InvalidArg(
-            "tritonpy: arena-byte-size must be at least 4096");
-      }
-      settings->arena_byte_size = v;
     } else if (key == "finalize-grace-seconds") {
       TRITONPY_RETURN_IF_ERROR(
           ParseSeconds(key, value, &settings->finalize_grace_seconds));
@@ -227,10 +299,6 @@ BackendState::ApplySettings(
     } else if (key == "execute-timeout-seconds") {
       TRITONPY_RETURN_IF_ERROR(
           ParseSeconds(key, value, &settings->execute_timeout_seconds));
-    } else if (key == "stub-restart-limit") {
-      uint64_t v;
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1000000, &v));
-      settings->stub_restart_limit = static_cast<int>(v);
     } else if (key == "env-cache-dir") {
       if (value.empty() || value[0] != '/') {
         return Status::InvalidArg(
@@ -238,27 +306,8 @@ BackendState::ApplySettings(
             "'");
       }
       settings->env_cache_dir = value;
-    } else if (kStubLimitKeys.count(key) != 0) {
-      TRITONPY_RETURN_IF_ERROR(
-          ParseStubLimit(key, value, &settings->stub_limits));
-    } else if (key == "env-unpack-max-bytes") {
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
-          key, value, 1ull << 50, &settings->env_unpack_max_bytes));
-    } else if (key == "env-unpack-max-members") {
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
-          key, value, 1ull << 40, &settings->env_unpack_max_members));
-    } else if (key == "env-unpack-max-ratio") {
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
-          key, value, 1ull << 30, &settings->env_unpack_max_ratio));
-    } else if (key == "stub-send-queue-bytes") {
-      uint64_t v;
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1ull << 40, &v));
-      if (v < proto::kMaxFrame) {
-        return Status::InvalidArg(
-            "tritonpy: stub-send-queue-bytes must be at least " +
-            std::to_string(proto::kMaxFrame) + " (one frame)");
-      }
-      settings->stub_send_queue_bytes = v;
+    } else if (kNumberKeys.count(key) != 0) {
+      TRITONPY_RETURN_IF_ERROR(ParseNumber(key, value, settings));
     } else if (key == "stub-model-control") {
       if (value != "true" && value != "false") {
         return Status::InvalidArg(
@@ -267,29 +316,9 @@ BackendState::ApplySettings(
             value + "'");
       }
       settings->model_control = value == "true";
-    } else if (key == "stub-sandbox") {
+    } else if (const SandboxKey* k = FindSandboxSetting(key); k != nullptr) {
       TRITONPY_RETURN_IF_ERROR(
-          ParseFlag(key, value, &settings->sandbox.enabled));
-    } else if (key == "stub-sandbox-max-processes") {
-      uint64_t v;
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 1u << 22, &v));
-      if (v == 0) {
-        return Status::InvalidArg(
-            "tritonpy: stub-sandbox-max-processes must be at least 1");
-      }
-      settings->sandbox.max_processes = v;
-    } else if (key == "stub-sandbox-address-space-bytes") {
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(
-          key, value, 1ull << 56, &settings->sandbox.address_space_bytes));
-    } else if (key == "stub-sandbox-uid") {
-      uint64_t v;
-      TRITONPY_RETURN_IF_ERROR(ParseUnsigned(key, value, 4294967294u, &v));
-      if (v == 0) {
-        return Status::InvalidArg(
-            "tritonpy: stub-sandbox-uid must not be 0 (root ignores the " +
-            std::string("process limit)"));
-      }
-      settings->sandbox.uid = static_cast<uint32_t>(v);
+          k->parse(key, value, "tritonpy: ", &settings->sandbox));
     } else if (key == "stub-env-allowlist") {
       settings->env_allowlist.clear();
       std::stringstream names(value);

@@ -7,6 +7,7 @@
 // after creation, so it is read from any thread without locking.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -60,13 +61,29 @@ struct BackendSettings {
   // Whether models may load and unload models (pb_utils.load_model and
   // friends, MODEL_CONTROL).
   bool model_control = true;
-  // The stubs' sandbox and process limits (stub-sandbox and the keys after
-  // it; per model: parameter stub_sandbox and friends). docs/hardening.md.
+  // The stubs' sandbox and process limits (kSandboxKeys: stub-sandbox and
+  // the keys after it; per model: parameter stub_sandbox and friends).
+  // docs/hardening.md.
   StubSandbox sandbox;
   // stub-env-allowlist: names (NAME, or PREFIX* for a prefix) of the
   // server's environment variables a stub gets; empty: all of them.
   std::vector<std::string> env_allowlist;
 };
+
+// One value of the stubs' sandbox: its backend setting, and the model
+// parameter that overrides it per model (nullptr: the backend's alone).
+// `parse` reads `text`, given under `name` (either spelling), into
+// `sandbox`; its errors name `name`. A value out of bounds fails with
+// `bound_prefix` + "<name> must ...": the backend passes "tritonpy: ",
+// a model "" (its own prefix goes before the whole message).
+struct SandboxKey {
+  const char* setting;
+  const char* parameter;
+  Status (*parse)(
+      const std::string& name, const std::string& text,
+      const std::string& bound_prefix, StubSandbox* sandbox);
+};
+extern const std::array<SandboxKey, 4> kSandboxKeys;
 
 class BackendState {
  public:
@@ -95,10 +112,6 @@ class BackendState {
   // "true"/"false" (also 1/0, yes/no, on/off); the error names `key`.
   static Status ParseFlag(
       const std::string& key, const std::string& value, bool* out);
-  // Digits only, 0 to `max`; the error names `key`.
-  static Status ParseUnsignedValue(
-      const std::string& key, const std::string& value, uint64_t max,
-      uint64_t* out);
   // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
   static Status ParseConfFile(
       const std::string& text, std::map<std::string, std::string>* out);

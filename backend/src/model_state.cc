@@ -71,29 +71,12 @@ ApplyStubPolicy(
   const std::string prefix = "model '" + model + "' parameter: ";
   std::string text;
   launch->sandbox = settings.sandbox;
-  StubSandbox& sandbox = launch->sandbox;
-  if (Parameter(params, "stub_sandbox", &text)) {
-    TRITONPY_RETURN_IF_ERROR(
-        BackendState::ParseFlag("stub_sandbox", text, &sandbox.enabled)
-            .WithPrefix(prefix));
-  }
-  if (Parameter(params, "stub_sandbox_max_processes", &text)) {
-    TRITONPY_RETURN_IF_ERROR(
-        BackendState::ParseUnsignedValue(
-            "stub_sandbox_max_processes", text, 1u << 22,
-            &sandbox.max_processes)
-            .WithPrefix(prefix));
-    if (sandbox.max_processes == 0) {
-      return Status::InvalidArg(
-          prefix + "stub_sandbox_max_processes must be at least 1");
+  for (const SandboxKey& k : kSandboxKeys) {
+    if (k.parameter == nullptr || !Parameter(params, k.parameter, &text)) {
+      continue;
     }
-  }
-  if (Parameter(params, "stub_sandbox_address_space_bytes", &text)) {
     TRITONPY_RETURN_IF_ERROR(
-        BackendState::ParseUnsignedValue(
-            "stub_sandbox_address_space_bytes", text, 1ull << 56,
-            &sandbox.address_space_bytes)
-            .WithPrefix(prefix));
+        k.parse(k.parameter, text, "", &launch->sandbox).WithPrefix(prefix));
   }
   if (settings.env_allowlist.empty()) return Status();
   // What an execution environment set (not in the server's environment as

@@ -70,6 +70,10 @@ def test_every_model_parameter_is_documented() -> None:
     source = (ROOT / "backend" / "src" / "model_state.cc").read_text()
     params = set(re.findall(r'params->Find\("([a-z_]+)"\)', source))
     params |= set(re.findall(r'Parameter\(params, "([a-z_]+)"', source))
+    # The sandbox's parameters are in backend_state.cc's kSandboxKeys.
+    sandbox = (ROOT / "backend" / "src" / "backend_state.cc").read_text()
+    params |= set(re.findall(r'\{"[a-z-]+",\s*"([a-z_]+)",', sandbox))
+    assert "stub_sandbox_max_processes" in params
     assert "max_inflight_batches" in params
     missing = sorted(p for p in params if f"`{p}`" not in CONFIG)
     assert not missing, f"docs/configuration.md does not list {missing}"
