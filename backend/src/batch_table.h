@@ -85,6 +85,25 @@ class BatchTable {
   BatchArenas* const arenas_;
 
   std::map<uint64_t, std::shared_ptr<Batch>> batches_;  // by id: in order
+  // OnResponses's working state, kept between frames for its allocations.
+  struct ResponsesScratch {
+    proto::ResponsesBody body;
+    std::vector<std::shared_ptr<Batch>> owners;
+    std::vector<std::vector<const uint8_t*>> data;
+    // After each frame: no batch is kept alive from here, and what an
+    // unusually large frame grew is given back.
+    void Tidy()
+    {
+      owners.clear();
+      if (body.responses.capacity() > kKeptEntries) {
+        std::vector<proto::Response>().swap(body.responses);
+        std::vector<std::shared_ptr<Batch>>().swap(owners);
+        std::vector<std::vector<const uint8_t*>>().swap(data);
+      }
+    }
+    static constexpr size_t kKeptEntries = 4096;
+  };
+  ResponsesScratch scratch_;
   size_t open_requests_ = 0;
   uint64_t adopted_batches_ = 0;  // counted for the debug line only
   Clock::time_point last_cancel_poll_;

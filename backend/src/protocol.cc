@@ -356,7 +356,9 @@ DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out)
   Reader r(body, len);
   uint32_t n;
   TRITONPY_RETURN_IF_ERROR(r.Count(kMinResponse, &n));
-  out->responses.assign(n, Response());
+  // Every field of every entry is written below, so a body reused from
+  // frame to frame (BatchTable's) keeps its allocations.
+  out->responses.resize(n);
   for (Response& p : out->responses) {
     TRITONPY_RETURN_IF_ERROR(r.U64(&p.batch_id));
     TRITONPY_RETURN_IF_ERROR(r.U32(&p.request_index));
@@ -371,7 +373,7 @@ DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out)
     TRITONPY_RETURN_IF_ERROR(r.Str(&p.parameters));
     uint32_t nout;
     TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nout));
-    p.outputs.assign(nout, Tensor());
+    p.outputs.resize(nout);
     for (Tensor& t : p.outputs) {
       TRITONPY_RETURN_IF_ERROR(r.Tensor(&t, /*receiver_arena_ok=*/true));
     }

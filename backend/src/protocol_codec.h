@@ -192,6 +192,7 @@ class Reader {
             "tensor '" + t->name + "': inline data past the end of the body");
       }
       TRITONPY_RETURN_IF_ERROR(Take(t->byte_size, &t->data));
+      t->ref = ArenaRef();
     } else if (
         t->location == kLocationArena ||
         (receiver_arena_ok && t->location == kLocationReceiverArena)) {

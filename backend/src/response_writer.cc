@@ -301,7 +301,8 @@ ResolveOutputs(
     std::vector<std::vector<const uint8_t*>>* data,
     std::vector<proto::ArenaRef>* to_release)
 {
-  data->assign(body.responses.size(), {});
+  data->resize(body.responses.size());
+  for (auto& outputs : *data) outputs.clear();  // their capacity is kept
   for (size_t i = 0; i < body.responses.size(); ++i) {
     for (const proto::Tensor& t : body.responses[i].outputs) {
       const uint8_t* p = t.data;

@@ -220,6 +220,45 @@ TestCodec()
   CHECK(
       back.responses.size() == 1 &&
       back.responses[0].outputs[0].ref.offset == (1ull << 40));
+  // A body decoded into again (BatchTable reuses one) holds exactly the
+  // new frame: nothing of a longer earlier one is left in it.
+  tp::ResponsesBody wide = rb;
+  wide.responses[0].error_message = "an error that stays behind?";
+  wide.responses[0].outputs.push_back(t);
+  wide.responses.push_back(wide.responses[0]);
+  tp::Response small;
+  small.batch_id = 7;
+  tp::Tensor inline_t;
+  inline_t.name = "X";
+  inline_t.dtype = 8;
+  inline_t.dims = {1};
+  inline_t.byte_size = 4;
+  const uint8_t four[4] = {1, 2, 3, 4};
+  inline_t.data = four;
+  small.outputs.push_back(inline_t);
+  tp::ResponsesBody narrow;
+  narrow.responses.push_back(small);
+  tp::ResponsesBody reused, fresh;
+  for (const tp::ResponsesBody* body : {&wide, &narrow}) {
+    auto fr = tp::MakeFrame(
+        tp::FrameType::kResponses, 0, 1,
+        [&](std::vector<uint8_t>* out) { tp::EncodeResponses(*body, out); });
+    CHECK(tp::DecodeHeader(fr.data(), fr.size(), &f).ok());
+    CHECK(tp::DecodeResponses(f.body, f.body_len, &reused).ok());
+    if (body == &narrow) {
+      CHECK(tp::DecodeResponses(f.body, f.body_len, &fresh).ok());
+    }
+  }
+  CHECK(reused.responses.size() == 1 && reused.responses[0].batch_id == 7);
+  const tp::Response& a = reused.responses[0];
+  const tp::Response& b = fresh.responses[0];
+  CHECK(a.error_message.empty() && a.outputs.size() == 1);
+  CHECK(
+      a.outputs[0].name == b.outputs[0].name &&
+      a.outputs[0].dims == b.outputs[0].dims &&
+      a.outputs[0].location == tp::kLocationInline &&
+      a.outputs[0].ref.arena_id == 0 && a.outputs[0].ref.offset == 0 &&
+      a.outputs[0].byte_size == 4 && a.outputs[0].data[3] == 4);
   // BATCH_DONE is not allowed on EXECUTE_DONE.
   auto done = tp::MakeFrame(
       tp::FrameType::kExecuteDone, tp::kFlagBatchDone, 1,
