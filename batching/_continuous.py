@@ -143,6 +143,10 @@ class ContinuousBatcher(Generic[D, T]):
         self._free = list(range(max_active))
         self._active: dict[int, Sequence[D]] = {}  # slot -> sequence
         self._waiting: collections.deque[Sequence[D]] = collections.deque()
+        # plain step: streams that came during this turn of the loop; they
+        # join the waiting ones together at its end, so that streams that
+        # arrive at once start in the same step, as with an async step.
+        self._arriving: list[Sequence[D]] = []
         self._used = 0
         self._steps = 0
         # async step: the runner task and its wake-up future.
@@ -161,7 +165,7 @@ class ContinuousBatcher(Generic[D, T]):
     @property
     def waiting(self) -> int:
         """Streams waiting for a slot or for budget."""
-        return len(self._waiting)
+        return len(self._waiting) + len(self._arriving)
 
     @property
     def steps(self) -> int:
@@ -188,14 +192,16 @@ class ContinuousBatcher(Generic[D, T]):
             return
         seq: Sequence[D] = Sequence(data, steps, cost, cancelled)
         loop = asyncio.get_running_loop()
-        with self._lock:
-            self._waiting.append(seq)
-            if not self._async:
-                self._ensure_stepper(loop)
-                self._wakeup.notify()
         if self._async:
+            self._waiting.append(seq)
             self._ensure_runner()
             self._poke()
+        else:
+            with self._lock:
+                if not self._arriving:
+                    loop.call_soon(self._arrived)
+                self._arriving.append(seq)
+                self._ensure_stepper(loop)
         try:
             while True:
                 while not seq._out:
@@ -250,7 +256,7 @@ class ContinuousBatcher(Generic[D, T]):
             if self._stepper is not None:
                 self._stepper.stop()
                 self._stepper = None
-            gone = [*self._active.values(), *self._waiting]
+            gone = [*self._active.values(), *self._waiting, *self._arriving]
             for seq in gone:
                 self._leave_locked(seq)
         for seq in gone:
@@ -289,8 +295,18 @@ class ContinuousBatcher(Generic[D, T]):
             del self._active[seq.slot]
             heapq.heappush(self._free, seq.slot)
             self._used -= seq._cost
+        elif seq in self._arriving:
+            self._arriving.remove(seq)
         else:
             self._waiting.remove(seq)
+
+    def _arrived(self) -> None:
+        """At the end of a loop turn: the streams that came during it
+        wait for the next step, together."""
+        with self._lock:
+            self._waiting.extend(self._arriving)
+            self._arriving.clear()
+            self._wakeup.notify()
 
     def _admit_locked(self) -> None:
         budget = self.cache_budget
@@ -303,12 +319,15 @@ class ContinuousBatcher(Generic[D, T]):
             self._active[seq.slot] = seq
             self._used += seq._cost
 
-    def _next_batch(self) -> tuple[list[Sequence[D]], list[Sequence[D]]]:
-        """Admits waiting streams and polls ``cancelled``: the next step's
-        batch, and the streams that left because they were cancelled."""
+    def _next_batch(self, poll: bool = True) -> tuple[list[Sequence[D]], list[Sequence[D]]]:
+        """Admits waiting streams and, if ``poll``, polls ``cancelled``: the
+        next step's batch, and the streams that left because they were
+        cancelled."""
         with self._lock:
             self._admit_locked()
             candidates = [seq for _, seq in sorted(self._active.items())]
+        if not poll:
+            return candidates, []
         batch, gone = [], []
         for seq in candidates:
             if seq._cancelled is not None and seq._cancelled():
@@ -439,7 +458,7 @@ class _Stepper(Generic[D, T]):
         # The ends of streams cancelled before a step go out with its outputs.
         ended: list[tuple[Sequence[D], object, bool]] = []
         while not self.stopped:
-            batch, gone = owner._next_batch()
+            batch, gone = owner._next_batch(poll=False)  # the loop polls (_handed_out)
             ended.extend((seq, _END, False) for seq in gone)
             if not batch:
                 if ended or reported != 0:
@@ -492,6 +511,23 @@ class _Stepper(Generic[D, T]):
             if owner._stepper is self:
                 owner._end_all(e)
             return
-        # The streams woken above run their turn before this: the thread
-        # polls cancelled() after they have seen these outputs.
-        self.loop.call_soon(self._handed.release)
+        # The streams woken above run their turn before this.
+        self.loop.call_soon(self._handed_out)
+
+    def _handed_out(self) -> None:
+        """On the loop, once the streams have seen a hand-out: polls
+        ``cancelled`` (here, not in the thread: on the official backend
+        ``request.is_cancelled`` is a round trip to the server, which
+        must not hold up the steps) and lets the thread hand out again.
+        A cancelled stream leaves at once; what the running step makes
+        for it is dropped."""
+        owner = self.owner
+        with owner._lock:
+            active = list(owner._active.values())
+        try:
+            for seq in active:
+                if seq._cancelled is not None and not seq._done and seq._cancelled():
+                    owner._leave(seq)
+                    seq._push(_END)
+        finally:
+            self._handed.release()

@@ -446,3 +446,31 @@ print("done")
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
         )
         assert out.returncode == 0 and out.stdout.strip() == "done", out.stderr[-2000:]
+
+
+def test_streams_arriving_in_one_loop_turn_start_in_the_same_step() -> None:
+    rec = Recorder()
+
+    async def main():
+        b = ContinuousBatcher(rec, max_active=16)
+        return await asyncio.gather(*(collect(b, f"s{i}", 2) for i in range(8)))
+
+    run(main())
+    assert sorted(rec.members(0)) == [f"s{i}" for i in range(8)]
+
+
+def test_cancelled_is_polled_on_the_loop_thread_for_a_plain_step() -> None:
+    """The official backend's request.is_cancelled is a round trip to the
+    server: it is asked from the loop, never from the stepping thread."""
+    threads = set()
+
+    def cancelled() -> bool:
+        threads.add(threading.current_thread())
+        return False
+
+    async def main():
+        b = ContinuousBatcher(Recorder(), max_active=2)
+        return await collect(b, "a", 20, cancelled=cancelled)
+
+    assert len(run(main())) == 20
+    assert threads == {threading.main_thread()}
