@@ -29,7 +29,7 @@ PIP := $(PY) -m pip --disable-pip-version-check
 PYTRITON := nvidia-pytriton==0.7.0
 PYTEST_ARGS ?=
 
-SOURCES := $(shell find tritonpy stub pb_utils batching compat backend -type f \
+SOURCES := $(shell find src backend -type f \
              \( -name '*.py' -o -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' -o -name '*.pyi' \
                 -o -name '*.cc' -o -name '*.h' -o -name '*.map' -o -name '*.txt' \) 2>/dev/null) \
            CMakeLists.txt setup.py pyproject.toml

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 from Cython.Build import cythonize
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
@@ -30,14 +30,14 @@ DEBUG = os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
 STUB_ONLY = os.environ.get("TRITONPY_STUB_ONLY", "") not in ("", "0")
 
 EXTENSIONS = [
-    ("tritonpy.stub._codec", "stub/_codec.pyx"),
-    ("tritonpy.stub._batch", "stub/_batch.pyx"),
-    ("tritonpy.stub._channel", "stub/_channel.pyx"),
-    ("tritonpy.stub._bls_wire", "stub/_bls_wire.pyx"),
-    ("tritonpy.stub._lifetime", "stub/_lifetime.pyx"),
-    ("tritonpy.pb_utils._bytes", "pb_utils/_bytes.pyx"),
-    ("tritonpy.pb_utils._core", "pb_utils/_core.pyx"),
-    ("tritonpy.pb_utils._dlpack", "pb_utils/_dlpack.pyx"),
+    "tritonpy.stub._codec",
+    "tritonpy.stub._batch",
+    "tritonpy.stub._channel",
+    "tritonpy.stub._bls_wire",
+    "tritonpy.stub._lifetime",
+    "tritonpy.pb_utils._bytes",
+    "tritonpy.pb_utils._core",
+    "tritonpy.pb_utils._dlpack",
 ]
 
 
@@ -107,19 +107,9 @@ class BuildExtAndBackend(build_ext):
 macros = [("TRITONPY_DEBUG", "1")] if DEBUG else []
 
 setup(
-    packages=[
-        "tritonpy",
-        "tritonpy.stub",
-        "tritonpy.pb_utils",
-        "tritonpy.batching",
-        "triton_python_backend_utils",
-    ],
-    package_dir={
-        "tritonpy.stub": "stub",
-        "tritonpy.pb_utils": "pb_utils",
-        "tritonpy.batching": "batching",
-        "triton_python_backend_utils": "compat/triton_python_backend_utils",
-    },
+    # Every folder under src/ is named as it is imported.
+    packages=find_packages("src"),
+    package_dir={"": "src"},
     # py.typed and the .pyi of the compiled modules: IDEs and mypy see the
     # model API's types in an installed tritonpy. The .pxd: cimports resolve
     # against build_py's output (BuildExtAndBackend._cythonize).
@@ -128,16 +118,17 @@ setup(
         "tritonpy.pb_utils": ["py.typed", "*.pyi", "*.pxd"],
         "tritonpy.stub": ["py.typed", "*.pyi", "*.pxd"],
         "tritonpy.batching": ["py.typed"],
+        "tritonpy.exec_env": ["py.typed"],
         "triton_python_backend_utils": ["py.typed"],
     },
     ext_modules=[
         Extension(
             name,
-            [path],
+            ["src/" + name.replace(".", "/") + ".pyx"],
             define_macros=macros,
             extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
         )
-        for name, path in EXTENSIONS
+        for name in EXTENSIONS
     ],
     cmdclass={"build_py": BuildPyFresh, "build_ext": BuildExtAndBackend},
     zip_safe=False,

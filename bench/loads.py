@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.server import Server
+from tritonpy._testbase.server import Server
 
 GRPC_LOAD = Path(__file__).resolve().parent / "grpc_load.py"
 # A load generator process above this many cores per thread is the bottleneck.

@@ -201,7 +201,9 @@ def _write_example(dest: Path, name: str, system: str) -> None:
         package.mkdir()
         (package / "__init__.py").write_text("")
         shutil.copytree(
-            ROOT / "batching", package / "batching", ignore=shutil.ignore_patterns("__pycache__")
+            ROOT / "src" / "tritonpy" / "batching",
+            package / "batching",
+            ignore=shutil.ignore_patterns("__pycache__"),
         )
 
 

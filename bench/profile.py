@@ -29,7 +29,7 @@ from pathlib import Path
 from bench import environment as env
 from bench.loads import json_body, run_grpc, run_wrk, wrk_script
 from bench.models import write_repository
-from bench.server import TICK, Server
+from tritonpy._testbase.server import TICK, Server
 
 BODIES = {
     "add_sub": [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])],

@@ -23,7 +23,7 @@ from bench import environment as env
 from bench import report
 from bench.models import ON_DEMAND, models_for, write_repository
 from bench.scenarios import Config, Context, Scenario, build
-from bench.server import Server
+from tritonpy._testbase.server import Server
 
 SYSTEMS = ("tritonpy", "official", "floor")
 HERE = Path(__file__).resolve().parent

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench import loads
 from bench.models import FLOOR_MISSING
-from bench.server import Server, rss_bytes
+from tritonpy._testbase.server import Server, rss_bytes
 
 MiB = 1 << 20
 

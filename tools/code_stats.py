@@ -20,8 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-# cli/: the package root before it became tritonpy/, for older checkouts.
-SOURCE_DIRS = ("backend/src/", "stub/", "pb_utils/", "tritonpy/", "cli/", "batching/", "compat/")
+SOURCE_DIRS = ("backend/src/", "src/")
 SUFFIXES = (".py", ".pyx", ".pxi", ".pxd", ".cc", ".h")
 _CXX_MEMBER = re.compile(r"^(?:[\w:<>*&, ]+\s)?[*&]?(\w+)::~?\w+\(")
 _CXX_CLASS = re.compile(r"^(?:class|struct) (\w+)[^;]*$")

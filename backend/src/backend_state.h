@@ -43,7 +43,7 @@ struct BackendSettings {
   // until the model is loaded again. 0: restart forever.
   int stub_restart_limit = 5;
   // Where execution environment archives (EXECUTION_ENV_PATH) are unpacked;
-  // empty: the default of tritonpy/exec_env.py (~/.cache/tritonpy/envs).
+  // empty: the default of tritonpy.exec_env (~/.cache/tritonpy/envs).
   std::string env_cache_dir;
   // What each stub may make the backend map or decode: stub-max-arenas,
   // stub-max-arena-bytes, stub-max-body-bytes.

@@ -4,8 +4,8 @@
 // Execution environments: the model parameter EXECUTION_ENV_PATH names a
 // Python installation (a directory, or a tar archive of one such as
 // conda-pack output) whose interpreter runs the model's stubs. The work is
-// done by `<python-executable> -m tritonpy.exec_env` (tritonpy/exec_env.py): it
-// resolves $$TRITON_MODEL_DIRECTORY, unpacks an archive into the private
+// done by `<python-executable> -m tritonpy.exec_env` (src/tritonpy/exec_env/):
+// it resolves $$TRITON_MODEL_DIRECTORY, unpacks an archive into the private
 // cache (env-cache-dir) refusing members that would land outside it, and
 // checks that the interpreter can run tritonpy. The backend turns its
 // answer into the StubLaunch of the model.

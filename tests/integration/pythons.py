@@ -33,7 +33,7 @@ ENVS = ROOT / "build" / "pythons"
 # of them this machine lacks.
 DOCUMENTED = ("3.10", "3.11", "3.12", "3.13")
 # What the build of a stub environment depends on (the backend is left out).
-SOURCE_DIRS = ("tritonpy", "stub", "pb_utils", "compat")
+SOURCE_DIRS = ("src",)
 SOURCE_FILES = ("setup.py", "pyproject.toml", "MANIFEST.in")
 SOURCE_SUFFIXES = (".py", ".pyx", ".pxd", ".pyi", ".typed")
 

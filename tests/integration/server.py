@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """A real tritonserver, with tritonpy installed, on free local ports: the
-harness of bench/server.py with what the tests add (test models, the
+harness of tritonpy._testbase with what the tests add (test models, the
 official backend, examples' clients)."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from tritonpy import install as inst
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))  # bench/, whose harness the tests share
-from bench.server import Tritonserver, children, free_ports  # noqa: E402
+    sys.path.append(str(ROOT))  # bench/: the official backend's set-up
+from tritonpy._testbase.server import Tritonserver, children, free_ports  # noqa: E402
 
 __all__ = [
     "TritonServer",

@@ -22,7 +22,7 @@ import tritonclient.grpc as grpcclient
 from server import TritonServer, build_repository, official_server
 
 MODELS = ["continuous_steps", "micro_batched"]
-BATCHING = Path(__file__).resolve().parents[2] / "batching"
+BATCHING = Path(__file__).resolve().parents[2] / "src" / "tritonpy" / "batching"
 
 
 @pytest.fixture(scope="module", params=["tritonpy", "official"])

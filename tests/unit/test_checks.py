@@ -59,7 +59,7 @@ def test_codec_stub_declares_only_real_names() -> None:
     behind new constants: its __getattr__ covers those)."""
     codec = importlib.import_module("tritonpy.stub._codec")
     declared = []
-    for line in (ROOT / "stub" / "_codec.pyi").read_text().splitlines():
+    for line in (ROOT / "src" / "tritonpy" / "stub" / "_codec.pyi").read_text().splitlines():
         word = line.split(":")[0].split("(")[0].split()
         if line[:1].isalpha() and word:
             name = word[-1]
@@ -69,7 +69,7 @@ def test_codec_stub_declares_only_real_names() -> None:
     missing = [n for n in declared if not hasattr(codec, n)]
     assert not missing, missing
     writer = codec.FrameWriter()
-    for line in (ROOT / "stub" / "_codec.pyi").read_text().splitlines():
+    for line in (ROOT / "src" / "tritonpy" / "stub" / "_codec.pyi").read_text().splitlines():
         if line.startswith("    def "):
             method = line.split("def ")[1].split("(")[0]
             assert hasattr(writer, method), method

@@ -173,7 +173,9 @@ def _asan_runtime() -> Path | None:
 def _build_asan_codec() -> Path:
     """stub/_codec.pyx compiled with -fsanitize=address into build/asan-codec
     (kept: rebuilt when the sources change)."""
-    sources = [ROOT / "stub" / n for n in ("_codec.pyx", "_decode.pxi", "_codec.pxd")]
+    sources = [
+        ROOT / "src" / "tritonpy" / "stub" / n for n in ("_codec.pyx", "_decode.pxi", "_codec.pxd")
+    ]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()[:16]
     out_dir = ROOT / "build" / "asan-codec" / digest
     so = out_dir / ("_codec" + sysconfig.get_config_var("EXT_SUFFIX"))

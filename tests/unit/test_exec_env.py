@@ -21,6 +21,9 @@ import pytest
 
 import tritonpy
 from tritonpy import exec_env as env
+from tritonpy.exec_env import cache as env_cache
+from tritonpy.exec_env import extract as env_extract
+from tritonpy.exec_env import probe as env_probe
 
 
 def add(tar: tarfile.TarFile, name: str, data: bytes = b"", **attrs: Any) -> None:
@@ -94,39 +97,41 @@ def test_paths_leaving_the_model_directory_or_relative_are_refused(
 
 
 def test_cache_dir_is_private(tmp_path: Path) -> None:
-    fresh = env.prepare_cache_dir(tmp_path / "a" / "cache")
+    fresh = env_cache.prepare_cache_dir(tmp_path / "a" / "cache")
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
     wide = tmp_path / "wide"
     wide.mkdir(mode=0o755)
     os.chmod(wide, 0o777)
-    env.prepare_cache_dir(wide)
+    env_cache.prepare_cache_dir(wide)
     assert stat.S_IMODE(wide.stat().st_mode) == 0o700
 
 
 def test_cache_dir_of_another_user_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(env.os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
+    monkeypatch.setattr(env_cache.os, "getuid", lambda: os.stat(tmp_path).st_uid + 1)
     with pytest.raises(env.EnvError, match="belongs to user id"):
-        env.prepare_cache_dir(tmp_path)
+        env_cache.prepare_cache_dir(tmp_path)
 
 
 def test_default_cache_dir_follows_xdg_cache_home(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert env.default_cache_dir() == tmp_path / "xdg" / "tritonpy" / "envs"
+    assert env_cache.default_cache_dir() == tmp_path / "xdg" / "tritonpy" / "envs"
     # No writable home: a per-user directory in the temporary directory.
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
-    assert env.default_cache_dir().name == f"tritonpy-envs-{os.getuid()}"
+    assert env_cache.default_cache_dir().name == f"tritonpy-envs-{os.getuid()}"
 
 
 # ------------------------------------------------------------- unpacking
 
 
 def test_unpacking_keeps_modes_times_and_inner_links(tmp_path: Path) -> None:
-    root, extracted, changed = env.unpack(good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache")
+    root, extracted, changed = env_cache.unpack(
+        good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache"
+    )
     assert extracted and changed is None
     python = root / "bin" / "python3"
     assert stat.S_IMODE(python.stat().st_mode) == 0o555  # executable, set-uid and write dropped
@@ -140,14 +145,14 @@ def test_unpacking_keeps_modes_times_and_inner_links(tmp_path: Path) -> None:
 def test_unpacked_trees_are_reused_by_content(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = good_archive(tmp_path / "e.tar.gz")
-    root, _, _ = env.unpack(first, cache)
-    assert env.unpack(first, cache) == (root, False, None)
+    root, _, _ = env_cache.unpack(first, cache)
+    assert env_cache.unpack(first, cache) == (root, False, None)
     copy = tmp_path / "copy.tar.gz"
     copy.write_bytes(first.read_bytes())
-    assert env.unpack(copy, cache) == (root, False, None)
+    assert env_cache.unpack(copy, cache) == (root, False, None)
     # Changed bytes at the same path: unpacked anew.
     archive(first, reg("other.txt"))
-    other, extracted, _ = env.unpack(first, cache)
+    other, extracted, _ = env_cache.unpack(first, cache)
     assert extracted and other != root and (other / "other.txt").is_file()
 
 
@@ -155,7 +160,7 @@ def test_concurrent_unpacking_of_one_archive_happens_once(tmp_path: Path) -> Non
     source = good_archive(tmp_path / "e.tar.gz")
     results: list[tuple[Path, bool, str | None]] = []
     threads = [
-        threading.Thread(target=lambda: results.append(env.unpack(source, tmp_path / "c")))
+        threading.Thread(target=lambda: results.append(env_cache.unpack(source, tmp_path / "c")))
         for _ in range(4)
     ]
     for t in threads:
@@ -169,14 +174,14 @@ def test_concurrent_unpacking_of_one_archive_happens_once(tmp_path: Path) -> Non
 def test_a_crash_while_unpacking_is_cleaned_up_by_the_next_unpacking(tmp_path: Path) -> None:
     source = good_archive(tmp_path / "e.tar.gz")
     cache = tmp_path / "cache"
-    root, _, _ = env.unpack(source, cache)
+    root, _, _ = env_cache.unpack(source, cache)
     # What a process killed while unpacking leaves: a staging directory
     # (here one made read-only just before the kill) and no tree.
-    env._remove_tree(root)
+    env_cache.remove_tree(root)
     stale = cache / f".{root.name}.tmp-killed"
     (stale / "bin").mkdir(parents=True)
     stale.chmod(0o500)
-    assert env.unpack(source, cache) == (root, True, None)
+    assert env_cache.unpack(source, cache) == (root, True, None)
     assert not stale.exists() and (root / "bin" / "python3").is_file()
 
 
@@ -212,7 +217,7 @@ def test_hostile_members_are_refused_and_leave_nothing(tmp_path: Path, kind: str
     source = archive(tmp_path / "e.tar.gz", reg("ok.txt"), *members)
     cache = tmp_path / "deep" / "cache"
     with pytest.raises(env.EnvError) as e:
-        env.unpack(source, cache)
+        env_cache.unpack(source, cache)
     assert f"archive member {name!r}: {reason}" in str(e.value)
     # Only the digest memo and the lock file: no tree, no staging directory.
     assert [p.name for p in cache.iterdir() if p.name != "index" and p.suffix != ".lock"] == []
@@ -224,7 +229,7 @@ def test_not_an_archive(tmp_path: Path) -> None:
     bad = tmp_path / "e.tar.gz"
     bad.write_bytes(b"\x1f\x8b" + os.urandom(100))
     with pytest.raises(env.EnvError, match="not a readable tar archive"):
-        env.unpack(bad, tmp_path / "cache")
+        env_cache.unpack(bad, tmp_path / "cache")
 
 
 def test_a_planted_link_where_the_temporary_cache_goes_is_refused(
@@ -234,7 +239,7 @@ def test_a_planted_link_where_the_temporary_cache_goes_is_refused(
     # where someone has put a link of that name to a directory of ours.
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
-    monkeypatch.setattr(env.tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(env_cache.tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     target = tmp_path / "lured"
     target.mkdir()
@@ -250,7 +255,7 @@ def test_a_planted_link_where_the_temporary_cache_goes_is_refused(
     planted.unlink()
     planted.symlink_to(tmp_path / "nowhere")
     with pytest.raises(env.EnvError, match="is a symbolic link"):
-        env.prepare_cache_dir(env.default_cache_dir())
+        env_cache.prepare_cache_dir(env_cache.default_cache_dir())
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -316,7 +321,7 @@ def test_unpacking_stops_at_the_limits_and_leaves_nothing(
 ) -> None:
     cache = tmp_path / "cache"
     with pytest.raises(env.EnvError, match=needle):
-        env.unpack(source(tmp_path / "e.tar.gz"), cache, limits)
+        env_cache.unpack(source(tmp_path / "e.tar.gz"), cache, limits)
     assert [p.name for p in cache.iterdir() if p.name != "index" and p.suffix != ".lock"] == []
 
 
@@ -327,15 +332,15 @@ def test_the_limits_let_an_archive_within_them_through(tmp_path: Path) -> None:
         max_bytes=(4 << 20) + 2048, max_members=2, max_ratio=10, ratio_floor=8 << 20
     )
     source = archive(tmp_path / "e.tar.gz", reg("a"), ("share/zeros", bytes(4 << 20), FILE))
-    root, extracted, _ = env.unpack(source, tmp_path / "cache", limits)
+    root, extracted, _ = env_cache.unpack(source, tmp_path / "cache", limits)
     assert extracted and (root / "share" / "zeros").stat().st_size == 4 << 20
     # A plain tar (no compression) unpacks the same.
     plain = zeros_archive(tmp_path / "p.tar", 1 << 20, "w")
-    root, _, _ = env.unpack(plain, tmp_path / "c3", limits)
+    root, _, _ = env_cache.unpack(plain, tmp_path / "c3", limits)
     assert (root / "share" / "zeros").read_bytes() == bytes(1 << 20)
     # 0 turns each limit off.
     off = env.Limits(max_bytes=0, max_members=0, max_ratio=0)
-    assert env.unpack(zeros_archive(tmp_path / "z.tar.gz", 9 << 20), tmp_path / "c2", off)[1]
+    assert env_cache.unpack(zeros_archive(tmp_path / "z.tar.gz", 9 << 20), tmp_path / "c2", off)[1]
 
 
 def _append_zero(source: Path, other: Path) -> None:
@@ -357,22 +362,22 @@ def test_an_archive_changed_while_unpacked_is_refused(
     # time too) would give the tree a name that is not its content's.
     source = good_archive(tmp_path / "e.tar.gz")
     other = archive(tmp_path / "other.tar.gz", reg("lib/python3/x.py", b"x = 'other'\n"))
-    check = env.check_member
+    check = env_extract.check_member
 
     def change_then_check(member: tarfile.TarInfo, root: str) -> str:
         change(source, other)
         return check(member, root)
 
     cache = tmp_path / "cache"
-    monkeypatch.setattr(env, "check_member", change_then_check)
+    monkeypatch.setattr(env_extract, "check_member", change_then_check)
     with pytest.raises(
         env.EnvError, match="was changed while it was unpacked: load the model again"
     ):
-        env.unpack(source, cache)
+        env_cache.unpack(source, cache)
     assert [p.name for p in cache.iterdir() if p.name != "index" and p.suffix != ".lock"] == []
     # Loaded again: the bytes there now, under their own digest.
     monkeypatch.undo()
-    root, extracted, _ = env.unpack(source, cache)
+    root, extracted, _ = env_cache.unpack(source, cache)
     assert extracted and root.name == hashlib.sha256(source.read_bytes()).hexdigest()[:32]
 
 
@@ -380,7 +385,7 @@ def test_an_archive_changed_while_unpacked_is_refused(
 
 
 def test_the_unpacked_tree_is_read_only(tmp_path: Path) -> None:
-    root, _, _ = env.unpack(good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache")
+    root, _, _ = env_cache.unpack(good_archive(tmp_path / "e.tar.gz"), tmp_path / "cache")
     for dirpath, dirnames, filenames in os.walk(root):
         for path in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
             st = os.lstat(path)
@@ -393,7 +398,7 @@ def _write(path: Path, data: str) -> None:
 
 
 def _replace_tree_by_link(root: Path) -> None:
-    env._remove_tree(root)
+    env_cache.remove_tree(root)
     lure = root.parent.parent / "lure"
     lure.mkdir()
     root.symlink_to(lure)
@@ -431,14 +436,14 @@ def test_a_changed_tree_is_unpacked_again(tmp_path: Path, kind: str) -> None:
     tamper, reason = TAMPER[kind]
     source = good_archive(tmp_path / "e.tar.gz")
     cache = tmp_path / "cache"
-    root, _, _ = env.unpack(source, cache)
+    root, _, _ = env_cache.unpack(source, cache)
     manifest = (cache / f"{root.name}.manifest").read_text()
     tamper(root)
-    again, extracted, changed = env.unpack(source, cache)
+    again, extracted, changed = env_cache.unpack(source, cache)
     assert again == root and extracted and changed is not None and reason in changed, changed
     assert not root.is_symlink() and (root / "lib/python3/x.py").read_text() == "x = 1\n"
     assert not (root / "share/sitecustomize.py").exists() and (root / "lib/python3/y.py").exists()
-    assert env.check_tree(root, cache / f"{root.name}.manifest") is None
+    assert env_cache.check_tree(root, cache / f"{root.name}.manifest") is None
     assert (cache / f"{root.name}.manifest").read_text() != manifest  # new inodes
     # Nothing of the changed tree is left, nor anything written through a link.
     assert (
@@ -447,7 +452,7 @@ def test_a_changed_tree_is_unpacked_again(tmp_path: Path, kind: str) -> None:
     )
     assert not (tmp_path / "lure").exists() or list((tmp_path / "lure").iterdir()) == []
     # Intact now: reused as it is.
-    assert env.unpack(source, cache) == (root, False, None)
+    assert env_cache.unpack(source, cache) == (root, False, None)
 
 
 # ----------------------------------------------------------- interpreter
@@ -465,16 +470,16 @@ def test_an_environment_with_tritonpy_runs_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     info = {"version": [3, 9], "modules": {"tritonpy.stub": True, "numpy": True}}
-    monkeypatch.setattr(env, "probe", lambda python: info)
+    monkeypatch.setattr(env_probe, "probe", lambda python: info)
     root = fake_env(tmp_path / "e")
-    result = env.stub_environment(root, tmp_path / "cache")
+    result = env_probe.stub_environment(root, tmp_path / "cache")
     assert result["python"] == str(root / "bin" / "python") and not result["lent"]
     assert result["set"]["PATH"].startswith(f"{root}/bin:")
     assert result["set"]["PYTHONNOUSERSITE"] == "1"
     assert sorted(result["unset"]) == ["PYTHONHOME", "PYTHONPATH"]
     assert "PYTHONDONTWRITEBYTECODE" not in result["set"]
     # An unpacked (read-only, checked) tree: Python writes no bytecode into it.
-    unpacked = env.stub_environment(root, tmp_path / "cache", unpacked=True)
+    unpacked = env_probe.stub_environment(root, tmp_path / "cache", unpacked=True)
     assert unpacked["set"]["PYTHONDONTWRITEBYTECODE"] == "1"
 
 
@@ -483,8 +488,8 @@ def test_tritonpy_is_lent_to_the_same_python_minor_version(
 ) -> None:
     ours = list(sys.version_info[:2])
     info = {"version": ours, "modules": {"tritonpy.stub": False, "numpy": True, "uvloop": False}}
-    monkeypatch.setattr(env, "probe", lambda python: info)
-    result = env.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
+    monkeypatch.setattr(env_probe, "probe", lambda python: info)
+    result = env_probe.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
     lent = Path(result["set"]["PYTHONPATH"])
     assert result["lent"] and sorted(p.name for p in lent.iterdir()) == ["tritonpy", "uvloop"]
     assert (lent / "tritonpy").resolve() == Path(tritonpy.__file__).resolve().parent
@@ -495,7 +500,7 @@ def test_tritonpy_is_lent_to_the_same_python_minor_version(
     lent.chmod(0o700)
     (lent / "tritonpy").unlink()
     (lent / "tritonpy").symlink_to(tmp_path)
-    again = env.stub_environment(fake_env(tmp_path / "e2"), tmp_path / "cache")
+    again = env_probe.stub_environment(fake_env(tmp_path / "e2"), tmp_path / "cache")
     assert Path(again["set"]["PYTHONPATH"]) == lent
     assert (lent / "tritonpy").resolve() == Path(tritonpy.__file__).resolve().parent
     assert [p.name for p in lent.parent.iterdir() if p.name.startswith(".")] == []
@@ -512,17 +517,17 @@ def test_an_environment_that_cannot_run_tritonpy_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: list[int], numpy: bool, needle: str
 ) -> None:
     info = {"version": version, "modules": {"tritonpy.stub": False, "numpy": numpy}}
-    monkeypatch.setattr(env, "probe", lambda python: info)
+    monkeypatch.setattr(env_probe, "probe", lambda python: info)
     with pytest.raises(env.EnvError, match=needle):
-        env.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
+        env_probe.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
 
 
 def test_an_environment_without_an_interpreter_is_refused(tmp_path: Path) -> None:
     with pytest.raises(env.EnvError, match="has no bin/python3 or bin/python"):
-        env.find_interpreter(tmp_path)
+        env_probe.find_interpreter(tmp_path)
 
 
 def test_probe_asks_the_real_interpreter() -> None:
-    info = env.probe(Path(sys.executable))
+    info = env_probe.probe(Path(sys.executable))
     assert info["version"] == list(sys.version_info[:2])
     assert info["modules"] == {"tritonpy.stub": True, "numpy": True, "uvloop": True}

@@ -121,7 +121,7 @@ def test_the_stubs_python_modules_touch_no_private_name_of_pb_utils() -> None:
 
     root = Path(__file__).resolve().parents[2]
     private: set[str] = set()
-    for f in (root / "pb_utils").glob("*.p*"):
+    for f in (root / "src" / "tritonpy" / "pb_utils").glob("*.p*"):
         text = f.read_text()
         private |= set(re.findall(r"cdef public \w+ (_\w+)", text))
         for slots in re.findall(r"__slots__ = \(([^)]*)\)", text):
@@ -129,7 +129,7 @@ def test_the_stubs_python_modules_touch_no_private_name_of_pb_utils() -> None:
         private |= set(re.findall(r"^(_[a-z]\w*)\b[^=\n]*=", text, re.M))
         private |= set(re.findall(r"^    def (_[a-z]\w*)\(", text, re.M))
     found = []
-    for f in sorted((root / "stub").glob("*.py")):
+    for f in sorted((root / "src" / "tritonpy" / "stub").glob("*.py")):
         for n, line in enumerate(f.read_text().splitlines(), 1):
             if line.lstrip().startswith(("from ", "import ")):
                 continue  # module paths: private modules, public names

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""The checkout's folders are what is imported (tritonpy/ is the package
-root), and a process started in the checkout's top folder, where tritonpy/
-comes first on sys.path, still runs the installed tritonpy's compiled parts."""
+"""Every folder under src/ is named as it is imported, and a process started
+at the top of a checkout imports the installed tritonpy (with its compiled
+parts), never the uncompiled source beside it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
 
 
 def run_in_checkout(*args: str) -> subprocess.CompletedProcess[str]:
@@ -19,23 +20,47 @@ def run_in_checkout(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_package_root_is_the_tritonpy_folder() -> None:
-    out = run_in_checkout("-c", "import tritonpy; print(tritonpy.__file__)")
-    assert out.returncode == 0, out.stderr
-    assert Path(out.stdout.strip()) == ROOT / "tritonpy" / "__init__.py"
+def source_packages() -> list[str]:
+    """Dotted names of the folders under src/ that hold Python modules."""
+    names = []
+    for folder in sorted(p for p in SRC.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        if any(f.suffix in (".py", ".pyx") for f in folder.iterdir()):
+            names.append(".".join(folder.relative_to(SRC).parts))
+    return names
 
 
-def test_checkout_finds_the_installed_stub_and_backend() -> None:
-    """`python -m bench` and stubs of a tritonserver started here import the
-    checkout's tritonpy/ first: the stub, the model API and the backend
-    library come from the installation behind it."""
+def test_every_source_folder_is_a_package_of_its_import_name() -> None:
+    packages = source_packages()
+    assert "tritonpy.stub" in packages and "triton_python_backend_utils" in packages
+    for name in packages:
+        assert (SRC / name.replace(".", "/") / "__init__.py").is_file(), name
     out = run_in_checkout(
         "-c",
-        "from tritonpy import install, pb_utils\n"
+        "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n",
+        *packages,
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_no_python_source_outside_src() -> None:
+    """The package is all under src/: a module left at the top would be
+    imported from a checkout instead of the installed one."""
+    top = {p.name for p in ROOT.iterdir() if p.is_dir()}
+    assert not top & {"tritonpy", "stub", "pb_utils", "batching", "compat"}, top
+
+
+def test_checkout_imports_the_installed_package() -> None:
+    out = run_in_checkout(
+        "-c",
+        "import tritonpy\n"
+        "from tritonpy import install\n"
         "from tritonpy.stub import _batch, _codec\n"
+        "print(tritonpy.__file__)\n"
         "print(install.library())",
     )
     assert out.returncode == 0, out.stderr
-    assert Path(out.stdout.strip()).is_file()
+    package, library = out.stdout.split()
+    assert not Path(package).resolve().is_relative_to(SRC), package
+    assert Path(library).is_file()
     stub = run_in_checkout("-m", "tritonpy.stub", "--help")
     assert stub.returncode == 0 and "--fd" in stub.stdout, stub.stderr

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """A tritonserver on free local ports, and what /proc says about it: the
-one harness of the benchmarks and the integration tests
-(tests/integration/server.py builds its TritonServer on Tritonserver)."""
+one harness of the benchmarks (``Server``) and the integration tests
+(tests/integration/server.py builds its TritonServer on ``Tritonserver``)."""
 
 from __future__ import annotations
 
