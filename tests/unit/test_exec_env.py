@@ -607,3 +607,23 @@ def test_stubs_get_what_activation_made_and_the_environment_s_lib(
     assert result["set"][env_probe.LIB_MARK] == f"{root}/lib"
     assert "TRITONPY_TEST_GONE" in result["unset"] and "PYTHONHOME" in result["unset"]
     assert not {"_", "SHLVL", "PWD", "OLDPWD"} & set(result["set"])
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("/env/lib:/server/libs", "/server/libs"),
+        ("/env/lib", None),  # the server had none
+        ("/other:/env/lib", "/other:/env/lib"),  # not the entry the backend put first
+    ],
+)
+def test_the_stub_takes_the_environment_s_lib_off_the_library_path(
+    monkeypatch: pytest.MonkeyPatch, before: str, after: str | None
+) -> None:
+    from tritonpy.stub import main as stub_main
+
+    monkeypatch.setenv("LD_LIBRARY_PATH", before)
+    monkeypatch.setenv(env_probe.LIB_MARK, "/env/lib")
+    stub_main._restore_library_path()
+    assert os.environ.get("LD_LIBRARY_PATH") == after
+    assert env_probe.LIB_MARK not in os.environ
