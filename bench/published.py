@@ -332,6 +332,9 @@ FIGURES: dict[str, Callable[[dict], str]] = {
     "stream_async_256_ttft": lambda doc: _num(
         _median(doc, "stream_async_s256", "ttft_p50_ms", "tritonpy"), ".1f", " ms"
     ),
+    "stream_async_1000_ttft": lambda doc: _num(
+        _median(doc, "stream_async_s1000", "ttft_p50_ms", "tritonpy"), ".0f", " ms"
+    ),
     "stream_async_256_cpu": _per_1k_us("stream_async_s256", "tritonpy"),
     "stream_async_256_floor_cpu": _per_1k_us("stream_async_s256", "floor"),
     "add_sub_budget": _budget_rows,
