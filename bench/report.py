@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """Aggregation (medians with min/max over rounds, ratios) and the outputs:
-bench.json, bench.md, PNG plots, and optionally docs/benchmarks.md."""
+bench.json, bench.md, PNG plots, and optionally docs/benchmarks.md with
+the result file it is drawn from and the README's table (bench.published)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import shutil
 import statistics
 from pathlib import Path
 
+from bench import published
 from bench.environment import OFFICIAL_ARGS
 from bench.scenarios import Config, Scenario
 
@@ -448,8 +450,13 @@ Every server: `tritonserver --model-control-mode=explicit
 `make bench` sets up what it needs (wrk and libgrpc++-dev from Debian, the
 C++ gRPC client built with g++, matplotlib, numpy and torch for the
 interpreter the official stub embeds, the floor backend built with CMake), runs for under 20 minutes on this machine, and writes
-`bench/results/bench.{{md,json}}` and plots, then this page. `make
-bench-smoke` is a seconds-per-scenario end-to-end check. `python -m bench
+`bench/results/bench.{{md,json}}` and plots, then this page, the result
+file it is drawn from ([benchmarks/bench.json](benchmarks/bench.json):
+the aggregated results, without each round's raw figures) and every
+figure the README and the other pages quote from that file (between
+`<!-- bench:NAME -->` marks; `tests/unit/test_bench_figures.py` checks
+them all against it). `make bench-smoke` is a seconds-per-scenario
+end-to-end check. `python -m bench
 --help` (or `tritonpy bench --help`) lists every knob: rounds, durations,
 connection counts, sizes, streams, tokens, systems, scenario filter.
 
@@ -514,6 +521,9 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
 """
     path = DOCS / "benchmarks.md"
     path.write_text(page)
+    # The result file every published figure comes from, and the README's
+    # table drawn from it.
+    published.publish(doc)
     return path
 
 

@@ -29,7 +29,9 @@ whole share of a BLS request (the called model's stub is add_sub's).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import shutil
 import struct
 import subprocess
@@ -167,6 +169,19 @@ def total_instructions(dump: Path) -> int:
     raise ValueError(f"no totals in {dump}")
 
 
+def record(path: Path, model: str, count: float) -> None:
+    """Puts ``count`` (rounded to hundreds, as the docs quote it) for
+    ``model`` into the JSON file ``path``, keeping the other models'."""
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    doc["what"] = (
+        "instructions the stub spends per request (per token for stream), "
+        "python -m bench.stub_cost --requests N --model M"
+    )
+    doc.setdefault("instructions_per_request", {})[model] = int(count)
+    doc["python"] = platform.python_version()
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=1000)
@@ -175,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", choices=sorted(MODELS), default="add_sub")
     p.add_argument(
         "--save", type=Path, help="keep callgrind's output file here (for callgrind_annotate)"
+    )
+    p.add_argument(
+        "--json",
+        type=Path,
+        help="record the count in this JSON file, beside the other models' "
+        "(docs/benchmarks/stub_cost.json holds the figures docs/performance.md quotes)",
     )
     args = p.parse_args(argv)
     if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
@@ -189,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stub: {total / args.requests:,.0f} instructions per stream token")
         else:
             print(f"stub: {total / args.requests:,.0f} instructions per {args.model} request")
+        if args.json:
+            record(args.json, args.model, round(total / args.requests, -2))
         report = subprocess.run(
             ["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
             capture_output=True,

@@ -200,6 +200,8 @@ PrepareExecutionEnv(
       "tritonpy: model '" + model + "': stubs run on " + launch->python +
       " (Python " + json::GetString(doc, "version", "?") +
       ") of the execution environment " + json::GetString(doc, "root") + how +
+      (json::GetBool(doc, "activated") ? ", activated by its bin/activate"
+                                       : std::string()) +
       (json::GetBool(doc, "lent")
            ? "; tritonpy lent to it by " + settings.python_executable
            : std::string()));

@@ -6,9 +6,11 @@
 // conda-pack output) whose interpreter runs the model's stubs. The work is
 // done by `<python-executable> -m tritonpy.exec_env` (src/tritonpy/exec_env/):
 // it resolves $$TRITON_MODEL_DIRECTORY, unpacks an archive into the private
-// cache (env-cache-dir) refusing members that would land outside it, and
-// checks that the interpreter can run tritonpy. The backend turns its
-// answer into the StubLaunch of the model.
+// cache (env-cache-dir) refusing members that would land outside it,
+// sources the environment's bin/activate, and checks that the interpreter
+// can run tritonpy. The backend turns its answer (the interpreter, the
+// variables to set and to drop, LD_LIBRARY_PATH with the environment's lib/
+// first among them) into the StubLaunch of the model.
 #pragma once
 
 #include <string>

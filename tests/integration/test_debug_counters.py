@@ -31,7 +31,7 @@ MODELS = [
     "errors",
     "square",
     "repeat",
-    "async_sleep",
+    "async_until_cancelled",
     "bls_add_sub",
     "bls_square_stream",
     "shapes",
@@ -256,26 +256,35 @@ def test_errors_return_to_zero(debug_server: TritonServer) -> None:
 
 def test_cancellation_returns_to_zero(debug_server: TritonServer) -> None:
     """Requests the models saw cancelled (each logs it) leave nothing held:
-    a 60 s sleep given up by the client, and a stream of 50 responses 50 ms
-    apart cancelled after 2."""
+    a request an async execute holds for up to 60 s, given up by the
+    client, and a stream of 50 responses 50 ms apart cancelled after 2."""
 
-    def client_timeout() -> None:
+    def given_up() -> None:
         c = grpcclient.InferenceServerClient(debug_server.grpc_url)
         try:
             x = grpcclient.InferInput("IN", [1], "INT32")
             x.set_data_from_numpy(np.array([1], np.int32))
-            s = grpcclient.InferInput("SLEEP_MS", [1], "FP32")
-            s.set_data_from_numpy(np.array([60_000], np.float32))
             for i in range(3):
-                with pytest.raises(InferenceServerException):
-                    c.infer("async_sleep", [x, s], request_id=f"given-up-{i}", client_timeout=0.3)
+                done: queue.Queue = queue.Queue()
+                ctx = c.async_infer(
+                    "async_until_cancelled",
+                    [x],
+                    lambda result, error, q=done: q.put(error),
+                    request_id=f"given-up-{i}",
+                )
+                # Cancelled once the model holds it, not racing its way there.
+                held = f"async_until_cancelled: request 'given-up-{i}' held"
+                assert debug_server.wait_log(held, timeout=120), debug_server.log()[-3000:]
+                ctx.cancel()
+                assert done.get(timeout=120) is not None
         finally:
             c.close()
         for i in range(3):
-            seen = f"async_sleep: request 'given-up-{i}' cancelled"
-            assert debug_server.wait_log(seen), debug_server.log()[-3000:]
+            said = f"async_until_cancelled: request 'given-up-{i}' cancelled="
+            assert debug_server.wait_log(said, timeout=120), debug_server.log()[-3000:]
+            assert f"{said}True" in debug_server.log(), debug_server.log()[-3000:]
 
-    check(debug_server, "async_sleep", client_timeout)
+    check(debug_server, "async_until_cancelled", given_up)
 
     def cancelled_stream() -> None:
         x = grpcclient.InferInput("IN", [50], "INT32")

@@ -8,6 +8,7 @@ the server: tritonserver stays live and ready and add_sub serves on."""
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 
 import numpy as np
@@ -78,8 +79,47 @@ def threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
 
-def fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def fd_inodes(pid: int) -> dict[int, str]:
+    """The inode of each file ``pid`` holds a descriptor of, and its link."""
+    out = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            out[os.stat(path).st_ino] = os.readlink(path)
+        except OSError:  # closed meanwhile
+            pass
+    return out
+
+
+def socket_peer(server: int, stub: int) -> set[int]:
+    """The server's end of the live stub's socket (``ss`` names each Unix
+    socket's peer by inode)."""
+    own = {str(ino) for ino, link in fd_inodes(stub).items() if link.startswith("socket:")}
+    peers = set()
+    for line in subprocess.run(["ss", "-xaH"], capture_output=True, text=True).stdout.splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[5] in own:
+            peers.add(int(fields[7]))
+    return peers & set(fd_inodes(server))
+
+
+def mapped_arenas(pid: int) -> set[int]:
+    """The inodes of the arenas (memfds) ``pid`` has mapped."""
+    with open(f"/proc/{pid}/maps") as f:
+        rows = [line.split(maxsplit=5) for line in f]
+    return {int(r[4]) for r in rows if len(r) == 6 and r[5].startswith("/memfd:tritonpy")}
+
+
+def orphaned_arenas(srv: TritonServer) -> set[int]:
+    """Arenas the server maps that no live stub maps too: each is shared by
+    the server and one stub, so these are a dead stub's."""
+    live = set()
+    for pid in srv.stubs():
+        try:
+            live |= mapped_arenas(pid)
+        except OSError:  # gone meanwhile
+            pass
+    return mapped_arenas(srv.proc.pid) - live
 
 
 def test_a_stub_that_stops_reading_is_killed_and_others_serve_on(server: TritonServer) -> None:
@@ -88,7 +128,9 @@ def test_a_stub_that_stops_reading_is_killed_and_others_serve_on(server: TritonS
     not block on the full socket. The stub is killed once its queue passes
     stub-send-queue-bytes."""
     old = ask(server, "ok", MODEL)
-    base_fds = fds(server.proc.pid)
+    peer = socket_peer(server.proc.pid, old)
+    assert peer, "the server holds no socket of the stub?"
+    assert not orphaned_arenas(server)  # so that any after the attack are the dead stub's
     with pytest.raises(InferenceServerException) as e:
         ask(server, "stall", MODEL)
     msg = str(e.value)
@@ -96,9 +138,13 @@ def test_a_stub_that_stops_reading_is_killed_and_others_serve_on(server: TritonS
     assert "stopped reading" in msg, msg
     server_is_well(server)
     assert wait_for_new_stub(server, old, model=MODEL) != old
-    # Nothing held for the dead stub: its socket, arenas and queued frames.
-    # add_sub may still be answering the dead stub's thousands of BLS calls.
-    wait_until(lambda: fds(server.proc.pid) <= base_fds, timeout=120)
+    # Nothing held for the dead stub: its socket and arenas (its queued
+    # frames with them). add_sub may still be answering the dead stub's
+    # thousands of BLS calls, so this may take a while.
+    wait_until(
+        lambda: not peer & set(fd_inodes(server.proc.pid)) and not orphaned_arenas(server),
+        timeout=120,
+    )
 
 
 def test_a_flood_of_model_control_frames_kills_the_stub(server: TritonServer) -> None:

@@ -33,6 +33,7 @@ MODELS = [
     "repeat",
     "mock_llm",
     "async_sleep",
+    "async_until_cancelled",
     "params",
     "params_decoupled",
     "iterate",
@@ -83,22 +84,33 @@ def test_async_execute_runs_batches_concurrently(engine_server: TritonServer) ->
     assert asyncio.run(run()) == [64] * 64
 
 
-def test_async_request_cancelled_by_client_timeout(engine_server: TritonServer) -> None:
-    """The client gives up after 0.3 s of a 60 s sleep: the model sees its
-    request cancelled (and logs it) long before the sleep would end."""
+def test_async_request_cancelled_by_the_client(engine_server: TritonServer) -> None:
+    """The client gives up on a request the model holds (an async execute
+    waiting up to 60 s for its cancellation): the model sees its request
+    cancelled and says so. The cancel follows the model's line saying it
+    holds the request, so a loaded machine cannot make it come first."""
     c = grpcclient.InferenceServerClient(engine_server.grpc_url)
     try:
         x = grpcclient.InferInput("IN", [1], "INT32")
         x.set_data_from_numpy(np.array([1], np.int32))
-        s = grpcclient.InferInput("SLEEP_MS", [1], "FP32")
-        s.set_data_from_numpy(np.array([60_000], np.float32))
-        with pytest.raises(InferenceServerException):
-            c.infer("async_sleep", [x, s], request_id="timed-out", client_timeout=0.3)
-        # Logged only by a request the model saw cancelled, not one that
-        # slept its minute.
-        seen = "async_sleep: request 'timed-out' cancelled"
-        assert engine_server.wait_log(seen), engine_server.log()[-3000:]
+        done: queue.Queue = queue.Queue()
+        ctx = c.async_infer(
+            "async_until_cancelled",
+            [x],
+            lambda result, error: done.put(error),
+            request_id="given-up",
+        )
+        held = "async_until_cancelled: request 'given-up' held"
+        assert engine_server.wait_log(held, timeout=120), engine_server.log()[-3000:]
+        ctx.cancel()
+        assert done.get(timeout=120) is not None  # the client's call ended cancelled
+        # Logged once the model's wait ended: True only if the cancellation
+        # reached it, not after its minute.
+        said = "async_until_cancelled: request 'given-up' cancelled="
+        assert engine_server.wait_log(said, timeout=120), engine_server.log()[-3000:]
+        assert f"{said}True" in engine_server.log(), engine_server.log()[-3000:]
         # The instance serves the next request.
+        s = grpcclient.InferInput("SLEEP_MS", [1], "FP32")
         s.set_data_from_numpy(np.array([1], np.float32))
         assert c.infer("async_sleep", [x, s], client_timeout=60).as_numpy("OUT").tolist() == [1]
     finally:

@@ -42,7 +42,7 @@ from tritonclient.utils import InferenceServerException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from server import TritonServer, build_repository  # noqa: E402
+from server import TritonServer, build_repository, eventually  # noqa: E402
 
 MODELS = ["add_sub", "add_sub_any", "identity", "errors", "async_sleep", "mock_llm", "bls_add_sub"]
 
@@ -167,6 +167,25 @@ def sample_all(server: TritonServer) -> dict[str, dict[str, int]]:
         except OSError:
             pass
     return out
+
+
+def at_rest(server: TritonServer, timeout: float = 120.0) -> dict[str, dict[str, int]]:
+    """``sample_all`` once two samples in a row, 0.2 s apart, agree on all
+    but resident memory: what the last traffic held (batches, descriptors,
+    threads, arena pages) is given back by then. Resident memory is what a
+    soak watches, so it is not waited on."""
+
+    def held(sample: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+        return {p: {k: v for k, v in s.items() if k != "rss_kib"} for p, s in sample.items()}
+
+    def steady() -> dict[str, dict[str, int]]:
+        first = sample_all(server)
+        time.sleep(0.2)
+        second = sample_all(server)
+        assert held(first) == held(second), (first, second)
+        return second
+
+    return eventually(steady, timeout)
 
 
 def growth(
@@ -366,8 +385,7 @@ def soak(
         seed=2,
         mix={"identity_large": 1, "identity": 1},
     )
-    time.sleep(1.0)
-    baseline = sample_all(server)
+    baseline = at_rest(server)
     log(f"baseline: {json.dumps(baseline)}")
     samples = []
     stop = threading.Event()
@@ -394,8 +412,7 @@ def soak(
     elapsed = time.monotonic() - start
     stop.set()
     t.join()
-    time.sleep(2.0)  # at rest again: batches ended, arenas trimmed
-    after = sample_all(server)
+    after = at_rest(server)  # batches ended, arenas given back
     report = {
         "seconds": round(elapsed, 1),
         "operations": tally.total,

@@ -83,8 +83,7 @@ def stream_round(server: TritonServer, streams: int, tokens: int, concurrency: i
 
 def stub_rss_kib(server: TritonServer) -> int:
     """RSS of the model's stub(s), at rest."""
-    time.sleep(0.5)
-    samples = soak.sample_all(server)
+    samples = soak.at_rest(server)
     return sum(s["rss_kib"] for name, s in samples.items() if name.startswith(MODEL))
 
 

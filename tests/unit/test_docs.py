@@ -109,3 +109,26 @@ def test_relative_links_resolve() -> None:
             if not (page.parent / target).exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
+
+
+def test_every_environment_variable_is_documented() -> None:
+    sources = [ROOT / "setup.py", *(ROOT / "src").rglob("*.py"), *(ROOT / "src").rglob("*.pyx")]
+    sources += [*(ROOT / "backend" / "src").glob("*.cc")]
+    names = set()
+    for path in sources:
+        names |= set(re.findall(r'"(TRITONPY_[A-Z_]+)"', path.read_text()))
+    assert {"TRITONPY_DEBUG", "TRITONPY_STUB_ONLY", "TRITONPY_CMAKE_ARGS"} <= names
+    table = CONFIG.split("## Environment", 1)[1].split("\n\n", 2)[1]
+    missing = sorted(n for n in names if f"| `{n}` |" not in table)
+    assert not missing, f"docs/configuration.md (Environment) does not list {missing}"
+
+
+def test_every_example_is_in_the_readme_list() -> None:
+    readme = (ROOT / "README.md").read_text()
+    listing = readme.split("`examples/` has one folder per capability", 1)[1].split("\n\n", 1)[0]
+    examples = [
+        p.name for p in (ROOT / "examples").iterdir() if p.is_dir() and p.name != "model_repository"
+    ]
+    assert {"add_sub", "custom_metrics", "repeat"} <= set(examples)
+    missing = sorted(e for e in examples if not re.search(rf"\b{e}\b", listing))
+    assert not missing, f"README's list of examples does not name {missing}"

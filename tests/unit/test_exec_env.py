@@ -470,7 +470,7 @@ def test_an_environment_with_tritonpy_runs_as_it_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     info = {"version": [3, 9], "modules": {"tritonpy.stub": True, "numpy": True}}
-    monkeypatch.setattr(env_probe, "probe", lambda python: info)
+    monkeypatch.setattr(env_probe, "probe", lambda python, activate=None: info)
     root = fake_env(tmp_path / "e")
     result = env_probe.stub_environment(root, tmp_path / "cache")
     assert result["python"] == str(root / "bin" / "python") and not result["lent"]
@@ -488,7 +488,7 @@ def test_tritonpy_is_lent_to_the_same_python_minor_version(
 ) -> None:
     ours = list(sys.version_info[:2])
     info = {"version": ours, "modules": {"tritonpy.stub": False, "numpy": True, "uvloop": False}}
-    monkeypatch.setattr(env_probe, "probe", lambda python: info)
+    monkeypatch.setattr(env_probe, "probe", lambda python, activate=None: info)
     result = env_probe.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
     lent = Path(result["set"]["PYTHONPATH"])
     assert result["lent"] and sorted(p.name for p in lent.iterdir()) == ["tritonpy", "uvloop"]
@@ -517,7 +517,7 @@ def test_an_environment_that_cannot_run_tritonpy_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: list[int], numpy: bool, needle: str
 ) -> None:
     info = {"version": version, "modules": {"tritonpy.stub": False, "numpy": numpy}}
-    monkeypatch.setattr(env_probe, "probe", lambda python: info)
+    monkeypatch.setattr(env_probe, "probe", lambda python, activate=None: info)
     with pytest.raises(env.EnvError, match=needle):
         env_probe.stub_environment(fake_env(tmp_path / "e"), tmp_path / "cache")
 
@@ -531,3 +531,99 @@ def test_probe_asks_the_real_interpreter() -> None:
     info = env_probe.probe(Path(sys.executable))
     assert info["version"] == list(sys.version_info[:2])
     assert info["modules"] == {"tritonpy.stub": True, "numpy": True, "uvloop": True}
+
+
+# ------------------------------------------------------------ activation
+
+
+def activated_env(root: Path, script: str) -> Path:
+    """An environment whose interpreter is this one and whose bin/activate
+    is ``script``."""
+    (root / "bin").mkdir(parents=True)
+    (root / "lib").mkdir()
+    (root / "bin" / "python3").symlink_to(sys.executable)
+    (root / "bin" / "activate").write_text(script)
+    return root
+
+
+def test_activation_changes_are_what_activation_did() -> None:
+    before = {"KEEP": "1", "CHANGE": "a", "GONE": "x", "SHLVL": "1", "_": "/bin/sh"}
+    after = {"KEEP": "1", "CHANGE": "b", "NEW": "n", "SHLVL": "2", "_": "/usr/bin/python3"}
+    assert env_probe.activation_changes(before, after) == ({"CHANGE": "b", "NEW": "n"}, ["GONE"])
+
+
+def test_the_probe_runs_after_the_activation_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITONPY_TEST_GONE", "1")
+    root = activated_env(
+        tmp_path / "e",
+        'echo "activation talks on stdout"\n'
+        'export TRITONPY_TEST_ARGS="$#:$1"\n'
+        "unset TRITONPY_TEST_GONE\n",
+    )
+    info = env_probe.probe(root / "bin" / "python3", root / "bin" / "activate")
+    assert info["version"] == list(sys.version_info[:2])
+    # Sourced without the probe's own arguments, its output kept off the answer.
+    assert info["environ"]["TRITONPY_TEST_ARGS"] == "0:"
+    assert "TRITONPY_TEST_GONE" not in info["environ"]
+
+
+def test_an_activation_script_that_fails_is_refused(tmp_path: Path) -> None:
+    root = activated_env(tmp_path / "e", "echo 'no such compiler' >&2\nreturn 3\n")
+    activate = root / "bin" / "activate"
+    with pytest.raises(env.EnvError) as e:
+        env_probe.probe(root / "bin" / "python3", activate)
+    assert f"(after sourcing {activate}) does not run (exit status 3)" in str(e.value)
+    assert f"no such compiler\ntritonpy: sourcing {activate} failed with exit status 3" in str(
+        e.value
+    )
+
+
+def test_stubs_get_what_activation_made_and_the_environment_s_lib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITONPY_TEST_GONE", "1")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/server/libs")
+    root = activated_env(
+        tmp_path / "e",
+        'export CONDA_PREFIX="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"\n'
+        'export PATH="$CONDA_PREFIX/bin:$PATH"\n'
+        "unset TRITONPY_TEST_GONE\n",
+    )
+    real = env_probe.probe
+
+    def with_tritonpy(python: Path, activate: Path | None = None) -> dict[str, Any]:
+        info = real(python, activate)  # the real interpreter, after the real script
+        info["modules"] = {"tritonpy.stub": True, "numpy": True, "uvloop": True}
+        return info
+
+    monkeypatch.setattr(env_probe, "probe", with_tritonpy)
+    result = env_probe.stub_environment(root, tmp_path / "cache")
+    assert result["activated"] and not result["lent"]
+    assert result["set"]["CONDA_PREFIX"] == str(root)
+    assert result["set"]["PATH"].startswith(f"{root}/bin:")
+    assert result["set"]["LD_LIBRARY_PATH"] == f"{root}/lib:/server/libs"
+    assert result["set"][env_probe.LIB_MARK] == f"{root}/lib"
+    assert "TRITONPY_TEST_GONE" in result["unset"] and "PYTHONHOME" in result["unset"]
+    assert not {"_", "SHLVL", "PWD", "OLDPWD"} & set(result["set"])
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("/env/lib:/server/libs", "/server/libs"),
+        ("/env/lib", None),  # the server had none
+        ("/other:/env/lib", "/other:/env/lib"),  # not the entry the backend put first
+    ],
+)
+def test_the_stub_takes_the_environment_s_lib_off_the_library_path(
+    monkeypatch: pytest.MonkeyPatch, before: str, after: str | None
+) -> None:
+    from tritonpy.stub import main as stub_main
+
+    monkeypatch.setenv("LD_LIBRARY_PATH", before)
+    monkeypatch.setenv(env_probe.LIB_MARK, "/env/lib")
+    stub_main._restore_library_path()
+    assert os.environ.get("LD_LIBRARY_PATH") == after
+    assert env_probe.LIB_MARK not in os.environ

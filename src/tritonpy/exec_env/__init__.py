@@ -19,6 +19,12 @@ An unpacked tree is made read-only and its manifest (every entry's type,
 mode, size, times and inode) is written beside it; a tree that no longer
 matches its manifest is unpacked again before it is used.
 
+As the official backend does, the environment's ``bin/activate`` (if any)
+is sourced by bash, and what it set and removed is what its stubs get,
+with the environment's ``lib/`` first on ``LD_LIBRARY_PATH`` (the stub
+takes that entry off the variable again once it runs: see
+``tritonpy.stub.main``).
+
 The stub needs tritonpy: either the environment has it installed, or its
 Python has the same minor version as the backend's interpreter, in which case
 tritonpy (and uvloop, if the environment lacks it) is lent to it through

@@ -12,10 +12,12 @@ import importlib.util
 import json
 import os
 import secrets
+import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +27,43 @@ from .cache import prepare_cache_dir, remove_tree
 from .extract import EnvError
 
 # What the environment's interpreter is asked, in isolated mode (no
-# PYTHONPATH, no user site-packages: what the stub itself will see).
+# PYTHONPATH, no user site-packages: what the stub itself will see), and
+# the environment variables it runs with (after the activation script).
 _PROBE = (
-    "import importlib.util as u, json, sys\n"
+    "import importlib.util as u, json, os, sys\n"
     "def has(m):\n"
     "    try:\n"
     "        return u.find_spec(m) is not None\n"
     "    except Exception:\n"
     "        return False\n"
     "print(json.dumps({'version': list(sys.version_info[:2]), 'prefix': sys.prefix,"
-    " 'modules': {m: has(m) for m in ('tritonpy.stub', 'numpy', 'uvloop')}}))\n"
+    " 'modules': {m: has(m) for m in ('tritonpy.stub', 'numpy', 'uvloop')},"
+    " 'environ': dict(os.environ)}))\n"
 )
 PROBE_TIMEOUT = 120.0
+
+# Sources the environment's activation script, as the official backend does
+# before each stub, then runs the probe in the environment it made. The
+# positional parameters are cleared first: a sourced script sees its
+# caller's, and activation scripts read theirs. Its output goes to stderr,
+# which keeps stdout for the probe's answer.
+_ACTIVATE = (
+    "__tritonpy_activate=$1 __tritonpy_python=$2 __tritonpy_probe=$3; set --; "
+    '. "$__tritonpy_activate" >&2 || { __tritonpy_status=$?; echo "tritonpy: sourcing '
+    '$__tritonpy_activate failed with exit status $__tritonpy_status" >&2; '
+    "exit $__tritonpy_status; }; "
+    'exec "$__tritonpy_python" -I -B -c "$__tritonpy_probe"'
+)
+
+# Variables any bash sets or changes by itself: not the activation's doing.
+_SHELL_OWN = frozenset({"_", "SHLVL", "PWD", "OLDPWD"})
+
+# Set on a stub whose LD_LIBRARY_PATH starts with the environment's lib/:
+# the stub takes that entry off again before model code runs (see
+# tritonpy.stub.main), as the official stub does. The dynamic loader read
+# it at exec, so libraries in lib/ still load; processes the model starts
+# get the library path without it.
+LIB_MARK = "TRITONPY_EXEC_ENV_LIB"
 
 
 def find_interpreter(root: Path) -> Path:
@@ -50,27 +77,60 @@ def find_interpreter(root: Path) -> Path:
     )
 
 
-def probe(python: Path) -> dict[str, Any]:
-    """Asks the environment's interpreter its version and which of the
-    modules the stub needs it can import by itself."""
+def probe(python: Path, activate: Path | None = None) -> dict[str, Any]:
+    """Asks the environment's interpreter its version, which of the
+    modules the stub needs it can import by itself, and (``environ``) the
+    variables it runs with once ``activate`` is sourced."""
+    args = [str(python), "-I", "-B", "-c", _PROBE]
+    what = str(python)
+    if activate is not None:
+        bash = shutil.which("bash")
+        if bash is None:
+            raise EnvError(f"{activate} must be sourced by bash, and there is no bash on PATH")
+        args = [bash, "-c", _ACTIVATE, "tritonpy-activate", str(activate), str(python), _PROBE]
+        what = f"{python} (after sourcing {activate})"
     try:
         proc = subprocess.run(
-            [str(python), "-I", "-B", "-c", _PROBE],
+            args,
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise EnvError(f"cannot run {python}: {e}") from e
+        raise EnvError(f"cannot run {what}: {e}") from e
     if proc.returncode != 0:
         raise EnvError(
-            f"{python} does not run (exit status {proc.returncode}): {proc.stderr.strip()[-800:]}"
+            f"{what} does not run (exit status {proc.returncode}): {proc.stderr.strip()[-800:]}"
         )
     try:
         info: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError) as e:
         raise EnvError(f"{python} gave an unexpected answer: {proc.stdout[-200:]!r}") from e
     return info
+
+
+def _text(value: str) -> bool:
+    # Not valid UTF-8 as bytes (Python decoded it with surrogate escapes):
+    # the backend reads the answer as JSON text.
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def activation_changes(
+    before: Mapping[str, str], after: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """What activation did to the environment ``before`` it: the variables
+    it set or changed, and those it removed."""
+    changed = {
+        k: v
+        for k, v in after.items()
+        if k not in _SHELL_OWN and before.get(k) != v and _text(k) and _text(v)
+    }
+    removed = sorted(k for k in before if k not in after and k not in _SHELL_OWN and _text(k))
+    return changed, removed
 
 
 def lend_tritonpy(cache: Path, with_uvloop: bool) -> Path:
@@ -128,23 +188,37 @@ def lend_tritonpy(cache: Path, with_uvloop: bool) -> Path:
 
 def stub_environment(root: Path, cache: Path, *, unpacked: bool = False) -> dict[str, Any]:
     """The interpreter of the environment at ``root`` and the variables its
-    stubs get: PATH starts with the environment's bin/, PYTHONHOME and the
-    server's PYTHONPATH are dropped (the environment is what the model sees,
-    as with the official backend's stub), user site-packages are off. In an
+    stubs get, as with the official backend's stub: what sourcing the
+    environment's ``bin/activate`` (if it has one) sets and removes, with
+    the environment's ``lib/`` first on LD_LIBRARY_PATH. PATH starts with
+    the environment's bin/ if activation left it alone. PYTHONHOME and the
+    server's PYTHONPATH are dropped (the environment is what the model
+    sees), unless activation set them; user site-packages are off. In an
     ``unpacked`` (read-only, checked) tree Python writes no bytecode: a
     stub running as root would write it anyway, and the tree would no
     longer match its manifest."""
     python = find_interpreter(root)
-    info = probe(python)
+    activate = root / "bin" / "activate"
+    info = probe(python, activate if activate.is_file() else None)
     version = tuple(info.get("version", ()))
     modules = info.get("modules", {})
-    variables = {
-        "PATH": f"{root}/bin:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "PYTHONNOUSERSITE": "1",
-    }
+    # The probe ran in the environment as activated; with no activation
+    # script that is the server's, unchanged.
+    after: dict[str, str] = info.get("environ") or dict(os.environ)
+    variables, removed = activation_changes(os.environ, after)
+    variables.setdefault("PATH", f"{root}/bin:{after.get('PATH', '/usr/bin:/bin')}")
+    variables["PYTHONNOUSERSITE"] = "1"
     if unpacked:
         variables["PYTHONDONTWRITEBYTECODE"] = "1"
-    unset = ["PYTHONHOME", "PYTHONPATH"]
+    lib = root / "lib"
+    if lib.is_dir():
+        # The loader reads it when the stub starts: a native extension finds
+        # the shared libraries the environment ships beside its Python.
+        rest = after.get("LD_LIBRARY_PATH", "")
+        variables["LD_LIBRARY_PATH"] = f"{lib}:{rest}" if rest else str(lib)
+        variables[LIB_MARK] = str(lib)
+    unset = {"PYTHONHOME", "PYTHONPATH", *removed} - variables.keys()
+    lent = False
     if not modules.get("tritonpy.stub"):
         ours = tuple(sys.version_info[:2])
         if version != ours:
@@ -156,13 +230,17 @@ def stub_environment(root: Path, cache: Path, *, unpacked: bool = False) -> dict
             )
         if not modules.get("numpy"):
             raise EnvError("it has no numpy, which tritonpy needs: install numpy into it")
-        variables["PYTHONPATH"] = str(lend_tritonpy(cache, not modules.get("uvloop")))
-        unset.remove("PYTHONPATH")
+        lent = True
+        shim = str(lend_tritonpy(cache, not modules.get("uvloop")))
+        own = variables.get("PYTHONPATH")
+        variables["PYTHONPATH"] = f"{shim}:{own}" if own else shim
+        unset.discard("PYTHONPATH")
     return {
         "python": str(python),
         "root": str(root),
         "version": ".".join(map(str, version)),
-        "lent": "PYTHONPATH" in variables,
+        "lent": lent,
+        "activated": activate.is_file(),
         "set": variables,
-        "unset": unset,
+        "unset": sorted(unset),
     }

@@ -22,6 +22,23 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def _restore_library_path() -> None:
+    """An execution environment's stub starts with the environment's lib/
+    first on LD_LIBRARY_PATH (the backend puts it there and names it in
+    TRITONPY_EXEC_ENV_LIB). The dynamic loader has read it by now, so the
+    environment's libraries still load; taken off the variable, as the
+    official stub does, it does not reach the programs a model starts,
+    which could pick the environment's libraries over their own."""
+    lib = os.environ.pop("TRITONPY_EXEC_ENV_LIB", None)
+    path = os.environ.get("LD_LIBRARY_PATH")
+    if lib is None or path is None:
+        return
+    if path == lib:
+        del os.environ["LD_LIBRARY_PATH"]
+    elif path.startswith(lib + ":"):
+        os.environ["LD_LIBRARY_PATH"] = path[len(lib) + 1 :]
+
+
 def _die_with_server(pidfd: int) -> None:
     """Whatever a stub's model code is doing, the stub and what it started
     end with tritonserver (kill -9 or an exit timeout): a native thread of
@@ -95,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(
                 f"tritonpy stub {instance}: the stub sandbox could not be set up: {e.strerror}"
             )
+    _restore_library_path()
     # Model code sees the argv of the official stub's embedded interpreter,
     # [""]: unittest.main() or argparse with defaults find no stub options.
     sys.argv = [""]

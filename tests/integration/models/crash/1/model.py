@@ -4,7 +4,7 @@
 "die" SIGKILL (as the OOM killer does), "exit" os._exit(3), "segv" a null
 read through ctypes, "oom" an allocation past a lowered RLIMIT_AS (a
 MemoryError, not a crash), "hog" touches 2 GiB (under a memory cgroup
-limit: the kernel's OOM killer ends the stub), "hang" sleeps 1 hour, "slow" 50 ms, "long" 600 ms,
+limit: the kernel's OOM killer ends the stub), "hang" sleeps 1 hour, "slow" 50 ms, "tenth" 100 ms, "long" 600 ms,
 "forge_arena"/"forge_overflow" send the backend a frame whose body lies
 outside any arena the stub owns."""
 
@@ -88,6 +88,8 @@ class TritonPythonModel:
                 time.sleep(3600)
             elif mode == "slow":
                 time.sleep(0.05)
+            elif mode == "tenth":
+                time.sleep(0.1)
             elif mode == "long":
                 time.sleep(0.6)
             elif mode == "forge_arena":
