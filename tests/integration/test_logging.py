@@ -144,6 +144,9 @@ def test_python_logging_goes_to_tritons_log_unless_the_model_configured_it(
     # logger.exception: the message, then the traceback, in one entry.
     assert f"{who}: 1.model: mark-p1 exception" in log and "KeyError: 'boom'" in log
     assert "quiet-info" not in log and "quiet-debug" not in log
+    # At import (the auto-complete stub imports the file) too.
+    imported = triton_entry(log, "1.model: 1.model model imported")
+    assert imported is not None and imported.startswith("W"), log[-4000:]
     # The model that called logging.basicConfig keeps its own format, on
     # its stderr, and nothing of it is routed.
     assert "OWN-FORMAT WARNING mark-p2 warning" in log, log[-4000:]
@@ -154,9 +157,10 @@ def test_stub_python_logging_false_leaves_it_on_stderr(tmp_path: Path) -> None:
     log, _ = serve_pylog(
         tmp_path, ["--backend-config=tritonpy,stub-python-logging=false"], {"pylog": "mark-p3"}
     )
-    # Python's last resort writes the bare message.
+    # Python's last resort writes the bare message, from the import on.
     assert re.search(r"^mark-p3 warning$", log, re.M), log[-4000:]
-    assert "1.model: mark-p3" not in log
+    assert re.search(r"^1\.model model imported$", log, re.M), log[-4000:]
+    assert "1.model: mark-p3" not in log and "1.model: 1.model model imported" not in log
     assert "stub-python-logging=false" in log  # the backend's settings line names it
 
 

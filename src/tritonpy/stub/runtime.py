@@ -313,9 +313,16 @@ class Stub:
     def _set_model_name(self, name: str) -> None:
         self.model_name = self.engine.model_name = name
 
+    def _route_python_logging(self, settings: dict[str, Any]) -> None:
+        """Before any model code: stub-python-logging=false gives Python's
+        logging its own last resort back (stub/pylogging.py)."""
+        if not settings.get("python_logging", True):
+            self.python_logging.uninstall()
+
     def _on_auto_complete(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
         self.move(State.CONFIGURED, "AUTO_COMPLETE")
         model_file, config = msg["model_file"], msg["config"]
+        self._route_python_logging(msg.get("settings", {}))
         self._set_model_name(msg.get("model_name", self.instance))
         step = f"importing {model_file} failed"
         try:
@@ -347,8 +354,7 @@ class Stub:
         self.move(State.INITIALIZING, "INIT")
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
-        if not self.settings.get("python_logging", True):  # stub-python-logging=false
-            self.python_logging.uninstall()
+        self._route_python_logging(self.settings)
         self.instance = args.get("model_instance_name") or self.instance
         self._set_model_name(args.get("model_name", self.instance))
         self.engine.decoupled = bool(self.settings.get("decoupled", False))

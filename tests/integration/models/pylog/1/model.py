@@ -13,6 +13,7 @@ import triton_python_backend_utils as pb_utils
 log = logging.getLogger(__name__)
 chatty = logging.getLogger("pylog.chatty")
 chatty.setLevel(logging.INFO)
+log.warning("%s model imported", __name__)  # before any setting of the model's
 
 
 class TritonPythonModel:
