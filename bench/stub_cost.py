@@ -24,6 +24,10 @@ sender; counts are then per token. ``bls`` is the benchmark's BLS model
 (a blocking ``exec()`` of add_sub per request): this host answers each
 BLS_REQUEST with add_sub's two outputs, so the count is the calling stub's
 whole share of a BLS request (the called model's stub is add_sub's).
+``metric`` is ``empty`` plus one counter increment per request (custom
+metrics: the increment waits for the backend, which this host plays by
+answering METRIC_DONE), so ``metric`` minus ``empty`` is what one metric
+update costs the stub.
 """
 
 from __future__ import annotations
@@ -65,6 +69,23 @@ class TritonPythonModel:
         return [_ANSWER for _ in requests]
 """,
     "stream": STREAM_PY,
+    "metric": """
+import triton_python_backend_utils as pb_utils
+
+_ANSWER = pb_utils.InferenceResponse(output_tensors=[])
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        if not hasattr(self, "requests"):  # made at the first batch: the handshake answers no METRIC
+            self.family = pb_utils.MetricFamily(
+                "requests_total", "requests seen", pb_utils.MetricFamily.COUNTER
+            )
+            self.requests = self.family.Metric({"model": "metric"})
+        for _ in requests:
+            self.requests.increment(1)
+        return [_ANSWER for _ in requests]
+""",
     "bls": BLS_PY,
     "outputs": """
 import numpy as np
@@ -114,7 +135,16 @@ def run(requests: int, warmup: int, work: Path, source: str = ADD_SUB_PY) -> Pat
             batch = [P.request("r", [tokens])]
         else:
             batch = [P.request("r", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])]
-        step = stream_once if stream else bls_once if bls else StubHost.execute
+        metric = source is MODELS["metric"]
+        step = (
+            stream_once
+            if stream
+            else bls_once
+            if bls
+            else metric_once
+            if metric
+            else StubHost.execute
+        )
         for i in range(warmup):
             step(host, i + 1, batch)
         control(host.proc.pid, "-i", "on")
@@ -156,6 +186,22 @@ def bls_once(host: StubHost, batch_id: int, batch: list[dict]) -> None:
     host.send(P.encode(P.BLS_RESPONSE, body, id=call["id"]))
     reply = host.recv_type("RESPONSES")
     assert len(reply["body"]["responses"][0]["outputs"]) == 2, reply
+
+
+def metric_once(host: StubHost, batch_id: int, batch: list[dict]) -> None:
+    """One batch of the metric model: each METRIC call answered as the
+    backend answers it, then the model's response."""
+    host.send(P.encode(P.EXECUTE, {"requests": batch}, id=batch_id))
+    while True:
+        f = host.recv()
+        if f["type"] == "METRIC":
+            if f["id"]:
+                reply = {"ok": 1, "error": "", "value": 0.0}
+                host.send(P.encode(P.METRIC_DONE, reply, id=f["id"]))
+            continue
+        if f["type"] == "RESPONSES":
+            return
+        assert f["type"] == "ARENA", f
 
 
 def control(pid: int, *args: str) -> None:

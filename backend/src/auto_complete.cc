@@ -113,7 +113,7 @@ RunAutoComplete(
         {"config", call.config_json},
         {"model_file", call.model_file},
         {"model_dir", call.model_dir},
-        {"settings", json::Value::object()}};
+        {"settings", {{"python_logging", call.python_logging}}}};
     std::string body = json::Write(msg);
     if (body.size() > proto::kMaxFrame - proto::kHeaderSize) {
       st = Status::InvalidArg("the model config is too large for a frame");

@@ -34,6 +34,7 @@ struct AutoCompleteCall {
   StubLaunch launch;  // the model's interpreter and environment
   int stub_timeout_seconds = 30;
   uint64_t stub_send_queue_bytes = Channel::kDefaultSendQueueBytes;
+  bool python_logging = true;  // stub-python-logging
 };
 
 // Starts a stub, sends it AUTO_COMPLETE and waits for AUTO_COMPLETE_DONE

@@ -20,10 +20,16 @@ namespace tritonpy {
 
 namespace {
 
-// Keys of the official Python backend that mean nothing with memfd arenas.
-const std::set<std::string> kIgnoredCompatKeys = {
-    "shm-default-byte-size", "shm-growth-byte-size", "shm-region-prefix-name",
-    "shm-message-queue-size"};
+// Keys of the official Python backend (spelled as it spells them, see
+// docs/configuration.md) that mean nothing here, and why. The hyphenated
+// "shm-message-queue-size" is the spelling tritonpy once documented.
+const std::map<std::string, const char*> kIgnoredCompatKeys = {
+    {"shm-default-byte-size", "tritonpy uses memfd arenas that grow on demand"},
+    {"shm-growth-byte-size", "tritonpy uses memfd arenas that grow on demand"},
+    {"shm-region-prefix-name", "tritonpy's memfd arenas have no names"},
+    {"shm_message_queue_size", "tritonpy's frames travel over a socket"},
+    {"shm-message-queue-size", "tritonpy's frames travel over a socket"},
+    {"thread-pool-size", "tritonpy's backend has no thread pool to size"}};
 
 // Keys tritonserver passes to every backend.
 const std::set<std::string> kServerKeys = {
@@ -111,6 +117,9 @@ const std::map<std::string, NumberKey> kNumberKeys = {
     {"stub-send-queue-bytes",
      {&BackendSettings::stub_send_queue_bytes, proto::kMaxFrame, 1ull << 40,
       " (one frame)"}},
+    {"metric-max-families",
+     {&BackendSettings::metric_max_families, 1, 1ull << 32}},
+    {"metric-max-series", {&BackendSettings::metric_max_series, 1, 1ull << 40}},
     // The stub limits (StubLimits in arena.h).
     {"stub-max-arenas", {&StubLimits::max_arenas, 1, 1000000}},
     {"stub-max-arena-bytes",
@@ -316,6 +325,9 @@ BackendState::ApplySettings(
             value + "'");
       }
       settings->model_control = value == "true";
+    } else if (key == "stub-python-logging") {
+      TRITONPY_RETURN_IF_ERROR(
+          ParseFlag("stub-python-logging", value, &settings->python_logging));
     } else if (const SandboxKey* k = FindSandboxSetting(key); k != nullptr) {
       TRITONPY_RETURN_IF_ERROR(
           k->parse(key, value, "tritonpy: ", &settings->sandbox));
@@ -335,12 +347,13 @@ BackendState::ApplySettings(
         }
         settings->env_allowlist.push_back(name);
       }
-    } else if (kIgnoredCompatKeys.count(key) != 0) {
+    } else if (
+        auto compat = kIgnoredCompatKeys.find(key);
+        compat != kIgnoredCompatKeys.end()) {
       if (log) {
         TRITONPY_LOG_INFO(
             "tritonpy: " + key + " (" + origin + ") is accepted for " +
-            "compatibility and ignored: tritonpy uses memfd arenas that " +
-            "grow on demand");
+            "compatibility and ignored: " + compat->second);
       }
     } else if (kServerKeys.count(key) != 0) {
       // Always present; nothing to do.
@@ -413,6 +426,7 @@ BackendState::Create(
       ApplySettings(cmd_kv, "--backend-config", &state->settings_, true));
 
   const BackendSettings& s = state->settings_;
+  state->metric_store_->SetLimits(s.metric_max_families, s.metric_max_series);
   TRITONPY_LOG_INFO(
       "tritonpy: backend '" + state->name_ +
       "': python-executable=" + s.python_executable +
@@ -430,6 +444,9 @@ BackendState::Create(
       " env-unpack-max-ratio=" + std::to_string(s.env_unpack_max_ratio) +
       " stub-send-queue-bytes=" + std::to_string(s.stub_send_queue_bytes) +
       " stub-model-control=" + (s.model_control ? "true" : "false") +
+      " stub-python-logging=" + (s.python_logging ? "true" : "false") +
+      " metric-max-families=" + std::to_string(s.metric_max_families) +
+      " metric-max-series=" + std::to_string(s.metric_max_series) +
       (s.sandbox.enabled ? " stub-sandbox=true" : "") +
       (s.env_allowlist.empty()
            ? ""

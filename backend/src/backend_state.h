@@ -68,6 +68,14 @@ struct BackendSettings {
   // stub-env-allowlist: names (NAME, or PREFIX* for a prefix) of the
   // server's environment variables a stub gets; empty: all of them.
   std::vector<std::string> env_allowlist;
+  // stub-python-logging: records of Python's logging module that no
+  // handler takes go to Triton's log (stub/pylogging.py); false: to the
+  // stub's stderr, as on the official backend.
+  bool python_logging = true;
+  // metric-max-families, metric-max-series: what the custom metrics of one
+  // model may make the server hold (MetricStore, docs/hardening.md).
+  uint64_t metric_max_families = 1000;
+  uint64_t metric_max_series = 10000;
 };
 
 // One value of the stubs' sandbox: its backend setting, and the model

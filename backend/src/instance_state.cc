@@ -24,8 +24,8 @@ InstanceState::InstanceState(
               model->backend().settings().model_control)),
       metrics_(
           std::make_unique<InstanceMetrics>(
-              &model->backend().metric_store(),
-              "model '" + model->name() + "'")),
+              &model->backend().metric_store(), "model '" + model->name() + "'",
+              model->name())),
       frames_(
           Describe(), metrics_.get(), &stub_,
           model->backend().settings().stub_limits),

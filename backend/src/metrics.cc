@@ -36,15 +36,40 @@ MetricStore::~MetricStore()
   }
 }
 
+void
+MetricStore::SetLimits(uint64_t max_families, uint64_t max_series)
+{
+  std::lock_guard<std::mutex> lock(mu_);
+  max_families_ = max_families;
+  max_series_ = max_series;
+}
+
 Status
 MetricStore::AcquireFamily(
-    uint32_t kind, const std::string& name, const std::string& description,
-    Family** out)
+    const std::string& model, uint32_t kind, const std::string& name,
+    const std::string& description, Family** out)
 {
   std::string key = std::to_string(kind) + "/";
   AppendKeyPart(name, &key);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = families_.find(key);
+  bool holds = it != families_.end() && it->second->users.count(model) != 0;
+  if (it != families_.end() && !holds &&
+      it->second->description != description) {
+    // Models share a family only when they agree on what it is.
+    std::string other = it->second->users.begin()->first;
+    return Status::InvalidArg(
+        "metric family '" + name + "' is registered by model '" + other +
+        "' with the description '" + it->second->description +
+        "'; another model may use it only with the same kind and "
+        "description (tritonpy)");
+  }
+  if (!holds && usage_[model].families >= max_families_) {
+    return Status::Unavailable(
+        "model '" + model + "' holds " + std::to_string(max_families_) +
+        " metric families, the most a model may hold (backend setting "
+        "metric-max-families)");
+  }
   if (it == families_.end()) {
     auto family = std::make_unique<Family>();
     TRITONPY_RETURN_IF_TRITON_ERROR(TRITONSERVER_MetricFamilyNew(
@@ -52,24 +77,39 @@ MetricStore::AcquireFamily(
         name.c_str(), description.c_str()));
     family->kind = kind;
     family->name = name;
+    family->description = description;
     family->key = key;
     it = families_.emplace(key, std::move(family)).first;
   }
-  ++it->second->refs;
+  HoldFamilyLocked(model, it->second.get());
   *out = it->second.get();
   return Status();
 }
 
 void
-MetricStore::ReleaseFamily(Family* family)
+MetricStore::HoldFamilyLocked(const std::string& model, Family* family)
 {
-  std::lock_guard<std::mutex> lock(mu_);
-  ReleaseFamilyLocked(family);
+  ++family->refs;
+  if (family->users[model]++ == 0) ++usage_[model].families;
 }
 
 void
-MetricStore::ReleaseFamilyLocked(Family* family)
+MetricStore::ReleaseFamily(const std::string& model, Family* family)
 {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseFamilyLocked(model, family);
+}
+
+void
+MetricStore::ReleaseFamilyLocked(const std::string& model, Family* family)
+{
+  auto user = family->users.find(model);
+  if (user != family->users.end() && --user->second == 0) {
+    family->users.erase(user);
+    Usage& usage = usage_[model];
+    --usage.families;
+    if (usage.families == 0 && usage.series == 0) usage_.erase(model);
+  }
   if (--family->refs > 0) return;
   Status s = FromTriton(TRITONSERVER_MetricFamilyDelete(family->family));
   if (!s.ok()) {
@@ -82,8 +122,8 @@ MetricStore::ReleaseFamilyLocked(Family* family)
 
 Status
 MetricStore::AcquireSeries(
-    Family* family, const Labels& labels, const std::vector<double>& buckets,
-    Series** out)
+    const std::string& model, Family* family, const Labels& labels,
+    const std::vector<double>& buckets, Series** out)
 {
   Labels sorted = labels;
   std::sort(sorted.begin(), sorted.end());
@@ -94,7 +134,24 @@ MetricStore::AcquireSeries(
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = series_.find(key);
+  if (it != series_.end() && it->second->owner != model) {
+    return Status::InvalidArg(
+        "this series of metric family '" + family->name +
+        "' belongs to model '" + it->second->owner +
+        "': a model cannot use another model's series (tritonpy)");
+  }
   if (it == series_.end()) {
+    const bool histogram = family->kind == TRITONSERVER_METRIC_KIND_HISTOGRAM;
+    const uint64_t count = histogram ? buckets.size() + 2 : 1;
+    const uint64_t held = usage_[model].series;
+    if (held + count > max_series_) {
+      return Status::Unavailable(
+          "model '" + model + "' holds " + std::to_string(held) +
+          " metric series and this metric would add " + std::to_string(count) +
+          ", past the most a model may hold, " + std::to_string(max_series_) +
+          " (backend setting metric-max-series; a histogram counts its "
+          "buckets plus two)");
+    }
     std::vector<TRITONSERVER_Parameter*> params;
     for (const auto& label : sorted) {
       params.push_back(TRITONSERVER_ParameterNew(
@@ -103,7 +160,7 @@ MetricStore::AcquireSeries(
     }
     TRITONSERVER_MetricArgs* args = nullptr;
     Status s;
-    if (family->kind == TRITONSERVER_METRIC_KIND_HISTOGRAM) {
+    if (histogram) {
       s = FromTriton(TRITONSERVER_MetricArgsNew(&args));
       if (s.ok()) {
         s = FromTriton(TRITONSERVER_MetricArgsSetHistogram(
@@ -122,7 +179,10 @@ MetricStore::AcquireSeries(
     TRITONPY_RETURN_IF_ERROR(s);
     series->family = family;
     series->key = key;
-    ++family->refs;  // the family outlives its series
+    series->owner = model;
+    series->count = count;
+    usage_[model].series += count;
+    HoldFamilyLocked(model, family);  // the family outlives its series
     it = series_.emplace(key, std::move(series)).first;
   }
   ++it->second->refs;
@@ -142,8 +202,10 @@ MetricStore::ReleaseSeries(Series* series)
         "': " + s.message());
   }
   Family* family = series->family;
+  const std::string owner = series->owner;
+  usage_[owner].series -= series->count;
   series_.erase(series->key);
-  ReleaseFamilyLocked(family);
+  ReleaseFamilyLocked(owner, family);
 }
 
 size_t
@@ -216,8 +278,8 @@ InstanceMetrics::Run(const proto::MetricOp& op, double* value)
             " is zero or in use");
       }
       MetricStore::Family* family = nullptr;
-      TRITONPY_RETURN_IF_ERROR(
-          store_->AcquireFamily(op.kind, op.name, op.description, &family));
+      TRITONPY_RETURN_IF_ERROR(store_->AcquireFamily(
+          model_, op.kind, op.name, op.description, &family));
       families_[op.family] = family;
       return Status();
     }
@@ -227,7 +289,7 @@ InstanceMetrics::Run(const proto::MetricOp& op, double* value)
         return Status::NotFound(
             "no metric family with handle " + std::to_string(op.family));
       }
-      store_->ReleaseFamily(it->second);
+      store_->ReleaseFamily(model_, it->second);
       families_.erase(it);
       return Status();
     }
@@ -242,8 +304,8 @@ InstanceMetrics::Run(const proto::MetricOp& op, double* value)
             "metric handle " + std::to_string(op.metric) +
             " is zero or in use");
       }
-      TRITONPY_RETURN_IF_ERROR(
-          store_->AcquireSeries(fam->second, op.labels, op.values, &series));
+      TRITONPY_RETURN_IF_ERROR(store_->AcquireSeries(
+          model_, fam->second, op.labels, op.values, &series));
       series_[op.metric] = series;
       return Status();
     }
@@ -282,7 +344,7 @@ InstanceMetrics::Clear()
   // Series first: each holds its family in the store anyway.
   for (auto& entry : series_) store_->ReleaseSeries(entry.second);
   series_.clear();
-  for (auto& entry : families_) store_->ReleaseFamily(entry.second);
+  for (auto& entry : families_) store_->ReleaseFamily(model_, entry.second);
   families_.clear();
 }
 

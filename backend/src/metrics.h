@@ -6,10 +6,20 @@
 // MetricStore (one per backend) owns the Triton objects: one
 // TRITONSERVER_MetricFamily per kind and name, one TRITONSERVER_Metric per
 // family and label set, each counted by the stub handles that use it.
-// Triton shares Prometheus series by name and labels anyway; counting them
-// here means that one stub deleting its metric (or dying) never deletes a
+// Triton shares Prometheus series by name and labels; counting them here
+// means that one stub deleting its metric (or dying) never deletes a
 // series another instance still updates, and that a family is deleted only
 // after its metrics, whatever order the stub deletes them in.
+//
+// Between models (docs/hardening.md, "Custom metrics"):
+// - a series belongs to the model that made it: another model asking for
+//   the same family name and labels is refused while the owner holds it,
+//   so no model can change another model's counters;
+// - a family is shared (Triton has one registry) only by models that give
+//   it the same kind and description;
+// - each model may hold at most `max_families` families and `max_series`
+//   series, a histogram counting one series per bucket plus two (_sum and
+//   _count), as Prometheus counts them.
 //
 // InstanceMetrics (one per instance) maps one stub's handles to store
 // entries and runs the ops of its METRIC frames.
@@ -37,14 +47,18 @@ class MetricStore {
     TRITONSERVER_MetricFamily* family = nullptr;
     uint32_t kind = 0;
     std::string name;
+    std::string description;
     std::string key;
-    int refs = 0;  // handles and series
+    int refs = 0;                      // handles and series
+    std::map<std::string, int> users;  // model -> its part of refs
   };
   struct Series {
     TRITONSERVER_Metric* metric = nullptr;
     Family* family = nullptr;
     std::string key;
-    int refs = 0;  // handles
+    std::string owner;   // the model that made it
+    uint64_t count = 1;  // Prometheus series: buckets + 2 for a histogram
+    int refs = 0;        // handles
   };
   using Labels = std::vector<std::pair<std::string, std::string>>;
 
@@ -54,15 +68,20 @@ class MetricStore {
   // Deletes what is left (there is nothing once every instance is gone).
   ~MetricStore();
 
-  // Thread-safe. An acquired entry stays valid until released.
+  // Per model (metric-max-families, metric-max-series). Before any use.
+  void SetLimits(uint64_t max_families, uint64_t max_series);
+
+  // Thread-safe. An acquired entry stays valid until released; `model`
+  // names the model the acquiring stub serves.
   Status AcquireFamily(
-      uint32_t kind, const std::string& name, const std::string& description,
-      Family** out);
-  void ReleaseFamily(Family* family);
-  // `buckets` are used by histograms only.
+      const std::string& model, uint32_t kind, const std::string& name,
+      const std::string& description, Family** out);
+  void ReleaseFamily(const std::string& model, Family* family);
+  // `buckets` are used by histograms only. `family` must be held by
+  // `model`.
   Status AcquireSeries(
-      Family* family, const Labels& labels, const std::vector<double>& buckets,
-      Series** out);
+      const std::string& model, Family* family, const Labels& labels,
+      const std::vector<double>& buckets, Series** out);
   void ReleaseSeries(Series* series);
 
   // Live Triton objects (for tests and logs).
@@ -70,18 +89,31 @@ class MetricStore {
   size_t series_count();
 
  private:
-  void ReleaseFamilyLocked(Family* family);
+  // What one model holds.
+  struct Usage {
+    uint64_t families = 0;
+    uint64_t series = 0;
+  };
+  void HoldFamilyLocked(const std::string& model, Family* family);
+  void ReleaseFamilyLocked(const std::string& model, Family* family);
 
   std::mutex mu_;
+  uint64_t max_families_ = 1000;
+  uint64_t max_series_ = 10000;
   std::map<std::string, std::unique_ptr<Family>> families_;  // guarded by mu_
   std::map<std::string, std::unique_ptr<Series>> series_;    // guarded by mu_
+  std::map<std::string, Usage> usage_;                       // guarded by mu_
 };
 
 class InstanceMetrics {
  public:
-  // `describe` names the model and instance in logged errors.
-  InstanceMetrics(MetricStore* store, std::string describe)
-      : store_(store), describe_(std::move(describe))
+  // `describe` names the model and instance in logged errors; `model` is
+  // the model's name, which owns its series in the store (empty: describe).
+  InstanceMetrics(
+      MetricStore* store, std::string describe, std::string model = {})
+      : store_(store),
+        describe_(std::move(describe)),
+        model_(model.empty() ? describe_ : std::move(model))
   {
   }
   InstanceMetrics(const InstanceMetrics&) = delete;
@@ -103,6 +135,7 @@ class InstanceMetrics {
 
   MetricStore* store_;
   std::string describe_;
+  std::string model_;
   std::unordered_map<uint32_t, MetricStore::Family*> families_;
   std::unordered_map<uint32_t, MetricStore::Series*> series_;
 };

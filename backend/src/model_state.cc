@@ -131,6 +131,7 @@ ModelState::AutoComplete(const std::string& first_instance)
   call.launch = stub_launch_;
   call.stub_timeout_seconds = backend_->settings().stub_timeout_seconds;
   call.stub_send_queue_bytes = backend_->settings().stub_send_queue_bytes;
+  call.python_logging = backend_->settings().python_logging;
   std::string completed;
   StartedStub stub;
   TRITONPY_RETURN_IF_ERROR(RunAutoComplete(call, &completed, &stub));

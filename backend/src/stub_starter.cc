@@ -96,6 +96,7 @@ StubStarter::Handshake(
   json::Value stub_settings = json::Value::object();
   stub_settings["decoupled"] = model_->decoupled();
   stub_settings["finalize_grace_seconds"] = settings.finalize_grace_seconds;
+  stub_settings["python_logging"] = settings.python_logging;
   // With an execute timeout the backend must see each sync batch end as it
   // does: the stub then answers every batch at once.
   stub_settings["execute_timeout_seconds"] = model_->execute_timeout_seconds();

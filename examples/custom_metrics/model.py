@@ -7,8 +7,9 @@ metrics endpoint (port 8002, /metrics) next to Triton's own:
 - custom_metrics_last_size        a gauge: elements in the last request,
 - custom_metrics_latency_seconds  a histogram of the time spent per request.
 
-Updating a metric never waits for the server: it is cheap enough to do for
-every request.
+Each update is in the server when the call returns (a round trip to the
+backend, as on the official backend): fine once per request; a model that
+would update per token or per item adds up first and updates once per batch.
 """
 
 import time

@@ -62,7 +62,16 @@ STRING_TO_NUMPY = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("dropin")
-    models = ["relimport", "argv_defaults", "argv_required", "api_names", "text_args", "add_sub"]
+    models = [
+        "relimport",
+        "shadow_names",
+        "arg_checks",
+        "argv_defaults",
+        "argv_required",
+        "api_names",
+        "text_args",
+        "add_sub",
+    ]
     repo = build_repository(work / "repo", models)
     # A second model with the same file names beside model.py, other contents.
     shutil.copytree(MODELS / "relimport", repo / "relimport_twin")
@@ -115,6 +124,40 @@ def test_models_with_the_same_file_names_keep_their_own(server: TritonServer) ->
         "1",
         "relimport",
     )
+
+
+def test_a_model_file_named_like_a_library_module_does_not_hide_it(
+    server: TritonServer,
+) -> None:
+    """The official stub appends the version directory, then the model's
+    directory, to sys.path: the library's wave wins over 1/wave.py, which
+    a relative import still reaches, and files of no other name are found
+    by name."""
+    load_models(server, "shadow_names")
+    got = info(server, "shadow_names")
+    assert got["wave_is_library"] and got["relative_wave_is_local"], got
+    assert got["own_helper"] == "shadow_names"
+    assert got["tail"] == [2, 1], got  # ..., version directory, model directory
+    assert not got["cwd_on_path"], got
+
+
+def test_arguments_the_official_binding_refuses_raise_the_same_exception(
+    server: TritonServer,
+) -> None:
+    """The argument checks of upstream's argument_validation QA, in a stub:
+    None where the official binding declares an argument not-None is a
+    TypeError; a list item of the wrong kind a TritonModelException."""
+    load_models(server, "arg_checks")
+    got = info(server, "arg_checks")
+    model_exception = {
+        "request_inputs_none_item",
+        "response_outputs_none_item",
+        "tensor_dlpack_none",
+    }
+    want = {
+        name: "TritonModelException" if name in model_exception else "TypeError" for name in got
+    }
+    assert got == want
 
 
 def test_python_based_backend_finds_each_models_directory(server: TritonServer) -> None:

@@ -96,6 +96,74 @@ def test_disabled_levels_stay_out(tmp_path: Path, off: str) -> None:
     assert shown == {what: levels[what] != off for what in shown}, shown
 
 
+# ------------------------------------------------ Python's logging module
+
+
+def serve_pylog(work: Path, args: list[str], tags: dict[str, str]) -> tuple[str, dict[str, int]]:
+    """Serves pylog and pylog_own with ``args``, sends each model its tag
+    (model -> tag), shuts the server down; returns the log and each
+    model's line of its first logging call."""
+    srv = TritonServer(build_repository(work / "repo", list(tags)), work, args=args)
+    lines = {}
+    try:
+        srv.wait_ready()
+        with httpclient.InferenceServerClient(srv.http_url, network_timeout=60) as c:
+            for model, tag in tags.items():
+                x = httpclient.InferInput("TAG", [1], "BYTES")
+                x.set_data_from_numpy(np.array([tag.encode()], dtype=object))
+                lines[model] = int(c.infer(model, [x]).as_numpy("LINE")[0])
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+    return srv.log(), lines
+
+
+def triton_entry(log: str, text: str) -> str | None:
+    """Triton's log line whose quoted message ends with ``text``."""
+    for ln in log.splitlines():
+        if ln.endswith(f'{text}"') and '] "' in ln:
+            return ln
+    return None
+
+
+def test_python_logging_goes_to_tritons_log_unless_the_model_configured_it(
+    tmp_path: Path,
+) -> None:
+    log, lines = serve_pylog(tmp_path, [], {"pylog": "mark-p1", "pylog_own": "mark-p2"})
+    line = lines["pylog"]
+    who = "model 'pylog' instance 'pylog_0_0'"
+    expect = {
+        "warning": ("W", f"{who}: 1.model: mark-p1 warning", line),
+        "error": ("E", f"{who}: 1.model: mark-p1 error", line + 1),
+        "chatty-info": ("I", f"{who}: pylog.chatty: mark-p1 chatty-info", line + 3),
+    }
+    for what, (level, text, lineno) in expect.items():
+        got = triton_entry(log, text)
+        assert got is not None, (what, log[-4000:])
+        assert got.startswith(level), got
+        assert re.search(rf"\bmodel\.py:{lineno}\] ", got), got
+    # logger.exception: the message, then the traceback, in one entry.
+    assert f"{who}: 1.model: mark-p1 exception" in log and "KeyError: 'boom'" in log
+    assert "quiet-info" not in log and "quiet-debug" not in log
+    # At import (the auto-complete stub imports the file) too.
+    imported = triton_entry(log, "1.model: 1.model model imported")
+    assert imported is not None and imported.startswith("W"), log[-4000:]
+    # The model that called logging.basicConfig keeps its own format, on
+    # its stderr, and nothing of it is routed.
+    assert "OWN-FORMAT WARNING mark-p2 warning" in log, log[-4000:]
+    assert "pylog_own_0_0': 1.model: mark-p2" not in log
+
+
+def test_stub_python_logging_false_leaves_it_on_stderr(tmp_path: Path) -> None:
+    log, _ = serve_pylog(
+        tmp_path, ["--backend-config=tritonpy,stub-python-logging=false"], {"pylog": "mark-p3"}
+    )
+    # Python's last resort writes the bare message, from the import on.
+    assert re.search(r"^mark-p3 warning$", log, re.M), log[-4000:]
+    assert re.search(r"^1\.model model imported$", log, re.M), log[-4000:]
+    assert "1.model: mark-p3" not in log and "1.model: 1.model model imported" not in log
+    assert "stub-python-logging=false" in log  # the backend's settings line names it
+
+
 # ------------------------------------------------ every phase, settings changed live
 
 PHASE_LEVELS = ("log", "info", "warning", "error", "verbose", "print")

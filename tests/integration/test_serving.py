@@ -367,7 +367,8 @@ def test_two_servers_with_the_official_shm_settings(tmp_path: Path) -> None:
             ("shm-region-prefix-name", "same_prefix"),
             ("shm-default-byte-size", "1048576"),
             ("shm-growth-byte-size", "1048576"),
-            ("shm-message-queue-size", "64"),
+            ("shm_message_queue_size", "64"),
+            ("thread-pool-size", "4"),
         )
     ]
     servers = []
@@ -385,7 +386,12 @@ def test_two_servers_with_the_official_shm_settings(tmp_path: Path) -> None:
                 res = infer(srv, "http", "add_sub", {"INPUT0": (x, "FP32"), "INPUT1": (x, "FP32")})
                 np.testing.assert_array_equal(res.as_numpy("OUTPUT0"), x + x)
         assert not [n for n in os.listdir("/dev/shm") if "same_prefix" in n or "tritonpy" in n]
-        assert "shm-region-prefix-name" in servers[0].log()
+        log = servers[0].log()
+        # Each official key, as the official backend spells it, gets the
+        # "accepted and ignored" line, never the unknown-key warning.
+        for key in ("shm-region-prefix-name", "shm_message_queue_size", "thread-pool-size"):
+            assert f"tritonpy: {key} (" in log and "accepted for compatibility" in log, key
+        assert "unknown backend setting" not in log
     finally:
         for srv in servers:
             assert srv.stop() == 0

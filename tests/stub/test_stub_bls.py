@@ -406,15 +406,15 @@ class TritonPythonModel:
                 big.as_numpy()[:] = 5
             else:  # copied into the stub's arena
                 big = pb_utils.Tensor("B", np.full(1 << 18, 5, np.float32))
-            inputs, timeout = [big], 0
+            inputs, correlation_id = [big], 0
             if case == "bad_input":  # a second input that cannot be encoded
                 inputs.append(pb_utils.Tensor("S", np.array([object()], dtype=object)))
-            if case == "bad_timeout":  # out of the frame's range
-                timeout = -1
+            if case == "bad_sequence":  # out of the frame's range (a u64)
+                correlation_id = -1
             try:
                 pb_utils.InferenceRequest(
                     model_name="target", inputs=inputs, requested_output_names=["Y"],
-                    timeout=timeout).exec()
+                    correlation_id=correlation_id).exec()
             except (pb_utils.TritonModelException, OverflowError):
                 pass
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.ones(1, np.float32))]))
@@ -432,7 +432,7 @@ def test_a_request_that_fails_to_build_gives_its_arena_space_back(
     first one's did."""
     host.handshake(write_model(tmp_path, HALF_BUILT))
     places = []
-    cases = ["good", "bad_input", "good", "bad_timeout", "good"]
+    cases = ["good", "bad_input", "good", "bad_sequence", "good"]
     for batch, case in enumerate(cases, 1):
         host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"{kind}/{case}", [])]}, id=batch))
         if case != "good":

@@ -81,11 +81,14 @@ MODEL = """
 
     class TritonPythonModel:
         def initialize(self, args):
-            self.c = pb_utils.MetricFamily("c_total", "a counter", pb_utils.MetricFamily.COUNTER
-                                           ).Metric({"model": "m"})
-            self.g = pb_utils.MetricFamily("g", "a gauge", pb_utils.MetricFamily.GAUGE).Metric()
-            self.h = pb_utils.MetricFamily("h", "a histogram", pb_utils.MetricFamily.HISTOGRAM
-                                           ).Metric({"k": "v"}, buckets=[1, 2.5])
+            self.families = [  # kept: a collected family takes its metrics with it
+                pb_utils.MetricFamily("c_total", "a counter", pb_utils.MetricFamily.COUNTER),
+                pb_utils.MetricFamily("g", "a gauge", pb_utils.MetricFamily.GAUGE),
+                pb_utils.MetricFamily("h", "a histogram", pb_utils.MetricFamily.HISTOGRAM),
+            ]
+            self.c = self.families[0].Metric({"model": "m"})
+            self.g = self.families[1].Metric()
+            self.h = self.families[2].Metric({"k": "v"}, buckets=[1, 2.5])
 
         def execute(self, requests):
             out = []
@@ -113,8 +116,8 @@ MODEL = """
                     self.c.increment(4)
                     value = self.c.value()
                 elif mode == "temporary":
-                    pb_utils.MetricFamily("tmp", "gone soon", pb_utils.MetricFamily.COUNTER).Metric(
-                        {"n": "1"}).increment(2)
+                    family = pb_utils.MetricFamily("tmp", "gone soon", pb_utils.MetricFamily.COUNTER)
+                    family.Metric({"n": "1"}).increment(2)
                 elif mode == "create_fails":
                     pb_utils.MetricFamily("clash", "x", pb_utils.MetricFamily.GAUGE)
                 out.append(pb_utils.InferenceResponse(
@@ -133,14 +136,14 @@ def test_creation_waits_and_names_handles(host: StubHost, tmp_path: Path) -> Non
     created = [op for op in ops(host) if op["op"] in (P.OP_FAMILY_NEW, P.OP_METRIC_NEW)]
     assert [(op["op"], op.get("name")) for op in created] == [
         (P.OP_FAMILY_NEW, "c_total"),
-        (P.OP_METRIC_NEW, None),
         (P.OP_FAMILY_NEW, "g"),
-        (P.OP_METRIC_NEW, None),
         (P.OP_FAMILY_NEW, "h"),
+        (P.OP_METRIC_NEW, None),
+        (P.OP_METRIC_NEW, None),
         (P.OP_METRIC_NEW, None),
     ]
     assert all(f["id"] for f in host.metric_frames)  # each one a call
-    fam_c, met_c, _, met_g, fam_h, met_h = created
+    fam_c, _, fam_h, met_c, met_g, met_h = created
     assert fam_c["kind"] == 0 and fam_h["kind"] == 2
     assert met_c["family"] == fam_c["family"] and met_c["labels"] == [["model", "m"]]
     assert met_g["labels"] == [] and met_g["buckets"] == []
@@ -149,43 +152,98 @@ def test_creation_waits_and_names_handles(host: StubHost, tmp_path: Path) -> Non
     assert len(set(handles)) == 6 and 0 not in handles
 
 
-def test_updates_coalesce_into_one_frame_before_the_response(
+def test_each_update_is_a_call_answered_before_the_model_goes_on(
     host: StubHost, tmp_path: Path
 ) -> None:
+    """An update is in the server when the call returns (as on the official
+    backend): one METRIC frame with a call id per update, in order."""
     start(host, write_model(tmp_path, MODEL))
     met_c, met_g, met_h = [op["metric"] for op in ops(host) if op["op"] == P.OP_METRIC_NEW]
     host.metric_frames.clear()
     run(host, 1, "updates")
-    # One frame, no call id, sent before RESPONSES (until() saw it first).
-    assert len(host.metric_frames) == 1 and host.metric_frames[0]["id"] == 0
-    assert sorted(ops(host), key=lambda op: (op["metric"], op["op"])) == sorted(
-        [
-            {"op": P.OP_INCREMENT, "metric": met_c, "value": 3.0},
-            {"op": P.OP_SET, "metric": met_g, "value": 5.0},
-            {"op": P.OP_INCREMENT, "metric": met_g, "value": 2.0},
-            {"op": P.OP_OBSERVE, "metric": met_h, "values": [0.5, 3.0]},
-        ],
-        key=lambda op: (op["metric"], op["op"]),
-    )
+    assert all(f["id"] for f in host.metric_frames)
+    assert [f["body"]["ops"] for f in host.metric_frames] == [
+        [{"op": P.OP_INCREMENT, "metric": met_c, "value": 1.0}],
+        [{"op": P.OP_INCREMENT, "metric": met_c, "value": 1.0}],
+        [{"op": P.OP_INCREMENT, "metric": met_c, "value": 1.0}],
+        [{"op": P.OP_INCREMENT, "metric": met_g, "value": 100.0}],
+        [{"op": P.OP_SET, "metric": met_g, "value": 5.0}],
+        [{"op": P.OP_INCREMENT, "metric": met_g, "value": 2.0}],
+        [{"op": P.OP_OBSERVE, "metric": met_h, "values": [0.5]}],
+        [{"op": P.OP_OBSERVE, "metric": met_h, "values": [3.0]}],
+    ]
     host.metric_frames.clear()
     run(host, 2, "threads")  # 4 threads x 1000 increments: none lost
     assert sum(op["value"] for op in ops(host) if op["op"] == P.OP_INCREMENT) == 4000.0
 
 
-def test_value_carries_pending_updates_and_returns_the_answer(
+def test_a_refused_update_raises_with_the_servers_reason(host: StubHost, tmp_path: Path) -> None:
+    start(host, write_model(tmp_path, MODEL))
+    host.replies[P.OP_INCREMENT] = {"ok": 0, "error": "the registry said no", "value": 0.0}
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("updates")]}, id=1))
+    done = until(host, "EXECUTE_DONE")["body"]
+    assert done["ok"] == 0
+    assert "Failed to increment metric value (model 'm'): the registry said no" in done["error"]
+
+
+def test_a_metric_of_a_collected_family_raises_and_is_deleted(
     host: StubHost, tmp_path: Path
 ) -> None:
+    start(
+        host,
+        write_model(
+            tmp_path,
+            """
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                family = pb_utils.MetricFamily("orphan", "x", pb_utils.MetricFamily.GAUGE)
+                metric = family.Metric({"k": "v"})
+                del family
+                errors = []
+                for op in (lambda: metric.increment(1), lambda: metric.set(1), metric.value):
+                    try:
+                        op()
+                    except pb_utils.TritonModelException as e:
+                        errors.append(str(e))
+                return [pb_utils.InferenceResponse(error=pb_utils.TritonError("|".join(errors)))
+                        for _ in requests]
+    """,
+        ),
+    )
+    host.metric_frames.clear()
+    reply = run(host, 1, "x")["body"]["responses"][0]
+    errors = reply["error_message"].split("|")
+    assert len(errors) == 3, errors
+    official = (
+        "Invalid metric operation as the corresponding 'MetricFamily' has been deleted. "
+        "The 'MetricFamily' object should be deleted AFTER its corresponding 'Metric' "
+        "objects have been deleted."
+    )
+    assert errors[0].startswith(f"Failed to increment metric value: {official}"), errors
+    assert errors[1].startswith(f"Failed to set metric value: {official}"), errors
+    assert errors[2].startswith(f"Failed to get metric value: {official}"), errors
+    # Nothing was sent for them; the metric went with its family, first.
+    got = ops(host)
+    fam = next(op["family"] for op in got if op["op"] == P.OP_FAMILY_NEW)
+    met = next(op["metric"] for op in got if op["op"] == P.OP_METRIC_NEW)
+    assert [op for op in got if op["op"] not in (P.OP_FAMILY_NEW, P.OP_METRIC_NEW)] == [
+        {"op": P.OP_METRIC_DELETE, "metric": met},
+        {"op": P.OP_FAMILY_DELETE, "family": fam},
+    ]
+
+
+def test_value_returns_the_answer(host: StubHost, tmp_path: Path) -> None:
     start(host, write_model(tmp_path, MODEL))
     met_c = next(op["metric"] for op in ops(host) if op["op"] == P.OP_METRIC_NEW)
     host.metric_frames.clear()
     resp = run(host, 1, "value")["body"]["responses"][0]
     assert struct.unpack("<d", host.tensor_bytes(resp["outputs"][0]))[0] == 7.5
-    (frame,) = host.metric_frames
-    assert frame["id"] != 0
-    assert frame["body"]["ops"] == [
-        {"op": P.OP_INCREMENT, "metric": met_c, "value": 4.0},
-        {"op": P.OP_VALUE, "metric": met_c},
+    assert [f["body"]["ops"] for f in host.metric_frames] == [
+        [{"op": P.OP_INCREMENT, "metric": met_c, "value": 4.0}],
+        [{"op": P.OP_VALUE, "metric": met_c}],
     ]
+    assert all(f["id"] for f in host.metric_frames)
 
 
 def test_collected_objects_are_deleted_metric_first(host: StubHost, tmp_path: Path) -> None:

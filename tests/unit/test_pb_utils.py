@@ -547,6 +547,53 @@ def test_bls_request_constructor_errors():
 
 
 @pytest.mark.parametrize(
+    "argument",
+    [
+        {"correlation_id": None},
+        {"request_id": None},
+        {"model_version": None},
+        {"flags": None},
+        {"timeout": None},
+        {"preferred_memory": None},
+        {"trace": None},
+        {"model_version": 1.5},
+        {"flags": -1},
+        {"flags": 2**32},
+        {"timeout": "10"},
+        {"requested_output_names": None},
+        {"requested_output_names": [None]},
+        {"inputs": None},
+        {"model_name": None},
+    ],
+)
+def test_bls_request_arguments_the_official_binding_refuses_with_type_error(argument):
+    """None for any argument but parameters, and integers that do not fit
+    their C type: TypeError, as pybind11 raises for the official binding."""
+    kwargs = {"model_name": "m", "inputs": [], "requested_output_names": [], **argument}
+    with pytest.raises(TypeError):
+        pb.InferenceRequest(**kwargs)
+
+
+def test_bls_request_integer_arguments_take_numpy_integers():
+    r = pb.InferenceRequest(
+        model_name="m",
+        inputs=[],
+        requested_output_names=[],
+        model_version=np.int64(3),
+        flags=np.uint32(1),
+        timeout=np.int32(5),
+    )
+    assert (r.flags(), r.timeout()) == (1, 5)
+
+
+@pytest.mark.parametrize("method", ["log_info", "log_warn", "log_error", "log_verbose"])
+def test_a_log_message_that_is_not_text_is_a_type_error_at_any_level(method):
+    # log_verbose too, though verbose lines are off outside a stub.
+    with pytest.raises(TypeError):
+        getattr(pb.Logger, method)(None)
+
+
+@pytest.mark.parametrize(
     "params,message",
     [
         ([], "Expect dict, got <class 'list'>"),

@@ -19,13 +19,10 @@ and the response sender, a call per streamed token, binds its part once
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol
 
 from . import _core
 from ._errors import TritonModelException
-
-if TYPE_CHECKING:
-    import threading
 
 __all__ = ["Host", "Responses", "Bls", "Metrics", "Arenas", "attach", "attached", "need"]
 
@@ -53,15 +50,8 @@ class Bls(Protocol):
 
 
 class Metrics(Protocol):
-    """Custom metrics. A ``Metric`` keeps its pending change itself and
-    puts itself on ``dirty`` under ``lock``; ``schedule()`` (lock held,
-    ``scheduled`` false) asks for the flush that sends the changes."""
+    """Custom metrics: each call returns once the server has applied it."""
 
-    lock: threading.RLock
-    dirty: list[Any]
-    scheduled: bool
-
-    def schedule(self) -> None: ...
     def model_name(self) -> str: ...
     def family_new(self, name: str, description: str, kind: int) -> int: ...
     def metric_new(
@@ -69,6 +59,9 @@ class Metrics(Protocol):
     ) -> int: ...
     def delete_family(self, handle: int) -> None: ...
     def delete_metric(self, handle: int) -> None: ...
+    def increment(self, handle: int, value: float) -> None: ...
+    def set(self, handle: int, value: float) -> None: ...
+    def observe(self, handle: int, value: float) -> None: ...
     def value(self, handle: int) -> float: ...
 
 

@@ -29,12 +29,14 @@ _DEFAULT_LEVELS = 0b0111
 
 
 def _emit(level: int, message: str, depth: int) -> None:
-    host = _host.attached()
-    if not (_DEFAULT_LEVELS if host is None else host.log_levels) >> level & 1:
-        return
+    # The message is checked first: the official binding refuses a
+    # non-text message at a disabled level too.
     text = message if type(message) is str else _text.text(message)
     if text is None:
         raise TypeError(f"the log message must be a str, got {_text.describe(message)}")
+    host = _host.attached()
+    if not (_DEFAULT_LEVELS if host is None else host.log_levels) >> level & 1:
+        return
     frame = sys._getframe(depth)
     file, line = frame.f_code.co_filename, frame.f_lineno
     if host is None:

@@ -3,28 +3,31 @@
 """Custom metrics: ``MetricFamily`` and its ``Metric`` objects, shown at
 Triton's metrics endpoint (``:8002/metrics``).
 
-Creating a family or a metric and reading ``value()`` ask the server and
-wait. ``increment()``, ``set()`` and ``observe()`` never wait: they update
-the metric's pending change under a lock, and the stub sends the pending
-changes of all metrics once per loop iteration, before the responses of
-that iteration (docs/protocol.md, *Custom metrics*). Their errors are
-raised here, at the call, since the kind of each metric is known.
+Every call waits for the server, as on the official backend: when
+``increment()``, ``set()`` or ``observe()`` returns, the change is in
+Triton's registry, so the model's own scrape of the metrics endpoint right
+after sees it (docs/protocol.md, *Custom metrics*; what it costs:
+docs/performance.md). Misuse (``set()`` on a counter ...) raises at the
+call, before anything is sent.
 
 Families and metrics are deleted from the server when their Python objects
-are collected (a metric keeps its family alive), and all of them when the
-model is unloaded or its stub dies.
+are collected, and all of them when the model is unloaded or its stub
+dies. A ``Metric`` does not keep its ``MetricFamily`` alive: once the
+family is collected, its metrics are deleted too and every operation on
+them raises, as on the official backend.
 """
 
 from __future__ import annotations
 
 import enum
+import weakref
 from typing import Any
 
 from . import _host
 from ._errors import TritonModelException
 from ._text import text
 
-__all__ = ["MetricKind", "MetricFamily", "Metric", "take_pending"]
+__all__ = ["MetricKind", "MetricFamily", "Metric"]
 
 
 class MetricKind(enum.IntEnum):
@@ -36,6 +39,14 @@ class MetricKind(enum.IntEnum):
 
 
 _KIND_NAMES = ("counter", "gauge", "histogram")
+
+# The official backend's text (clients and QA compare it); tritonpy's
+# detail follows it.
+FAMILY_DELETED = (
+    "Invalid metric operation as the corresponding 'MetricFamily' has been deleted. "
+    "The 'MetricFamily' object should be deleted AFTER its corresponding 'Metric' "
+    "objects have been deleted."
+)
 
 
 def _need_client() -> _host.Metrics:
@@ -50,7 +61,15 @@ class MetricFamily:
     their series in Triton, as in the official backend.
     """
 
-    __slots__ = ("_name", "_description", "_kind", "_handle", "_client", "__weakref__")
+    __slots__ = (
+        "_name",
+        "_description",
+        "_kind",
+        "_handle",
+        "_client",
+        "_metrics",
+        "__weakref__",
+    )
 
     COUNTER = MetricKind.COUNTER
     GAUGE = MetricKind.GAUGE
@@ -58,6 +77,7 @@ class MetricFamily:
 
     def __init__(self, name: str, description: str, kind: MetricKind) -> None:
         self._handle = 0
+        self._metrics: weakref.WeakSet[Metric] = weakref.WeakSet()
         # bytes and numpy scalars too, as in the official backend (_text.py)
         name_text, description_text = text(name), text(description)
         if not name_text:
@@ -122,10 +142,16 @@ class MetricFamily:
                 f"Failed to create metric of {what}: only histograms take buckets"
             )
         handle = self._client.metric_new(self._handle, list(labels.items()), bounds, what)
-        return Metric._new(self, handle, dict(labels))
+        metric = Metric._new(self, handle, dict(labels))
+        self._metrics.add(metric)
+        return metric
 
     def __del__(self) -> None:
         if self._handle:
+            # Its metrics go first (the official backend deletes them with
+            # their family); a later use of one raises FAMILY_DELETED.
+            for metric in list(self._metrics):
+                metric._clear()
             self._client.delete_family(self._handle)
 
     def __repr__(self) -> str:
@@ -140,28 +166,14 @@ class Metric:
     gauges ``increment()`` and ``set()``, histograms ``observe()``;
     ``value()`` reads a counter or gauge."""
 
-    __slots__ = (
-        "_family",
-        "_handle",
-        "_kind",
-        "_labels",
-        "_client",
-        "_delta",
-        "_set",
-        "_obs",
-        "_dirty",
-        "__weakref__",
-    )
+    __slots__ = ("_name", "_handle", "_kind", "_labels", "_client", "_cleared", "__weakref__")
 
-    _family: MetricFamily
+    _name: str  # the family's
     _handle: int
     _kind: int
     _labels: dict[str, str]
     _client: Any
-    _delta: float
-    _set: float | None
-    _obs: list[float]
-    _dirty: bool
+    _cleared: bool
 
     def __init__(self) -> None:
         raise TypeError("metrics come from MetricFamily.Metric(labels, buckets)")
@@ -169,25 +181,33 @@ class Metric:
     @classmethod
     def _new(cls, family: MetricFamily, handle: int, labels: dict[str, str]) -> Metric:
         self = cls.__new__(cls)
-        self._family = family  # the family lives as long as its metrics
+        self._name = family._name
         self._handle = handle
         self._kind = int(family._kind)
         self._labels = labels
         self._client = family._client
-        self._delta = 0.0
-        self._set = None
-        self._obs = []
-        self._dirty = False
+        self._cleared = False
         return self
+
+    def _clear(self) -> None:
+        """Its family is being deleted: delete it on the server now."""
+        if not self._cleared:
+            self._cleared = True
+            self._client.delete_metric(self._handle)
 
     def _fail(self, action: str, why: str) -> TritonModelException:
         return TritonModelException(
-            f"Failed to {action}: {_KIND_NAMES[self._kind]} '{self._family._name}' "
+            f"Failed to {action}: {_KIND_NAMES[self._kind]} '{self._name}' "
             f"{self._labels} {why} (model '{self._client.model_name()}')"
         )
 
-    # increment/set/observe repeat their few locked lines instead of
-    # sharing a helper: they are the hot path, a call per request or more.
+    def _check_live(self, action: str) -> None:
+        if self._cleared:
+            raise TritonModelException(
+                f"Failed to {action}: {FAMILY_DELETED} (tritonpy: "
+                f"{_KIND_NAMES[self._kind]} '{self._name}' {self._labels}, "
+                f"model '{self._client.model_name()}')"
+            )
 
     def increment(self, value: float) -> None:
         """Add ``value`` (counters: only non-negative values)."""
@@ -197,33 +217,20 @@ class Metric:
             raise self._fail(
                 "increment metric value", "does not support increment(); use observe()"
             )
+        self._check_live("increment metric value")
         if kind == 0 and v < 0.0:
             raise self._fail(
                 "increment metric value", f"can only be incremented by non-negative values, got {v}"
             )
-        c = self._client
-        with c.lock:
-            self._delta += v
-            if not self._dirty:
-                self._dirty = True
-                c.dirty.append(self)
-                if not c.scheduled:
-                    c.schedule()
+        self._client.increment(self._handle, v)
 
     def set(self, value: float) -> None:
         """Set a gauge to ``value``."""
         v = float(value)
         if self._kind != 1:
             raise self._fail("set metric value", "does not support set(); only gauges do")
-        c = self._client
-        with c.lock:
-            self._set = v
-            self._delta = 0.0
-            if not self._dirty:
-                self._dirty = True
-                c.dirty.append(self)
-                if not c.scheduled:
-                    c.schedule()
+        self._check_live("set metric value")
+        self._client.set(self._handle, v)
 
     def observe(self, value: float) -> None:
         """Record one observation in a histogram."""
@@ -232,41 +239,20 @@ class Metric:
             raise self._fail(
                 "observe metric value", "does not support observe(); only histograms do"
             )
-        c = self._client
-        with c.lock:
-            self._obs.append(v)
-            if not self._dirty:
-                self._dirty = True
-                c.dirty.append(self)
-                if not c.scheduled:
-                    c.schedule()
+        self._check_live("observe metric value")
+        self._client.observe(self._handle, v)
 
     def value(self) -> float:
-        """The current value of a counter or gauge, as the server has it
-        (every earlier update of this stub included)."""
+        """The current value of a counter or gauge, as the server has it."""
         if self._kind == 2:
             raise self._fail("get metric value", "does not support value()")
+        self._check_live("get metric value")
         return self._client.value(self._handle)
 
     def __del__(self) -> None:
-        client = getattr(self, "_client", None)  # None: never fully made
-        if client is not None:
-            client.delete_metric(self._handle)
+        if getattr(self, "_cleared", True) is False:  # made, and not cleared by its family
+            self._cleared = True
+            self._client.delete_metric(self._handle)
 
     def __repr__(self) -> str:
-        return f"<Metric of {self._family!r} labels={self._labels}>"
-
-
-def take_pending(metric: Metric) -> tuple[int, float | None, float, list[float]]:
-    """For the stub, the host's metrics lock held: ``metric``'s handle and
-    pending change (a value set or None, the summed increments, the
-    observations), which starts again from nothing."""
-    change = metric._handle, metric._set, metric._delta, metric._obs
-    metric._dirty = False
-    if metric._set is not None:
-        metric._set = None
-    if metric._delta:
-        metric._delta = 0.0
-    if metric._obs:
-        metric._obs = []
-    return change
+        return f"<Metric of {_KIND_NAMES[self._kind]} family {self._name!r} labels={self._labels}>"

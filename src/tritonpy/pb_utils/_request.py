@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -35,6 +36,26 @@ TRITONSERVER_MEMORY_CPU = 1
 _MEMORY_DEFAULT = 2
 
 _REQUIRED: Any = object()
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_UINT32_MAX, _UINT64_MAX = 2**32 - 1, 2**64 - 1
+
+
+def _integer(name: str, value: Any, least: int, most: int) -> int:
+    """An integer argument of InferenceRequest as the official binding
+    converts it to its C++ type: an int, or anything with ``__index__``
+    (numpy integers), in the type's range. TypeError otherwise (None, a
+    float, a str), as pybind11 raises."""
+    if type(value) is not int:
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(
+                f"InferenceRequest(): {name} must be an int, got {type(value).__name__}"
+            ) from None
+    if not least <= value <= most:
+        raise TypeError(f"InferenceRequest(): {name} must be in [{least}, {most}], got {value}")
+    return value
 
 
 class PreferredMemory:
@@ -123,8 +144,8 @@ class InferenceRequest(RequestCore):
         model_version: int = -1,
         flags: int = 0,
         timeout: int = 0,
-        preferred_memory: PreferredMemory | None = None,
-        trace: InferenceTrace | None = None,
+        preferred_memory: PreferredMemory = DEFAULT_MEMORY,
+        trace: InferenceTrace = NO_TRACE,
         parameters: dict[str, bool | int | str] | None = None,
     ) -> None:
         if inputs is _REQUIRED or requested_output_names is _REQUIRED or model_name is _REQUIRED:
@@ -140,11 +161,24 @@ class InferenceRequest(RequestCore):
             raise TypeError(
                 "InferenceRequest() missing required argument(s): " + ", ".join(missing)
             )
+        # None is a TypeError for every argument but parameters, as the
+        # official binding declares them (pybind11 `none(false)`); a value
+        # of the wrong kind past that is its own error.
         if type(correlation_id) is not int:
+            if correlation_id is None:
+                raise TypeError(
+                    "InferenceRequest(): correlation_id must be an int or a str, got None"
+                )
             if isinstance(correlation_id, str):
                 correlation_id = str(correlation_id)  # numpy.str_: a plain str
             elif not isinstance(correlation_id, int):
                 raise TritonModelException("Correlation ID must be integer or string")
+        model_version = _integer("model_version", model_version, _INT64_MIN, _INT64_MAX)
+        flags = _integer("flags", flags, 0, _UINT32_MAX)
+        timeout = _integer("timeout", timeout, 0, _UINT64_MAX)
+        if preferred_memory is None or trace is None:
+            which = "preferred_memory" if preferred_memory is None else "trace"
+            raise TypeError(f"InferenceRequest(): {which} must not be None")
         # Text arguments take str, bytes and their numpy scalars (_text.py).
         if type(model_name) is not str:
             if (name := text(model_name)) is None:
@@ -165,18 +199,16 @@ class InferenceRequest(RequestCore):
                 # The official backend's type for a list holding a non-Tensor.
                 raise TritonModelException(f"inputs must be Tensor objects, got {type(t).__name__}")
         self._model_name = model_name
-        self._model_version = int(model_version)
+        self._model_version = model_version
         self._request_id = request_id
         self._correlation_id = correlation_id
-        self._flags = int(flags)
-        self._timeout = int(timeout)
+        self._flags = flags
+        self._timeout = timeout
         self._parameters = parameters_to_json(parameters)
         self._requested_output_names = output_names
         self._inputs = inputs
-        self._preferred_memory = (
-            preferred_memory if preferred_memory is not None else DEFAULT_MEMORY
-        )
-        self._trace = trace if trace is not None else NO_TRACE
+        self._preferred_memory = preferred_memory
+        self._trace = trace
         # The per-request state starts as RequestCore.__cinit__ sets it.
 
     def correlation_id(self) -> int | str:

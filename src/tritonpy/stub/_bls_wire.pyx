@@ -60,7 +60,7 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
         if params == "{}":
             params = ""
         trace = request.trace()
-        # (Fields out of their wire range, e.g. a negative timeout, fail here.)
+        # (Fields out of their wire range, e.g. a negative correlation id, fail here.)
         return encode_request(
             call_id,
             request._model_name,

@@ -199,8 +199,8 @@ class Engine:
         # (flush() and _forget() written out: every request at low load
         # takes this path.)
         metrics = self.stub.metrics
-        if metrics.dirty or metrics.deletes:
-            metrics.flush()  # a client that has its response sees its metrics
+        if metrics.deletes:
+            metrics.flush()  # a client that has its response sees dropped metrics gone
         w = self.out.responses
         w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
         w.u32(n)
@@ -329,8 +329,8 @@ class Engine:
     def flush(self) -> None:
         """Send every pending entry, as few RESPONSES frames as fit."""
         metrics = self.stub.metrics
-        if metrics.dirty or metrics.deletes:
-            metrics.flush()  # a client that has its response sees its metrics
+        if metrics.deletes:
+            metrics.flush()  # a client that has its response sees dropped metrics gone
         if not self.outbox:
             # Unlocked peek: an entry queued after it schedules a flush of
             # its own.

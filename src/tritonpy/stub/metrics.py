@@ -1,16 +1,20 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""Custom metrics, stub side: handles, pending updates and METRIC frames.
+"""Custom metrics, stub side: handles, calls and METRIC frames.
 
-``pb_utils.Metric`` objects keep their own pending change (a summed
-increment, a set value, a list of observations) and put themselves on
-``MetricClient.dirty`` under ``lock``; ``flush`` turns the dirty metrics and
-the queued deletions into METRIC frames once per loop iteration, and the
-engine flushes them before any RESPONSES frame. Creation and ``value()``
-are calls: one METRIC frame with a call id that carries every pending op
-first, answered by METRIC_DONE (docs/protocol.md, *Custom metrics*). Calls
-reuse the BLS client's waiting machinery, so they work from the loop
-thread (also inside ``initialize``), from coroutines and from threads.
+Every operation of model code is a call: one METRIC frame with a call id,
+carrying the deletions queued before it and then the operation, answered
+by METRIC_DONE once the backend has applied it (docs/protocol.md, *Custom
+metrics*). So an update is in Triton's registry when ``increment()``,
+``set()`` or ``observe()`` returns, as on the official backend: a model
+that scrapes the metrics endpoint itself right after sees it. Calls reuse
+the BLS client's waiting machinery, so they work from the loop thread
+(also inside ``initialize``), from coroutines and from threads.
+
+Deletions (``__del__`` of a family or metric, which may run anywhere the
+garbage collector does) never wait: they are queued under ``lock`` and
+sent once per loop iteration, before that iteration's responses, or with
+the next call.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from tritonpy.pb_utils import TritonModelException
-from tritonpy.pb_utils._metrics import take_pending
 from tritonpy.stub import _codec as C
 from tritonpy.stub.outbound import check_fits, encode_metric
 
@@ -39,7 +42,6 @@ class MetricClient:
         # Reentrant: a metric collected by the GC while the lock is held
         # queues its deletion from inside the locked region.
         self.lock = threading.RLock()
-        self.dirty: list[Any] = []  # metrics with a pending change
         self.deletes: list[tuple] = []  # METRIC_DELETE / FAMILY_DELETE ops
         self.scheduled = False  # a flush is scheduled on the loop
         self._handles = itertools.count(1)  # next() is atomic
@@ -47,40 +49,21 @@ class MetricClient:
     def model_name(self) -> str:
         return str(self.stub.model_name)
 
-    # ---------------------------------------------------------------- updates
+    # ---------------------------------------------------------------- deletions
 
-    def schedule(self) -> None:
-        """Called with ``lock`` held: flush on the loop's next iteration."""
-        self.scheduled = True
-        self.stub.turns.soon(self.flush)
-
-    def _take_pending(self) -> tuple[list[tuple], list[Any]]:
-        """Called with ``lock`` held. The dirty list is returned so that
-        the last references to metrics die outside the lock."""
-        dirty, self.dirty = self.dirty, []
-        ops: list[tuple] = []
-        for m in dirty:
-            h, value, delta, observations = take_pending(m)
-            if value is not None:
-                ops.append((C.OP_SET, h, value))
-            if delta:
-                ops.append((C.OP_INCREMENT, h, delta))
-            if observations:
-                ops.append((C.OP_OBSERVE, h, observations))
-        if self.deletes:
-            ops.extend(self.deletes)
-            self.deletes = []
+    def _take_deletes(self) -> list[tuple]:
+        """Called with ``lock`` held."""
+        ops, self.deletes = self.deletes, []
         self.scheduled = False
-        return ops, dirty
+        return ops
 
     def flush(self) -> None:
-        """Send every pending update and deletion (loop thread)."""
-        if not self.dirty and not self.deletes:
+        """Send the queued deletions (loop thread, or a reader in turn)."""
+        if not self.deletes:
             self.scheduled = False
             return
         with self.lock:
-            ops, dirty = self._take_pending()
-        del dirty
+            ops = self._take_deletes()
         if ops:
             self.out.metric(ops)
 
@@ -96,7 +79,8 @@ class MetricClient:
         with self.lock:
             self.deletes.append(op)
             if not self.scheduled:
-                self.schedule()
+                self.scheduled = True
+                self.stub.turns.soon(self.flush)
 
     # ---------------------------------------------------------------- calls
 
@@ -124,6 +108,22 @@ class MetricClient:
             )
         return handle
 
+    def increment(self, handle: int, value: float) -> None:
+        self._update((C.OP_INCREMENT, handle, value), "increment metric value")
+
+    def set(self, handle: int, value: float) -> None:
+        self._update((C.OP_SET, handle, value), "set metric value")
+
+    def observe(self, handle: int, value: float) -> None:
+        self._update((C.OP_OBSERVE, handle, [value]), "observe metric value")
+
+    def _update(self, op: tuple, action: str) -> None:
+        reply = self._call(op)
+        if not reply.get("ok"):
+            raise TritonModelException(
+                f"Failed to {action} (model '{self.model_name()}'): {reply.get('error', '')}"
+            )
+
     def value(self, handle: int) -> float:
         reply = self._call((C.OP_VALUE, handle))
         if not reply.get("ok"):
@@ -149,11 +149,10 @@ class MetricClient:
         return bls.reply(call)
 
     def _start(self, call: Call, op: tuple) -> None:
-        """Where the channel may be used (see BlsClient): pending ops
+        """Where the channel may be used (see BlsClient): queued deletions
         first, then ``op``, the last frame carrying the call id."""
         with self.lock:
-            ops, dirty = self._take_pending()
-        del dirty
+            ops = self._take_deletes()
         ops.append(op)
         self.stub.bls.register(call)
         self.out.metric(ops, call.id)

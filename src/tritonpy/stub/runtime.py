@@ -35,6 +35,8 @@ from tritonpy.stub.lifecycle import UNLOADED, State, moved
 from tritonpy.stub.metrics import MetricClient
 from tritonpy.stub.outbound import Outbound, stderr
 from tritonpy.stub.pb_host import PbHost
+from tritonpy.stub.pylogging import TritonLogRoute
+from tritonpy.stub.readiness import Readiness
 from tritonpy.stub.turns import Turns
 
 # Bound once: _on_frame runs for every frame.
@@ -76,6 +78,8 @@ class Stub:
         self.channel.on_drained = self.engine.drained
         self.bls = BlsClient(self)
         self.metrics = MetricClient(self)
+        self.readiness = Readiness(self)
+        self.python_logging = TritonLogRoute(self)
         self.host = PbHost(self).attach()  # pb_utils reaches the stub through it
         self.turns.flushers = [self.engine.flush, self.bls.flush_releases]
         self.model: Any = None
@@ -94,6 +98,7 @@ class Stub:
     # ---------------------------------------------------------------- life
 
     def start(self) -> None:
+        self.python_logging.install()  # before the model file is imported
         self.out.hello()
         self.channel.start()
         self.turns.start_deputy()
@@ -156,7 +161,7 @@ class Stub:
             C.METRIC_DONE: self._on_metric_done,
             C.LOG_LEVELS: self._on_log_levels,
             C.ERROR: self._on_error,
-            C.IS_READY: loop_only(self._on_is_ready),
+            C.IS_READY: self.readiness.on_query,
             C.DRAIN: loop_only(self._on_drain),
             C.INIT: loop_only(self._on_init),
             C.AUTO_COMPLETE: loop_only(self._on_auto_complete),
@@ -308,9 +313,16 @@ class Stub:
     def _set_model_name(self, name: str) -> None:
         self.model_name = self.engine.model_name = name
 
+    def _route_python_logging(self, settings: dict[str, Any]) -> None:
+        """Before any model code: stub-python-logging=false gives Python's
+        logging its own last resort back (stub/pylogging.py)."""
+        if not settings.get("python_logging", True):
+            self.python_logging.uninstall()
+
     def _on_auto_complete(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
         self.move(State.CONFIGURED, "AUTO_COMPLETE")
         model_file, config = msg["model_file"], msg["config"]
+        self._route_python_logging(msg.get("settings", {}))
         self._set_model_name(msg.get("model_name", self.instance))
         step = f"importing {model_file} failed"
         try:
@@ -342,6 +354,7 @@ class Stub:
         self.move(State.INITIALIZING, "INIT")
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
+        self._route_python_logging(self.settings)
         self.instance = args.get("model_instance_name") or self.instance
         self._set_model_name(args.get("model_name", self.instance))
         self.engine.decoupled = bool(self.settings.get("decoupled", False))
@@ -382,7 +395,7 @@ class Stub:
         # What initialize() built lives as long as the model: keep it out of
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
-        self.metrics.flush()  # what initialize() set goes first
+        self.metrics.flush()  # what initialize() dropped goes first
         self.out.send(
             self.out.json_frame(
                 C.INIT_DONE,
@@ -436,43 +449,6 @@ class Stub:
         self.out.flush_blocking("FINALIZE_DONE", self.instance)
         self._stop(0)
 
-    # ---------------------------------------------------------------- readiness
-
-    def _on_is_ready(self, query: int, body: Any, buf: Any) -> None:
-        check = getattr(self.model, "is_ready", None)
-        if check is None:
-            self._ready(query, True, "")
-            return
-        try:
-            with self.turns.model_code():
-                result = check()
-        except Exception as e:  # noqa: BLE001
-            self._ready(query, False, f"is_ready() raised {type(e).__name__}: {e}")
-            return
-        if inspect.isawaitable(result):
-            task = self.loop.create_task(_await(result))
-            task.add_done_callback(lambda t: self._ready_from_task(query, t))
-            return
-        self._ready(query, bool(result), "")
-
-    def _ready_from_task(self, query: int, task: asyncio.Task) -> None:
-        if task.cancelled():
-            self._ready(query, False, "is_ready() was cancelled")
-        elif task.exception() is not None:
-            e = task.exception()
-            self._ready(query, False, f"is_ready() raised {type(e).__name__}: {e}")
-        else:
-            self._ready(query, bool(task.result()), "")
-
-    def _ready(self, query: int, ready: bool, message: str) -> None:
-        if not ready and not message:
-            message = f"model '{self.model_name}': is_ready() returned False"
-        self.out.ready(query, ready, message)
-
-
-async def _await(aw: Any) -> Any:
-    return await aw
-
 
 def _complete_config(cls: Any, config: str) -> dict[str, Any]:
     """The AUTO_COMPLETE_DONE reply for the model class ``cls``."""
@@ -521,14 +497,24 @@ def _load_model_class(msg: dict[str, Any]) -> Any:
 
     A repository model's file is the module ``<version>.<file stem>`` of a
     package made of its version directory, so relative imports (``from .
-    import helper``) work; the version directory is also first on sys.path
-    (``import helper``), and the model's directory is appended to it, as
-    the official stub does. A Python-based backend's model.py is the
-    top-level module ``model``, its directory on sys.path: no package there
-    (named after the backend, it could hide a library of that name)."""
+    import helper``) work. sys.path gets what the official stub appends, in
+    its order: the version directory (``import helper``), then the model's
+    directory. Appended, not inserted: a model file named like a standard
+    or installed module (``wave.py``, ``utils.py``) does not hide it. A
+    Python-based backend's model.py is the top-level module ``model``, its
+    directory appended to sys.path: no package there (named after the
+    backend, it could hide a library of that name).
+
+    ``python -m`` put the server's working directory first on sys.path;
+    the official stub (an embedded interpreter in isolated mode) has no
+    such entry, so it goes: a file in that directory must not shadow a
+    module either."""
     model_file, model_dir = msg["model_file"], msg["model_dir"]
+    # (safe_path: -P, Python 3.11 and later, leaves that entry out.)
+    if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] == os.getcwd():
+        del sys.path[0]
     if model_dir not in sys.path:
-        sys.path.insert(0, model_dir)
+        sys.path.append(model_dir)
     stem = os.path.splitext(os.path.basename(model_file))[0]
     name, package = stem, ""
     if not _is_backend_model(msg):

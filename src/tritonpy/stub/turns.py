@@ -4,8 +4,9 @@
 
 The stub's loop thread reads the socket and runs every frame's handler.
 But the runtime also calls model code on that thread: a sync
-``initialize``, ``execute``, ``finalize``, ``is_ready``, and model code
-may block it (a blocking BLS call). While it is there the loop is *away*,
+``initialize``, ``execute``, ``finalize`` (a sync ``is_ready`` has a
+thread of its own, stub/readiness.py), and model code may block it (a
+blocking BLS call). While it is there the loop is *away*,
 and the rules change:
 
 - Whoever holds ``lock`` while the loop is away owns the channel: it may

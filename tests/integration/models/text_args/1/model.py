@@ -92,14 +92,16 @@ class TritonPythonModel:
 
     def count(self):
         """A counter whose family has a numpy.str_ name and a bytes
-        description, and numpy.str_ labels (kept: a collected metric
-        leaves the endpoint)."""
+        description, and numpy.str_ labels (both kept: a collected family
+        takes its metrics with it, and a collected metric leaves the
+        endpoint)."""
         if not hasattr(self, "calls"):
             family = pb_utils.MetricFamily(
                 name=np.str_("text_args_calls"),
                 description=b"calls of text_args",
                 kind=pb_utils.MetricFamily.COUNTER,
             )
+            self.calls_family = family
             self.calls = family.Metric(labels={np.str_("origin"): np.str_("tensor")})
         self.calls.increment(1)
         return "ok"

@@ -1,0 +1,1 @@
+../../pylog/1/model.py
