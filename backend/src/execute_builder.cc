@@ -3,6 +3,7 @@
 
 #include "execute_builder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -61,14 +62,17 @@ CheckInput(
   }
   uint64_t elements = 0;
   const bool overflow = !proto::ElementCount(t.dims, &elements);
-  const std::string shape =
-      std::string(kTypeNames[t.dtype]) + " shape " + proto::ShapeText(t.dims);
+  // Only for a message: no string is built for a good input.
+  const auto shape = [&]() {
+    return std::string(kTypeNames[t.dtype]) + " shape " +
+           proto::ShapeText(t.dims);
+  };
   const uint32_t item = proto::DataTypeByteSize(t.dtype);
   if (item == 0) {
     // BYTES: each element takes at least its 4-byte length.
     if (overflow || elements > t.byte_size / 4) {
       return bad(
-          "has " + shape + ", more elements than its " +
+          "has " + shape() + ", more elements than its " +
           std::to_string(t.byte_size) + " bytes can hold");
     }
     return Status();
@@ -76,13 +80,70 @@ CheckInput(
   uint64_t need = 0;
   if (overflow || __builtin_mul_overflow(elements, item, &need)) {
     return bad(
-        "has " + shape + ", whose byte size overflows 64 bits (the request " +
+        "has " + shape() + ", whose byte size overflows 64 bits (the request " +
         "carries " + std::to_string(t.byte_size) + " bytes)");
   }
   if (need != t.byte_size) {
     return bad(
-        "has " + shape + ", which needs " + std::to_string(need) +
+        "has " + shape() + ", which needs " + std::to_string(need) +
         " bytes; the request carries " + std::to_string(t.byte_size));
+  }
+  return Status();
+}
+
+constexpr uint32_t kBytesType = 13;  // TRITONSERVER_TYPE_BYTES
+
+// A BYTES input's serialization (per element a u32 length, then as many
+// bytes), walked across Triton's buffers: exactly as many elements as its
+// shape has, ending where its bytes end. Else the model's as_numpy() would
+// fail, and with it every request of the batch.
+Status
+CheckBytes(
+    const ModelState& model, const std::string& request_id,
+    const proto::Tensor& t,
+    const std::vector<std::pair<const uint8_t*, uint64_t>>& parts)
+{
+  uint64_t elements = 0;
+  proto::ElementCount(t.dims, &elements);  // checked by CheckInput
+  size_t part = 0;
+  uint64_t at = 0;  // in parts[part]
+  // Reads `n` bytes (into `out` unless null); false past the end.
+  const auto take = [&](uint64_t n, uint8_t* out) {
+    while (n > 0) {
+      if (part == parts.size()) return false;
+      const uint64_t here = std::min(n, parts[part].second - at);
+      if (out != nullptr) {
+        memcpy(out, parts[part].first + at, here);
+        out += here;
+      }
+      at += here;
+      n -= here;
+      if (at == parts[part].second) {
+        ++part;
+        at = 0;
+      }
+    }
+    return true;
+  };
+  for (uint64_t i = 0; i < elements; ++i) {
+    uint8_t len[4];
+    if (!take(4, len) ||
+        !take(
+            uint64_t{len[0]} | uint64_t{len[1]} << 8 | uint64_t{len[2]} << 16 |
+                uint64_t{len[3]} << 24,
+            nullptr)) {
+      return Status::InvalidArg(
+          "tritonpy: model '" + model.name() + "' request '" + request_id +
+          "': input '" + t.name + "': its " + std::to_string(t.byte_size) +
+          " bytes end inside BYTES element " + std::to_string(i) + " of " +
+          std::to_string(elements));
+    }
+  }
+  if (part != parts.size()) {
+    return Status::InvalidArg(
+        "tritonpy: model '" + model.name() + "' request '" + request_id +
+        "': input '" + t.name + "': bytes are left after its " +
+        std::to_string(elements) + " BYTES elements");
   }
   return Status();
 }
@@ -191,6 +252,9 @@ ReadRequest(
           "tritonpy: model '" + model.name() + "' request '" + breq->id +
           "': input '" + t.name + "' buffers hold " + std::to_string(total) +
           " bytes, expected " + std::to_string(byte_size));
+    }
+    if (t.dtype == kBytesType) {
+      TRITONPY_RETURN_IF_ERROR(CheckBytes(model, breq->id, t, pending.parts));
     }
     inputs->push_back(std::move(pending));
   }

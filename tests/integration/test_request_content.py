@@ -192,6 +192,39 @@ def test_a_shape_whose_byte_size_overflows_is_invalid_over_grpc(
     assert_names_the_overflow(e.details() or "", MODEL, "ovf-grpc")
 
 
+def test_a_bytes_input_whose_elements_overrun_its_bytes_is_invalid(
+    srv: TritonServer, same_stubs: None
+) -> None:
+    # One BYTES element that says it has 16 bytes, and has 2.
+    data = b"\x10\x00\x00\x00ab"
+    header = json.dumps(
+        {
+            "id": "bytes-short",
+            "inputs": [
+                {"name": "IN", "shape": [1], "datatype": "INT32", "data": [1]},
+                {
+                    "name": "MODE",
+                    "shape": [1],
+                    "datatype": "BYTES",
+                    "parameters": {"binary_data_size": len(data)},
+                },
+            ],
+        }
+    ).encode()
+    status, answer = post(
+        srv,
+        f"/v2/models/{MODEL}/infer",
+        header + data,
+        {
+            "Content-Type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(len(header)),
+        },
+    )
+    message = answer.decode("utf-8", "replace")
+    assert status == 400, message
+    assert "request 'bytes-short'" in message and "input 'MODE'" in message, message
+
+
 def test_in_a_batch_the_bad_request_fails_alone(srv: TritonServer, same_stubs: None) -> None:
     """Four requests fill one dynamic batch (the model waits a minute for
     a full one); the one whose shape overflows fails, the others are
