@@ -44,7 +44,7 @@ def same_stubs(srv: TritonServer) -> Iterator[None]:
     after it, and the server's log says nothing died."""
     before = sorted(srv.stubs())
     log_from = srv.log_size()
-    assert len(before) == 2, before
+    assert before, "no stub runs"
     yield
     echo(srv, "after")  # the stub still answers
     assert sorted(srv.stubs()) == before

@@ -188,3 +188,22 @@ class TritonPythonModel:
     assert done["ok"] is False
     assert "BIG-START" in done["error"] and "[truncated, " in done["error"]
     assert len(json.dumps(done)) < P.MAX_FRAME
+
+
+def test_initialize_logs_and_fails_with_texts_larger_than_a_frame(
+    host: StubHost, tmp_path: Path
+) -> None:
+    source = f"""
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def initialize(self, args):
+        pb_utils.Logger.log_warn({BIG!r})
+        raise RuntimeError({BIG!r})
+
+    def execute(self, requests):
+        return []
+"""
+    done = host.handshake(write_model(tmp_path, source))
+    assert done["ok"] is False and BIG in done["error"]
+    assert [log["message"] for log in host.logs if BIG in log["message"]] == [BIG]

@@ -157,7 +157,7 @@ class Outbound:
             return w.finish()
         try:
             return self.finish(w)
-        except MemoryError:  # past stub-max-arena-bytes: cut to a frame
+        except (MemoryError, OSError):  # no arena space: cut to a frame
             return _fit(build, text, _INLINE_BODY).finish()
 
     def json_frame(self, ftype: int, obj: dict[str, Any], inline: bool = False) -> bytes:
