@@ -207,3 +207,24 @@ class TritonPythonModel:
     done = host.handshake(write_model(tmp_path, source))
     assert done["ok"] is False and BIG in done["error"]
     assert [log["message"] for log in host.logs if BIG in log["message"]] == [BIG]
+
+
+def test_a_model_load_past_the_body_limit_fails_to_the_model(
+    host: StubHost, tmp_path: Path
+) -> None:
+    source = """
+import triton_python_backend_utils as pb_utils
+
+class TritonPythonModel:
+    def execute(self, requests):
+        try:
+            pb_utils.load_model("other", config="x" * 300_000)
+        except Exception as e:
+            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e)))]
+        return [pb_utils.InferenceResponse([])]
+"""
+    settings = {"stub_max_body_bytes": 200_000}
+    assert host.handshake(write_model(tmp_path, source), settings=settings)["ok"] is True
+    entry = host.execute(1, [P.request("load", [])])["body"]["responses"][0]
+    assert "more than the backend takes (stub-max-body-bytes=200000)" in entry["error_message"]
+    assert host.proc.poll() is None

@@ -255,6 +255,14 @@ class Outbound:
         w = C.FrameWriter()
         w.begin(C.MODEL_CONTROL, call_id)
         w.json_body(msg)
+        size = w.size() - C.HEADER_SIZE
+        if size > self.body_limit:
+            # Refused here, to the model: the backend would take it for a
+            # protocol violation.
+            raise TritonModelException(
+                f"tritonpy: the model loading request is {size} bytes of JSON, more than "
+                f"the backend takes (stub-max-body-bytes={self.body_limit})"
+            )
         return self.finish(w)
 
     # -- custom metrics
