@@ -21,6 +21,12 @@ HEADER = struct.Struct("<IBBHQII")
 HEADER_SIZE = HEADER.size  # 24
 MAX_FRAME = 131072
 MAX_NDIM = 64
+# Text ("Text"): a text cut to fit ends with the marker
+# TRUNCATED_START + its whole length in UTF-8 bytes + TRUNCATED_END; the
+# backend's texts for the stub take at most MAX_BACKEND_TEXT bytes.
+TRUNCATED_START = "... [truncated, "
+TRUNCATED_END = " bytes]"
+MAX_BACKEND_TEXT = 32768
 
 FLAG_BODY_IN_ARENA = 1
 FLAG_BATCH_DONE = 2
@@ -367,7 +373,8 @@ class _R:
         return float(struct.unpack("<d", self.take(8))[0])
 
     def str(self) -> str:
-        return self.take(self.u32()).decode()
+        # Text is data: bytes that are not UTF-8 become U+FFFD.
+        return self.take(self.u32()).decode("utf-8", "replace")
 
     def zero32(self) -> None:
         if self.u32() != 0:
@@ -452,7 +459,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
     r = _R(buf, start, len(buf))
     body: dict[str, Any]
     if ftype in JSON_TYPES:
-        obj = json.loads(r.take(r.end - r.pos))
+        obj = json.loads(r.take(r.end - r.pos).decode("utf-8", "replace"))
         if not isinstance(obj, dict):
             raise ProtocolError("JSON body is not an object")
         body = {"json": obj}
@@ -582,6 +589,19 @@ def _decode_request(r: _R) -> dict[str, Any]:
     req["inputs"] = [r.tensor() for _ in range(r.u32())]
     req["trace_context"] = r.str()
     return req
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` UTF-8 bytes, the marker included, on a
+    character boundary; whole when it fits."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    marker = f"{TRUNCATED_START}{len(raw)}{TRUNCATED_END}"
+    keep = max(limit - len(marker.encode()), 0)
+    while 0 < keep < len(raw) and raw[keep] & 0xC0 == 0x80:
+        keep -= 1
+    return raw[:keep].decode() + marker
 
 
 def inline(name: str, dtype: int, dims: list[int], data: bytes) -> dict[str, Any]:

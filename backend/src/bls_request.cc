@@ -162,7 +162,11 @@ RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
   } else {
     s = Status::InvalidArg("unknown model control operation '" + op + "'");
   }
-  return {{"ok", s.ok()}, {"error", s.message()}, {"ready", ready}};
+  // JSON writes a byte as at most 6: the frame stays inline.
+  return {
+      {"ok", s.ok()},
+      {"error", proto::ClipText(s.message(), proto::kMaxBackendText / 6)},
+      {"ready", ready}};
 }
 
 }  // namespace tritonpy

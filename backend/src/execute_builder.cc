@@ -3,8 +3,11 @@
 
 #include "execute_builder.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "params.h"
 #include "protocol.h"
@@ -22,7 +25,131 @@ struct PendingInput {
   std::vector<std::pair<const uint8_t*, uint64_t>> parts;
 };
 
-// Reads one request's metadata and input buffers.
+// Triton's names of the wire data types (TRITONSERVER_DataType values).
+const char* const kTypeNames[] = {
+    "INVALID", "BOOL",  "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+    "INT32",   "INT64", "FP16",  "FP32",   "FP64",   "BYTES",  "BF16"};
+
+// Checks what the stub must be able to trust of input `t` (docs/protocol.md,
+// "Tensors") before it goes into a frame: a known data type, at most 64
+// dimensions, none negative, and a shape that fits its `byte_size`,
+// computed without overflow. Triton 2.51 lets some through (a ragged
+// shape whose byte size wraps to the size of an empty binary input).
+Status
+CheckInput(
+    const ModelState& model, const std::string& request_id,
+    const proto::Tensor& t)
+{
+  const auto bad = [&](const std::string& why) {
+    return Status::InvalidArg(
+        "tritonpy: model '" + model.name() + "' request '" + request_id +
+        "': input '" + t.name + "' " + why);
+  };
+  if (t.dtype < 1 || t.dtype > 14) {
+    return bad(
+        "has data type " + std::to_string(t.dtype) +
+        ", which tritonpy does not know");
+  }
+  if (t.dims.size() > proto::kMaxNdim) {
+    return bad(
+        "has " + std::to_string(t.dims.size()) + " dimensions, at most " +
+        std::to_string(proto::kMaxNdim));
+  }
+  for (int64_t d : t.dims) {
+    if (d < 0) {
+      return bad("has a negative dimension: " + proto::ShapeText(t.dims));
+    }
+  }
+  uint64_t elements = 0;
+  const bool overflow = !proto::ElementCount(t.dims, &elements);
+  // Only for a message: no string is built for a good input.
+  const auto shape = [&]() {
+    return std::string(kTypeNames[t.dtype]) + " shape " +
+           proto::ShapeText(t.dims);
+  };
+  const uint32_t item = proto::DataTypeByteSize(t.dtype);
+  if (item == 0) {
+    // BYTES: each element takes at least its 4-byte length.
+    if (overflow || elements > t.byte_size / 4) {
+      return bad(
+          "has " + shape() + ", more elements than its " +
+          std::to_string(t.byte_size) + " bytes can hold");
+    }
+    return Status();
+  }
+  uint64_t need = 0;
+  if (overflow || __builtin_mul_overflow(elements, item, &need)) {
+    return bad(
+        "has " + shape() + ", whose byte size overflows 64 bits (the request " +
+        "carries " + std::to_string(t.byte_size) + " bytes)");
+  }
+  if (need != t.byte_size) {
+    return bad(
+        "has " + shape() + ", which needs " + std::to_string(need) +
+        " bytes; the request carries " + std::to_string(t.byte_size));
+  }
+  return Status();
+}
+
+constexpr uint32_t kBytesType = 13;  // TRITONSERVER_TYPE_BYTES
+
+// A BYTES input's serialization (per element a u32 length, then as many
+// bytes), walked across Triton's buffers: exactly as many elements as its
+// shape has, ending where its bytes end. Else the model's as_numpy() would
+// fail, and with it every request of the batch.
+Status
+CheckBytes(
+    const ModelState& model, const std::string& request_id,
+    const proto::Tensor& t,
+    const std::vector<std::pair<const uint8_t*, uint64_t>>& parts)
+{
+  uint64_t elements = 0;
+  proto::ElementCount(t.dims, &elements);  // checked by CheckInput
+  size_t part = 0;
+  uint64_t at = 0;  // in parts[part]
+  // Reads `n` bytes (into `out` unless null); false past the end.
+  const auto take = [&](uint64_t n, uint8_t* out) {
+    while (n > 0) {
+      if (part == parts.size()) return false;
+      const uint64_t here = std::min(n, parts[part].second - at);
+      if (out != nullptr) {
+        memcpy(out, parts[part].first + at, here);
+        out += here;
+      }
+      at += here;
+      n -= here;
+      if (at == parts[part].second) {
+        ++part;
+        at = 0;
+      }
+    }
+    return true;
+  };
+  for (uint64_t i = 0; i < elements; ++i) {
+    uint8_t len[4];
+    if (!take(4, len) ||
+        !take(
+            uint64_t{len[0]} | uint64_t{len[1]} << 8 | uint64_t{len[2]} << 16 |
+                uint64_t{len[3]} << 24,
+            nullptr)) {
+      return Status::InvalidArg(
+          "tritonpy: model '" + model.name() + "' request '" + request_id +
+          "': input '" + t.name + "': its " + std::to_string(t.byte_size) +
+          " bytes end inside BYTES element " + std::to_string(i) + " of " +
+          std::to_string(elements));
+    }
+  }
+  if (part != parts.size()) {
+    return Status::InvalidArg(
+        "tritonpy: model '" + model.name() + "' request '" + request_id +
+        "': input '" + t.name + "': bytes are left after its " +
+        std::to_string(elements) + " BYTES elements");
+  }
+  return Status();
+}
+
+// Reads one request's metadata and input buffers. Its texts become valid
+// UTF-8: a client may send any bytes.
 Status
 ReadRequest(
     const ModelState& model, TRITONBACKEND_Request* request, BatchRequest* breq,
@@ -30,7 +157,7 @@ ReadRequest(
 {
   const char* id = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_RequestId(request, &id));
-  wire->request_id = id != nullptr ? id : "";
+  wire->request_id = proto::ValidUtf8(id != nullptr ? id : "");
   breq->id = wire->request_id;
 
   uint64_t corr = 0;
@@ -44,7 +171,7 @@ ReadRequest(
     const char* scorr = nullptr;
     TRITONPY_RETURN_IF_TRITON_ERROR(
         TRITONBACKEND_RequestCorrelationIdString(request, &scorr));
-    wire->correlation_str = scorr != nullptr ? scorr : "";
+    wire->correlation_str = proto::ValidUtf8(scorr != nullptr ? scorr : "");
     wire->correlation_kind = wire->correlation_str.empty() ? 0 : 2;
   }
   TRITONPY_RETURN_IF_TRITON_ERROR(
@@ -62,7 +189,7 @@ ReadRequest(
     terr = TRITONSERVER_InferenceTraceContext(trace, &context);
   }
   if (terr != nullptr) TRITONSERVER_ErrorDelete(terr);
-  if (context != nullptr) wire->trace_context = context;
+  if (context != nullptr) wire->trace_context = proto::ValidUtf8(context);
 
   uint32_t nout = 0;
   TRITONPY_RETURN_IF_TRITON_ERROR(
@@ -71,8 +198,8 @@ ReadRequest(
     const char* name = nullptr;
     TRITONPY_RETURN_IF_TRITON_ERROR(
         TRITONBACKEND_RequestOutputName(request, i, &name));
-    wire->requested_outputs.emplace_back(name);
-    breq->requested_outputs.insert(name);
+    wire->requested_outputs.push_back(proto::ValidUtf8(name));
+    breq->requested_outputs.insert(wire->requested_outputs.back());
   }
 
   uint32_t nin = 0;
@@ -92,10 +219,11 @@ ReadRequest(
     TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_InputProperties(
         input, &name, &dtype, &shape, &ndim, &byte_size, &nbuf));
     proto::Tensor& t = wire->inputs[i];
-    t.name = name;
+    t.name = proto::ValidUtf8(name);
     t.dtype = static_cast<uint32_t>(dtype);
     t.dims.assign(shape, shape + ndim);
     t.byte_size = byte_size;
+    TRITONPY_RETURN_IF_ERROR(CheckInput(model, breq->id, t));
     if (i == 0 && model.max_batch_size() > 0 && ndim > 0 && shape[0] > 0) {
       breq->batch_size = static_cast<uint64_t>(shape[0]);
     }
@@ -124,6 +252,9 @@ ReadRequest(
           "tritonpy: model '" + model.name() + "' request '" + breq->id +
           "': input '" + t.name + "' buffers hold " + std::to_string(total) +
           " bytes, expected " + std::to_string(byte_size));
+    }
+    if (t.dtype == kBytesType) {
+      TRITONPY_RETURN_IF_ERROR(CheckBytes(model, breq->id, t, pending.parts));
     }
     inputs->push_back(std::move(pending));
   }

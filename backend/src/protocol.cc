@@ -172,6 +172,33 @@ DataTypeByteSize(uint32_t dtype)
   }
 }
 
+bool
+ElementCount(const std::vector<int64_t>& dims, uint64_t* count)
+{
+  *count = 1;
+  bool fits = true;
+  for (int64_t d : dims) {
+    if (d == 0) {
+      *count = 0;
+      return true;
+    }
+    fits = fits &&
+           !__builtin_mul_overflow(*count, static_cast<uint64_t>(d), count);
+  }
+  return fits;
+}
+
+std::string
+ShapeText(const std::vector<int64_t>& dims)
+{
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
 Status
 DecodeHeader(const uint8_t* msg, size_t len, FrameView* out)
 {
@@ -496,7 +523,7 @@ EncodeBlsResponse(const BlsResponseBody& b, std::vector<uint8_t>* out)
   w.U32(b.response_flags);
   w.U8(b.has_error);
   w.U32(b.error_code);
-  w.Str(b.error_message);
+  w.Text(b.error_message);
   w.Str(b.parameters);
   w.U32(static_cast<uint32_t>(b.outputs.size()));
   for (const Tensor& t : b.outputs) w.Tensor(t);
@@ -541,7 +568,7 @@ EncodeLog(const LogBody& b, std::vector<uint8_t>* out)
 void
 EncodeError(const ErrorBody& b, std::vector<uint8_t>* out)
 {
-  Writer(out).Str(b.message);
+  Writer(out).Text(b.message);
 }
 
 void
@@ -571,7 +598,7 @@ EncodeSendError(const SendErrorBody& b, std::vector<uint8_t>* out)
   w.U64(b.batch_id);
   w.U32(b.request_index);
   w.U32(b.error_code);
-  w.Str(b.message);
+  w.Text(b.message);
 }
 
 void

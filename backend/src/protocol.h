@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -332,6 +333,28 @@ MakeLogLevelsFrame(uint32_t enabled)
 // Size of a fixed-size element of `dtype` (BOOL 1 ... FP64 8, BF16 2);
 // 0 for BYTES and unknown types.
 uint32_t DataTypeByteSize(uint32_t dtype);
+// The elements of a tensor of shape `dims` (each >= 0) in *count; false
+// when that overflows 64 bits (0 whenever a dimension is 0).
+bool ElementCount(const std::vector<int64_t>& dims, uint64_t* count);
+// A shape for messages: "[2,3]".
+std::string ShapeText(const std::vector<int64_t>& dims);
+
+// Text (docs/protocol.md, "Text"; protocol_text.cc). Every `str` on the
+// wire is UTF-8: request content (ids, names) may be any bytes, so the
+// backend replaces each ill-formed sequence by U+FFFD, as Python's
+// errors="replace" does.
+bool IsValidUtf8(std::string_view s);
+std::string ValidUtf8(std::string_view s);
+// The backend's texts for the stub (error messages) are inline and at most
+// this many bytes, the marker included.
+constexpr size_t kMaxBackendText = 32768;
+// "<text>... [truncated, <N> bytes]": N is the whole text's length.
+constexpr char kTruncatedMarkerStart[] = "... [truncated, ";
+constexpr char kTruncatedMarkerEnd[] = " bytes]";
+// ValidUtf8(text) when it takes at most `limit` bytes, else its beginning,
+// cut on a character boundary, and the marker: `limit` bytes in all (or
+// the marker alone, if `limit` is shorter than it).
+std::string ClipText(std::string_view text, size_t limit = kMaxBackendText);
 
 }  // namespace proto
 }  // namespace tritonpy

@@ -248,6 +248,16 @@ class Writer {
     U32(static_cast<uint32_t>(s.size()));
     Bytes(s.data(), s.size());
   }
+  // A text of the backend's for the stub (an error message): valid UTF-8,
+  // cut with the marker past kMaxBackendText (docs/protocol.md, "Text").
+  void Text(const std::string& s)
+  {
+    if (s.size() <= kMaxBackendText && IsValidUtf8(s)) {
+      Str(s);
+    } else {
+      Str(ClipText(s));
+    }
+  }
   void Pad8() { out_->resize(out_->size() + (8 - out_->size() % 8) % 8, 0); }
   void Ref(const ArenaRef& r)
   {

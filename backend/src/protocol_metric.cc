@@ -147,7 +147,7 @@ EncodeMetricDone(const MetricDoneBody& b, std::vector<uint8_t>* out)
 {
   Writer w(out);
   w.U8(b.ok);
-  w.Str(b.error);
+  w.Text(b.error);
   w.F64(b.value);
 }
 

@@ -13,17 +13,6 @@ namespace tritonpy {
 
 namespace {
 
-std::string
-ShapeString(const std::vector<int64_t>& dims)
-{
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i > 0) s += ",";
-    s += std::to_string(dims[i]);
-  }
-  return s + "]";
-}
-
 // Checks byte_size against the shape for fixed-size types.
 Status
 CheckByteSize(
@@ -32,19 +21,14 @@ CheckByteSize(
 {
   uint32_t elem = proto::DataTypeByteSize(t.dtype);
   if (elem == 0) return Status();  // BYTES: any size
-  uint64_t count = 1;
-  bool overflow = false;
-  for (int64_t d : t.dims) {
-    uint64_t ud = static_cast<uint64_t>(d);
-    if (ud != 0 && count > UINT64_MAX / ud) overflow = true;
-    count *= ud;
-  }
+  uint64_t count = 0;
+  bool overflow = !proto::ElementCount(t.dims, &count);
   if (!overflow && count > UINT64_MAX / elem) overflow = true;
   if (overflow || count * elem != t.byte_size) {
     return Status::Internal(
         "tritonpy: model '" + model_name + "' request '" + req.id +
         "': output '" + t.name + "' has byte_size " +
-        std::to_string(t.byte_size) + " but shape " + ShapeString(t.dims) +
+        std::to_string(t.byte_size) + " but shape " + proto::ShapeText(t.dims) +
         (overflow ? " overflows" : " needs " + std::to_string(count * elem)));
   }
   return Status();

@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -21,7 +23,7 @@ SendError(Channel* channel, const std::string& message)
 {
   auto frame = proto::MakeFrame(
       proto::FrameType::kError, 0, 0, [&](std::vector<uint8_t>* out) {
-        proto::EncodeError({message.substr(0, 60000)}, out);
+        proto::EncodeError({proto::ClipText(message)}, out);
       });
   (void)channel->Send(frame);  // best effort: the peer may be gone
 }
@@ -29,13 +31,20 @@ SendError(Channel* channel, const std::string& message)
 void
 SendRelease(Channel* channel, const std::vector<proto::ArenaRef>& release)
 {
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kRelease, 0, 0,
-      [&](std::vector<uint8_t>* out) { proto::EncodeRelease({release}, out); });
-  // A release list too long for one frame is dropped: the stub keeps
-  // that space, which is a leak but not an error.
-  if (frame.size() <= proto::kMaxFrame && channel != nullptr) {
-    (void)channel->Send(frame);
+  if (channel == nullptr) return;
+  // As many frames as the list needs: the count, then 16 bytes each.
+  constexpr size_t kPerFrame =
+      (proto::kMaxFrame - proto::kHeaderSize - 4) / proto::kArenaRefSize;
+  for (size_t at = 0; at < release.size(); at += kPerFrame) {
+    proto::ReleaseBody body;
+    body.allocations.assign(
+        release.begin() + at,
+        release.begin() + std::min(release.size(), at + kPerFrame));
+    (void)channel->Send(
+        proto::MakeFrame(
+            proto::FrameType::kRelease, 0, 0, [&](std::vector<uint8_t>* out) {
+              proto::EncodeRelease(body, out);
+            }));
   }
 }
 
@@ -113,6 +122,7 @@ StubFrames::HandleCommon(
           log.level <= 3 ? static_cast<TRITONSERVER_LogLevel>(log.level)
                          : TRITONSERVER_LOG_INFO;
       LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
+      ReleaseBody(f, channel);
       return Status();
     }
     case proto::FrameType::kMetric: {
@@ -129,12 +139,25 @@ StubFrames::HandleCommon(
       TRITONPY_RETURN_IF_ERROR(proto::DecodeError(body, f.body_len, &e));
       TRITONPY_LOG_ERROR(
           "tritonpy: stub for " + describe_ + " reported: " + e.message);
+      ReleaseBody(f, channel);
       return Status();
     }
     default:
       *handled = false;
       return Status();
   }
+}
+
+void
+StubFrames::ReleaseBody(const proto::FrameView& f, Channel* channel)
+{
+  if (!f.body_in_arena) return;
+  std::shared_ptr<Channel> current;
+  if (channel == nullptr) {
+    current = stub_->CurrentChannel();
+    channel = current.get();
+  }
+  SendRelease(channel, {f.body_ref});
 }
 
 void

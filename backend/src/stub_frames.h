@@ -63,6 +63,9 @@ class StubFrames {
   Status HandleCommon(
       const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
       Channel* channel, bool* handled);
+  // Gives the stub back the arena body of `f`, if it had one, once it is
+  // decoded (`channel` null: the current stub's).
+  void ReleaseBody(const proto::FrameView& f, Channel* channel);
   // Forgets the stub's arenas and metrics (it went away, or never
   // finished starting).
   void Clear();

@@ -103,6 +103,9 @@ StubStarter::Handshake(
   // So that the stub fails an allocation past them instead of being killed.
   stub_settings["stub_max_arenas"] = settings.stub_limits.max_arenas;
   stub_settings["stub_max_arena_bytes"] = settings.stub_limits.max_arena_bytes;
+  // The largest frame body the stub may place in an arena: texts past it
+  // are cut (docs/protocol.md, "Text").
+  stub_settings["stub_max_body_bytes"] = settings.stub_limits.max_body_bytes;
   json::Value init = json::Value::object();
   init["args"] = std::move(args);
   init["model_file"] = model_->model_file();
@@ -202,6 +205,7 @@ StubStarter::AwaitJson(
     bool handled = false;
     if (s.ok() && f.type == want) {
       proto::DecodeJson(body, f.body_len, json);
+      frames_->ReleaseBody(f, channel.get());
       return Status();
     }
     if (s.ok())

@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "arena.h"
 #include "channel.h"
@@ -430,11 +432,74 @@ TestChannelSendQueue()
   CHECK(r == Channel::RecvResult::kEof);
 }
 
+// ValidUtf8 against Python's bytes.decode("utf-8", "replace") (the
+// expected strings are its output), and ClipText's cut and marker.
+void
+TestText()
+{
+  const std::string r = "\xef\xbf\xbd";  // U+FFFD
+  const std::pair<std::string, std::string> cases[] = {
+      {"ab\xff", "ab" + r},
+      {"\xe0\x80\x80", r + r + r},          // overlong
+      {"\xed\xa0\x80", r + r + r},          // a surrogate
+      {"\xf0\x9f\x98", r},                  // cut short: one
+      {"\xf4\x90\x80\x80", r + r + r + r},  // past U+10FFFF
+      {"\xc3", r},
+      {"\xe2\x82", r},
+      {"ok\xc3\xa9\xe2\x82\xacx", "ok\xc3\xa9\xe2\x82\xacx"},
+      {"\xf0\x9f\x98\x80\x80", "\xf0\x9f\x98\x80" + r},
+  };
+  for (const auto& c : cases) {
+    CHECK(tp::ValidUtf8(c.first) == c.second);
+    CHECK(tp::IsValidUtf8(c.first) == (c.first == c.second));
+  }
+  CHECK(tp::ClipText("short", 100) == "short");
+  std::string e;
+  for (int i = 0; i < 20000; ++i) e += "\xc3\xa9";
+  const std::string cut = tp::ClipText(e, tp::kMaxBackendText);
+  const std::string marker = "... [truncated, 40000 bytes]";
+  CHECK(cut.size() == tp::kMaxBackendText);
+  CHECK(cut.compare(cut.size() - marker.size(), marker.size(), marker) == 0);
+  CHECK(tp::IsValidUtf8(cut));
+  CHECK(tp::ClipText(cut, tp::kMaxBackendText) == cut);  // cut once only
+  // An odd limit: the cut backs off to a character's first byte.
+  const std::string odd = tp::ClipText(e, 101);
+  CHECK(odd.size() == 100 && tp::IsValidUtf8(odd));
+  // The backend's error texts for the stub are cut as they are encoded,
+  // so that every such frame stays inline.
+  tp::BlsResponseBody bls;
+  bls.response_flags = tp::kRespFinal;
+  bls.has_error = 1;
+  bls.error_message = std::string(300000, 'x') + "\xff";
+  auto frame = tp::MakeFrame(
+      tp::FrameType::kBlsResponse, 0, 1,
+      [&](std::vector<uint8_t>* out) { tp::EncodeBlsResponse(bls, out); });
+  CHECK(frame.size() <= tp::kMaxFrame);
+  tp::FrameView f;
+  tp::BlsResponseBody back;
+  CHECK(tp::DecodeHeader(frame.data(), frame.size(), &f).ok());
+  CHECK(tp::DecodeBlsResponse(f.body, f.body_len, &back).ok());
+  CHECK(back.error_message.size() == tp::kMaxBackendText);
+  CHECK(
+      back.error_message.find("... [truncated, 300001 bytes]") !=
+      std::string::npos);
+  tp::SendErrorBody send_error;
+  send_error.message = "id \xff";
+  frame = tp::MakeFrame(
+      tp::FrameType::kSendError, 0, 0,
+      [&](std::vector<uint8_t>* out) { tp::EncodeSendError(send_error, out); });
+  tp::SendErrorBody send_back;
+  CHECK(tp::DecodeHeader(frame.data(), frame.size(), &f).ok());
+  CHECK(tp::DecodeSendError(f.body, f.body_len, &send_back).ok());
+  CHECK(send_back.message == "id " + r);
+}
+
 }  // namespace
 
 int
 main()
 {
+  TestText();
   TestJson();
   TestAllocator();
   TestPeerArenas();

@@ -337,6 +337,30 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
         ("execute_done_ok.bin", P.EXECUTE_DONE, {"ok": 1, "error": ""}, 5, 0),
         ("execute_done_error.bin", P.EXECUTE_DONE, {"ok": 0, "error": "Traceback: boom"}, 5, 0),
         ("log.bin", P.LOG, {"level": 1, "file": "model.py", "line": 42, "message": "warned"}, 0, 0),
+        # Any frame of the stub's whose body is larger than a frame ("Text").
+        (
+            "log_in_arena.bin",
+            P.LOG,
+            {"arena_id": 2, "offset": 4096, "body_len": 300020},
+            0,
+            P.FLAG_BODY_IN_ARENA,
+        ),
+        (
+            "execute_done_in_arena.bin",
+            P.EXECUTE_DONE,
+            {"arena_id": 2, "offset": 512, "body_len": 200005},
+            5,
+            P.FLAG_BODY_IN_ARENA,
+        ),
+        # A text cut to MAX_BACKEND_TEXT, marker included, between the two
+        # bytes of no character.
+        (
+            "error_truncated.bin",
+            P.ERROR,
+            {"message": P.clip("\u00e9" * 20000, P.MAX_BACKEND_TEXT)},
+            0,
+            0,
+        ),
         ("finalize.bin", P.FINALIZE, {}, 0, 0),
         ("finalize_done.bin", P.FINALIZE_DONE, {"json": {"ok": True}}, 0, 0),
         ("error.bin", P.ERROR, {"message": "bad frame"}, 0, 0),

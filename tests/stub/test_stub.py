@@ -525,22 +525,6 @@ def test_eof_makes_the_stub_leave_at_once(host: StubHost, tmp_path: Path) -> Non
     assert host.wait(30) == 0
 
 
-def test_input_size_not_matching_its_shape_is_a_protocol_error(
-    host: StubHost, tmp_path: Path
-) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
-    # Three FP32 elements in eight bytes: the frame is well formed, the
-    # tensor inside it is not.
-    bad = P.request(
-        "r", [P.inline("INPUT0", 11, [3], bytes(8)), P.inline("INPUT1", 11, [2], bytes(8))]
-    )
-    host.send(P.encode(P.EXECUTE, {"requests": [bad]}, id=1))
-    message = host.recv_type("ERROR")["body"]["message"]
-    assert "protocol error" in message and "'INPUT0'" in message
-    assert "needs 12 bytes, the EXECUTE frame carries 8" in message
-    assert host.wait(30) == 70
-
-
 def test_message_longer_than_a_frame_is_a_protocol_error(host: StubHost, tmp_path: Path) -> None:
     host.handshake(write_model(tmp_path, ADD_SUB))
     host.send(b"X" * (P.MAX_FRAME + 1))

@@ -400,6 +400,26 @@ def test_writer_body_in_arena() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["", "short", "\u00e9" * 20000, "x" * 40000, "\U0001f600" * 9000, "a\u00e9" * 13000],
+)
+@pytest.mark.parametrize("limit", [0, 27, 101, 32768, 65536])
+def test_stub_text_cut_matches_the_reference(text: str, limit: int) -> None:
+    cut = C.clip(text, limit)
+    assert cut == P.clip(text, limit)
+    if len(text.encode()) > limit >= 40:
+        assert len(cut.encode()) <= limit
+        assert cut.endswith(f"{C.TRUNCATED_START}{len(text.encode())}{C.TRUNCATED_END}")
+    assert C.clip(cut, max(limit, 40)) == cut or len(cut.encode()) > max(limit, 40)
+
+
+def test_stub_reads_text_that_is_not_utf8_as_replaced() -> None:
+    frame = P.encode(P.ERROR, {"message": b"bad \xff\xe2\x82 text"})
+    assert C.decode_body(C.ERROR, frame) == "bad \ufffd\ufffd text"
+    assert P.decode(frame)["body"]["message"] == "bad \ufffd\ufffd text"
+
+
 def _golden_test_binary() -> Path | None:
     for candidate in (
         os.environ.get("TRITONPY_GOLDEN_TEST"),

@@ -15,7 +15,7 @@ from tritonpy.stub import _codec as C
 def _batch_of(n: int) -> _batch.Batch:
     batch = _batch.Batch()
     batch.id = 7
-    batch.requests = [
+    batch.requests = batch.given = [
         _batch.request_from_stub("m", f"r{i}", 0, 0, 0, "", [], [], batch, i) for i in range(n)
     ]
     return batch

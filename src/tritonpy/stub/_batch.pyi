@@ -10,6 +10,8 @@ class Batch:
     id: int
     engine: Any
     requests: list[Any] | tuple[()]
+    given: list[Any] | tuple[()]
+    rejected: list[tuple[Any, str]] | None
     buf: Any
     task: Any
     returned: bool
@@ -33,6 +35,7 @@ def request_from_stub(
     index: int = 0,
     trace_context: str = "",
 ) -> Any: ...
+def set_text_limit(limit: int) -> None: ...
 def check_result(result: Any, n: int, batch: Batch) -> str: ...
 @overload
 def answer(batch: Batch, result: Any, writer: None, own: Any, model_name: str) -> list[Entry]: ...

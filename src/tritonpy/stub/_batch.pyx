@@ -72,6 +72,12 @@ cdef class Batch:
     # point at their batch, so this edge would make every batch a
     # reference cycle, left to the cyclic collector.
     cdef public object requests
+    # The requests execute() gets: ``requests`` itself, or those of them
+    # that were not rejected.
+    cdef public object given
+    # None, or (request, why) of the requests whose inputs the stub cannot
+    # take: each fails alone (Engine.on_execute).
+    cdef public object rejected
     cdef public object buf  # keeps inline input bytes alive
     cdef public object task  # the asyncio task of an async execute()
     cdef public bint returned  # execute() has returned (or failed)
@@ -106,8 +112,10 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
     batch.id = batch_id
     batch.engine = engine
     batch.buf = buf
+    cdef object problem
     for rid, corr, flags, timeout, params, names, tensors, trace in wire:
         inputs = []
+        problem = None
         for name, dtype, dims, nbytes, loc, a, b in tensors:
             if loc == _LOC_INLINE:
                 data = view[a : a + nbytes]
@@ -117,40 +125,48 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
                     batch.arena_inputs = []
                 start = peer.address(a) + b
                 batch.arena_inputs.append((start, start + nbytes, a, b))
-            inputs.append(_tensor(name, dtype, dims, nbytes, data))
-        requests.append(
-            _request(
-                model_name,
-                rid,
-                0 if corr is None else corr,
-                flags,
-                timeout,
-                params,
-                names,
-                inputs,
-                batch,
-                index,
-                trace,
-            )
+            if not _size_ok(dtype, dims, nbytes):
+                # The backend checks this (execute_builder.cc): request
+                # content is data, so a request that slips through fails
+                # alone, not the stub.
+                problem = (
+                    f"tritonpy: model '{model_name}' request '{rid}': input '{name}' has "
+                    f"{WIRE_NAMES[dtype]} shape {list(dims)}, which needs "
+                    f"{_size(dtype, dims)} bytes; the EXECUTE frame carries {nbytes}"
+                )
+            inputs.append(_tensor(name, dtype, dims, data))
+        req = _request(
+            model_name,
+            rid,
+            0 if corr is None else corr,
+            flags,
+            timeout,
+            params,
+            names,
+            inputs,
+            batch,
+            index,
+            trace,
         )
+        requests.append(req)
+        if problem is not None:
+            if batch.rejected is None:
+                batch.rejected = []
+            batch.rejected.append((req, problem))
         index += 1
-    batch.requests = requests
+    batch.requests = batch.given = requests
     return batch
 
 
-cdef TensorCore _tensor(str name, int dtype, tuple dims, Py_ssize_t nbytes, view):
-    """A Tensor over ``nbytes`` wire bytes (``view``). The frame decoder has
-    already checked the name, the data type code (1 to 14) and the
-    dimensions (>= 0): only the byte size is left."""
+cdef inline bint _size_ok(int dtype, tuple dims, Py_ssize_t nbytes) except -1:
+    return dtype == _TYPE_BYTES or nbytes == dtype_wire_size(dtype, dims)
+
+
+cdef TensorCore _tensor(str name, int dtype, tuple dims, view):
+    """A Tensor over wire bytes (``view``). The frame decoder has already
+    checked the name, the data type code (1 to 14) and the dimensions
+    (>= 0); make_batch, the byte size."""
     cdef TensorCore t
-    if dtype != _TYPE_BYTES:
-        if nbytes != dtype_wire_size(dtype, dims):
-            # Triton checks byte sizes before a backend sees a request: a
-            # frame that disagrees with itself is the backend's mistake.
-            raise C.ProtocolError(
-                f"input tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} needs "
-                f"{_size(dtype, dims)} bytes, the EXECUTE frame carries {nbytes}"
-            )
     t = TensorCore.__new__(_tensor_cls)
     t._name = name
     t._dtype = dtype
@@ -202,10 +218,12 @@ def request_from_stub(model_name, request_id, correlation_id, flags, timeout,
 
 def check_result(result, Py_ssize_t n, Batch batch not None):
     """What is wrong with a default-mode execute()'s result for ``batch``
-    of ``n`` requests, or "". ``None`` (or a None element) leaves a request
-    to its response sender. The texts are the official backend's."""
+    of ``n`` requests given to execute(), or "". ``None`` (or a None
+    element) leaves a request to its response sender. The texts are the
+    official backend's."""
     cdef Py_ssize_t i
     cdef RequestCore req
+    cdef list given = batch.given
     if result is None:
         return ""
     if not isinstance(result, (list, tuple)):
@@ -220,7 +238,7 @@ def check_result(result, Py_ssize_t n, Batch batch not None):
         r = result[i]
         if r is None:
             continue
-        req = batch.requests[i]
+        req = given[i]
         if req._release_flags & _RESCHEDULE:
             return (
                 "Expected a None object in the execute function return list for "
@@ -247,7 +265,7 @@ def answer(Batch batch not None, result, writer, own, model_name):
     nothing can answer it any more. Outputs go by reference where they
     can: the backend copies them before it ends the batch, and execute()
     has returned, so nothing changes them."""
-    cdef list requests = batch.requests
+    cdef list requests = batch.given
     cdef Py_ssize_t n = len(requests)
     cdef Py_ssize_t i
     cdef Py_ssize_t completed = 0
@@ -304,13 +322,32 @@ cdef Entry _entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_si
     r = resp
     if r._error is not None:
         err = r._error
-        return make_entry(batch.id, req._index, flags, (int(err.code()), err.message()), "", ())
+        return make_entry(batch.id, req._index, flags, (int(err.code()), _text(err.message())),
+                          "", ())
     try:
         outputs = _outputs(req, r, frame_size, batch.arena_inputs if by_ref else None, own)
     except Exception as e:  # noqa: BLE001
         msg = f"model '{model_name}', request '{req._request_id}': {e}"
-        return make_entry(batch.id, req._index, flags, (_INVALID_ARG, msg), "", ())
+        return make_entry(batch.id, req._index, flags, (_INVALID_ARG, _text(msg)), "", ())
     return make_entry(batch.id, req._index, flags, None, r._parameters, outputs)
+
+
+# The longest error text of an entry, in UTF-8 bytes: an entry alone in a
+# frame must fit the backend's stub-max-body-bytes (set_text_limit, at INIT).
+cdef Py_ssize_t _text_limit = (64 << 20) - 4096
+
+
+def set_text_limit(Py_ssize_t limit):
+    global _text_limit
+    _text_limit = limit
+
+
+cdef object _text(object message):
+    """``message`` cut (with the marker) where an entry could not carry it.
+    A str of n characters takes at most 6n bytes (escaped surrogates)."""
+    if type(message) is str and len(<str>message) * 6 > _text_limit:
+        return C.clip(message, _text_limit)
+    return message
 
 
 cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, inputs, own):

@@ -12,6 +12,8 @@ HEADER_SIZE: int
 MAX_FRAME: int
 MAX_NDIM: int
 INLINE_LIMIT: int
+TRUNCATED_START: str
+TRUNCATED_END: str
 
 FLAG_BODY_IN_ARENA: int
 FLAG_BATCH_DONE: int
@@ -57,6 +59,8 @@ LOC_ARENA: int
 LOC_RECEIVER_ARENA: int
 
 class ProtocolError(ValueError): ...
+
+def clip(text: str, limit: int) -> str: ...
 
 class OutTensor:
     """An output tensor of a RESPONSES entry (made by stub/_batch.pyx)."""

@@ -19,7 +19,10 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 
 cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+    # NULL with an exception set for a str that is not UTF-8 (a lone
+    # surrogate): checked by hand, see _utf8.
+    const char* _utf8_or_null "PyUnicode_AsUTF8AndSize" (object s, Py_ssize_t* size)
+    void PyErr_Clear()
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
@@ -33,6 +36,10 @@ HEADER_SIZE = 24
 MAX_FRAME = 131072
 MAX_NDIM = 64
 INLINE_LIMIT = 65536
+# A text cut to fit a frame ends with TRUNCATED_START, its whole length in
+# UTF-8 bytes, TRUNCATED_END (docs/protocol.md, "Text").
+TRUNCATED_START = "... [truncated, "
+TRUNCATED_END = " bytes]"
 
 FLAG_BODY_IN_ARENA = 1
 FLAG_BATCH_DONE = 2
@@ -156,8 +163,44 @@ cdef Entry make_entry(uint64_t batch_id, uint32_t index, uint32_t flags, object 
 
 cdef inline Py_ssize_t _utf8_size(str s) except -1:
     cdef Py_ssize_t n
-    PyUnicode_AsUTF8AndSize(s, &n)  # cached in the str, as string() uses it
+    if _utf8(s, &n) == NULL:
+        return len(_utf8_bytes(s))
     return n
+
+
+cdef inline const char* _utf8(str s, Py_ssize_t* size):
+    """The UTF-8 of ``s`` (cached in the str), or NULL when it has none."""
+    cdef const char* text = _utf8_or_null(s, size)
+    if text == NULL:
+        PyErr_Clear()
+    return text
+
+
+cdef bytes _utf8_bytes(str s):
+    """Text a model made with a lone surrogate in it: written escaped
+    (backslashreplace), so that what it sends is valid UTF-8."""
+    return s.encode("utf-8", "backslashreplace")
+
+
+def clip(str text, Py_ssize_t limit):
+    """``text`` whole if its UTF-8 takes at most ``limit`` bytes, else its
+    beginning (whole characters) and the marker with its whole length,
+    ``limit`` bytes in all (docs/protocol.md, "Text")."""
+    cdef Py_ssize_t n
+    cdef const char* p = _utf8(text, &n)
+    cdef bytes raw
+    if p == NULL:
+        raw = _utf8_bytes(text)
+        n = len(raw)
+    if n <= limit:
+        return text
+    marker = f"{TRUNCATED_START}{n}{TRUNCATED_END}"
+    cdef Py_ssize_t keep = max(limit - len(marker), 0)
+    if p == NULL:
+        head = raw[:keep].decode("utf-8", "ignore")
+    else:
+        head = PyUnicode_DecodeUTF8(p, keep, "ignore")
+    return head + marker
 
 
 cdef Py_ssize_t entry_size(Entry e) except -1:
@@ -272,11 +315,14 @@ cdef class FrameWriter:
         cdef const char* text
         cdef bytes raw
         if type(s) is str:
-            text = PyUnicode_AsUTF8AndSize(s, &size)  # cached in the str
-            self.len_prefixed(text, size)
+            text = _utf8(s, &size)
+            if text != NULL:
+                self.len_prefixed(text, size)
+                return
+            raw = _utf8_bytes(s)
         else:
-            raw = s.encode() if isinstance(s, str) else bytes(s)
-            self.len_prefixed(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
+            raw = _utf8_bytes(s) if isinstance(s, str) else bytes(s)
+        self.len_prefixed(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw))
 
     cdef int len_prefixed(self, const char* p, Py_ssize_t size) except -1:
         cdef uint32_t n = <uint32_t>size

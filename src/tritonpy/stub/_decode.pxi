@@ -93,9 +93,12 @@ cdef class _Reader:
         raise ProtocolError(f"unknown metric op {op}")
 
     cdef str string(self):
+        # Texts are data (request ids, names, messages): a sequence that is
+        # not UTF-8 becomes U+FFFD, as the backend makes it (docs/protocol.md,
+        # "Text"); the check costs nothing while the text is valid.
         cdef uint32_t n = self.u32()
         self.need(n)
-        cdef str s = PyUnicode_DecodeUTF8(<const char*>(self.p + self.pos), n, "strict")
+        cdef str s = PyUnicode_DecodeUTF8(<const char*>(self.p + self.pos), n, "replace")
         self.pos += n
         return s
 
@@ -328,7 +331,7 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
         return items
     if ftype in _JSON_TYPES:
         try:
-            out = json.loads(PyUnicode_DecodeUTF8(<const char*>(r.p + r.pos), r.end - r.pos, "strict"))
+            out = json.loads(PyUnicode_DecodeUTF8(<const char*>(r.p + r.pos), r.end - r.pos, "replace"))
         except ValueError as e:
             raise ProtocolError(f"frame type {ftype}: body is not JSON: {e}") from None
         if not isinstance(out, dict):

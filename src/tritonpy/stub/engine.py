@@ -52,6 +52,7 @@ _WriteEntries = _batch.write_entries
 _CANCELLED = pb_utils.TritonError.CANCELLED
 _Coroutine = types.CoroutineType
 _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
+_INVALID_ARG = pb_utils.TritonError.INVALID_ARG
 _execute_failed_text = execute_failed
 _now_ns = time.monotonic_ns
 # A sync batch's answers wait for the batches read with it only when it
@@ -86,10 +87,12 @@ class Engine:
 
     def on_execute(self, batch_id: int, wire: list[tuple], buf: Any) -> None:
         batch = _MakeBatch(batch_id, self, wire, buf, self.stub.peer, self.model_name)
-        requests = batch.requests
         if batch_id in self.batches:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
         self.batches[batch_id] = batch
+        if batch.rejected is not None and not self._reject(batch):
+            return
+        requests = batch.given
         self._started_ns = _now_ns()
         # turns.enter(), written out: every batch passes here. Left before
         # the answers go, so that what model code posted goes first.
@@ -120,6 +123,24 @@ class Engine:
             self._decoupled_returned(batch, result)
         else:
             self._default_returned(batch, result)
+
+    def _reject(self, batch: Batch) -> bool:
+        """The requests of ``batch`` whose inputs the stub cannot take fail
+        alone, with INVALID_ARG; execute() gets the others. False when none
+        is left (the batch is over)."""
+        for req, why in batch.rejected or ():
+            if self._close(req):
+                self._queue(
+                    req, _Response(error=pb_utils.TritonError(why, _INVALID_ARG)), C.RESP_FINAL
+                )
+        batch.given = [r for r in batch.requests if not _req.is_closed(r)]
+        self.flush()
+        if batch.given:
+            return True
+        batch.returned = True
+        self.out.execute_done(batch.id, True)
+        self._forget(batch)
+        return False
 
     def _task_done(self, batch: Batch, task: asyncio.Task) -> None:
         if task.cancelled():
@@ -165,7 +186,7 @@ class Engine:
         self._maybe_forget(batch)
 
     def _default_returned(self, batch: Batch, result: Any) -> None:
-        n = len(batch.requests)
+        n = len(batch.given)
         problem = _CheckResult(result, n, batch)
         if problem:
             self._end_with_error(batch, problem)
@@ -209,14 +230,14 @@ class Engine:
             w.patch_u32(C.HEADER_SIZE, written)  # the others answer through senders
         if batch.open <= 0:
             self.batches.pop(batch.id, None)
-            batch.requests = ()
+            batch.requests = batch.given = ()
         self.out.send_built(w)
 
     def _execute_failed(self, batch: Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         # The official backend's log line, then the traceback.
         self.stub.log(2, _execute_failed_text(self.stub.instance, f"{type(e).__name__}: {e}\n{tb}"))
-        ids = ", ".join(f"'{r.request_id()}'" for r in batch.requests[:8])
+        ids = ", ".join(f"'{r.request_id()}'" for r in batch.given[:8])
         self._end_with_error(
             batch,
             f"{type(e).__name__}: {e}\n\ntritonpy: model '{self.model_name}', "
@@ -273,7 +294,7 @@ class Engine:
     def _forget(self, batch: Batch) -> None:
         """The batch is over: every request is complete."""
         self.batches.pop(batch.id, None)
-        batch.requests = ()
+        batch.requests = batch.given = ()
 
     def _close(self, req: Any) -> bool:
         """Mark the request complete; False if it already was."""

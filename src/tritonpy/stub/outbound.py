@@ -16,7 +16,11 @@ which they are handed to ``send`` is the order on the wire.
 
 The RESPONSES frames of the engine are written into one reused
 ``FrameWriter`` (``responses``) by whoever has the channel, and sent with
-``send_built``: a body larger than a frame goes into an arena.
+``send_built``: a body larger than a frame goes into an arena. So does
+the body of any frame carrying a long text (a log line, an error): texts
+are only cut, with a marker, past what the backend takes
+(``stub-max-body-bytes``), or before INIT, when no arena may be announced
+(docs/protocol.md, "Text").
 """
 
 from __future__ import annotations
@@ -34,11 +38,20 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas
 
 _MAX_FRAME = C.MAX_FRAME
+_FLAG_BODY_IN_ARENA = C.FLAG_BODY_IN_ARENA
 _RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16
 # Observations per OBSERVE op, so that one op always fits in a frame.
 _OBSERVE_CHUNK = 8192
 # Room for the header and the op count.
 _FRAME_ROOM = C.MAX_FRAME - C.HEADER_SIZE - 4
+# The largest body that travels inline.
+_INLINE_BODY = C.MAX_FRAME - C.HEADER_SIZE
+# Characters of text a frame surely carries inline: a character takes at
+# most 12 bytes (JSON's escape of one past U+FFFF), and the other fields
+# of any text frame fit in the 4096 bytes left.
+_SMALL_TEXT = (C.MAX_FRAME - 4096) // 12
+# Bytes of a body left for what is not the text being cut.
+TEXT_SLACK = 4096
 
 
 class Outbound:
@@ -52,6 +65,15 @@ class Outbound:
         self.responses = C.FrameWriter()
         self._lock = threading.Lock()
         self._announce: list[tuple[int, int, int]] = []
+        # Until INIT the backend takes no arena of ours: bodies are inline.
+        self.arenas_ok = False
+        self.body_limit = _INLINE_BODY
+
+    def allow_arenas(self, max_body: int) -> None:
+        """INIT: bodies may go into arenas, up to the backend's
+        stub-max-body-bytes (``max_body``)."""
+        self.arenas_ok = True
+        self.body_limit = max(int(max_body), _INLINE_BODY)
 
     # ---------------------------------------------------------------- arenas
 
@@ -118,23 +140,100 @@ class Outbound:
         }
         self.send(C.encode_json(C.HELLO, info))
 
-    @staticmethod
-    def json_frame(ftype: int, obj: dict[str, Any]) -> bytes:
-        """INIT_DONE, AUTO_COMPLETE_DONE, FINALIZE_DONE, ..."""
-        return C.encode_json(ftype, obj)
+    # -- frames with a text: any length (see text_frame)
 
-    @staticmethod
-    def log_frame(level: int, file: str, line: int, message: str) -> bytes:
-        return C.encode_simple(C.LOG, (level, file, line, message))
+    def text_frame(
+        self, build: Callable[[str], C.FrameWriter], text: str, inline: bool = False
+    ) -> bytes:
+        """The frame ``build(text)`` writes (an open FrameWriter), its body
+        in an arena when larger than a frame; ``text`` cut (C.clip) where
+        the body would pass what the backend takes, or a frame when no
+        arena can hold it (before INIT, ``inline``, no arena space left).
+        Send it with ``send_text``."""
+        if inline or not self.arenas_ok:
+            return _fit(build, text, _INLINE_BODY).finish()
+        w = _fit(build, text, self.body_limit)
+        if w.size() <= _MAX_FRAME:
+            return w.finish()
+        try:
+            return self.finish(w)
+        except (MemoryError, OSError):  # no arena space: cut to a frame
+            return _fit(build, text, _INLINE_BODY).finish()
+
+    def json_frame(self, ftype: int, obj: dict[str, Any], inline: bool = False) -> bytes:
+        """INIT_DONE, AUTO_COMPLETE_DONE, FINALIZE_DONE: their "error" text
+        of any length."""
+        error = obj.get("error")
+        if not isinstance(error, str) or len(error) < _SMALL_TEXT:
+            return C.encode_json(ftype, obj)
+
+        def build(text: str) -> C.FrameWriter:
+            w = C.FrameWriter()
+            w.begin(ftype)
+            w.json_body({**obj, "error": text})
+            return w
+
+        return self.text_frame(build, error, inline)
+
+    def send_text(self, frame: bytes) -> None:
+        """Send a frame made by ``text_frame``: after the announcements
+        when its body went into an arena."""
+        if frame[6] & _FLAG_BODY_IN_ARENA:
+            self.send_referring(frame)
+        else:
+            self._send(frame)
+
+    def send_json(self, ftype: int, obj: dict[str, Any]) -> None:
+        self.send_text(self.json_frame(ftype, obj))
+
+    def log_frame(self, level: int, file: str, line: int, message: str) -> bytes:
+        """A LOG frame (any thread); send it with ``send_text``."""
+        if len(message) < _SMALL_TEXT and len(file) < _SMALL_TEXT:
+            return C.encode_simple(C.LOG, (level, file, line, message))
+        file = C.clip(file, 1024)
+
+        def build(text: str) -> C.FrameWriter:
+            w = C.FrameWriter()
+            w.begin(C.LOG)
+            w.u32(level)
+            w.string(file)
+            w.u32(line)
+            w.string(text)
+            return w
+
+        return self.text_frame(build, message)
+
+    def _with_text(self, ftype: int, fid: int, flag: bool, message: str) -> None:
+        """EXECUTE_DONE and READY: ``u8 flag, str message``."""
+        if len(message) < _SMALL_TEXT:
+            self._send(C.encode_simple(ftype, (1 if flag else 0, message), fid))
+            return
+
+        def build(text: str) -> C.FrameWriter:
+            w = C.FrameWriter()
+            w.begin(ftype, fid)
+            w.u8(1 if flag else 0)
+            w.string(text)
+            return w
+
+        self.send_text(self.text_frame(build, message))
 
     def execute_done(self, batch_id: int, ok: bool, message: str = "") -> None:
-        self.send(C.encode_simple(C.EXECUTE_DONE, (1 if ok else 0, message), batch_id))
+        self._with_text(C.EXECUTE_DONE, batch_id, ok, message)
 
     def ready(self, query: int, ready: bool, message: str) -> None:
-        self.send(C.encode_simple(C.READY, (1 if ready else 0, message), query))
+        self._with_text(C.READY, query, ready, message)
 
     def error(self, message: str) -> None:
-        self.send(C.encode_simple(C.ERROR, message))
+        """ERROR, on the way out: inline, so that it needs nothing more."""
+
+        def build(text: str) -> C.FrameWriter:
+            w = C.FrameWriter()
+            w.begin(C.ERROR)
+            w.string(text)
+            return w
+
+        self.send(self.text_frame(build, message, inline=True))
 
     # -- business logic scripting and model control
 
@@ -156,6 +255,14 @@ class Outbound:
         w = C.FrameWriter()
         w.begin(C.MODEL_CONTROL, call_id)
         w.json_body(msg)
+        size = w.size() - C.HEADER_SIZE
+        if size > self.body_limit:
+            # Refused here, to the model: the backend would take it for a
+            # protocol violation.
+            raise TritonModelException(
+                f"tritonpy: the model loading request is {size} bytes of JSON, more than "
+                f"the backend takes (stub-max-body-bytes={self.body_limit})"
+            )
         return self.finish(w)
 
     # -- custom metrics
@@ -163,6 +270,20 @@ class Outbound:
     def metric(self, ops: list[tuple], call_id: int = 0) -> None:
         for frame in encode_metric(ops, call_id):
             self.send(frame)
+
+
+def _fit(build: Callable[[str], C.FrameWriter], text: str, limit: int) -> C.FrameWriter:
+    """``build(text)``, with ``text`` cut until the body takes at most
+    ``limit`` bytes. The share of the text is cut in proportion, so that
+    escapes (JSON) are accounted for; a few rounds at most."""
+    w = build(text)
+    size = w.size() - C.HEADER_SIZE
+    keep = len(text.encode("utf-8", "backslashreplace"))
+    while size > limit and keep > 0:
+        keep = max(0, keep * limit // size - TEXT_SLACK)
+        w = build(C.clip(text, keep))
+        size = w.size() - C.HEADER_SIZE
+    return w
 
 
 def stderr(instance: str, text: str) -> None:

@@ -25,15 +25,15 @@ from collections.abc import Callable
 from typing import Any
 
 from tritonpy.pb_utils._model_config import ModelConfig
+from tritonpy.stub import _batch, debug
 from tritonpy.stub import _codec as C
-from tritonpy.stub import debug
 from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
 from tritonpy.stub.lifecycle import UNLOADED, State, moved
 from tritonpy.stub.metrics import MetricClient
-from tritonpy.stub.outbound import Outbound, stderr
+from tritonpy.stub.outbound import TEXT_SLACK, Outbound, stderr
 from tritonpy.stub.pb_host import PbHost
 from tritonpy.stub.pylogging import TritonLogRoute
 from tritonpy.stub.readiness import Readiness
@@ -53,6 +53,8 @@ _READY, _DRAINING, _INITIALIZING = State.READY, State.DRAINING, State.INITIALIZI
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
+# The backend's stub-max-body-bytes default, for a backend that does not say.
+DEFAULT_MAX_BODY = 64 << 20
 
 
 class Stub:
@@ -141,7 +143,8 @@ class Stub:
     def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
         """A LOG frame, from any thread."""
         self.turns.run(
-            self.out.send, self.out.log_frame(level, file or "tritonpy/stub", line, message)
+            self.out.send_text,
+            self.out.log_frame(level, file or "tritonpy/stub", line, message),
         )
 
     # ---------------------------------------------------------------- dispatch
@@ -337,8 +340,9 @@ class Stub:
                 f"tritonpy: model '{self.model_name}': {step}: "
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             )
-            reply = {"ok": False, "error": err[:60000]}
-        frame = self.out.json_frame(C.AUTO_COMPLETE_DONE, reply)
+            reply = {"ok": False, "error": err}
+        # Inline: the backend takes no arena before INIT.
+        frame = self.out.json_frame(C.AUTO_COMPLETE_DONE, reply, inline=True)
         if len(frame) > C.MAX_FRAME:
             err = (
                 f"tritonpy: model '{self.model_name}': the config completed by "
@@ -365,6 +369,10 @@ class Stub:
             self.settings.get("stub_max_arenas", float("inf")),
             self.settings.get("stub_max_arena_bytes", float("inf")),
         )
+        # Texts of any length from here on, up to what the backend takes.
+        max_body = int(self.settings.get("stub_max_body_bytes", DEFAULT_MAX_BODY))
+        self.out.allow_arenas(max_body)
+        _batch.set_text_limit(self.out.body_limit - TEXT_SLACK)
         self.bls.configure(args)
         try:
             _expose_model_dir(self.host, msg)
@@ -388,7 +396,7 @@ class Stub:
             )
             self.model = None
             self.move(State.FAILED, "initialize() failed")
-            self.out.send(self.out.json_frame(C.INIT_DONE, {"ok": False, "error": err}))
+            self.out.send_json(C.INIT_DONE, {"ok": False, "error": err})
             return
         self.engine.model = self.model
         self.move(State.READY, "initialize() returned")
@@ -396,15 +404,13 @@ class Stub:
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
         self.metrics.flush()  # what initialize() dropped goes first
-        self.out.send(
-            self.out.json_frame(
-                C.INIT_DONE,
-                {
-                    "ok": True,
-                    "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",
-                    "is_ready": callable(getattr(self.model, "is_ready", None)),
-                },
-            )
+        self.out.send_json(
+            C.INIT_DONE,
+            {
+                "ok": True,
+                "execute": "async" if inspect.iscoroutinefunction(execute) else "sync",
+                "is_ready": callable(getattr(self.model, "is_ready", None)),
+            },
         )
 
     async def _drain(self) -> None:
@@ -445,7 +451,7 @@ class Stub:
         self.loop.call_soon(self._finalized, reply)
 
     def _finalized(self, reply: dict[str, Any]) -> None:
-        self.out.send(self.out.json_frame(C.FINALIZE_DONE, reply))
+        self.out.send_json(C.FINALIZE_DONE, reply)
         self.out.flush_blocking("FINALIZE_DONE", self.instance)
         self._stop(0)
 
