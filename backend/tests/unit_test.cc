@@ -19,6 +19,7 @@
 
 #include "arena.h"
 #include "channel.h"
+#include "check.h"
 #include "json.h"
 #include "protocol.h"
 
@@ -31,15 +32,7 @@ namespace tp = tritonpy::proto;
 
 namespace {
 
-int failures = 0;
-
-#define CHECK(cond)                                          \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      ++failures;                                            \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                        \
-  } while (false)
+using tritonpy_test::failures;
 
 void
 TestJson()
