@@ -78,10 +78,11 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
  public:
   BlsCore(
       TRITONSERVER_Server* server, std::string describe, uint64_t size,
-      bool model_control)
+      bool model_control, const StubLimits& limits)
       : server(server),
         describe(std::move(describe)),
         model_control(model_control),
+        limits(limits),
         allocator(size)
   {
   }
@@ -136,9 +137,19 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
   // one at a time until stopped.
   void RunControlJobs();
 
+  // Bytes of BLS data held for the stub: input copies of the calls in
+  // the table and outputs in the BLS arenas.
+  uint64_t HeldBytes() REQUIRES(mu)
+  {
+    return input_bytes + allocator.allocated_bytes();
+  }
+  // Why a new call with `bytes` of inputs may not start ("": it may).
+  std::string RefuseCall(const std::string& model, uint64_t bytes) REQUIRES(mu);
+
   TRITONSERVER_Server* server;
   std::string describe;
   const bool model_control;  // stub-model-control
+  const StubLimits limits;   // the BLS caps
   TRITONSERVER_ResponseAllocator* triton_allocator = nullptr;
 
   // A call in the table, with the ends its callbacks reported.
@@ -155,6 +166,14 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
   std::shared_ptr<Channel> announced_to GUARDED_BY(mu);
   std::set<std::pair<uint32_t, uint64_t>> handed GUARDED_BY(mu);
   std::map<uint64_t, CallEntry> calls GUARDED_BY(mu);  // by call id
+  uint64_t input_bytes GUARDED_BY(mu) = 0;  // of the calls in the table
+
+  // Takes the entry out of the table (its bytes out of input_bytes).
+  void Erase(std::map<uint64_t, CallEntry>::iterator it) REQUIRES(mu)
+  {
+    input_bytes -= it->second.call->inputs.size();
+    calls.erase(it);
+  }
 
   // The model-control worker (one per instance, started with its first
   // request, joined by ~Bls) and its queue: a slow load never stalls the
@@ -259,6 +278,17 @@ BlsCore::AllocBody(
         core->allocator.MarkAllUnannounced();
         core->announced_to = call->channel;
       }
+      const uint64_t most = core->limits.max_bls_bytes;
+      const uint64_t held = core->HeldBytes();
+      if (byte_size > most || held > most - byte_size) {
+        return TRITONSERVER_ErrorNew(
+            TRITONSERVER_ERROR_UNAVAILABLE,
+            ("tritonpy: " + core->describe + ": BLS output '" + name + "' of " +
+             std::to_string(byte_size) + " bytes would take the " +
+             "BLS data held for this instance (" + std::to_string(held) +
+             " bytes) past stub-max-bls-bytes=" + std::to_string(most))
+                .c_str());
+      }
       Status s = core->allocator.Allocate(byte_size, &ob->alloc);
       if (!s.ok()) {
         return TRITONSERVER_ErrorNew(
@@ -339,8 +369,8 @@ BlsCore::Report(BlsCall* call, CallEnd end)
   if (flag) return false;
   flag = true;
   if (e.final_sent && e.released) {
-    last = std::move(e.call);
-    calls.erase(it);
+    last = e.call;
+    Erase(it);
     cv.NotifyAll();
   }
   return true;
@@ -511,14 +541,36 @@ BlsCore::OnRequestRelease(
   }
 }
 
+std::string
+BlsCore::RefuseCall(const std::string& model, uint64_t bytes)
+{
+  const std::string head = "tritonpy: " + describe +
+                           ": BLS request to model '" + model + "' refused: ";
+  if (calls.size() >= limits.max_bls_calls) {
+    return head + std::to_string(calls.size()) +
+           " BLS calls of this instance are in flight, the most "
+           "stub-max-bls-calls=" +
+           std::to_string(limits.max_bls_calls) + " allows";
+  }
+  const uint64_t held = HeldBytes();
+  if (bytes > limits.max_bls_bytes || held > limits.max_bls_bytes - bytes) {
+    return head + "its " + std::to_string(bytes) +
+           " input bytes would take the BLS data held for this instance (" +
+           std::to_string(held) + " bytes) past stub-max-bls-bytes=" +
+           std::to_string(limits.max_bls_bytes);
+  }
+  return "";
+}
+
 // ---------------------------------------------------------------- Bls
 
 Bls::Bls(
     TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size,
-    bool model_control)
+    bool model_control, const StubLimits& limits)
     : core_(
           std::make_shared<BlsCore>(
-              server, std::move(describe), arena_byte_size, model_control))
+              server, std::move(describe), arena_byte_size, model_control,
+              limits))
 {
   TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(
       &core_->triton_allocator, BlsCore::Alloc, BlsCore::Release, nullptr);
@@ -740,6 +792,16 @@ Bls::OnFrame(
     }
     total += (t.byte_size + 63) / 64 * 64;
   }
+  {
+    // Only this thread adds calls, so the check holds until the call is
+    // in the table (others only take calls out; outputs may add a little).
+    MutexLock lock(&core->mu);
+    const std::string why = core->RefuseCall(rb.model_name, total);
+    if (!why.empty()) {
+      BlsCore::FailEarly(channel, f.id, Status::Unavailable(why));
+      return Status();
+    }
+  }
   auto call = std::make_shared<BlsCall>();
   call->core = core_;
   call->channel = channel;
@@ -795,6 +857,7 @@ Bls::OnFrame(
     {
       MutexLock lock(&core->mu);
       core->calls[f.id].call = call;
+      core->input_bytes += call->inputs.size();
     }
     {
       MutexLock lock(&call->mu);
@@ -821,7 +884,8 @@ Bls::OnFrame(
     if (!s.ok()) {
       {
         MutexLock lock(&core->mu);
-        core->calls.erase(f.id);
+        auto it = core->calls.find(f.id);
+        if (it != core->calls.end()) core->Erase(it);
       }
       MutexLock lock(&call->mu);
       call->request = nullptr;

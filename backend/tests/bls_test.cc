@@ -10,7 +10,11 @@
 //    threads, the response while the release callback is half done, and
 //    both at once: the call is freed exactly once, by whichever callback
 //    reports last, never while the other still uses it (ASan reports a
-//    use after free otherwise).
+//    use after free otherwise);
+//  - the caps on calls in flight and on the bytes held for them
+//    (stub-max-bls-calls, stub-max-bls-bytes): a call past one gets an
+//    error response naming the key, and calls start again once others
+//    ended.
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,7 +55,7 @@ struct Fixture {
     stub_end = sv[1];
     bls = std::make_unique<tritonpy::Bls>(
         nullptr, "model 'test' instance 'test_0'", 1 << 20,
-        /*model_control=*/false);
+        /*model_control=*/false, limits);
   }
   ~Fixture()
   {
@@ -133,9 +137,9 @@ ReleaseRequest(const fake_triton::Started& c)
 // Starts call `id` and returns what Triton was handed (request null when
 // it was not started).
 fake_triton::Started
-Start(Fixture* fx, uint64_t id)
+Start(Fixture* fx, uint64_t id, size_t input_bytes = 16)
 {
-  Status s = fx->Request(id, 16);
+  Status s = fx->Request(id, input_bytes);
   std::vector<fake_triton::Started> started = fake_triton::TakeStarted();
   CHECK(s.ok() && started.size() == 1);
   return started.size() == 1 ? started[0] : fake_triton::Started();
@@ -211,6 +215,83 @@ TestFinalResponseAndReleaseTogether()
   CHECK(fx.CallsInFlight() == 0);
 }
 
+// Sends call `id`, which must be refused: answered at once with one error
+// response and never handed to Triton. Returns the error's text.
+std::string
+Refused(Fixture* fx, uint64_t id, size_t input_bytes)
+{
+  CHECK(fx->Request(id, input_bytes).ok());
+  CHECK(fake_triton::TakeStarted().empty());
+  std::vector<tp::BlsResponseBody> got = fx->Drain();
+  CHECK(got.size() == 1);
+  if (got.size() != 1) return "";
+  CHECK(got[0].response_flags == tp::kRespFinal && got[0].has_error == 1);
+  CHECK(got[0].error_code == TRITONSERVER_ERROR_UNAVAILABLE);
+  return got[0].error_message;
+}
+
+// Ends a started call as Triton would.
+void
+End(Fixture* fx, const fake_triton::Started& call)
+{
+  FinalResponse(call);
+  ReleaseRequest(call);
+  CHECK(Finals(fx) == 1);
+}
+
+void
+TestCallCap()
+{
+  tritonpy::StubLimits limits;
+  limits.max_bls_calls = 2;
+  Fixture fx(limits);
+  fake_triton::AcceptInferences(true);
+  fake_triton::Started a = Start(&fx, 1);
+  fake_triton::Started b = Start(&fx, 2);
+  // The third is answered at once and never reaches Triton.
+  const std::string why = Refused(&fx, 3, 16);
+  CHECK(
+      why.find(
+          "model 'test' instance 'test_0': BLS request to model "
+          "'callee' refused: 2 BLS calls of this instance are in "
+          "flight, the most stub-max-bls-calls=2 allows") != std::string::npos);
+  CHECK(fx.CallsInFlight() == 2);
+  // Once one ended, a new one starts.
+  if (a.request != nullptr) End(&fx, a);
+  fake_triton::Started c = Start(&fx, 3);
+  fake_triton::AcceptInferences(false);
+  if (b.request != nullptr) End(&fx, b);
+  if (c.request != nullptr) End(&fx, c);
+  CHECK(fx.CallsInFlight() == 0);
+}
+
+void
+TestByteCap()
+{
+  tritonpy::StubLimits limits;
+  limits.max_bls_bytes = 8192;
+  Fixture fx(limits);
+  fake_triton::AcceptInferences(true);
+  fake_triton::Started a = Start(&fx, 1, 4096);
+  // 4160 bytes once aligned: too many.
+  const std::string why = Refused(&fx, 2, 4097);
+  CHECK(
+      why.find(
+          "its 4160 input bytes would take the BLS data held for this "
+          "instance (4096 bytes) past stub-max-bls-bytes=8192") !=
+      std::string::npos);
+  // One call alone larger than the cap is refused the same way.
+  CHECK(
+      Refused(&fx, 3, 9000).find("past stub-max-bls-bytes=8192") !=
+      std::string::npos);
+  // The bytes come back with the call.
+  if (a.request != nullptr) End(&fx, a);
+  fake_triton::Started b = Start(&fx, 4, 8192);
+  fake_triton::AcceptInferences(false);
+  if (b.request != nullptr) End(&fx, b);
+  CHECK(fx.CallsInFlight() == 0);
+}
+
 }  // namespace
 
 int
@@ -218,6 +299,8 @@ main()
 {
   TestFinalResponseDuringRelease();
   TestFinalResponseAndReleaseTogether();
+  TestCallCap();
+  TestByteCap();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }
