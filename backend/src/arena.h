@@ -36,17 +36,32 @@ constexpr uint64_t kArenaAlignment = 64;
 constexpr uint64_t kPunchHoleMinBytes = 1 << 20;
 constexpr uint64_t kKeepResidentBytes = 64 << 20;
 
-// What one stub may make the backend map or decode (docs/configuration.md,
-// docs/hardening.md). Passing one is a protocol violation that names the
-// key.
+// What one stub may make the backend map, decode or hold
+// (docs/configuration.md, docs/hardening.md). Passing one of the first
+// three is a protocol violation that names the key; the others are caps an
+// honest model could meet, which fail only what passes them.
 struct StubLimits {
   // `stub-max-arenas`: arenas a stub may announce (each is one mapping,
   // counted against the kernel's vm.max_map_count).
   uint64_t max_arenas = 1024;
   // `stub-max-arena-bytes`: bytes of all its announced arenas together.
+  // The backend's default is the machine's memory (machine_memory.h); this
+  // one stands when that cannot be read.
   uint64_t max_arena_bytes = 256ull << 30;
   // `stub-max-body-bytes`: the largest frame body it may place in an arena.
   uint64_t max_body_bytes = 64ull << 20;
+  // `stub-max-bls-calls`: BLS calls of one stub in flight; past it a new
+  // call fails (bls.cc).
+  uint64_t max_bls_calls = 4096;
+  // `stub-max-bls-bytes`: BLS data the backend holds for one stub (input
+  // copies of its calls in flight, outputs in BLS arenas it has not
+  // released); past it a call or an output fails. The backend's default is
+  // a quarter of the machine's memory; this one stands when that cannot be
+  // read.
+  uint64_t max_bls_bytes = 64ull << 30;
+  // `stub-log-bytes-per-second`: LOG volume of one stub the backend passes
+  // to Triton's log (log_limiter.h); the rest is dropped and counted.
+  uint64_t log_bytes_per_second = 4ull << 20;
 };
 
 // One memfd mapping. Owns the descriptor and the mapping.

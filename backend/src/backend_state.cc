@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "json.h"
+#include "machine_memory.h"
 #include "protocol.h"
 #include "triton_util.h"
 
@@ -127,6 +128,10 @@ const std::map<std::string, NumberKey> kNumberKeys = {
     // body_len is a u32; an inline body is at most MAX_FRAME.
     {"stub-max-body-bytes",
      {&StubLimits::max_body_bytes, proto::kMaxFrame, UINT32_MAX}},
+    {"stub-max-bls-calls", {&StubLimits::max_bls_calls, 1, 1ull << 30}},
+    {"stub-max-bls-bytes", {&StubLimits::max_bls_bytes, 4096, 1ull << 56}},
+    {"stub-log-bytes-per-second",
+     {&StubLimits::log_bytes_per_second, 1024, 1ull << 40}},
 };
 
 Status
@@ -221,6 +226,17 @@ const std::array<SandboxKey, 4> kSandboxKeys = {{
      ParseSandboxAddressSpace},
     {"stub-sandbox-uid", nullptr, ParseSandboxUid},
 }};
+
+void
+BackendState::SetMemoryDefaults(uint64_t usable, StubLimits* limits)
+{
+  if (usable == 0) return;  // unknown: the fixed defaults stand
+  // Within the keys' bounds (kNumberKeys).
+  const uint64_t most = UINT64_C(1) << 56;
+  const uint64_t bytes = usable < most ? usable : most;
+  limits->max_arena_bytes = bytes < 4096 ? 4096 : bytes;
+  limits->max_bls_bytes = bytes / 4 < 4096 ? 4096 : bytes / 4;
+}
 
 Status
 BackendState::ParseFlag(
@@ -420,6 +436,9 @@ BackendState::Create(
     }
   }
 
+  // The memory caps' defaults follow the memory the server may use.
+  const MachineMemory memory = ReadMachineMemory();
+  SetMemoryDefaults(memory.usable(), &state->settings_.stub_limits);
   TRITONPY_RETURN_IF_ERROR(
       ApplySettings(file_kv, "tritonpy.conf", &state->settings_, true));
   TRITONPY_RETURN_IF_ERROR(
@@ -452,6 +471,14 @@ BackendState::Create(
            ? ""
            : " stub-env-allowlist=" + std::to_string(s.env_allowlist.size()) +
                  " names"));
+  const StubLimits& l = s.stub_limits;
+  TRITONPY_LOG_INFO(
+      "tritonpy: backend '" + state->name_ +
+      "': stub-max-arena-bytes=" + std::to_string(l.max_arena_bytes) +
+      " stub-max-bls-calls=" + std::to_string(l.max_bls_calls) +
+      " stub-max-bls-bytes=" + std::to_string(l.max_bls_bytes) +
+      " stub-log-bytes-per-second=" + std::to_string(l.log_bytes_per_second) +
+      " (" + memory.Describe() + ")");
   *out = std::move(state);
   return Status();
 }

@@ -120,6 +120,10 @@ class BackendState {
   // "true"/"false" (also 1/0, yes/no, on/off); the error names `key`.
   static Status ParseFlag(
       const std::string& key, const std::string& value, bool* out);
+  // The defaults of stub-max-arena-bytes (`usable`) and stub-max-bls-bytes
+  // (a quarter of it) for a server that may use `usable` bytes of memory
+  // (machine_memory.h; 0: unknown, the fixed defaults stand).
+  static void SetMemoryDefaults(uint64_t usable, StubLimits* limits);
   // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
   static Status ParseConfFile(
       const std::string& text, std::map<std::string, std::string>* out);

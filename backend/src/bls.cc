@@ -20,6 +20,7 @@
 #include "barrier.h"
 #include "bls_request.h"
 #include "json.h"
+#include "mutex.h"
 #include "params.h"
 #include "triton_util.h"
 #include "tritonpy/triton_infer_api.h"
@@ -54,8 +55,13 @@ struct OutBuf {
 
 }  // namespace
 
-// One BLS call: owned by the core's call table until both its final
-// response went out and Triton released the request.
+// One BLS call. Its one owner is the core's call table (BlsCore::calls):
+// Triton's callbacks hold only the raw pointer, and each reports its end
+// (the final response sent, the request released) to the table under the
+// core's lock. The report that completes the pair takes the call out of
+// the table and frees it; neither callback touches the call after its own
+// report. Whoever else needs the call (BLS_CANCEL, OnStubGone) copies the
+// shared_ptr out of the table first.
 struct BlsCall {
   std::shared_ptr<BlsCore> core;
   std::shared_ptr<Channel> channel;
@@ -63,20 +69,20 @@ struct BlsCall {
   std::string model_name;
   std::vector<uint8_t> inputs;  // copies of the input bytes
 
-  std::mutex mu;
-  TRITONSERVER_InferenceRequest* request = nullptr;  // guarded by mu
-  bool released = false;                             // guarded by mu
-  bool final_sent = false;                           // guarded by mu
+  Mutex mu;
+  // Null once Triton released it (or before it was started).
+  TRITONSERVER_InferenceRequest* request GUARDED_BY(mu) = nullptr;
 };
 
 class BlsCore : public std::enable_shared_from_this<BlsCore> {
  public:
   BlsCore(
       TRITONSERVER_Server* server, std::string describe, uint64_t size,
-      bool model_control)
+      bool model_control, const StubLimits& limits)
       : server(server),
         describe(std::move(describe)),
         model_control(model_control),
+        limits(limits),
         allocator(size)
   {
   }
@@ -119,25 +125,55 @@ class BlsCore : public std::enable_shared_from_this<BlsCore> {
   static void FailEarly(
       const std::shared_ptr<Channel>& channel, uint64_t id,
       const Status& status);
-  // Drops the call from the table once it is over.
-  void MaybeForget(BlsCall* call);
+  // Which end of a call a callback reports (Report).
+  enum class CallEnd { kFinalSent, kReleased };
+  // Records that `end` of `call` happened. The report that completes the
+  // pair takes the call out of the table, which frees it: after Report
+  // the caller must not touch `call`. Returns false when `end` had been
+  // reported already (nothing changes).
+  bool Report(BlsCall* call, CallEnd end) EXCLUDES(mu);
 
   // The model-control worker's body: runs queued MODEL_CONTROL requests
   // one at a time until stopped.
   void RunControlJobs();
 
+  // Bytes of BLS data held for the stub: input copies of the calls in
+  // the table and outputs in the BLS arenas.
+  uint64_t HeldBytes() REQUIRES(mu)
+  {
+    return input_bytes + allocator.allocated_bytes();
+  }
+  // Why a new call with `bytes` of inputs may not start ("": it may).
+  std::string RefuseCall(const std::string& model, uint64_t bytes) REQUIRES(mu);
+
   TRITONSERVER_Server* server;
   std::string describe;
   const bool model_control;  // stub-model-control
+  const StubLimits limits;   // the BLS caps
   TRITONSERVER_ResponseAllocator* triton_allocator = nullptr;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  ArenaAllocator allocator;                            // guarded by mu
-  std::shared_ptr<Channel> current;                    // guarded by mu
-  std::shared_ptr<Channel> announced_to;               // guarded by mu
-  std::set<std::pair<uint32_t, uint64_t>> handed;      // guarded by mu
-  std::map<uint64_t, std::shared_ptr<BlsCall>> calls;  // guarded by mu
+  // A call in the table, with the ends its callbacks reported.
+  struct CallEntry {
+    std::shared_ptr<BlsCall> call;
+    bool final_sent = false;
+    bool released = false;
+  };
+
+  Mutex mu;
+  CondVar cv{&mu};  // signalled when a call leaves the table
+  ArenaAllocator allocator GUARDED_BY(mu);
+  std::shared_ptr<Channel> current GUARDED_BY(mu);
+  std::shared_ptr<Channel> announced_to GUARDED_BY(mu);
+  std::set<std::pair<uint32_t, uint64_t>> handed GUARDED_BY(mu);
+  std::map<uint64_t, CallEntry> calls GUARDED_BY(mu);  // by call id
+  uint64_t input_bytes GUARDED_BY(mu) = 0;  // of the calls in the table
+
+  // Takes the entry out of the table (its bytes out of input_bytes).
+  void Erase(std::map<uint64_t, CallEntry>::iterator it) REQUIRES(mu)
+  {
+    input_bytes -= it->second.call->inputs.size();
+    calls.erase(it);
+  }
 
   // The model-control worker (one per instance, started with its first
   // request, joined by ~Bls) and its queue: a slow load never stalls the
@@ -234,13 +270,24 @@ BlsCore::AllocBody(
   if (byte_size == 0) return nullptr;
   auto ob = std::make_unique<OutBuf>();
   if (byte_size > kInlineOutputMax) {
-    std::lock_guard<std::mutex> lock(core->mu);
+    MutexLock lock(&core->mu);
     // Only a call of the current stub may use the arenas (a dead stub's
     // responses are dropped anyway).
     if (call->channel == core->current) {
       if (core->announced_to != call->channel) {
         core->allocator.MarkAllUnannounced();
         core->announced_to = call->channel;
+      }
+      const uint64_t most = core->limits.max_bls_bytes;
+      const uint64_t held = core->HeldBytes();
+      if (byte_size > most || held > most - byte_size) {
+        return TRITONSERVER_ErrorNew(
+            TRITONSERVER_ERROR_UNAVAILABLE,
+            ("tritonpy: " + core->describe + ": BLS output '" + name + "' of " +
+             std::to_string(byte_size) + " bytes would take the " +
+             "BLS data held for this instance (" + std::to_string(held) +
+             " bytes) past stub-max-bls-bytes=" + std::to_string(most))
+                .c_str());
       }
       Status s = core->allocator.Allocate(byte_size, &ob->alloc);
       if (!s.ok()) {
@@ -285,7 +332,7 @@ BlsCore::Release(
     if (ob->in_arena && !ob->handed_over) {
       // Never reached the stub (an error response, a dead stub): ours to
       // free.
-      std::lock_guard<std::mutex> lock(ob->core->mu);
+      MutexLock lock(&ob->core->mu);
       ob->core->allocator.Free(ob->alloc.arena_id, ob->alloc.offset);
     }
     delete ob;
@@ -308,23 +355,25 @@ BlsCore::FailEarly(
   if (channel != nullptr) (void)channel->Send(frame);
 }
 
-void
-BlsCore::MaybeForget(BlsCall* call)
+bool
+BlsCore::Report(BlsCall* call, CallEnd end)
 {
-  bool over;
-  {
-    std::lock_guard<std::mutex> lock(call->mu);
-    over = call->released && call->final_sent;
-  }
-  if (!over) return;
-  std::shared_ptr<BlsCall> keep;  // destroyed outside mu
-  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<BlsCall> last;  // freed outside mu
+  MutexLock lock(&mu);
   auto it = calls.find(call->id);
-  if (it != calls.end() && it->second.get() == call) {
-    keep = std::move(it->second);
-    calls.erase(it);
+  // Only calls Triton runs reach here, and they stay in the table until
+  // both ends are in.
+  if (it == calls.end() || it->second.call.get() != call) return false;
+  CallEntry& e = it->second;
+  bool& flag = end == CallEnd::kFinalSent ? e.final_sent : e.released;
+  if (flag) return false;
+  flag = true;
+  if (e.final_sent && e.released) {
+    last = e.call;
+    Erase(it);
+    cv.NotifyAll();
   }
-  cv.notify_all();
+  return true;
 }
 
 void
@@ -349,14 +398,10 @@ BlsCore::OnResponse(
       if (e != nullptr) TRITONSERVER_ErrorDelete(e);
     }
     if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) == 0) return Status();
-    bool sent;
-    {
-      std::lock_guard<std::mutex> lock(call->mu);
-      sent = call->final_sent;
-      call->final_sent = true;
-    }
-    if (!sent) FailEarly(call->channel, call->id, s);
-    core->MaybeForget(call);
+    // Copied first: the report may free the call.
+    const std::shared_ptr<Channel> channel = call->channel;
+    const uint64_t id = call->id;
+    if (core->Report(call, CallEnd::kFinalSent)) FailEarly(channel, id, s);
     return Status();
   });
 }
@@ -449,7 +494,7 @@ BlsCore::OnResponseBody(
       [&](std::vector<uint8_t>* out) { proto::EncodeBlsResponse(body, out); });
   // The stub owns the arena space from the moment it may see the frame.
   {
-    std::lock_guard<std::mutex> lock(core->mu);
+    MutexLock lock(&core->mu);
     for (OutBuf* ob : arena_bufs) {
       ob->handed_over = true;
       core->handed.insert({ob->alloc.arena_id, ob->alloc.offset});
@@ -459,7 +504,7 @@ BlsCore::OnResponseBody(
                     ? call->channel->Send(frame)
                     : Status::Internal("BLS response frame too large");
   if (!sent.ok()) {
-    std::lock_guard<std::mutex> lock(core->mu);
+    MutexLock lock(&core->mu);
     for (OutBuf* ob : arena_bufs) {
       // Not delivered: give it back to Release, unless OnStubGone freed it.
       ob->handed_over =
@@ -472,13 +517,7 @@ BlsCore::OnResponseBody(
     TRITONSERVER_Error* e = TRITONSERVER_InferenceResponseDelete(response);
     if (e != nullptr) TRITONSERVER_ErrorDelete(e);
   }
-  if (final) {
-    {
-      std::lock_guard<std::mutex> lock(call->mu);
-      call->final_sent = true;
-    }
-    core->MaybeForget(call);
-  }
+  if (final) (void)core->Report(call, CallEnd::kFinalSent);
 }
 
 void
@@ -486,16 +525,15 @@ BlsCore::OnRequestRelease(
     TRITONSERVER_InferenceRequest* request, const uint32_t, void* userp)
 {
   auto* call = static_cast<BlsCall*>(userp);
-  std::shared_ptr<BlsCore> core = call->core;
+  std::shared_ptr<BlsCore> core = call->core;  // alive through this call
   {
-    std::lock_guard<std::mutex> lock(call->mu);
+    MutexLock lock(&call->mu);
     call->request = nullptr;
-    call->released = true;
   }
   TRITONSERVER_Error* err = TRITONSERVER_InferenceRequestDelete(request);
   if (err != nullptr) TRITONSERVER_ErrorDelete(err);
   const Status s = Guarded("BLS request release", [&] {
-    core->MaybeForget(call);
+    (void)core->Report(call, CallEnd::kReleased);
     return Status();
   });
   if (!s.ok()) {
@@ -503,14 +541,36 @@ BlsCore::OnRequestRelease(
   }
 }
 
+std::string
+BlsCore::RefuseCall(const std::string& model, uint64_t bytes)
+{
+  const std::string head = "tritonpy: " + describe +
+                           ": BLS request to model '" + model + "' refused: ";
+  if (calls.size() >= limits.max_bls_calls) {
+    return head + std::to_string(calls.size()) +
+           " BLS calls of this instance are in flight, the most "
+           "stub-max-bls-calls=" +
+           std::to_string(limits.max_bls_calls) + " allows";
+  }
+  const uint64_t held = HeldBytes();
+  if (bytes > limits.max_bls_bytes || held > limits.max_bls_bytes - bytes) {
+    return head + "its " + std::to_string(bytes) +
+           " input bytes would take the BLS data held for this instance (" +
+           std::to_string(held) + " bytes) past stub-max-bls-bytes=" +
+           std::to_string(limits.max_bls_bytes);
+  }
+  return "";
+}
+
 // ---------------------------------------------------------------- Bls
 
 Bls::Bls(
     TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size,
-    bool model_control)
+    bool model_control, const StubLimits& limits)
     : core_(
           std::make_shared<BlsCore>(
-              server, std::move(describe), arena_byte_size, model_control))
+              server, std::move(describe), arena_byte_size, model_control,
+              limits))
 {
   TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(
       &core_->triton_allocator, BlsCore::Alloc, BlsCore::Release, nullptr);
@@ -528,9 +588,10 @@ Bls::~Bls()
 {
   OnStubGone();
   {
-    std::unique_lock<std::mutex> lock(core_->mu);
-    if (!core_->cv.wait_for(
-            lock, kDrainWait, [&] { return core_->calls.empty(); })) {
+    const auto deadline = std::chrono::steady_clock::now() + kDrainWait;
+    MutexLock lock(&core_->mu);
+    while (!core_->calls.empty() && core_->cv.WaitUntil(deadline)) {}
+    if (!core_->calls.empty()) {
       TRITONPY_LOG_WARN(
           "tritonpy: " + core_->describe + ": " +
           std::to_string(core_->calls.size()) +
@@ -559,7 +620,7 @@ Bls::~Bls()
 void
 Bls::DebugCounters(uint64_t* calls, uint64_t* arena_bytes) const
 {
-  std::lock_guard<std::mutex> lock(core_->mu);
+  MutexLock lock(&core_->mu);
   *calls = core_->calls.size();
   *arena_bytes = core_->allocator.allocated_bytes();
 }
@@ -574,18 +635,18 @@ Bls::OnStubGone()
   }
   std::vector<std::shared_ptr<BlsCall>> calls;
   {
-    std::lock_guard<std::mutex> lock(core_->mu);
+    MutexLock lock(&core_->mu);
     core_->current = nullptr;
     core_->announced_to = nullptr;
     for (const auto& h : core_->handed) {
       core_->allocator.Free(h.first, h.second);
     }
     core_->handed.clear();
-    for (auto& kv : core_->calls) calls.push_back(kv.second);
+    for (auto& kv : core_->calls) calls.push_back(kv.second.call);
   }
   for (auto& call : calls) {
-    std::lock_guard<std::mutex> lock(call->mu);
-    if (call->request != nullptr && !call->released) {
+    MutexLock lock(&call->mu);
+    if (call->request != nullptr) {
       TRITONSERVER_Error* err =
           TRITONSERVER_InferenceRequestCancel(call->request);
       if (err != nullptr) TRITONSERVER_ErrorDelete(err);
@@ -601,14 +662,14 @@ Bls::OnFrame(
 {
   BlsCore* core = core_.get();
   {
-    std::lock_guard<std::mutex> lock(core->mu);
+    MutexLock lock(&core->mu);
     core->current = channel;
   }
   switch (f.type) {
     case proto::FrameType::kBlsRelease: {
       proto::ReleaseBody rb;
       TRITONPY_RETURN_IF_ERROR(proto::DecodeRelease(body, f.body_len, &rb));
-      std::lock_guard<std::mutex> lock(core->mu);
+      MutexLock lock(&core->mu);
       for (const proto::ArenaRef& r : rb.allocations) {
         if (core->handed.erase({r.arena_id, r.offset}) == 0) {
           return Violation(
@@ -624,13 +685,16 @@ Bls::OnFrame(
       TRITONPY_RETURN_IF_ERROR(proto::DecodeEmpty(body, f.body_len));
       std::shared_ptr<BlsCall> call;
       {
-        std::lock_guard<std::mutex> lock(core->mu);
+        MutexLock lock(&core->mu);
         auto it = core->calls.find(f.id);
-        if (it != core->calls.end()) call = it->second;
+        // Nothing to cancel once the final response went out.
+        if (it != core->calls.end() && !it->second.final_sent) {
+          call = it->second.call;
+        }
       }
       if (call == nullptr) return Status();  // already over
-      std::lock_guard<std::mutex> lock(call->mu);
-      if (call->request != nullptr && !call->released && !call->final_sent) {
+      MutexLock lock(&call->mu);
+      if (call->request != nullptr) {
         TRITONSERVER_Error* err =
             TRITONSERVER_InferenceRequestCancel(call->request);
         if (err != nullptr) TRITONSERVER_ErrorDelete(err);
@@ -728,6 +792,16 @@ Bls::OnFrame(
     }
     total += (t.byte_size + 63) / 64 * 64;
   }
+  {
+    // Only this thread adds calls, so the check holds until the call is
+    // in the table (others only take calls out; outputs may add a little).
+    MutexLock lock(&core->mu);
+    const std::string why = core->RefuseCall(rb.model_name, total);
+    if (!why.empty()) {
+      BlsCore::FailEarly(channel, f.id, Status::Unavailable(why));
+      return Status();
+    }
+  }
   auto call = std::make_shared<BlsCall>();
   call->core = core_;
   call->channel = channel;
@@ -752,7 +826,7 @@ Bls::OnFrame(
     data[i] = call->inputs.data() + offsets[i];
   }
   {
-    std::lock_guard<std::mutex> lock(core->mu);
+    MutexLock lock(&core->mu);
     if (core->calls.count(f.id) != 0) {
       return Violation(
           "BLS call id " + std::to_string(f.id) + " is already in flight");
@@ -781,11 +855,12 @@ Bls::OnFrame(
   }
   if (s.ok()) {
     {
-      std::lock_guard<std::mutex> lock(core->mu);
-      core->calls[f.id] = call;
+      MutexLock lock(&core->mu);
+      core->calls[f.id].call = call;
+      core->input_bytes += call->inputs.size();
     }
     {
-      std::lock_guard<std::mutex> lock(call->mu);
+      MutexLock lock(&call->mu);
       call->request = req;
     }
     // The call continues the trace of the request it names (as the
@@ -807,9 +882,12 @@ Bls::OnFrame(
     }
     s = FromTriton(TRITONSERVER_ServerInferAsync(core->server, req, trace));
     if (!s.ok()) {
-      std::lock_guard<std::mutex> lock(core->mu);
-      core->calls.erase(f.id);
-      std::lock_guard<std::mutex> clock(call->mu);
+      {
+        MutexLock lock(&core->mu);
+        auto it = core->calls.find(f.id);
+        if (it != core->calls.end()) core->Erase(it);
+      }
+      MutexLock lock(&call->mu);
       call->request = nullptr;
     }
   }

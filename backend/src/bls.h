@@ -15,6 +15,12 @@
 // on one worker thread per instance, so that a slow load never stalls the
 // reader thread; a stub with too many of them in flight is killed.
 //
+// Caps (StubLimits): a BLS call past stub-max-bls-calls calls in flight,
+// or whose input copies would take the BLS data held for the stub past
+// stub-max-bls-bytes, fails with an error response naming the key; so
+// does an output that would (the call's response carries the error). The
+// stub is not killed: an honest model can meet a cap.
+//
 // Threads: OnFrame and OnStubGone are called by the instance's reader
 // thread; Triton's threads run the allocator, response and release
 // callbacks. Everything those callbacks touch lives in a shared core that
@@ -43,9 +49,11 @@ class Bls {
  public:
   // `describe` names the model and instance in messages.
   // `model_control`: whether MODEL_CONTROL may load and unload models
-  // (stub-model-control; is_ready is always answered).
+  // (stub-model-control; is_ready is always answered). `limits`: the BLS
+  // caps (max_bls_calls, max_bls_bytes).
   Bls(TRITONSERVER_Server* server, std::string describe,
-      uint64_t arena_byte_size, bool model_control);
+      uint64_t arena_byte_size, bool model_control,
+      const StubLimits& limits = StubLimits());
   // Cancels every call in flight, waits (bounded) for Triton to finish
   // them, and joins the model-control worker.
   ~Bls();

@@ -21,7 +21,8 @@ InstanceState::InstanceState(
       bls_(
           std::make_unique<Bls>(
               server, Describe(), model->backend().settings().arena_byte_size,
-              model->backend().settings().model_control)),
+              model->backend().settings().model_control,
+              model->backend().settings().stub_limits)),
       metrics_(
           std::make_unique<InstanceMetrics>(
               &model->backend().metric_store(), "model '" + model->name() + "'",

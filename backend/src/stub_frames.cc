@@ -72,7 +72,8 @@ StubFrames::StubFrames(
     : describe_(std::move(describe)),
       metrics_(metrics),
       stub_(stub),
-      peers_(limits)
+      peers_(limits),
+      log_limiter_(limits.log_bytes_per_second)
 {
 }
 
@@ -121,7 +122,16 @@ StubFrames::HandleCommon(
       TRITONSERVER_LogLevel level =
           log.level <= 3 ? static_cast<TRITONSERVER_LogLevel>(log.level)
                          : TRITONSERVER_LOG_INFO;
-      LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
+      std::string dropped;
+      const bool pass = log_limiter_.Admit(
+          log.message.size() + log.file.size(), LogLimiter::Clock::now(),
+          &dropped);
+      if (!dropped.empty()) {
+        TRITONPY_LOG_WARN("tritonpy: " + describe_ + ": " + dropped);
+      }
+      if (pass) {
+        LogAt(level, log.file.c_str(), static_cast<int>(log.line), log.message);
+      }
       ReleaseBody(f, channel);
       return Status();
     }
@@ -165,6 +175,10 @@ StubFrames::Clear()
 {
   peers_.Clear();
   metrics_->Clear();
+  const std::string dropped = log_limiter_.Flush();
+  if (!dropped.empty()) {
+    TRITONPY_LOG_WARN("tritonpy: " + describe_ + ": " + dropped);
+  }
 }
 
 }  // namespace tritonpy

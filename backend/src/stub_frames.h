@@ -15,6 +15,7 @@
 #include "arena.h"
 #include "channel.h"
 #include "error.h"
+#include "log_limiter.h"
 #include "metrics.h"
 #include "mutex.h"
 #include "protocol.h"
@@ -59,7 +60,8 @@ class StubFrames {
   // stub-max-body-bytes).
   Status ResolveBody(const proto::FrameView& f, const uint8_t** body);
   // LOG, ERROR, ARENA (takes its descriptor from `fds`), METRIC; sets
-  // *handled. `channel`: where to answer (null: the current stub's).
+  // *handled. `channel`: where to answer (null: the current stub's). LOG
+  // lines past stub-log-bytes-per-second are dropped and counted.
   Status HandleCommon(
       const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
       Channel* channel, bool* handled);
@@ -67,7 +69,7 @@ class StubFrames {
   // decoded (`channel` null: the current stub's).
   void ReleaseBody(const proto::FrameView& f, Channel* channel);
   // Forgets the stub's arenas and metrics (it went away, or never
-  // finished starting).
+  // finished starting), and logs the LOG lines it dropped.
   void Clear();
 
   const PeerArenas& peers() const { return peers_; }
@@ -77,6 +79,7 @@ class StubFrames {
   InstanceMetrics* const metrics_;
   StubSupervisor* const stub_;
   PeerArenas peers_;
+  LogLimiter log_limiter_;
 };
 
 }  // namespace tritonpy

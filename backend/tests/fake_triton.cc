@@ -8,17 +8,22 @@
 // would rely on (every input byte handed to a request is read, and every output
 // buffer is a heap block of exactly the size asked for, so that ASan sees a
 // read or write outside its buffer). Starting an inference fails, so a BLS
-// request ends in its early-failure path after its inputs were copied.
+// request ends in its early-failure path after its inputs were copied;
+// a test may have it accepted instead (fake_triton.h) and then play
+// Triton's callbacks itself.
 //
 // Thread-safe: MODEL_CONTROL runs on worker threads.
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "fake_triton.h"
 #include "tritonpy/triton_api.h"
 #include "tritonpy/triton_infer_api.h"
 #include "tritonpy/triton_metric_api.h"
@@ -29,6 +34,7 @@ struct TRITONSERVER_Error {
 };
 struct TRITONSERVER_InferenceRequest {
   uint64_t input_bytes = 0;
+  fake_triton::Started callbacks;
 };
 struct TRITONSERVER_ResponseAllocator {
   int unused = 0;
@@ -59,6 +65,12 @@ namespace {
 
 // Read by nothing; keeps the reads of input bytes from being optimised out.
 std::atomic<uint64_t> g_sink{0};
+
+// fake_triton.h: whether inferences start, and those that did.
+std::mutex g_started_mu;
+bool g_accept = false;
+std::vector<fake_triton::Started> g_started;
+std::function<void()> g_on_request_delete;
 
 TRITONSERVER_Error*
 Unavailable(const char* what)
@@ -143,6 +155,12 @@ TRITONSERVER_Error*
 TRITONSERVER_InferenceRequestDelete(
     TRITONSERVER_InferenceRequest* inference_request)
 {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(g_started_mu);
+    hook.swap(g_on_request_delete);
+  }
+  if (hook) hook();
   delete inference_request;
   return nullptr;
 }
@@ -219,17 +237,24 @@ TRITONSERVER_InferenceRequestAddRequestedOutput(
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceRequestSetReleaseCallback(
-    TRITONSERVER_InferenceRequest*, TRITONSERVER_InferenceRequestReleaseFn_t,
-    void*)
+    TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_InferenceRequestReleaseFn_t request_release_fn,
+    void* request_release_userp)
 {
+  inference_request->callbacks.release_fn = request_release_fn;
+  inference_request->callbacks.release_userp = request_release_userp;
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceRequestSetResponseCallback(
-    TRITONSERVER_InferenceRequest*, TRITONSERVER_ResponseAllocator*, void*,
-    TRITONSERVER_InferenceResponseCompleteFn_t, void*)
+    TRITONSERVER_InferenceRequest* inference_request,
+    TRITONSERVER_ResponseAllocator*, void*,
+    TRITONSERVER_InferenceResponseCompleteFn_t response_fn,
+    void* response_userp)
 {
+  inference_request->callbacks.response_fn = response_fn;
+  inference_request->callbacks.response_userp = response_userp;
   return nullptr;
 }
 
@@ -249,13 +274,18 @@ TRITONSERVER_InferenceTraceSpawnChildTrace(
 
 TRITONSERVER_Error*
 TRITONSERVER_ServerInferAsync(
-    TRITONSERVER_Server*, TRITONSERVER_InferenceRequest*,
+    TRITONSERVER_Server*, TRITONSERVER_InferenceRequest* inference_request,
     TRITONSERVER_InferenceTrace*)
 {
-  return Unavailable("fake server: no inference");
+  std::lock_guard<std::mutex> lock(g_started_mu);
+  if (!g_accept) return Unavailable("fake server: no inference");
+  inference_request->callbacks.request = inference_request;
+  g_started.push_back(inference_request->callbacks);
+  return nullptr;
 }
 
-// Never called: the server never answers (ServerInferAsync fails).
+// Called with null responses only (a test's final flag); the server has no
+// responses of its own.
 TRITONSERVER_Error*
 TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceResponse*)
 {
@@ -652,3 +682,30 @@ TRITONSERVER_MetricValue(TRITONSERVER_Metric* metric, double* value)
 }
 
 }  // extern "C"
+
+namespace fake_triton {
+
+void
+AcceptInferences(bool accept)
+{
+  std::lock_guard<std::mutex> lock(g_started_mu);
+  g_accept = accept;
+}
+
+std::vector<Started>
+TakeStarted()
+{
+  std::lock_guard<std::mutex> lock(g_started_mu);
+  std::vector<Started> out;
+  out.swap(g_started);
+  return out;
+}
+
+void
+OnNextRequestDelete(std::function<void()> hook)
+{
+  std::lock_guard<std::mutex> lock(g_started_mu);
+  g_on_request_delete = std::move(hook);
+}
+
+}  // namespace fake_triton

@@ -3,7 +3,7 @@
 //
 // Unit tests of the pieces that need no Triton: JSON, arena allocator,
 // peer arena bounds, codec round trips with arena references, the socket
-// end's receive.
+// end's receive, the LOG rate limit, the machine's memory.
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
@@ -15,13 +15,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "arena.h"
 #include "channel.h"
+#include "check.h"
 #include "json.h"
+#include "log_limiter.h"
+#include "machine_memory.h"
 #include "protocol.h"
 
 using tritonpy::Allocation;
@@ -33,15 +38,7 @@ namespace tp = tritonpy::proto;
 
 namespace {
 
-int failures = 0;
-
-#define CHECK(cond)                                          \
-  do {                                                       \
-    if (!(cond)) {                                           \
-      ++failures;                                            \
-      printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                        \
-  } while (false)
+using tritonpy_test::failures;
 
 void
 TestJson()
@@ -494,6 +491,121 @@ TestText()
   CHECK(send_back.message == "id " + r);
 }
 
+void
+TestTokenBucket()
+{
+  using std::chrono::milliseconds;
+  using tritonpy::TokenBucket;
+  const TokenBucket::Clock::time_point t0{};
+  TokenBucket b(1000, 4000, t0);  // 1000 per second, 4000 at most
+  // Starts full; a take that does not fit takes nothing.
+  CHECK(b.Take(3000, t0));
+  CHECK(!b.Take(1001, t0));
+  CHECK(b.Take(1000, t0));
+  CHECK(!b.Take(1, t0));
+  // Refills at the rate, fractions carried over.
+  CHECK(!b.Take(500, t0 + milliseconds(499)));
+  CHECK(b.Take(500, t0 + milliseconds(500)));
+  for (int i = 1; i <= 10; ++i) {
+    CHECK(b.Take(1, t0 + milliseconds(500) + milliseconds(i)));
+  }
+  // Never past the burst, however long it waited.
+  const auto later = t0 + std::chrono::hours(24);
+  CHECK(b.Take(4000, later));
+  CHECK(!b.Take(1, later));
+  // A clock that goes backwards refills nothing.
+  CHECK(!b.Take(1, t0));
+  // More than the burst never fits.
+  TokenBucket small(10, 100, t0);
+  CHECK(!small.Take(101, later));
+  CHECK(small.Take(100, later));
+  // Huge rates and waits neither wrap nor overflow.
+  TokenBucket fast(UINT64_C(1) << 40, UINT64_C(1) << 42, t0);
+  CHECK(fast.Take(UINT64_C(1) << 42, t0));
+  CHECK(fast.Take(UINT64_C(1) << 42, t0 + std::chrono::hours(1000000)));
+}
+
+void
+TestLogLimiter()
+{
+  using std::chrono::milliseconds;
+  using tritonpy::LogLimiter;
+  const LogLimiter::Clock::time_point t0{};
+  // 1000 bytes per second: a burst of 4000; each line costs 64 more.
+  LogLimiter limiter(1000, t0);
+  std::string report;
+  CHECK(limiter.Admit(1936, t0, &report) && report.empty());
+  CHECK(limiter.Admit(1936, t0, &report) && report.empty());
+  CHECK(limiter.Flush().empty());
+  // The bucket is empty: the first drop is reported at once.
+  CHECK(!limiter.Admit(100, t0, &report));
+  CHECK(
+      report ==
+      "dropped 1 log line (0.0 MB) over stub-log-bytes-per-second=1000");
+  // Then at most once per second, with what was dropped since.
+  report.clear();
+  for (int i = 0; i < 5; ++i) {
+    CHECK(!limiter.Admit(300000, t0 + milliseconds(i), &report));
+  }
+  CHECK(report.empty());
+  // 0.1 s refills 100 bytes: a line of 35 passes, and no report is due.
+  CHECK(limiter.Admit(35, t0 + milliseconds(100), &report) && report.empty());
+  // A second after the last report, the next line brings the report.
+  CHECK(!limiter.Admit(5000, t0 + milliseconds(1000), &report));
+  CHECK(
+      report ==
+      "dropped 6 log lines (1.5 MB) over stub-log-bytes-per-second=1000");
+  // What is left goes out when the stub goes.
+  report.clear();
+  CHECK(
+      !limiter.Admit(5000, t0 + milliseconds(1001), &report) && report.empty());
+  CHECK(
+      limiter.Flush() ==
+      "dropped 1 log line (0.0 MB) over stub-log-bytes-per-second=1000");
+  CHECK(limiter.Flush().empty());
+}
+
+void
+TestMachineMemory()
+{
+  namespace fs = std::filesystem;
+  char tmpl[] = "/tmp/tritonpy-memory-XXXXXX";
+  CHECK(mkdtemp(tmpl) != nullptr);
+  const std::string root = tmpl;
+  auto put = [&](const std::string& path, const std::string& text) {
+    fs::create_directories(fs::path(root + path).parent_path());
+    std::ofstream(root + path) << text;
+  };
+  const uint64_t gb = 1000000000;
+  // No cgroup file at all: the physical memory.
+  tritonpy::MachineMemory m = tritonpy::ReadMachineMemory(root, 8 * gb);
+  CHECK(m.physical == 8 * gb && m.cgroup == 0 && m.usable() == 8 * gb);
+  // cgroup v2: the lowest memory.max from the cgroup up ("max": none).
+  put("/proc/self/cgroup", "0::/a/b\n");
+  put("/sys/fs/cgroup/a/b/memory.max", "max\n");
+  put("/sys/fs/cgroup/a/memory.max", "3000000000\n");
+  put("/sys/fs/cgroup/memory.max", "5000000000\n");
+  m = tritonpy::ReadMachineMemory(root, 8 * gb);
+  CHECK(m.cgroup == 3 * gb && m.usable() == 3 * gb);
+  CHECK(
+      m.Describe() ==
+      "physical memory 8000000000 bytes, cgroup limit 3000000000 bytes");
+  // cgroup v1 beside it (a hybrid system): the lower of both; v1's "no
+  // limit" is its largest page-aligned int64.
+  put("/proc/self/cgroup", "0::/a/b\n5:cpu,memory:/x/y\n");
+  put("/sys/fs/cgroup/memory/x/y/memory.limit_in_bytes", "2000000000\n");
+  put("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  m = tritonpy::ReadMachineMemory(root, 8 * gb);
+  CHECK(m.cgroup == 2 * gb && m.usable() == 2 * gb);
+  // A limit above the physical memory: the physical memory.
+  m = tritonpy::ReadMachineMemory(root, gb);
+  CHECK(m.usable() == gb);
+  // This machine: something, never more than its physical memory.
+  m = tritonpy::ReadMachineMemory();
+  CHECK(m.physical > 0 && m.usable() > 0 && m.usable() <= m.physical);
+  fs::remove_all(root);
+}
+
 }  // namespace
 
 int
@@ -508,6 +620,9 @@ main()
   TestCodec();
   TestChannel();
   TestChannelSendQueue();
+  TestTokenBucket();
+  TestLogLimiter();
+  TestMachineMemory();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""The backend's C++ unit tests (backend/tests/unit_test.cc: JSON, the
-arena allocator, peer arena bounds, codec round trips, the socket end's
-receive), built by ``pip install .`` as tritonpy_unit_test and run here."""
+"""The backend's C++ unit tests, built by ``pip install .`` and run here:
+tritonpy_unit_test (backend/tests/unit_test.cc: JSON, the arena allocator,
+peer arena bounds, codec round trips, the socket end's receive) and
+tritonpy_bls_test (backend/tests/bls_test.cc, with ASan and UBSan: the BLS
+bookkeeping under Triton's callbacks played from several threads)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_cpp_unit_tests_pass() -> None:
-    binary = ROOT / "build" / "cmake" / "tritonpy_unit_test"
+def run(name: str) -> None:
+    binary = ROOT / "build" / "cmake" / name
     assert binary.is_file(), f"{binary} was not built (pip install .)"
-    out = subprocess.run([str(binary)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([str(binary)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "ok: 0 failure(s)" in out.stdout, out.stdout + out.stderr
+
+
+def test_cpp_unit_tests_pass() -> None:
+    run("tritonpy_unit_test")
+
+
+def test_cpp_bls_tests_pass_under_asan() -> None:
+    """Among them: a BLS call's final response and its request release on two
+    threads free the call once, never while the other callback uses it."""
+    run("tritonpy_bls_test")
