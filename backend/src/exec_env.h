@@ -8,7 +8,10 @@
 // it resolves $$TRITON_MODEL_DIRECTORY, unpacks an archive into the private
 // cache (env-cache-dir) refusing members that would land outside it, and
 // checks that the interpreter can run tritonpy. The backend turns its
-// answer into the StubLaunch of the model.
+// answer into the StubLaunch of the model. The helper runs in the model's
+// stub sandbox (launch->sandbox, set before) with the environment of
+// stub-env-allowlist, and gives the environment's interpreter
+// stub-timeout-seconds to answer.
 #pragma once
 
 #include <string>
