@@ -76,6 +76,9 @@ StubProcess::Spawn(
   plan.env = launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
   plan.sandbox = launch.sandbox;
   plan.place = {{sv[1], kStubFd}, {life[0], kLifelineFd}};
+  // A sandboxed stub keeps the server's stdout and stderr (the log), not
+  // its stdin (a terminal, perhaps, that it could read or inject into).
+  plan.null_stdin = launch.sandbox.enabled;
   pid_t pid = -1;
   Status s = StartChild(plan, prefix, &pid, &executable_);
   CloseIf(&sv[1]);

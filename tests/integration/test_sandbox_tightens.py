@@ -117,8 +117,9 @@ def test_a_sandboxed_stub_holds_nothing_that_reaches_the_server(
     reaching = {fd: d for fd, d in out.items() if d["reaches"]}
     assert reaching == {}, out
     assert not any("pidfd" in d["is"] for d in out.values()), out
-    # Its lifeline, a pipe; its socket to the backend.
+    # Its lifeline, a pipe; its socket to the backend; no stdin.
     assert out["4"]["is"].startswith("pipe:") and out["3"]["is"].startswith("socket:"), out
+    assert out["0"]["is"] == "/dev/null", out
     facts = ask(sandboxed, "facts")
     assert isinstance(facts, dict) and facts["ppid"] == 0 and len(facts["visible_pids"]) < 5
     assert sandboxed.proc.poll() is None
