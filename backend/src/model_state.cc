@@ -60,14 +60,10 @@ CheckOnlyTightens(
   if (!backend.enabled) return Status();  // any sandbox is tighter than none
   const std::string prefix = "tritonpy: model '" + model + "': parameter ";
   const std::string why =
-      " would loosen the backend's sandbox, which a model may only "
+      ": it would loosen the backend's sandbox, which a model may only "
       "tighten (docs/hardening.md)";
   if (!wanted.enabled) {
-    return Status::InvalidArg(
-        prefix +
-        "stub_sandbox=false: the backend runs every stub "
-        "sandboxed (stub-sandbox=true)" +
-        why);
+    return Status::InvalidArg(prefix + "stub_sandbox=false" + why);
   }
   if (wanted.max_processes > backend.max_processes) {
     return Status::InvalidArg(
