@@ -8,18 +8,26 @@ holds no descriptor that reaches the server (its lifeline is a pipe of its
 own, not a pidfd of the server). Descriptors a stub passes that are not
 memfds are closed off the reader's thread: a socket whose close would
 block for an hour costs neither the reader, nor the restart, nor the
-unload. (docs/hardening.md, "Process lifetime and the sandbox".)"""
+unload. The same sandbox for a server that is not root (uid 65534).
+(docs/hardening.md, "Process lifetime and the sandbox".)"""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from test_hostile_proc import DEADLINE, ask, explicit, unload
+
+import tritonpy
 
 from checks import add_sub_works, from_a_new_stub
 from server import TritonServer, build_repository, load_failure, running
@@ -162,3 +170,88 @@ def test_a_passed_socket_whose_close_blocks_stalls_nothing(tmp_path: Path) -> No
             add_sub_works(srv)
     finally:
         listener.close()
+
+
+# A server that is not root: the sandbox maps the server's own ids (uid 0
+# inside is the server's), denies setgroups and takes no other real uid.
+NOBODY = 65534
+SITE = Path(tritonpy.__file__).resolve().parents[1]
+
+
+def python_for_nobody() -> str | None:
+    """An interpreter of this minor version that uid NOBODY can run, seeing
+    this installation's site-packages (tritonpy, numpy) through
+    PYTHONPATH; None where there is none (an interpreter under /root)."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    for candidate in (
+        sys.executable,
+        f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}",
+    ):
+        check = [
+            *as_nobody(),
+            f"PYTHONPATH={SITE}",
+            candidate,
+            "-c",
+            "import numpy, tritonpy.stub._lifetime",
+        ]
+        if subprocess.run(check, capture_output=True, timeout=120).returncode == 0:
+            return candidate
+    return None
+
+
+def as_nobody() -> list[str]:
+    return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "env"]
+
+
+def test_the_sandbox_of_a_server_that_is_not_root() -> None:
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter that uid 65534 can run with this installation")
+    work = Path(tempfile.mkdtemp(prefix="tritonpy-nobody-"))
+    try:
+        work.chmod(0o777)
+        repo = build_repository(work / "repo", [*MODELS, "env_info"])
+        env = hostile_probe_env(work)
+        with open(repo / "env_info" / "config.pbtxt", "a") as f:
+            f.write(
+                f'parameters {{ key: "EXECUTION_ENV_PATH" value {{ string_value: "{env}" }} }}\n'
+            )
+        for path in [work, *work.rglob("*")]:
+            path.chmod(0o777)
+        args = [
+            *explicit(MODELS),
+            *SANDBOX,
+            f"--backend-config=tritonpy,python-executable={python}",
+            f"--backend-config=tritonpy,env-cache-dir={work}/cache",
+        ]
+        prefix = [*as_nobody(), f"HOME={work}", f"PYTHONPATH={SITE}"]
+        with running(TritonServer(repo, work, args=args, prefix=prefix)) as srv:
+            assert os.stat(f"/proc/{srv.proc.pid}").st_uid == NOBODY
+            facts = ask(srv, "facts")
+            assert isinstance(facts, dict), facts
+            # uid 0 of its namespace is the server's own uid outside.
+            assert facts["pid"] == 1 and facts["ppid"] == 0 and facts["uid"] == 0, facts
+            assert facts["visible_pids"][0] == 1 and len(facts["visible_pids"]) < 5, facts
+            assert facts["no_new_privs"] == "1" and facts["nproc"] == 64, facts
+            out = ask(srv, "descriptors")
+            assert isinstance(out, dict)
+            assert {fd: d for fd, d in out.items() if d["reaches"]} == {}, out
+            killed = ask(srv, "kill_server", arg=srv.proc.pid)
+            assert killed == {f"server pid {srv.proc.pid}": "[Errno 3] No such process"}, killed
+            # The probe of an environment's interpreter: sandboxed too.
+            assert "gave an unexpected answer" in load_failure(srv, "env_info")
+            assert int((work / "facts" / "pid").read_text()) < 10
+            add_sub_works(srv)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def hostile_probe_env(work: Path) -> Path:
+    """An environment whose interpreter writes down its pid, then answers
+    nothing."""
+    (work / "facts").mkdir()
+    python = work / "env" / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\necho $$ > {work}/facts/pid\n")
+    return work / "env"
