@@ -216,6 +216,19 @@ FindSandboxSetting(const std::string& key)
 
 }  // namespace
 
+bool
+EnvAllowed(const std::vector<std::string>& allowlist, const std::string& name)
+{
+  for (const std::string& a : allowlist) {
+    if (!a.empty() && a.back() == '*'
+            ? name.compare(0, a.size() - 1, a, 0, a.size() - 1) == 0
+            : name == a) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // A root server's stubs take stub-sandbox-uid whatever the model: no
 // model parameter.
 const std::array<SandboxKey, 4> kSandboxKeys = {{

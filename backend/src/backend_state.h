@@ -78,6 +78,10 @@ struct BackendSettings {
   uint64_t metric_max_series = 10000;
 };
 
+// Whether environment variable `name` is on stub-env-allowlist.
+bool EnvAllowed(
+    const std::vector<std::string>& allowlist, const std::string& name);
+
 // One value of the stubs' sandbox: its backend setting, and the model
 // parameter that overrides it per model (nullptr: the backend's alone).
 // `parse` reads `text`, given under `name` (either spelling), into

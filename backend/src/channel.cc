@@ -13,14 +13,17 @@
 #include <cstring>
 #include <string>
 
+#include "fd_closer.h"
 #include "protocol.h"
 
 namespace tritonpy {
 
 namespace {
-// Room for a few descriptors, so that a peer sending too many is seen as a
-// protocol error rather than silently truncated.
-constexpr size_t kMaxFds = 8;
+// Room for the most descriptors one message can carry (the kernel's
+// SCM_MAX_FD). Descriptors that do not fit are released by the kernel
+// inside recvmsg, on the reader's thread, where a lingering close would
+// block it; so all are taken, and too many is a protocol error.
+constexpr size_t kMaxFds = 253;
 }  // namespace
 
 Channel::Channel(int fd, uint64_t send_queue_bytes)
@@ -38,7 +41,24 @@ Channel::~Channel()
     if (q.fd >= 0) close(q.fd);
   }
   if (queue_wake_fd_ >= 0) close(queue_wake_fd_);
-  if (fd_ >= 0) close(fd_);
+  if (fd_ >= 0) {
+    // Descriptors still in unread messages would be released by the close
+    // below, on this thread: take them first, so that those whose close may
+    // block go to the closer (fd_closer.h).
+    std::vector<uint8_t> buf(proto::kMaxFrame);
+    std::vector<int> fds;
+    size_t len = 0;
+    Status ignored;
+    for (int i = 0; i < 4096; ++i) {
+      fds.clear();
+      RecvResult r = Read(&buf, &len, &fds, &ignored, MSG_DONTWAIT);
+      for (int fd : fds) {
+        if (fd >= 0) close(fd);
+      }
+      if (r != RecvResult::kFrame && fds.empty()) break;
+    }
+    close(fd_);
+  }
 }
 
 void
@@ -194,6 +214,29 @@ Channel::Receive(
   return RecvResult::kTimeout;
 }
 
+void
+Channel::TakeDescriptors(struct msghdr* msg, std::vector<int>* fds)
+{
+  // Collected first so that they are closed by the caller even when the
+  // message itself is rejected. Only a memfd (a file on tmpfs) is kept; any
+  // other descriptor is closed at once on the closer's thread (its close
+  // may block: fd_closer.h) and stands as -1, which no frame accepts.
+  for (struct cmsghdr* cm = CMSG_FIRSTHDR(msg); cm != nullptr;
+       cm = CMSG_NXTHDR(msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+      if (!IsTmpfsFile(fd)) {
+        CloseUntrusted(fd);
+        fd = -1;
+      }
+      fds->push_back(fd);
+    }
+  }
+}
+
 Channel::RecvResult
 Channel::Read(
     std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
@@ -222,18 +265,7 @@ Channel::Read(
     *error = Status::Internal(std::string("recvmsg: ") + strerror(errno));
     return RecvResult::kError;
   }
-  // Collect descriptors first so that they are closed by the caller even
-  // when the message itself is rejected.
-  for (struct cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr;
-       cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      fds->push_back(fd);
-    }
-  }
+  TakeDescriptors(&msg, fds);
   if (n == 0 && fds->empty()) return RecvResult::kEof;
   if ((msg.msg_flags & MSG_TRUNC) != 0) {
     *error = Status::InvalidArg(

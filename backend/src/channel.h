@@ -20,6 +20,8 @@
 
 #include "error.h"
 
+struct msghdr;
+
 namespace tritonpy {
 
 class Channel {
@@ -52,13 +54,15 @@ class Channel {
 
   // Receives one message into `buf` (resized to kMaxFrame once), setting
   // `len`, and any passed descriptors into `fds` (close-on-exec; the caller
-  // owns them). timeout_ms < 0 blocks. When `wake_fd` (an eventfd) is
-  // given and becomes readable first, it is drained and kTimeout returned:
-  // another thread wants the reader's attention. On kError, `error` says
-  // why (including MSG_TRUNC / MSG_CTRUNC). Right after a frame, the next
-  // call tries the socket before waiting: under load another frame is
-  // usually there, and the poll is saved. Frames Send queued go out from
-  // here, as the peer makes room; a wait cut short for that also returns
+  // owns them): a memfd, or -1 for any other kind of descriptor, which was
+  // handed to the closer's thread (fd_closer.h), as are those of messages
+  // left unread when the channel is destroyed. timeout_ms < 0 blocks. When
+  // `wake_fd` (an eventfd) is given and becomes readable first, it is drained
+  // and kTimeout returned: another thread wants the reader's attention. On
+  // kError, `error` says why (including MSG_TRUNC / MSG_CTRUNC). Right after a
+  // frame, the next call tries the socket before waiting: under load another
+  // frame is usually there, and the poll is saved. Frames Send queued go out
+  // from here, as the peer makes room; a wait cut short for that also returns
   // kTimeout (callers check their own deadlines on kTimeout).
   RecvResult Receive(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
@@ -73,6 +77,8 @@ class Channel {
   RecvResult Read(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
       Status* error, int flags);
+  // Appends the descriptors `msg` carried to `fds` (see Receive).
+  static void TakeDescriptors(struct msghdr* msg, std::vector<int>* fds);
   // One non-blocking sendmsg: 0, or the errno.
   int SendNow(const std::vector<uint8_t>& frame, int fd_to_pass);
   // Sends queued frames until the socket is full or the queue empty

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
 #include <vector>
 
+#include "child_launch.h"
 #include "json.h"
 #include "mutex.h"
 #include "triton_util.h"
@@ -139,10 +141,31 @@ PrepareExecutionEnv(
     args.push_back(option);
     args.push_back(std::to_string(value));
   }
+  // The helper runs the environment's own interpreter (the probe): it
+  // runs as a stub of the model would, in the model's sandbox with the
+  // allowlisted environment, and bounds the probe by stub-timeout-seconds.
+  args.push_back("--probe-timeout");
+  args.push_back(std::to_string(settings.stub_timeout_seconds));
+  StubLaunch helper;
+  helper.sandbox = launch->sandbox;
+  if (helper.sandbox.enabled && geteuid() == 0) {
+    args.push_back("--sandbox-real-uid");
+    args.push_back(std::to_string(kSandboxRealUid));
+  }
+  if (!settings.env_allowlist.empty()) {
+    helper.env_filtered = true;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      const std::string entry = *e;
+      if (EnvAllowed(
+              settings.env_allowlist, entry.substr(0, entry.find('=')))) {
+        helper.env.push_back(entry);
+      }
+    }
+  }
   std::string out, err;
   int status = 0;
   TRITONPY_RETURN_IF_ERROR(
-      RunCommand(args, &out, &err, &status).WithPrefix(prefix));
+      RunCommand(args, helper, &out, &err, &status).WithPrefix(prefix));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::string why;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 2) {

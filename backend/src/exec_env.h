@@ -10,7 +10,10 @@
 // sources the environment's bin/activate, and checks that the interpreter
 // can run tritonpy. The backend turns its answer (the interpreter, the
 // variables to set and to drop, LD_LIBRARY_PATH with the environment's lib/
-// first among them) into the StubLaunch of the model.
+// first among them) into the StubLaunch of the model. The helper runs in the
+// model's stub sandbox (launch->sandbox, set before) with the environment of
+// stub-env-allowlist, and gives the environment's interpreter
+// stub-timeout-seconds to answer.
 #pragma once
 
 #include <string>

@@ -47,24 +47,48 @@ ReadConfig(TRITONBACKEND_Model* model, std::string* json)
   return FromTriton(err);
 }
 
-// Whether environment variable `name` is on stub-env-allowlist.
-bool
-EnvAllowed(const std::vector<std::string>& allowlist, const std::string& name)
+// Where the backend sandboxes its stubs, a model's parameters may only
+// tighten the sandbox: a model (or one loaded through pb_utils.load_model
+// by a sandboxed model) must not switch it off or raise its limits. Such a
+// model is refused rather than quietly sandboxed anyway: it asked for
+// something it will not get, and the load error says which key.
+Status
+CheckOnlyTightens(
+    const std::string& model, const StubSandbox& backend,
+    const StubSandbox& wanted)
 {
-  for (const std::string& a : allowlist) {
-    if (!a.empty() && a.back() == '*'
-            ? name.compare(0, a.size() - 1, a, 0, a.size() - 1) == 0
-            : name == a) {
-      return true;
-    }
+  if (!backend.enabled) return Status();  // any sandbox is tighter than none
+  const std::string prefix = "tritonpy: model '" + model + "': parameter ";
+  const std::string why =
+      ": it would loosen the backend's sandbox, which a model may only "
+      "tighten (docs/hardening.md)";
+  if (!wanted.enabled) {
+    return Status::InvalidArg(prefix + "stub_sandbox=false" + why);
   }
-  return false;
+  if (wanted.max_processes > backend.max_processes) {
+    return Status::InvalidArg(
+        prefix + "stub_sandbox_max_processes=" +
+        std::to_string(wanted.max_processes) + " is above the backend's " +
+        "stub-sandbox-max-processes=" + std::to_string(backend.max_processes) +
+        why);
+  }
+  if (backend.address_space_bytes != 0 &&
+      (wanted.address_space_bytes == 0 ||
+       wanted.address_space_bytes > backend.address_space_bytes)) {
+    return Status::InvalidArg(
+        prefix + "stub_sandbox_address_space_bytes=" +
+        std::to_string(wanted.address_space_bytes) +
+        (wanted.address_space_bytes == 0 ? " (unlimited)" : "") +
+        " is above the backend's stub-sandbox-address-space-bytes=" +
+        std::to_string(backend.address_space_bytes) + why);
+  }
+  return Status();
 }
 
-// The sandbox of the model's stubs (the backend's settings, then the
-// model's parameters) and stub-env-allowlist, applied to `launch`.
+// The sandbox of the model's stubs: the backend's settings, tightened by
+// the model's parameters.
 Status
-ApplyStubPolicy(
+ApplySandboxPolicy(
     const std::string& model, const BackendSettings& settings,
     const json::Value* params, StubLaunch* launch)
 {
@@ -78,6 +102,13 @@ ApplyStubPolicy(
     TRITONPY_RETURN_IF_ERROR(
         k.parse(k.parameter, text, "", &launch->sandbox).WithPrefix(prefix));
   }
+  return CheckOnlyTightens(model, settings.sandbox, launch->sandbox);
+}
+
+// stub-env-allowlist applied to `launch`.
+Status
+ApplyEnvPolicy(const BackendSettings& settings, StubLaunch* launch)
+{
   if (settings.env_allowlist.empty()) return Status();
   // What an execution environment set (not in the server's environment as
   // it is) stays: it belongs to the environment, not to the server.
@@ -216,17 +247,20 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
 
   // The interpreter (and environment) of every stub of this model, the
   // auto-complete stub included.
+  // The sandbox first: the environment's probe runs in it.
   std::string text;
   state->stub_launch_.python = state->backend_->settings().python_executable;
+  TRITONPY_RETURN_IF_ERROR(ApplySandboxPolicy(
+      state->name_, state->backend_->settings(),
+      json::Find(config, "parameters"), &state->stub_launch_));
   if (Parameter(
           json::Find(config, "parameters"), "EXECUTION_ENV_PATH", &text)) {
     TRITONPY_RETURN_IF_ERROR(PrepareExecutionEnv(
         state->backend_->settings(), state->name_, state->repository_, text,
         &state->stub_launch_));
   }
-  TRITONPY_RETURN_IF_ERROR(ApplyStubPolicy(
-      state->name_, state->backend_->settings(),
-      json::Find(config, "parameters"), &state->stub_launch_));
+  TRITONPY_RETURN_IF_ERROR(
+      ApplyEnvPolicy(state->backend_->settings(), &state->stub_launch_));
 
   bool auto_complete = false;
   TRITONPY_RETURN_IF_TRITON_ERROR(

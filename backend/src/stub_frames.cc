@@ -14,7 +14,9 @@ namespace tritonpy {
 void
 CloseAll(std::vector<int>* fds)
 {
-  for (int fd : *fds) close(fd);
+  for (int fd : *fds) {
+    if (fd >= 0) close(fd);
+  }
   fds->clear();
 }
 

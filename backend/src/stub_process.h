@@ -50,12 +50,13 @@ class StubProcess {
 
   // Creates a socketpair, forks and execs
   //   <launch.python> -m tritonpy.stub --fd 3 --instance <instance_name>
-  //       [--server-pidfd 4]
-  // with the child's end of the socket as fd 3, a pidfd of this server as
-  // fd 4 (where the kernel has pidfds) and every other descriptor above 2
-  // closed. The child leads a process group of its own (killed as a whole
-  // when the stub ends) and has PR_SET_PDEATHSIG SIGKILL until the stub
-  // watches the pidfd itself. With launch.sandbox.enabled it starts in new
+  //       [--server-lifeline 4]
+  // with the child's end of the socket as fd 3, the read end of a pipe of
+  // its own that hangs up when this server ends as fd 4 (never a descriptor
+  // that reaches the server itself) and every other descriptor above 2 closed.
+  // The child leads a process group of its own (killed as a whole when the
+  // stub ends) and has PR_SET_PDEATHSIG SIGKILL until the stub watches its
+  // lifeline itself. With launch.sandbox.enabled it starts in new
   // user, pid and mount namespaces (docs/hardening.md); a step the kernel
   // refuses fails the spawn with a message naming it. Returns the
   // backend's end (close-on-exec) in *backend_fd.
@@ -86,15 +87,9 @@ class StubProcess {
   void ReapExited(int* status);
 
   pid_t pid_ = -1;
+  // The write end of the stub's lifeline (Spawn), held until it is reaped.
+  int lifeline_ = -1;
   std::string executable_;
 };
-
-// Runs args[0] (looked up in PATH when it has no '/') with the server's
-// environment and descriptors 0-2 only, collects what it writes to stdout
-// and stderr, and waits for it to exit (no time limit: for helpers such as
-// `python -m tritonpy.exec_env`). *wait_status is its waitpid status.
-Status RunCommand(
-    const std::vector<std::string>& args, std::string* out, std::string* err,
-    int* wait_status);
 
 }  // namespace tritonpy

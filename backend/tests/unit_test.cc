@@ -6,6 +6,7 @@
 // end's receive, the LOG rate limit, the machine's memory.
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -353,6 +354,65 @@ TestChannel()
   close(wake);
 }
 
+// Descriptors passed with a frame: a memfd is kept, any other kind is
+// handed to the closer thread at once and stands as -1; more than the
+// 8 the receive buffer once held arrive whole (no MSG_CTRUNC, so the
+// kernel closes none on the reader's thread).
+void
+TestChannelPassedDescriptors()
+{
+  using tritonpy::Channel;
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  Channel ch(sv[0]);
+  std::vector<int> passed;
+  passed.push_back(memfd_create("unit", MFD_CLOEXEC));
+  std::vector<int> writers;
+  for (int i = 0; i < 20; ++i) {
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    passed.push_back(p[0]);
+    writers.push_back(p[1]);
+  }
+  alignas(struct cmsghdr) char control[CMSG_SPACE(21 * sizeof(int))];
+  struct iovec iov = {const_cast<char*>("arena"), 5};
+  struct msghdr msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(passed.size() * sizeof(int));
+  memcpy(CMSG_DATA(cm), passed.data(), passed.size() * sizeof(int));
+  CHECK(sendmsg(sv[1], &msg, 0) == 5);
+  for (int fd : passed) close(fd);  // the channel's copies are the last
+  std::vector<uint8_t> buf;
+  std::vector<int> fds;
+  size_t len = 0;
+  Status err;
+  CHECK(
+      ch.Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kFrame);
+  CHECK(fds.size() == 21 && fds[0] >= 0);
+  for (size_t i = 1; i < fds.size(); ++i) CHECK(fds[i] == -1);
+  if (!fds.empty() && fds[0] >= 0) close(fds[0]);
+  // The closer closes the pipes' read ends: their writers see no reader.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int w : writers) {
+    struct pollfd p = {w, POLLOUT, 0};
+    do {
+      p.revents = 0;
+      if (poll(&p, 1, 100) < 0 && errno != EINTR) break;
+    } while ((p.revents & POLLERR) == 0 &&
+             std::chrono::steady_clock::now() < deadline);
+    CHECK((p.revents & POLLERR) != 0);
+    close(w);
+  }
+  close(sv[1]);
+}
+
 // Channel::Send never blocks: frames the socket cannot take wait in the
 // queue, in order, with their descriptors, and Receive flushes them as the
 // peer reads. A peer that never reads is given up on once the queue passes
@@ -623,6 +683,7 @@ main()
   TestTokenBucket();
   TestLogLimiter();
   TestMachineMemory();
+  TestChannelPassedDescriptors();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import probe
 from .cache import default_cache_dir, prepare_cache_dir, unpack
 from .extract import EnvError, Limits, within
 from .probe import stub_environment
@@ -118,7 +119,22 @@ def main(argv: list[str] | None = None) -> int:
             default=getattr(default, field),
             help=f"at most this many {what} per archive; 0: no limit (env-unpack-{name})",
         )
+    parser.add_argument(
+        "--probe-timeout",
+        type=float,
+        default=probe.PROBE_TIMEOUT,
+        help="seconds the environment's interpreter may take to answer (stub-timeout-seconds)",
+    )
+    parser.add_argument(
+        "--sandbox-real-uid",
+        type=int,
+        default=-1,
+        help="(in the stub sandbox of a root server) the real uid the probed interpreter "
+        "takes first, as stubs do",
+    )
     args = parser.parse_args(argv)
+    probe.PROBE_TIMEOUT = args.probe_timeout
+    probe.SANDBOX_REAL_UID = args.sandbox_real_uid
     limits = Limits(
         max_bytes=args.max_bytes, max_members=args.max_members, max_ratio=args.max_ratio
     )

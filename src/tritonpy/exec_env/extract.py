@@ -214,11 +214,68 @@ def _make_read_only(root: str) -> None:
                 os.chmod(path, stat.S_IMODE(st.st_mode) & ~0o222)
 
 
+# The kernel's limits on resolving a path: a name longer than PATH_MAX is
+# refused (tarfile and the stubs pass whole paths), and so are more than
+# MAXSYMLINKS links on one path.
+_PATH_MAX = 4096
+_MAX_LINK_HOPS = 40
+
+
+class _Escape(Exception):
+    """A path that leads, or may lead, outside the environment."""
+
+
+def _resolve(root: str, start: list[str], rel: str) -> list[str]:
+    """The components, under ``root``, of the directories of ``start`` then
+    ``rel`` (a relative path), with every symbolic link on the way replaced
+    by where it leads, read from the disk as the kernel would: one
+    component at a time, with lstat and readlink, never through a path
+    that still holds a link. Names that do not exist yet are taken as they
+    are. Raises _Escape, saying why, when the path steps above ``root``,
+    through an absolute link, or when it cannot be resolved exactly (too
+    long, too many links, an error): unlike os.path.realpath, which gives
+    up resolving past such an error and answers a path that may lie
+    (CVE-2025-4517)."""
+    stack = list(start)
+    pending = list(reversed(rel.split("/")))
+    hops = 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            if not stack:
+                raise _Escape("leads above the environment's root")
+            stack.pop()
+            continue
+        path = os.path.join(root, *stack, name)
+        if len(path.encode()) >= _PATH_MAX:
+            raise _Escape(f"leads to a path longer than {_PATH_MAX} bytes (PATH_MAX)")
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            stack.append(name)  # not there yet: taken as a plain name
+            continue
+        except OSError as e:
+            raise _Escape(f"cannot be resolved exactly ({e.strerror})") from e
+        if not stat.S_ISLNK(st.st_mode):
+            stack.append(name)
+            continue
+        hops += 1
+        if hops > _MAX_LINK_HOPS:
+            raise _Escape(f"goes through more than {_MAX_LINK_HOPS} symbolic links")
+        target = os.readlink(path)
+        if target.startswith("/"):
+            raise _Escape(f"goes through a symbolic link to the absolute path {target!r}")
+        pending.extend(reversed(target.split("/")))
+    return stack
+
+
 def check_member(member: tarfile.TarInfo, root: str) -> str:
     """Where ``member`` would land under ``root`` (a real path); raises
     EnvError naming it when it could write outside ``root``. Checked
     against what earlier members already put on disk: a path through a
-    symbolic link is followed where it really leads."""
+    symbolic link is followed where it really leads, exactly (_resolve)."""
 
     def refuse(why: str) -> EnvError:
         return EnvError(f"archive member {member.name!r}: {why}")
@@ -236,24 +293,46 @@ def check_member(member: tarfile.TarInfo, root: str) -> str:
         raise refuse(f"unsupported member type {member.type!r}")
     rel = os.path.normpath(name)
     target = os.path.join(root, rel)
-    parent = os.path.realpath(os.path.dirname(target))
-    if not within(parent, root):
-        raise refuse(f"its directory leads outside the environment (to {parent})")
-    if os.path.islink(target):
+    if len(target.encode()) >= _PATH_MAX:
+        raise refuse(f"its path is longer than {_PATH_MAX} bytes (PATH_MAX)")
+    try:
+        parent = _resolve(root, [], os.path.dirname(rel))
+    except _Escape as e:
+        raise refuse(f"its directory leads outside the environment: it {e}") from None
+    landing = os.path.join(root, *parent, os.path.basename(rel))
+    if len(landing.encode()) >= _PATH_MAX:
+        raise refuse(f"it lands on a path longer than {_PATH_MAX} bytes (PATH_MAX)")
+    try:
+        there = os.lstat(landing)
+    except FileNotFoundError:
+        there = None
+    except OSError as e:
+        raise refuse(f"cannot be checked ({e.strerror})") from None
+    if there is not None and stat.S_ISLNK(there.st_mode):
         raise refuse("it replaces a symbolic link")
+    if there is not None and stat.S_ISDIR(there.st_mode) and not member.isdir():
+        raise refuse("it replaces a directory")
     if member.issym():
         if os.path.isabs(member.linkname):
             raise refuse(f"symbolic link to the absolute path {member.linkname!r}")
-        lands = os.path.realpath(os.path.join(parent, member.linkname))
-        if not within(lands, root):
-            raise refuse(f"symbolic link leading outside the environment (to {lands})")
+        try:
+            _resolve(root, parent, member.linkname)
+        except _Escape as e:
+            raise refuse(f"symbolic link leading outside the environment: it {e}") from None
     elif member.islnk():
         link = member.linkname
         if os.path.isabs(link) or ".." in link.split("/"):
             raise refuse(f"hard link to {link!r}, outside the environment")
-        source = os.path.join(root, os.path.normpath(link))
-        lands = os.path.realpath(source)
-        if not within(lands, root) or not os.path.isfile(source) or os.path.islink(source):
+        try:
+            source = _resolve(root, [], os.path.dirname(os.path.normpath(link)))
+        except _Escape as e:
+            raise refuse(f"hard link to {link!r}, outside the environment: it {e}") from None
+        source_path = os.path.join(root, *source, os.path.basename(os.path.normpath(link)))
+        try:
+            regular = stat.S_ISREG(os.lstat(source_path).st_mode)
+        except OSError:
+            regular = False
+        if not regular:
             raise refuse(f"hard link to {link!r}, not a file unpacked before it")
     return target
 
@@ -266,10 +345,11 @@ def check_links(root: str) -> None:
         for entry in dirnames + filenames:
             path = os.path.join(dirpath, entry)
             if os.path.islink(path):
-                lands = os.path.realpath(path)
-                if not within(lands, root):
-                    rel = os.path.relpath(path, root)
+                rel = os.path.relpath(path, root)
+                try:
+                    _resolve(root, rel.split("/")[:-1], os.readlink(path))
+                except _Escape as e:
                     raise EnvError(
                         f"archive member {rel!r}: symbolic link leading outside the "
-                        f"environment (to {lands})"
-                    )
+                        f"environment: it {e}"
+                    ) from None

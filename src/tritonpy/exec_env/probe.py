@@ -12,11 +12,14 @@ import importlib.util
 import json
 import os
 import secrets
+import selectors
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,24 @@ _PROBE = (
     " 'modules': {m: has(m) for m in ('tritonpy.stub', 'numpy', 'uvloop')},"
     " 'environ': dict(os.environ)}))\n"
 )
-PROBE_TIMEOUT = 120.0
+# How long the interpreter may take to answer: the backend passes
+# stub-timeout-seconds (``--probe-timeout``).
+PROBE_TIMEOUT = 30.0
+# What is kept of each of its outputs.
+_OUTPUT_LIMIT = 1 << 20
+# In the stub sandbox of a root server (``--sandbox-real-uid``): the real
+# uid the interpreter takes before it runs, as a stub does, so that the
+# sandbox's process limit holds for it.
+SANDBOX_REAL_UID = -1
+
+
+def _as_a_stub() -> None:
+    """In the probed interpreter's process, before it runs."""
+    if SANDBOX_REAL_UID >= 0:
+        from tritonpy.stub import _lifetime
+
+        _lifetime.keep_real_uid(SANDBOX_REAL_UID)
+
 
 # Sources the environment's activation script, as the official backend does
 # before each stub, then runs the probe in the environment it made. The
@@ -77,6 +97,80 @@ def find_interpreter(root: Path) -> Path:
     )
 
 
+def _read_available(fd: int, sink: bytearray) -> bool:
+    """Appends what the non-blocking ``fd`` holds to ``sink`` (up to
+    _OUTPUT_LIMIT; the rest is dropped); False at its end."""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        sink += chunk[: max(0, _OUTPUT_LIMIT - len(sink))]
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has exited, without reaping it (its process group's
+    id stays reserved until then)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def run_bounded(args: list[str], timeout: float) -> tuple[int, str, str]:
+    """Runs the untrusted program ``args`` (an environment's interpreter)
+    with stdin from /dev/null, in a process group of its own that is killed
+    as a whole when it ends or after ``timeout`` seconds, and answers its
+    exit status, stdout and stderr. Waits for the process, never for the
+    end of its pipes: a process it started that keeps them open does not
+    hold the load up. Raises subprocess.TimeoutExpired."""
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=_as_a_stub if SANDBOX_REAL_UID >= 0 else None,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    outputs = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    deadline = time.monotonic() + timeout
+    try:
+        exit_fd = os.pidfd_open(proc.pid)  # readable once it has exited
+    except (AttributeError, OSError):
+        exit_fd = -1
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in outputs:
+                os.set_blocking(fd, False)
+                sel.register(fd, selectors.EVENT_READ)
+            if exit_fd >= 0:
+                sel.register(exit_fd, selectors.EVENT_READ)
+            while not _exited(proc.pid):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(args, timeout)
+                for key, _ in sel.select(left if exit_fd >= 0 else min(left, 0.05)):
+                    if key.fd in outputs and not _read_available(key.fd, outputs[key.fd]):
+                        sel.unregister(key.fd)
+            for fd, sink in outputs.items():
+                _read_available(fd, sink)
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        if exit_fd >= 0:
+            os.close(exit_fd)
+    out, err = (bytes(b).decode(errors="replace") for b in outputs.values())
+    return proc.returncode, out, err
+
+
 def probe(python: Path, activate: Path | None = None) -> dict[str, Any]:
     """Asks the environment's interpreter its version, which of the
     modules the stub needs it can import by itself, and (``environ``) the
@@ -90,22 +184,20 @@ def probe(python: Path, activate: Path | None = None) -> dict[str, Any]:
         args = [bash, "-c", _ACTIVATE, "tritonpy-activate", str(activate), str(python), _PROBE]
         what = f"{python} (after sourcing {activate})"
     try:
-        proc = subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise EnvError(f"cannot run {what}: {e}") from e
-    if proc.returncode != 0:
+        returncode, stdout, stderr = run_bounded(args, PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
         raise EnvError(
-            f"{what} does not run (exit status {proc.returncode}): {proc.stderr.strip()[-800:]}"
-        )
+            f"{what} did not answer within {PROBE_TIMEOUT:g} s (stub-timeout-seconds): "
+            "killed, with what it started"
+        ) from e
+    except OSError as e:
+        raise EnvError(f"cannot run {what}: {e}") from e
+    if returncode != 0:
+        raise EnvError(f"{what} does not run (exit status {returncode}): {stderr.strip()[-800:]}")
     try:
-        info: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        info: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError) as e:
-        raise EnvError(f"{python} gave an unexpected answer: {proc.stdout[-200:]!r}") from e
+        raise EnvError(f"{python} gave an unexpected answer: {stdout[-200:]!r}") from e
     return info
 
 

@@ -4,8 +4,11 @@
 """The stub ends with tritonserver, whatever its model's code is doing.
 
 A native thread (no GIL: model code holding the GIL or blocking the event
-loop cannot hold it up) waits on a pidfd of the server, which the backend
-hands over as a descriptor. Once the server has exited, the thread SIGKILLs
+loop cannot hold it up) waits on the server's lifeline, the read end of a
+pipe whose write end only the server holds, which the backend hands over
+as a descriptor (a pidfd of the server would let model code signal it and
+take its descriptors). Once the server has exited, the pipe hangs up and
+the thread SIGKILLs
 the stub's process group (the stub and whatever its model started and left
 in the group), then ends the stub. In the sandbox the stub is pid 1 of its
 own pid namespace: its exit takes every process of the namespace along.
@@ -60,7 +63,7 @@ cdef extern from "<sys/prctl.h>" nogil:
 cdef extern from "<unistd.h>" nogil:
     void _exit(int status)
 
-cdef int _server_pidfd = -1
+cdef int _lifeline = -1
 
 
 cdef void* _watch(void* arg) noexcept nogil:
@@ -70,7 +73,7 @@ cdef void* _watch(void* arg) noexcept nogil:
     # Signals are for the stub's main thread (Python runs handlers there).
     sigfillset(&all_signals)
     pthread_sigmask(SIG_BLOCK, &all_signals, NULL)
-    p.fd = _server_pidfd
+    p.fd = _lifeline
     p.events = POLLIN
     p.revents = 0
     while True:
@@ -86,16 +89,16 @@ cdef void* _watch(void* arg) noexcept nogil:
     return NULL
 
 
-def watch_server(int pidfd) -> bool:
-    """Starts the thread that ends the stub's process group once the process
-    behind ``pidfd`` (tritonserver) has exited, then clears the stub's
+def watch_server(int lifeline) -> bool:
+    """Starts the thread that ends the stub's process group once the pipe
+    ``lifeline`` hangs up (tritonserver has exited), then clears the stub's
     parent-death signal. False (nothing changed) if the thread could not
     start."""
-    global _server_pidfd
+    global _lifeline
     cdef pthread_attr_t attr
     cdef pthread_t thread
     cdef int r
-    _server_pidfd = pidfd
+    _lifeline = lifeline
     pthread_attr_init(&attr)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED)
     pthread_attr_setstacksize(&attr, 64 * 1024)

@@ -39,28 +39,29 @@ def _restore_library_path() -> None:
         os.environ["LD_LIBRARY_PATH"] = path[len(lib) + 1 :]
 
 
-def _die_with_server(pidfd: int) -> None:
+def _die_with_server(lifeline: int) -> None:
     """Whatever a stub's model code is doing, the stub and what it started
     end with tritonserver (kill -9 or an exit timeout): a native thread of
-    _lifetime waits on the server's pidfd, outside the GIL. Without a pidfd
-    (kernels before 5.3), the end of the socket is the only signal."""
-    if pidfd < 0:
+    _lifetime waits, outside the GIL, for the server's lifeline (a pipe
+    whose write end only the server holds) to hang up. Without one, the
+    end of the socket is the only signal."""
+    if lifeline < 0:
         return
     from tritonpy.stub import _lifetime
 
-    _lifetime.watch_server(pidfd)
+    _lifetime.watch_server(lifeline)
 
 
-USAGE = """usage: python -m tritonpy.stub --fd FD [--instance NAME] [--server-pidfd FD]
+USAGE = """usage: python -m tritonpy.stub --fd FD [--instance NAME] [--server-lifeline FD]
 
 tritonpy stub process: runs one model instance for the tritonpy Triton
 backend. Started by the backend, not by hand.
 
   --fd FD          descriptor of this instance's SOCK_SEQPACKET socket
   --instance NAME  model instance name, used in messages
-  --server-pidfd FD
-                   a pidfd of tritonserver: the stub and what it started
-                   end when the server does
+  --server-lifeline FD
+                   the read end of a pipe that hangs up when tritonserver
+                   ends: the stub and what it started end with it
   --sandbox-real-uid UID
                    (sandboxed stubs of a root server) the real uid to take
                    before anything else runs, kept for good
@@ -70,7 +71,7 @@ backend. Started by the backend, not by hand.
 def parse_args(argv: list[str]) -> tuple[int, str, int, int]:
     """The options the backend passes. (Not argparse: importing it
     costs every stub about 0.35 MiB of resident memory.)"""
-    values = {"--fd": "", "--instance": "", "--server-pidfd": "-1", "--sandbox-real-uid": "-1"}
+    values = {"--fd": "", "--instance": "", "--server-lifeline": "-1", "--sandbox-real-uid": "-1"}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -88,7 +89,7 @@ def parse_args(argv: list[str]) -> tuple[int, str, int, int]:
         values[key] = value
         i += 1
     numbers = {}
-    for key in ("--fd", "--server-pidfd", "--sandbox-real-uid"):
+    for key in ("--fd", "--server-lifeline", "--sandbox-real-uid"):
         try:
             numbers[key] = int(values[key])
         except ValueError:
@@ -96,13 +97,13 @@ def parse_args(argv: list[str]) -> tuple[int, str, int, int]:
     return (
         numbers["--fd"],
         values["--instance"],
-        numbers["--server-pidfd"],
+        numbers["--server-lifeline"],
         numbers["--sandbox-real-uid"],
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    fd, instance, server_pidfd, real_uid = parse_args(sys.argv[1:] if argv is None else argv)
+    fd, instance, lifeline, real_uid = parse_args(sys.argv[1:] if argv is None else argv)
     if real_uid >= 0:
         from tritonpy.stub import _lifetime
 
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)  # print() reaches the log at once
 
-    _die_with_server(server_pidfd)
+    _die_with_server(lifeline)
 
     # Models import the official module name; give them ours.
     from tritonpy import pb_utils

@@ -9,12 +9,22 @@ forks too) and answers how far it got; "kill_server" sends SIGKILL to its
 parent and to the pid in ARG (its own server: never to other servers on
 the machine, should the sandbox fail);
 "facts" answers what the stub sees of itself; "env" the names of its
-environment variables. Answers are JSON."""
+environment variables; "descriptors" what each of its descriptors is and
+which of them lets it signal a process or take its descriptors (a pidfd);
+"load_loose" loads, through pb_utils.load_model, a model whose config
+switches the sandbox off and raises its process limit, and answers the
+error; "linger" passes the backend, as an arena, a TCP socket to the port
+in ARG with unsent data and a long SO_LINGER (its close would block).
+Answers are JSON."""
 
+import ctypes
 import json
 import os
 import re
 import resource
+import select
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -100,6 +110,97 @@ def back_to_root() -> str:
     return "done"
 
 
+SYS_PIDFD_SEND_SIGNAL = 424
+SYS_PIDFD_GETFD = 438
+
+
+def descriptors() -> dict:
+    """Every descriptor, and whether it lets this process signal another or
+    take another's descriptors (what a pidfd of the server allowed)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    out = {}
+    for name in sorted(os.listdir("/proc/self/fd"), key=int):
+        fd = int(name)
+        try:
+            what = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, gone
+        reaches = []
+        if libc.syscall(SYS_PIDFD_SEND_SIGNAL, fd, 0, None, 0) == 0:
+            reaches.append("signal")
+        for target in range(64):
+            taken = libc.syscall(SYS_PIDFD_GETFD, fd, target, 0)
+            if taken >= 0:
+                os.close(taken)
+                reaches.append(f"took fd {target}")
+                break
+        out[str(fd)] = {"is": what, "reaches": reaches}
+    return out
+
+
+LOOSE_CONFIG = {
+    "backend": "tritonpy",
+    "max_batch_size": 0,
+    "input": [{"name": "MODE", "data_type": "TYPE_STRING", "dims": [1]}],
+    "output": [{"name": "OUT", "data_type": "TYPE_STRING", "dims": [1]}],
+    "parameters": {
+        "stub_sandbox": {"string_value": "false"},
+        "stub_sandbox_max_processes": {"string_value": "100000"},
+    },
+}
+
+
+def load_loose() -> dict:
+    with open(__file__, "rb") as f:
+        source = f.read()
+    try:
+        pb_utils.load_model(
+            "hostile_loose", config=json.dumps(LOOSE_CONFIG), files={"file:1/model.py": source}
+        )
+    except Exception as e:
+        return {"error": str(e)}
+    return {"error": ""}
+
+
+def linger(port: int) -> dict:
+    """A socket whose last close blocks: connected to a listener that never
+    reads, its buffers full of unsent data, SO_LINGER one hour."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    s.setblocking(False)
+    unsent = 0
+    stalled = 0  # rounds without room: the peer's window is closed
+    while stalled < 3:
+        try:
+            unsent += s.send(b"x" * 65536)
+            stalled = 0
+        except BlockingIOError:
+            if not select.select([], [s], [], 0.2)[1]:
+                stalled += 1
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 3600))
+    sys.path.insert(0, os.environ["TRITONPY_TESTS_DIR"])
+    import hostile
+
+    # Frames that keep the reader busy for a while, so that the stub has
+    # closed its own copy of the socket before the reader gets to it: the
+    # reader's close is then the last, the one that lingers.
+    text = "hostile_proc: keeping the reader busy " + "x" * 120000
+    log = hostile.ref.encode(hostile.ref.LOG, {"level": 0, "file": "", "line": 0, "message": text})
+    arena = hostile.ref.encode(hostile.ref.ARENA, {"arena_id": 0x20000, "size": 4096})
+    passed = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", s.fileno()))]
+    with hostile.stub_socket() as channel:  # non-blocking, as the stub's
+        for frame, ancillary in [*((log, []) for _ in range(40)), (arena, passed)]:
+            while True:
+                try:
+                    channel.sendmsg([frame], ancillary)
+                    break
+                except BlockingIOError:
+                    select.select([], [channel], [], 5)
+    os.close(s.detach())  # the backend holds the last reference now
+    return {"sent": unsent}
+
+
 class TritonPythonModel:
     def execute(self, requests):
         responses = []
@@ -127,6 +228,12 @@ class TritonPythonModel:
                 out = facts()
             elif mode == "env":
                 out = sorted(os.environ)
+            elif mode == "descriptors":
+                out = descriptors()
+            elif mode == "load_loose":
+                out = load_loose()
+            elif mode == "linger":
+                out = linger(target)
             else:
                 raise pb_utils.TritonModelException(f"unknown MODE {mode!r}")
             text = np.array([json.dumps(out).encode()], dtype=object)

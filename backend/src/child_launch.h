@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Starting a child of the server: a stub, or a helper command such as
+// `python -m tritonpy.exec_env`, the same way: in a process group of its
+// own, or in the stub sandbox (new user, pid and mount namespaces,
+// no_new_privs, rlimits: docs/hardening.md), with exactly the descriptors
+// and the environment it is given.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "error.h"
+#include "stub_process.h"
+
+namespace tritonpy {
+
+// What a child gets between fork (or clone) and execve.
+struct ChildPlan {
+  std::string program;            // looked up in PATH when it has no '/'
+  std::vector<std::string> args;  // args[0] included
+  // "KEY=VALUE" entries; nullptr: the server's own environment.
+  const std::vector<std::string>* env = nullptr;
+  StubSandbox sandbox;
+  // Descriptors of the server placed in the child: {server fd, child fd};
+  // every other descriptor above 2 is closed. At most kMaxPlaced, child
+  // fds from 0 to 15.
+  std::vector<std::pair<int, int>> place;
+  // Whether descriptor 0 is /dev/null rather than the server's stdin.
+  bool null_stdin = false;
+  // Step texts for a sandbox the kernel refuses name "the stub sandbox".
+  std::string what = "stub";
+};
+constexpr size_t kMaxPlaced = 6;
+
+// The uid a sandboxed child of a root server takes as its real uid, inside
+// its user namespace (mapped to sandbox.uid outside): the stub does so
+// when given --sandbox-real-uid (tritonpy/stub/main.py).
+constexpr int kSandboxRealUid = 1;
+
+// Forks, or with plan.sandbox.enabled clones into new user, pid and mount
+// namespaces (the child is pid 1 of its own), and waits until the child
+// reached execve. The child leads a process group of its own and has
+// PR_SET_PDEATHSIG SIGKILL. A step the kernel refuses fails the start
+// with a message naming it, after `prefix`; the child is then reaped.
+// *executable: the program as resolved.
+Status StartChild(
+    const ChildPlan& plan, const std::string& prefix, pid_t* pid,
+    std::string* executable);
+
+// Runs args[0] as StartChild does with `launch`'s sandbox and environment
+// (launch.env, or the server's own unless launch.env_filtered), stdin
+// /dev/null, and collects what it writes to stdout and stderr (the first
+// kCommandOutputLimit bytes of each) until it exits, then kills what is
+// left of its process group (or its pid namespace) and reaps it. It
+// waits for the child, never for the pipes: a process the child started
+// that keeps them open does not hold it up. No time limit: for helpers of
+// tritonpy's own (`python -m tritonpy.exec_env`), which bound what they
+// run themselves. *wait_status is its waitpid status.
+Status RunCommand(
+    const std::vector<std::string>& args, const StubLaunch& launch,
+    std::string* out, std::string* err, int* wait_status);
+constexpr size_t kCommandOutputLimit = 1 << 20;
+
+// Closes *fd if it is open and sets it to -1.
+void CloseIf(int* fd);
+
+}  // namespace tritonpy

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// Closing descriptors a stub passed (SCM_RIGHTS) that are not what the
+// protocol allows (a memfd on tmpfs). close() of such a descriptor may
+// block for as long as its sender likes: the last close of a TCP socket
+// with SO_LINGER and unsent data to a peer that does not read waits for
+// the linger time, a FUSE file waits for its server. They are closed on a
+// thread of their own, never on a reader, a kill or an unload.
+#pragma once
+
+namespace tritonpy {
+
+// Hands `fd` to the closer thread (started on first use, for the life of
+// the process) and returns at once. The queue is bounded: while the
+// closer is stuck on one close and kCloserQueue descriptors wait, further
+// ones are left open (counted in CloserState().leaked) rather than closed
+// where they could block.
+void CloseUntrusted(int fd);
+
+// Whether `fd` is a regular file on tmpfs (a memfd): its close never
+// blocks, and it is the only kind of descriptor a stub may pass. Never
+// blocks itself (fstat and fstatfs only).
+bool IsTmpfsFile(int fd);
+
+// Descriptors queued or being closed, and left open for a full queue
+// (for tests and debug counters).
+struct CloserCounts {
+  int pending = 0;
+  long leaked = 0;
+};
+CloserCounts CloserState();
+
+constexpr int kCloserQueue = 4096;
+
+}  // namespace tritonpy
