@@ -81,13 +81,14 @@ EXIT_TIMEOUT = 30  # Triton's default
 
 
 def test_sigterm_with_256_streams_in_flight(tmp_path: Path) -> None:
-    """SIGTERM while 256 clients stream in a closed loop: the server exits
-    cleanly within its exit timeout, and every stream it answered ends,
-    complete or with an error event; none is cut off, none left open
-    (a stream the stopping server refused never started)."""
+    """SIGTERM while 256 clients stream in a closed loop (each starts its
+    next stream when one ends, until the signal; every pattern above
+    among them): the server exits cleanly
+    within its exit timeout, and every stream it answered ends, complete
+    or with an error event; none is cut off, none left open."""
     n = 256
     srv = TritonServer(
-        build_repository(tmp_path / "repo", ["sse_async"]),
+        build_repository(tmp_path / "repo", ["sse_sync", "sse_async"]),
         tmp_path,
         args=[f"--exit-timeout-secs={EXIT_TIMEOUT}"],
     )
@@ -96,13 +97,13 @@ def test_sigterm_with_256_streams_in_flight(tmp_path: Path) -> None:
     signalled: list[float] = []
 
     async def client(session: aiohttp.ClientSession, k: int) -> None:
-        url = f"http://{srv.http_url}/v2/models/sse_async/generate_stream"
-        while True:
+        model, mode = list(PATTERNS.values())[k % len(PATTERNS)]  # all of them
+        url = f"http://{srv.http_url}/v2/models/{model}/generate_stream"
+        while not signalled:  # the stream in flight at the signal is the last
             s = sse_load.Stream()
             streams.append((k, s))
-            await sse_load.read_stream(session, url, {"ID": k, "N": TOKENS, "MODE": 0}, out=s)
-            if s.status != 200:
-                return  # refused: the server is stopping
+            body = {"ID": k, "N": TOKENS, "MODE": mode}
+            await sse_load.read_stream(session, url, body, limit=EXIT_TIMEOUT + 30, out=s)
             rounds[k] += 1
 
     async def main() -> None:
