@@ -248,6 +248,7 @@ class Window:
     duration: float
     warmup: float
     spinup: float
+    grace: float = 60.0  # how long past the window a process may take
 
 
 def _window_workers(
@@ -284,7 +285,7 @@ def _window_workers(
     outs = []
     for worker in workers:
         try:
-            stdout, stderr = worker.communicate(timeout=duration + 60)
+            stdout, stderr = worker.communicate(timeout=duration + w.grace)
         except subprocess.TimeoutExpired:
             worker.kill()
             stdout, stderr = worker.communicate()
@@ -325,8 +326,11 @@ def run_sse(
     token) over one window, ``procs`` processes sharing ``conns``: the
     figures of run_grpc; a stream that lost a token, got one out of order
     or did not end counts as an error, the first described in "bad"."""
+    from bench.sse_load import WINDOW_STREAM_LIMIT_S
+
     argv = [sys.executable, str(SSE_LOAD), "--target", server.http, "--model", model]
-    outs, r = _window_workers(server, argv, Window(conns, procs, tokens, duration, warmup, spinup))
+    window = Window(conns, procs, tokens, duration, warmup, spinup, WINDOW_STREAM_LIMIT_S + 60)
+    outs, r = _window_workers(server, argv, window)
     r["bad"] = next((o["bad"] for o in outs if "bad" in o), None)
     if r["bad"] is not None and r["error"] is None:
         r["error"] = r["bad"]
