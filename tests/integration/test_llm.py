@@ -297,9 +297,11 @@ def test_concurrent_sse_streams_lose_no_token(
     srv: TritonServer, expected: dict[str, str], n: int
 ) -> None:
     """n generate_stream (SSE) clients at once: each reads every event of
-    its prompt, equal to decoding it alone, in order, and its stream ends
-    (Triton 2.51's HTTP front end drops responses that come faster than it
-    takes them in: docs/llm-serving.md, HTTP streams)."""
+    its prompt, equal to decoding it alone, in order, and its stream ends.
+    Triton 2.51's HTTP front end drops responses that come faster than it
+    takes them in (docs/llm-serving.md, HTTP streams); the example's steps
+    (at most 64 tokens every few ms) stay below that here, so this guards
+    the example while test_sse_streams.py reproduces the loss."""
 
     def body(k: int) -> dict:
         return {"text_input": PROMPTS[k % len(PROMPTS)], "max_tokens": TOKENS, "stream": True}
