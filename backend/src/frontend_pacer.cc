@@ -167,41 +167,54 @@ FrontEndPacer::Scan()
   last_scan_ = Clock::now();
 }
 
-bool
-FrontEndPacer::WaitForRoom(Queue* q, int64_t queued)
+void
+FrontEndPacer::WaitForRoom(std::vector<Queue*> full)
 {
-  auto progress_at = Clock::now();
-  int64_t low = queued;
-  while (true) {
-    pollfd p{q->fd, POLLOUT, 0};
-    const int r = poll(&p, 1, kPollSliceMs);
-    if (r > 0 && (p.revents & POLLOUT) != 0) return true;
-    if (r > 0 && (p.revents & (POLLNVAL | POLLERR | POLLHUP)) != 0) {
-      scanned_ = false;  // gone: scan again at the next refill
-      return false;
-    }
-    const int64_t now_queued = QueuedBytes(q->fd);
-    if (now_queued < 0) {
-      scanned_ = false;
-      return false;
-    }
+  // Every full queue is watched at once: queues of threads that stopped
+  // together cost one kStallMs, not one each.
+  struct Watch {
+    Queue* q;
+    int64_t low;  // the fewest bytes seen queued
+    Clock::time_point progress_at;
+  };
+  std::vector<Watch> watching;
+  const auto start = Clock::now();
+  for (Queue* q : full) watching.push_back(Watch{q, QueuedBytes(q->fd), start});
+  std::vector<pollfd> fds;
+  while (!watching.empty()) {
+    fds.clear();
+    for (const Watch& w : watching) fds.push_back(pollfd{w.q->fd, POLLOUT, 0});
+    const int r = poll(fds.data(), fds.size(), kPollSliceMs);
     const auto now = Clock::now();
-    if (now_queued < low) {
-      low = now_queued;
-      progress_at = now;
-    } else if (now - progress_at >= std::chrono::milliseconds(kStallMs)) {
-      q->stalled_at = now_queued;
-      ++counters_.stalls;
-      if (LogFn log = log_.load()) {
-        log(true, "tritonpy: a queue of Triton's HTTP front end (descriptor " +
-                      std::to_string(q->fd) + ", " +
-                      std::to_string(now_queued) +
-                      " bytes queued) made no progress for " +
-                      std::to_string(kStallMs) +
-                      " ms; responses no longer wait for it until it moves");
+    size_t kept = 0;
+    for (size_t i = 0; i < watching.size(); ++i) {
+      Watch& w = watching[i];
+      const short ev = r > 0 ? fds[i].revents : 0;
+      if ((ev & POLLOUT) != 0) continue;  // down to a quarter: done
+      const int64_t queued = QueuedBytes(w.q->fd);
+      if ((ev & (POLLNVAL | POLLERR | POLLHUP)) != 0 || queued < 0) {
+        scanned_ = false;  // gone: scan again at the next refill
+        continue;
       }
-      return false;
+      if (queued < w.low) {
+        w.low = queued;
+        w.progress_at = now;
+      } else if (now - w.progress_at >= std::chrono::milliseconds(kStallMs)) {
+        w.q->stalled_at = queued;
+        ++counters_.stalls;
+        if (LogFn log = log_.load()) {
+          log(true,
+              "tritonpy: a queue of Triton's HTTP front end (descriptor " +
+                  std::to_string(w.q->fd) + ", " + std::to_string(queued) +
+                  " bytes queued) made no progress for " +
+                  std::to_string(kStallMs) +
+                  " ms; responses no longer wait for it until it moves");
+        }
+        continue;
+      }
+      watching[kept++] = w;
     }
+    watching.resize(kept);
   }
 }
 
@@ -220,23 +233,22 @@ FrontEndPacer::Refill()
                   start - last_scan_ >= std::chrono::milliseconds(kRescanMs))) {
     Scan();
   }
-  int64_t room = std::numeric_limits<int64_t>::max();
-  bool waited = false;
+  std::vector<Queue*> full;
   for (Queue& q : queues_) {
-    int64_t queued = QueuedBytes(q.fd);
+    const int64_t queued = QueuedBytes(q.fd);
     if (queued < 0) {
       scanned_ = false;
       continue;
     }
-    if (q.stalled_at >= 0) {
-      if (queued == q.stalled_at) continue;  // still stopped
-      q.stalled_at = -1;
-    }
-    if (queued * 4 > q.sndbuf) {
-      waited = true;
-      if (!WaitForRoom(&q, queued)) continue;
-      queued = std::max<int64_t>(QueuedBytes(q.fd), 0);
-    }
+    if (q.stalled_at >= 0 && queued != q.stalled_at) q.stalled_at = -1;
+    if (q.stalled_at < 0 && queued * 4 > q.sndbuf) full.push_back(&q);
+  }
+  const bool waited = !full.empty();
+  if (waited) WaitForRoom(std::move(full));
+  int64_t room = std::numeric_limits<int64_t>::max();
+  for (const Queue& q : queues_) {
+    const int64_t queued = QueuedBytes(q.fd);
+    if (queued < 0 || q.stalled_at >= 0) continue;  // gone, or stopped
     // A quarter of each buffer stays free for other senders (other
     // backends' responses, the front end's own commands).
     room = std::min(room, q.sndbuf * 3 / 4 - queued);

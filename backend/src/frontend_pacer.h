@@ -26,8 +26,9 @@
 // and, when one is more than a quarter full, waits (poll for POLLOUT,
 // which a Unix socket reports at a quarter full) for the HTTP
 // thread to drain it. A queue that makes no progress for kStallMs (its
-// thread stopped, at shutdown) is skipped until it moves again, so a
-// sender never waits longer than that for one queue. Without an HTTP
+// thread stopped, at shutdown) is skipped until it moves again; the full
+// queues are watched together, so a sender never waits longer than that
+// past the last progress of any of them. Without an HTTP
 // front end (or a newer one that queues otherwise) no socket matches and
 // nothing ever waits: the re-scan is rate-limited to once per kRescanMs.
 //
@@ -98,9 +99,10 @@ class FrontEndPacer {
   void Refill();
   // Re-reads the process's descriptors into queues_.
   void Scan() REQUIRES(mu_);
-  // Waits until queue `q` has fallen to a quarter of its buffer, or made
-  // no progress for kStallMs. Returns false for a stalled queue.
-  bool WaitForRoom(Queue* q, int64_t queued) REQUIRES(mu_);
+  // Waits until each of the `full` queues has fallen to a quarter of its
+  // buffer, gone, or made no progress for kStallMs (then it is marked
+  // stalled).
+  void WaitForRoom(std::vector<Queue*> full) REQUIRES(mu_);
 
   std::atomic<int64_t> budget_{0};
   Mutex mu_;

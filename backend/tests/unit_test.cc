@@ -454,7 +454,7 @@ TestFrontEndPacer()
   // process, and not a SEQPACKET pair (tritonpy's own channels).
   int dgram[2], stream[2], seqpacket[2];
   CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, stream) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, stream) == 0);
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, seqpacket) == 0);
   pacer.BeforeSend();  // the first send measures
   CHECK(pacer.counters().queues == 4 && pacer.counters().refills == 1);
@@ -462,22 +462,23 @@ TestFrontEndPacer()
   for (int i = 0; i < 50; ++i) pacer.BeforeSend();
   CHECK(pacer.counters().refills == 1);
 
-  // A full queue nobody drains (its HTTP thread stopped): the sender
-  // waits for it kStallMs at most, once, then skips it.
-  pacer.WatchForTest({dgram[0]});
+  // Two full queues nobody drains (their HTTP threads stopped): the
+  // sender waits for them together, kStallMs, once, then skips both.
+  pacer.WatchForTest({dgram[0], stream[0]});
   FillDatagrams(dgram[0]);
+  FillDatagrams(stream[0]);
   const auto start = std::chrono::steady_clock::now();
   pacer.BeforeSend();
   const auto waited = std::chrono::steady_clock::now() - start;
   CHECK(waited >= std::chrono::milliseconds(FrontEndPacer::kStallMs));
-  CHECK(pacer.counters().stalls == 1 && pacer.counters().waits == 1);
+  CHECK(pacer.counters().stalls == 2 && pacer.counters().waits == 1);
   // Its next measurement skips it while it stays as it was: no wait.
   const uint64_t refills = pacer.counters().refills;
   for (int i = 0; i < 100000 && pacer.counters().refills == refills; ++i) {
     pacer.BeforeSend();
   }
   CHECK(pacer.counters().refills == refills + 1);
-  CHECK(pacer.counters().stalls == 1 && pacer.counters().waits == 1);
+  CHECK(pacer.counters().stalls == 2 && pacer.counters().waits == 1);
 
   // A full queue its thread drains: the sender goes on once it is down to
   // a quarter, without taking it for stalled.
@@ -498,7 +499,7 @@ TestFrontEndPacer()
   });
   pacer.BeforeSend();
   CHECK(queued() * 4 <= sndbuf);
-  CHECK(pacer.counters().stalls == 1 && pacer.counters().waits == 2);
+  CHECK(pacer.counters().stalls == 2 && pacer.counters().waits == 2);
   drainer.join();
   pacer.WatchForTest({});
   for (int fd :
