@@ -28,9 +28,12 @@
 // thread to drain it. A queue that makes no progress for kStallMs (its
 // thread stopped, at shutdown) is skipped until it moves again; the full
 // queues are watched together, so a sender never waits longer than that
-// past the last progress of any of them. Without an HTTP
-// front end (or a newer one that queues otherwise) no socket matches and
-// nothing ever waits: the re-scan is rate-limited to once per kRescanMs.
+// past the last progress of any of them. On a front end whose queues
+// never fill (a newer Triton that retries) nothing waits; without an HTTP
+// front end no socket matches and nothing waits either (the re-scan is
+// rate-limited to once per kRescanMs). Another socket pair of the process
+// that matches is harmless unless it stays over a quarter full while it
+// moves: sends would then follow its pace.
 //
 // Only read-only calls touch the sockets (fstat, getsockopt, ioctl,
 // poll): on a descriptor closed and reused meanwhile they are harmless.
