@@ -23,6 +23,7 @@ from pathlib import Path
 from tritonpy._testbase.server import Server
 
 GRPC_LOAD = Path(__file__).resolve().parent / "grpc_load.py"
+SSE_LOAD = Path(__file__).resolve().parent / "sse_load.py"
 # A load generator process above this many cores per thread is the bottleneck.
 SATURATED = 0.9
 # Seconds bench.llm_floor gets to import torch and build the network.
@@ -220,23 +221,53 @@ def run_grpc(
     if client is not None:
         procs = 1
         command = [client]
-    procs = max(1, min(procs, conns))
-    start = time.time() + spinup + warmup
+    argv = [*command, "--target", server.grpc, "--mode", mode, "--model", model, *extra]
+    window = Window(conns, procs, tokens, duration, warmup, spinup)
+    outs, r = _window_workers(server, argv, window, on_window)
+    if mode == "unary":
+        lat = [x for o in outs for x in o["latency_us"]]
+        r.update(
+            rps=r["ok"] / duration,
+            p50_us=_percentile(lat, 50),
+            p90_us=_percentile(lat, 90),
+            p99_us=_percentile(lat, 99),
+        )
+    else:
+        r.update(stream_figures(outs, duration))
+    return r
+
+
+@dataclass
+class Window:
+    """One measurement: ``procs`` load generator processes share ``conns``
+    for ``duration`` seconds after ``spinup`` + ``warmup``."""
+
+    conns: int
+    procs: int
+    tokens: int
+    duration: float
+    warmup: float
+    spinup: float
+    grace: float = 60.0  # how long past the window a process may take
+
+
+def _window_workers(
+    server: Server,
+    command: list[str],
+    w: Window,
+    on_window: Callable[[str], None] | None = None,
+) -> tuple[list[dict], dict]:
+    """Runs the load generator ``command`` (plus the window's arguments)
+    over one window: the processes' JSON outputs, and their counts summed
+    with the server's CPU seconds in the window."""
+    conns, tokens, duration = w.conns, w.tokens, w.duration
+    procs = max(1, min(w.procs, conns))
+    start = time.time() + w.spinup + w.warmup
     end = start + duration
     shares = [conns // procs + (i < conns % procs) for i in range(procs)]
     workers = [
         subprocess.Popen(
-            [
-                *command,
-                "--target",
-                server.grpc,
-                "--mode",
-                mode,
-                "--model",
-                model,
-                *window_argv(n, tokens, start, end),
-                *extra,
-            ],
+            [*command, *window_argv(n, tokens, start, end)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -252,21 +283,25 @@ def run_grpc(
     if on_window is not None:
         on_window("end")
     outs = []
-    for w in workers:
+    for worker in workers:
         try:
-            stdout, stderr = w.communicate(timeout=duration + 60)
+            stdout, stderr = worker.communicate(timeout=duration + w.grace)
         except subprocess.TimeoutExpired:
-            w.kill()
-            stdout, stderr = w.communicate()
-        if w.returncode != 0 or not stdout.strip():
-            raise RuntimeError(f"grpc_load failed ({w.returncode}): {stderr.strip()[-2000:]}")
+            worker.kill()
+            stdout, stderr = worker.communicate()
+        if worker.returncode != 0 or not stdout.strip():
+            name = Path(command[1] if command[0] == sys.executable else command[0]).stem
+            raise RuntimeError(f"{name} failed ({worker.returncode}): {stderr.strip()[-2000:]}")
         outs.append(json.loads(stdout))
+    return outs, _window_counts(outs, duration, server_cpu)
+
+
+def _window_counts(outs: list[dict], duration: float, server_cpu: float) -> dict:
     ok = sum(o.get("ok", 0) for o in outs)
-    errors = sum(o.get("errors", 0) for o in outs)
     cores = [o.get("client_cpu_s", 0.0) / duration for o in outs]
-    r = {
+    return {
         "ok": ok,
-        "errors": errors,
+        "errors": sum(o.get("errors", 0) for o in outs),
         "window_s": duration,
         "server_cpu_s": server_cpu,
         "client_cores": sum(cores),
@@ -274,16 +309,32 @@ def run_grpc(
         "error": next((o["error"] for o in outs if "error" in o), None),
         "timed_out": any(o.get("timed_out") for o in outs),
     }
-    if mode == "unary":
-        lat = [x for o in outs for x in o["latency_us"]]
-        r.update(
-            rps=ok / duration,
-            p50_us=_percentile(lat, 50),
-            p90_us=_percentile(lat, 90),
-            p99_us=_percentile(lat, 99),
-        )
-    else:
-        r.update(stream_figures(outs, duration))
+
+
+def run_sse(
+    server: Server,
+    *,
+    model: str,
+    conns: int,
+    duration: float,
+    warmup: float,
+    procs: int,
+    tokens: int,
+    spinup: float = 1.5,
+) -> dict:
+    """bench/sse_load.py (``generate_stream`` clients that check every
+    token) over one window, ``procs`` processes sharing ``conns``: the
+    figures of run_grpc; a stream that lost a token, got one out of order
+    or did not end counts as an error, the first described in "bad"."""
+    from bench.sse_load import WINDOW_STREAM_LIMIT_S
+
+    argv = [sys.executable, str(SSE_LOAD), "--target", server.http, "--model", model]
+    window = Window(conns, procs, tokens, duration, warmup, spinup, WINDOW_STREAM_LIMIT_S + 60)
+    outs, r = _window_workers(server, argv, window)
+    r["bad"] = next((o["bad"] for o in outs if "bad" in o), None)
+    if r["bad"] is not None and r["error"] is None:
+        r["error"] = r["bad"]
+    r.update(stream_figures(outs, duration))
     return r
 
 

@@ -73,6 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--async-streams", help="concurrent streams of stream_async (default 64,256,1000)"
     )
+    p.add_argument("--sse-streams", help="concurrent SSE streams of stream_async (default 64,256)")
     p.add_argument(
         "--async-tokens",
         type=int,
@@ -113,6 +114,7 @@ def make_config(a: argparse.Namespace) -> Config:
         cfg.rounds, cfg.duration, cfg.warmup, cfg.tokens = 1, 1.0, 0.0, 10
         cfg.load_repeats, cfg.budget_minutes, cfg.async_duration = 1, 10.0, 1.0
         cfg.async_streams, cfg.async_tokens = (8, 64), 10
+        cfg.sse_streams = (8,)
         cfg.llm_streams, cfg.llm_tokens = (1, 4), 8
         cfg.llm_duration, cfg.llm_warmup = 1.0, 0.0
     for name, conv in (
@@ -128,6 +130,7 @@ def make_config(a: argparse.Namespace) -> Config:
         ("async_conns", _ints),
         ("streams", _ints),
         ("async_streams", _ints),
+        ("sse_streams", _ints),
         ("llm_streams", _ints),
         ("identity_sizes", _sizes),
     ):

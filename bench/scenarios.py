@@ -51,6 +51,9 @@ class Config:
     # each to end.
     async_streams: tuple[int, ...] = (64, 256, 1000)
     async_tokens: int = 32
+    # stream_async over HTTP server-sent events (generate_stream), every
+    # token checked (bench/sse_load.py); same model and tokens as above.
+    sse_streams: tuple[int, ...] = (64, 256)
     # llm: the llm example, 64 new tokens after a 32-byte prompt. A stream
     # at 256 waits about three batches of 64 streams for its first token:
     # the window must hold several of those.
@@ -163,6 +166,21 @@ def _grpc(
             tokens=tokens(ctx.cfg) if tokens else ctx.cfg.tokens,
             client=ctx.grpc_client,
             payloads=ctx.scripts.parent,  # the work directory
+        )
+
+    return run
+
+
+def _sse(model: str, conns: int) -> Callable[[Context, Server], dict]:
+    def run(ctx: Context, server: Server) -> dict:
+        return loads.run_sse(
+            server,
+            model=model,
+            conns=conns,
+            duration=ctx.cfg.duration,
+            warmup=ctx.cfg.warmup,
+            procs=ctx.cfg.grpc_procs,
+            tokens=ctx.cfg.async_tokens,
         )
 
     return run
@@ -361,6 +379,18 @@ def build(cfg: Config) -> list[Scenario]:
                 "stream_async",
                 STREAM_METRICS,
                 _grpc("stream", "stream_async", n, lambda c: c.async_tokens),
+                rounds=cfg.streaming_rounds,
+            )
+        )
+    for n in cfg.sse_streams:
+        out.append(
+            Scenario(
+                f"sse_stream_async_s{n}",
+                f"async decoupled streaming, HTTP SSE (generate_stream) x {cfg.async_tokens} tokens",
+                f"SSE stream_async {n} streams",
+                "stream_async",
+                [*STREAM_METRICS, Metric("errors", "streams wrong", "lower")],
+                _sse("stream_async", n),
                 rounds=cfg.streaming_rounds,
             )
         )

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "clock.h"
+#include "frontend_pacer.h"
 #include "params.h"
 #include "triton_util.h"
 
@@ -104,6 +105,24 @@ NoteSendFailure(
 
 namespace {
 
+// The process's pacer, logging to Triton's log.
+FrontEndPacer&
+Pacer()
+{
+  static FrontEndPacer& pacer = []() -> FrontEndPacer& {
+    FrontEndPacer& p = FrontEndPacer::Get();
+    p.SetLog([](bool verbose, const std::string& message) {
+      if (verbose) {
+        TRITONPY_LOG_VERBOSE(message);
+      } else {
+        TRITONPY_LOG_INFO(message);
+      }
+    });
+    return p;
+  }();
+  return pacer;
+}
+
 // Sends `response` (with `status` as its error, if any) with `flags`; or,
 // when `hold`, keeps it in `req` for the final flag (BatchRequest::held).
 void
@@ -119,6 +138,9 @@ Deliver(
   if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
     req->MarkResponded();
   }
+  // Never faster than Triton's HTTP front end takes responses in: it
+  // drops what overflows its queue (frontend_pacer.h).
+  Pacer().BeforeSend();
   TRITONSERVER_Error* payload = ToTriton(status);
   TRITONSERVER_Error* err =
       TRITONBACKEND_ResponseSend(response, flags, payload);
@@ -349,6 +371,7 @@ SendFinalFlag(BatchRequest* req, Status* send_error)
     err = TRITONBACKEND_ResponseFactoryNew(&req->factory, req->request);
   }
   if (err == nullptr) {
+    Pacer().BeforeSend();  // a stream's end is a command too
     err = TRITONBACKEND_ResponseFactorySendFlags(
         req->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }

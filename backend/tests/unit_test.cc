@@ -3,11 +3,14 @@
 //
 // Unit tests of the pieces that need no Triton: JSON, arena allocator,
 // peer arena bounds, codec round trips with arena references, the socket
-// end's receive, the LOG rate limit, the machine's memory.
+// end's receive, the LOG rate limit, the machine's memory, the front-end
+// pacer.
 
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,12 +22,14 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "arena.h"
 #include "channel.h"
 #include "check.h"
+#include "frontend_pacer.h"
 #include "json.h"
 #include "log_limiter.h"
 #include "machine_memory.h"
@@ -32,6 +37,7 @@
 
 using tritonpy::Allocation;
 using tritonpy::ArenaAllocator;
+using tritonpy::FrontEndPacer;
 using tritonpy::PeerArenas;
 using tritonpy::Status;
 using tritonpy::json::Value;
@@ -668,9 +674,81 @@ TestMachineMemory()
 
 }  // namespace
 
+// Fills the datagram socket `fd` (non-blocking) with small commands.
+void
+FillDatagrams(int fd)
+{
+  const char command[32] = {};
+  while (send(fd, command, sizeof(command), 0) > 0) {}
+  CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+void
+TestFrontEndPacer()
+{
+  FrontEndPacer& pacer = FrontEndPacer::Get();
+  // The scan finds both ends of stream and datagram socket pairs of this
+  // process, and not a SEQPACKET pair (tritonpy's own channels).
+  int dgram[2], stream[2], seqpacket[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, stream) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, seqpacket) == 0);
+  pacer.BeforeSend();  // the first send measures
+  CHECK(pacer.counters().queues == 4 && pacer.counters().refills == 1);
+  // A measured budget: the next sends cost no syscall, no refill.
+  for (int i = 0; i < 50; ++i) pacer.BeforeSend();
+  CHECK(pacer.counters().refills == 1);
+
+  // Two full queues nobody drains (their HTTP threads stopped): the
+  // sender waits for them together, kStallMs, once, then skips both.
+  pacer.WatchForTest({dgram[0], stream[0]});
+  FillDatagrams(dgram[0]);
+  FillDatagrams(stream[0]);
+  const auto start = std::chrono::steady_clock::now();
+  pacer.BeforeSend();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= std::chrono::milliseconds(FrontEndPacer::kStallMs));
+  CHECK(pacer.counters().stalls == 2 && pacer.counters().waits == 1);
+  // Its next measurement skips it while it stays as it was: no wait.
+  const uint64_t refills = pacer.counters().refills;
+  for (int i = 0; i < 100000 && pacer.counters().refills == refills; ++i) {
+    pacer.BeforeSend();
+  }
+  CHECK(pacer.counters().refills == refills + 1);
+  CHECK(pacer.counters().stalls == 2 && pacer.counters().waits == 1);
+
+  // A full queue its thread drains: the sender goes on once it is down to
+  // a quarter, without taking it for stalled.
+  char buf[64];
+  while (recv(dgram[1], buf, sizeof(buf), 0) > 0) {}
+  FillDatagrams(dgram[0]);
+  pacer.WatchForTest({dgram[0]});
+  int sndbuf = 0;
+  socklen_t len = sizeof(sndbuf);
+  getsockopt(dgram[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, &len);
+  auto queued = [&] {
+    int q = 0;
+    CHECK(ioctl(dgram[0], SIOCOUTQ, &q) == 0);
+    return q;
+  };
+  std::thread drainer([&] {  // down to a tenth, then it stops
+    while (queued() * 10 > sndbuf) (void)!recv(dgram[1], buf, sizeof(buf), 0);
+  });
+  pacer.BeforeSend();
+  CHECK(queued() * 4 <= sndbuf);
+  CHECK(pacer.counters().stalls == 2 && pacer.counters().waits == 2);
+  drainer.join();
+  pacer.WatchForTest({});
+  for (int fd :
+       {dgram[0], dgram[1], stream[0], stream[1], seqpacket[0], seqpacket[1]}) {
+    close(fd);
+  }
+}
+
 int
 main()
 {
+  TestFrontEndPacer();  // first: it scans this process's descriptors
   TestText();
   TestJson();
   TestAllocator();
