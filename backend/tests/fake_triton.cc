@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_triton.h"
 #include "tritonpy/triton_api.h"
 #include "tritonpy/triton_infer_api.h"
 #include "tritonpy/triton_metric_api.h"
@@ -49,6 +50,7 @@ struct TRITONBACKEND_Output {
   std::vector<uint8_t> buffer;  // exactly the size asked for: ASan checks it
 };
 struct TRITONBACKEND_Response {
+  TRITONBACKEND_Request* request = nullptr;  // null: from a factory
   std::vector<std::unique_ptr<TRITONBACKEND_Output>> outputs;
 };
 struct TRITONBACKEND_ResponseFactory {
@@ -334,26 +336,174 @@ TRITONSERVER_InferenceRequestSetDoubleParameter(
 }
 
 // ---- model requests and responses ------------------------------------------
-// A TRITONBACKEND_Request is only ever passed back: any address will do.
+// The requests are fake_triton.h's records, filled in by the fuzz target.
 
 TRITONSERVER_Error*
-TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request*, uint32_t* count)
+TRITONBACKEND_RequestId(TRITONBACKEND_Request* request, const char** id)
 {
-  *count = 0;
+  *id = request->id.c_str();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestCorrelationId(TRITONBACKEND_Request* request, uint64_t* id)
+{
+  if (request->correlation_is_string) {
+    return TRITONSERVER_ErrorNew(
+        TRITONSERVER_ERROR_INVALID_ARG, "correlation id is a string");
+  }
+  *id = request->correlation;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestCorrelationIdString(
+    TRITONBACKEND_Request* request, const char** id)
+{
+  if (!request->correlation_is_string) {
+    return TRITONSERVER_ErrorNew(
+        TRITONSERVER_ERROR_INVALID_ARG, "correlation id is a number");
+  }
+  *id = request->correlation_string.c_str();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestFlags(TRITONBACKEND_Request* request, uint32_t* flags)
+{
+  *flags = request->flags;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_InferenceRequestTimeoutMicroseconds(
+    TRITONBACKEND_Request* request, uint64_t* timeout)
+{
+  *timeout = request->timeout_us;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestTrace(
+    TRITONBACKEND_Request*, TRITONSERVER_InferenceTrace** trace)
+{
+  *trace = nullptr;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceTraceContext(TRITONSERVER_InferenceTrace*, const char**)
+{
+  return Unavailable("fake server: no tracing");
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestOutputCount(
+    TRITONBACKEND_Request* request, uint32_t* count)
+{
+  *count = static_cast<uint32_t>(request->outputs.size());
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestOutputName(
+    TRITONBACKEND_Request* request, const uint32_t index,
+    const char** output_name)
+{
+  if (index >= request->outputs.size()) return Unavailable("no such output");
+  *output_name = request->outputs[index].c_str();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestInputCount(TRITONBACKEND_Request* request, uint32_t* count)
+{
+  *count = static_cast<uint32_t>(request->inputs.size());
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestInputByIndex(
+    TRITONBACKEND_Request* request, const uint32_t index,
+    TRITONBACKEND_Input** input)
+{
+  if (index >= request->inputs.size()) return Unavailable("no such input");
+  *input = request->inputs[index].get();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_InputProperties(
+    TRITONBACKEND_Input* input, const char** name,
+    TRITONSERVER_DataType* datatype, const int64_t** shape,
+    uint32_t* dims_count, uint64_t* byte_size, uint32_t* buffer_count)
+{
+  if (name != nullptr) *name = input->name.c_str();
+  if (datatype != nullptr) *datatype = input->dtype;
+  if (shape != nullptr) *shape = input->shape.data();
+  if (dims_count != nullptr) {
+    *dims_count = static_cast<uint32_t>(input->shape.size());
+  }
+  if (byte_size != nullptr) *byte_size = input->byte_size;
+  if (buffer_count != nullptr) {
+    *buffer_count = static_cast<uint32_t>(input->buffers.size());
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_InputBuffer(
+    TRITONBACKEND_Input* input, const uint32_t index, const void** buffer,
+    uint64_t* buffer_byte_size, TRITONSERVER_MemoryType* memory_type,
+    int64_t* memory_type_id)
+{
+  if (index >= input->buffers.size()) return Unavailable("no such buffer");
+  *buffer = input->buffers[index].data();
+  *buffer_byte_size = input->buffers[index].size();
+  *memory_type = input->gpu ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
+  *memory_type_id = 0;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestParameterCount(
+    TRITONBACKEND_Request* request, uint32_t* count)
+{
+  *count = static_cast<uint32_t>(request->parameters.size());
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONBACKEND_RequestParameter(
-    TRITONBACKEND_Request*, const uint32_t, const char**,
-    TRITONSERVER_ParameterType*, const void**)
+    TRITONBACKEND_Request* request, const uint32_t index, const char** key,
+    TRITONSERVER_ParameterType* type, const void** vvalue)
 {
-  return Unavailable("fake server: no request parameters");
+  if (index >= request->parameters.size()) {
+    return Unavailable("no such parameter");
+  }
+  const FakeParameter& p = request->parameters[index];
+  *key = p.key.c_str();
+  *type = p.type;
+  switch (p.type) {
+    case TRITONSERVER_PARAMETER_INT:
+      *vvalue = &p.integer;
+      break;
+    case TRITONSERVER_PARAMETER_BOOL:
+      *vvalue = &p.boolean;
+      break;
+    case TRITONSERVER_PARAMETER_DOUBLE:
+      *vvalue = &p.real;
+      break;
+    default:
+      *vvalue = p.text.c_str();
+  }
+  return nullptr;
 }
 
 TRITONSERVER_Error*
-TRITONBACKEND_RequestRelease(TRITONBACKEND_Request*, uint32_t)
+TRITONBACKEND_RequestRelease(TRITONBACKEND_Request* request, uint32_t)
 {
+  ++request->releases;
   return nullptr;
 }
 
@@ -397,9 +547,10 @@ TRITONBACKEND_ResponseFactorySendFlags(
 
 TRITONSERVER_Error*
 TRITONBACKEND_ResponseNew(
-    TRITONBACKEND_Response** response, TRITONBACKEND_Request*)
+    TRITONBACKEND_Response** response, TRITONBACKEND_Request* request)
 {
   *response = new TRITONBACKEND_Response();
+  (*response)->request = request;
   return nullptr;
 }
 
@@ -452,8 +603,18 @@ TRITONBACKEND_OutputBuffer(
 
 TRITONSERVER_Error*
 TRITONBACKEND_ResponseSend(
-    TRITONBACKEND_Response* response, const uint32_t, TRITONSERVER_Error* error)
+    TRITONBACKEND_Response* response, const uint32_t flags,
+    TRITONSERVER_Error* error)
 {
+  if (response->request != nullptr) {
+    ++response->request->responses;
+    if (error != nullptr) {
+      ++response->request->error_responses;
+      response->request->last_error = error->message;
+    }
+    response->request->final_flags +=
+        (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0 ? 1 : 0;
+  }
   // Sent responses are read (the frontend serialises them), then owned by
   // the server.
   uint64_t sum = error != nullptr ? std::strlen(error->message.c_str()) : 0;

@@ -51,6 +51,7 @@
 #include "batch.h"
 #include "bls.h"
 #include "channel.h"
+#include "fake_triton.h"
 #include "fuzz_driver.h"
 #include "metrics.h"
 #include "protocol.h"
@@ -334,11 +335,11 @@ OnResponses(
   // Each entry written as Triton responses of a request of its own (the
   // fake server's output buffers are heap blocks of the size asked for);
   // the frame's id picks the decoupled mode.
-  static int fake_request;
+  static TRITONBACKEND_Request fake_request;
   const bool decoupled = (f.id & 1) != 0;
   for (size_t i = 0; i < rb.responses.size(); ++i) {
     tritonpy::BatchRequest req;
-    req.request = reinterpret_cast<TRITONBACKEND_Request*>(&fake_request);
+    req.request = &fake_request;
     req.id = "fuzz";
     for (const tp::Tensor& t : rb.responses[i].outputs) {
       req.requested_outputs.insert(t.name);

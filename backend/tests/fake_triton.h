@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// The requests of the stand-in for tritonserver (fake_triton.cc): a fuzz
+// target fills them in, the backend reads them through the
+// TRITONBACKEND_Request* and TRITONBACKEND_Input* calls, as it reads
+// Triton's. Every buffer is a heap block of exactly its size, so that ASan
+// sees a read past it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tritonpy/triton_api.h"
+
+struct TRITONBACKEND_Input {
+  std::string name;
+  TRITONSERVER_DataType dtype = TRITONSERVER_TYPE_UINT8;
+  std::vector<int64_t> shape;
+  uint64_t byte_size = 0;  // as Triton would say it: may disagree
+  std::vector<std::vector<uint8_t>> buffers;
+  bool gpu = false;  // the buffers say they are in GPU memory
+};
+
+// One request parameter; `value` points into the record.
+struct FakeParameter {
+  std::string key;
+  TRITONSERVER_ParameterType type = TRITONSERVER_PARAMETER_STRING;
+  std::string text;
+  int64_t integer = 0;
+  bool boolean = false;
+  double real = 0;
+};
+
+struct TRITONBACKEND_Request {
+  std::string id;
+  bool correlation_is_string = false;
+  uint64_t correlation = 0;
+  std::string correlation_string;
+  uint32_t flags = 0;
+  uint64_t timeout_us = 0;
+  std::vector<FakeParameter> parameters;
+  std::vector<std::string> outputs;
+  std::vector<std::unique_ptr<TRITONBACKEND_Input>> inputs;
+  // What the backend did with it.
+  int responses = 0;        // responses sent
+  int error_responses = 0;  // of them, with an error
+  int final_flags = 0;      // sends that carried COMPLETE_FINAL
+  int releases = 0;
+  std::string last_error;  // the message of the last error response
+};
