@@ -128,7 +128,8 @@ FUZZ_SECONDS ?= 120
 FUZZ_SEED ?=
 FUZZ_CORPUS ?= $(FUZZ_DIR)/corpus
 FUZZ_DIR := build/fuzz
-FUZZ_TARGETS := tritonpy_fuzz_protocol tritonpy_fuzz_dispatch tritonpy_fuzz_execute
+FUZZ_TARGETS := tritonpy_fuzz_protocol tritonpy_fuzz_dispatch tritonpy_fuzz_execute \
+    tritonpy_fuzz_sequence
 # Then hostile requests to a live server (tests/integration/
 # fuzz_hostile_clients.py) for FUZZ_CLIENT_SECONDS; 0 skips them.
 FUZZ_CLIENT_SECONDS ?= $(FUZZ_SECONDS)

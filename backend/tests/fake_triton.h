@@ -44,10 +44,23 @@ struct TRITONBACKEND_Request {
   std::vector<FakeParameter> parameters;
   std::vector<std::string> outputs;
   std::vector<std::unique_ptr<TRITONBACKEND_Input>> inputs;
+  bool cancelled = false;  // the client cancelled it
   // What the backend did with it.
   int responses = 0;        // responses sent
   int error_responses = 0;  // of them, with an error
   int final_flags = 0;      // sends that carried COMPLETE_FINAL
   int releases = 0;
-  std::string last_error;  // the message of the last error response
+  uint32_t release_flags = 0;  // of the last release
+  int sends_after_final = 0;   // responses or flags sent after a FINAL
+  std::string last_error;      // the message of the last error response
 };
+
+struct TRITONBACKEND_ResponseFactory {
+  TRITONBACKEND_Request* request = nullptr;
+};
+
+// Answers every inference request ServerInferAsync took since the last
+// call (BLS): responses with outputs in buffers of the request's allocator,
+// or errors, then the final flag and the request's release, as `script`
+// says. Returns the response callbacks made.
+uint64_t FakeTritonCompletePending(const uint8_t* script, size_t len);

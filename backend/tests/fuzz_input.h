@@ -19,8 +19,10 @@ class FuzzInput {
   FuzzInput(const uint8_t* data, size_t size) : data_(data), size_(size) {}
 
   uint8_t U8() { return static_cast<uint8_t>(Int(1)); }
+  uint16_t U16() { return static_cast<uint16_t>(Int(2)); }
   uint32_t U32() { return static_cast<uint32_t>(Int(4)); }
   uint64_t U64() { return Int(8); }
+  bool empty() const { return at_ == size_; }
   // Up to `n` bytes (fewer when the input ends).
   std::string Bytes(size_t n)
   {
