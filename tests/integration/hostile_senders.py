@@ -83,7 +83,7 @@ def probe(srv: TritonServer, model: str) -> Answer:
     if model != "repeat":
         return http_infer(srv, model, PROBES[model])
     got: queue.Queue[Any] = queue.Queue()
-    c = grpcclient.InferenceServerClient(srv.grpc_url)
+    c = grpcclient.InferenceServerClient(srv.grpc)  # 127.0.0.1
     values: list[int] = []
     try:
         c.start_stream(callback=lambda result, error: got.put((result, error)))
@@ -202,7 +202,7 @@ def stream_cancel(srv: TritonServer) -> Answer:
     cancelled after its first response: the model must see the
     cancellation (it logs it)."""
     got: queue.Queue[Any] = queue.Queue()
-    c = grpcclient.InferenceServerClient(srv.grpc_url)
+    c = grpcclient.InferenceServerClient(srv.grpc)  # 127.0.0.1
     at = srv.log_size()
     try:
         c.start_stream(callback=lambda result, error: got.put((result, error)))
