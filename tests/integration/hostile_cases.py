@@ -489,5 +489,8 @@ CASES: dict[str, Case] = {
     ),
     "client_disconnect_after_sending": Case("async_sleep", disconnect_after_sending, OK()),
     "client_disconnect_mid_stream": Case("repeat", disconnect_mid_stream, OK()),
-    "stream_cancelled_mid_way": Case("repeat", stream_cancel, OK()),
+    "stream_cancelled_mid_way": Case("repeat", stream_cancel("hostile-cancel"), OK()),
+    # The model logs the cancellation with the request id: a log line past
+    # MAX_FRAME, of the client's making.
+    "stream_cancelled_with_a_huge_id": Case("repeat", stream_cancel("c" * HUGE), OK()),
 }

@@ -18,8 +18,16 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import service_pb2
 
-from hostile_requests import Answer, bytes_tensor, dumps, grpc_infer, grpc_patched, http_infer
-from server import TritonServer
+from hostile_requests import (
+    DEATH,
+    Answer,
+    bytes_tensor,
+    dumps,
+    grpc_infer,
+    grpc_patched,
+    http_infer,
+)
+from server import TritonServer, wait_until
 
 __all__ = [
     "FP32x4",
@@ -197,29 +205,36 @@ def echoed_bytes(elements: list[bytes]) -> Callable[[Answer], bool]:
     return lambda a: bool(a.body.raw_output_contents[0] == bytes_tensor(elements))
 
 
-def stream_cancel(srv: TritonServer) -> Answer:
+def stream_cancel(request_id: str) -> Sender:
     """A gRPC stream to the decoupled repeat (200 values, 20 ms apart),
     cancelled after its first response: the model must see the
-    cancellation (it logs it)."""
-    got: queue.Queue[Any] = queue.Queue()
-    c = grpcclient.InferenceServerClient(srv.grpc)  # 127.0.0.1
-    at = srv.log_size()
-    try:
-        c.start_stream(callback=lambda result, error: got.put((result, error)))
-        inp = grpcclient.InferInput("IN", [200], "INT32")
-        inp.set_data_from_numpy(np.arange(200, dtype=np.int32))
-        delay = grpcclient.InferInput("DELAY", [1], "UINT32")
-        delay.set_data_from_numpy(np.array([20], np.uint32))
-        c.async_stream_infer("repeat", [inp, delay], request_id="hostile-cancel")
-        _, error = got.get(timeout=60)
-        if error is not None:
-            return Answer(False, "STREAM", str(error))
-        c.stop_stream(cancel_requests=True)
-    finally:
-        c.close()
-    if not srv.wait_log("repeat: request 'hostile-cancel' cancelled after", 60, after=at):
-        return Answer(False, "CANCELLED", "the model never saw the cancellation")
-    return Answer(True, "OK")
+    cancellation (it logs it, quoting the request id)."""
+
+    def send(srv: TritonServer) -> Answer:
+        got: queue.Queue[Any] = queue.Queue()
+        c = grpcclient.InferenceServerClient(srv.grpc)  # 127.0.0.1
+        at = srv.log_size()
+        try:
+            c.start_stream(callback=lambda result, error: got.put((result, error)))
+            inp = grpcclient.InferInput("IN", [200], "INT32")
+            inp.set_data_from_numpy(np.arange(200, dtype=np.int32))
+            delay = grpcclient.InferInput("DELAY", [1], "UINT32")
+            delay.set_data_from_numpy(np.array([20], np.uint32))
+            c.async_stream_infer("repeat", [inp, delay], request_id=request_id)
+            _, error = got.get(timeout=60)
+            if error is not None:
+                return Answer(False, "STREAM", str(error))
+            c.stop_stream(cancel_requests=True)
+        finally:
+            c.close()
+        # The model's log line, or the stub's death (no use waiting then).
+        seen = f"repeat: request '{request_id[:64]}"
+        wait_until(lambda: seen in srv.log()[at:] or DEATH.search(srv.log()[at:]), 60)
+        if seen not in srv.log()[at:]:
+            return Answer(False, "CANCELLED", "the model never logged the cancellation")
+        return Answer(True, "OK")
+
+    return send
 
 
 def _post(srv: TritonServer, path: str, body: bytes) -> socket.socket:
