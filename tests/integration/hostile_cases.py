@@ -52,11 +52,11 @@ from server import TritonServer
 __all__ = ["CASES", "MODELS", "Case", "Expect"]
 
 # The example models the cases go to (examples/model_repository: plain,
-# decoupled, BYTES, dynamic batching, async execute) and two test models:
+# decoupled, BYTES, dynamic batching, async execute) and three test models:
 # params (echoes the request's parameters), identity (every datatype, any
-# length, every input optional).
+# length, every input optional), shapes (a [-1, -1] input).
 MODELS = ["add_sub", "repeat", "iris_preprocess", "auto_complete_batch", "async_sleep"]
-MODELS += ["params", "identity"]
+MODELS += ["params", "identity", "shapes"]
 
 HUGE = 200 * 1024  # past MAX_FRAME (128 KiB) on its own
 UINT64_MAX = 2**64 - 1
@@ -302,6 +302,13 @@ CASES: dict[str, Case] = {
         "identity",
         grpc_shape("IN_INT32", "INT32", [-(2**62)], b""),
         Err("identity", "grpc-shape", "IN_INT32"),
+    ),
+    # No overflow: two negative dims whose product is the 4 elements sent.
+    # Triton lets it through.
+    "grpc_negative_dims_with_a_positive_product": Case(
+        "shapes",
+        grpc_shape("X", "FP32", [-2, -2], b"\0" * 16, model="shapes"),
+        Err("shapes", "grpc-shape", "'X'"),
     ),
     "shape_huge_binary_size_0": http_case(
         "identity",

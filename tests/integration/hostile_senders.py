@@ -82,6 +82,7 @@ PROBES: dict[str, dict[str, Any]] = {
     "async_sleep": _one("IN", "INT32", [2], [7, 8]),
     "params": _one("X", "INT32", [1], [1]),
     "identity": _one("IN_INT32", "INT32", [2], [5, 6]),
+    "shapes": {**_one("X", "FP32", [2, 2], [1, 2, 3, 4]), "outputs": [{"name": "TRANSPOSED"}]},
 }
 
 
@@ -175,12 +176,14 @@ def grpc_typed_contents(srv: TritonServer) -> Answer:
     return grpc_infer(srv, r.SerializeToString())
 
 
-def grpc_shape(name: str, datatype: str, shape: list[int], raw: bytes) -> Sender:
-    """identity over gRPC: one input of any shape (protobuf dims are int64:
+def grpc_shape(
+    name: str, datatype: str, shape: list[int], raw: bytes, model: str = "identity"
+) -> Sender:
+    """``model`` over gRPC: one input of any shape (protobuf dims are int64:
     negative ones too) with ``raw`` as its contents; request id "grpc-shape"."""
 
     def send(srv: TritonServer) -> Answer:
-        r = service_pb2.ModelInferRequest(model_name="identity", id="grpc-shape")
+        r = service_pb2.ModelInferRequest(model_name=model, id="grpc-shape")
         r.inputs.add(name=name, datatype=datatype, shape=shape)
         r.raw_input_contents.append(raw)
         return grpc_infer(srv, r.SerializeToString())
