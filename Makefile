@@ -9,7 +9,8 @@
 #                bench/results/ and docs/benchmarks.md (BENCH_ARGS=... to tune)
 #   make bench-smoke  a tiny end-to-end run of the benchmark suite
 #   make fuzz    coverage-guided fuzzing of the backend's frame handling with
-#                libFuzzer (clang), FUZZ_SECONDS (120) per target
+#                libFuzzer (clang), FUZZ_SECONDS (120) per target, then
+#                random hostile requests to a live server as long
 #   make format  rewrite the tree with ruff (imports, format) and clang-format
 #
 # TRITONPY_DEBUG=1 (e.g. TRITONPY_DEBUG=1 make test) builds both sides with
@@ -37,7 +38,7 @@ SOURCES := $(shell find src backend -type f \
 .PHONY: setup serve test test-unit bench bench-smoke format clean help FORCE
 
 help:
-	@sed -n '4,17p' Makefile
+	@sed -n '4,18p' Makefile
 
 # The build mode (TRITONPY_DEBUG) is part of what is installed: switching it
 # rebuilds.
@@ -127,7 +128,11 @@ FUZZ_SECONDS ?= 120
 FUZZ_SEED ?=
 FUZZ_CORPUS ?= $(FUZZ_DIR)/corpus
 FUZZ_DIR := build/fuzz
-FUZZ_TARGETS := tritonpy_fuzz_protocol tritonpy_fuzz_dispatch
+FUZZ_TARGETS := tritonpy_fuzz_protocol tritonpy_fuzz_dispatch tritonpy_fuzz_execute \
+    tritonpy_fuzz_sequence
+# Then hostile requests to a live server (tests/integration/
+# fuzz_hostile_clients.py) for FUZZ_CLIENT_SECONDS; 0 skips them.
+FUZZ_CLIENT_SECONDS ?= $(FUZZ_SECONDS)
 .PHONY: fuzz
 fuzz: $(VENV)/.deps
 	$(ENSURE_CLANG)
@@ -145,8 +150,14 @@ fuzz: $(VENV)/.deps
 	    || { tail -n 60 $(FUZZ_DIR)/$$t.log; echo "fuzz: $$t failed (log: $(FUZZ_DIR)/$$t.log)"; exit 1; }; \
 	    grep -E '^(INFO: Seed|stat::number_of_executed_units|stat::peak_rss)' $(FUZZ_DIR)/$$t.log; \
 	done
+	@if [ "$(FUZZ_CLIENT_SECONDS)" != 0 ]; then \
+	    $(MAKE) --no-print-directory setup && \
+	    TRITONPY_CLIENT_FUZZ_SECONDS=$(FUZZ_CLIENT_SECONDS) $(if $(FUZZ_SEED),TRITONPY_FUZZ_SEED=$(FUZZ_SEED)) \
+	    $(VENV)/bin/pytest tests/integration/fuzz_hostile_clients.py -q -s -p no:cacheprovider; \
+	fi
 test: fuzz
 test: FUZZ_SECONDS = 5
 test: FUZZ_SEED = 1
 test: FUZZ_CORPUS = $(FUZZ_DIR)/test-corpus
 test: FUZZ_FRESH = 1
+test: FUZZ_CLIENT_SECONDS = 0

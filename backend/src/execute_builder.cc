@@ -68,6 +68,19 @@ CheckInput(
            proto::ShapeText(t.dims);
   };
   const uint32_t item = proto::DataTypeByteSize(t.dtype);
+  // numpy refuses an array whose non-zero dimensions, times its item size
+  // (8 for the object array of a BYTES input), pass 2^63 - 1 bytes, even
+  // when another dimension is 0: as_numpy() would fail in the model.
+  uint64_t span = item == 0 ? 8 : item;
+  for (int64_t d : t.dims) {
+    if (d != 0 &&
+        (__builtin_mul_overflow(span, static_cast<uint64_t>(d), &span) ||
+         span > static_cast<uint64_t>(INT64_MAX))) {
+      return bad(
+          "has " + shape() +
+          ", whose dimensions multiply past 2^63 bytes (numpy's limit)");
+    }
+  }
   if (item == 0) {
     // BYTES: each element takes at least its 4-byte length.
     if (overflow || elements > t.byte_size / 4) {

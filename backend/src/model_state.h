@@ -66,6 +66,7 @@ class ModelState {
   double execute_timeout_seconds() const { return execute_timeout_seconds_; }
 
  private:
+  friend struct ModelStateTestPeer;  // backend/tests/fuzz_requests.h
   TRITONBACKEND_Model* model_ = nullptr;
   const BackendState* backend_ = nullptr;
   std::string name_;

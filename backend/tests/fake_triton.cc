@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Copyright (c) The tritonpy authors.
 //
-// A stand-in for the parts of tritonserver's C API that the frame handlers
-// under fuzz_dispatch.cc call: errors, logging, custom metrics, the
-// inference-request calls of BLS, and model responses. No server behind it:
-// every object is a small heap record, and the calls check what a real server
-// would rely on (every input byte handed to a request is read, and every output
-// buffer is a heap block of exactly the size asked for, so that ASan sees a
-// read or write outside its buffer). Starting an inference fails, so a BLS
-// request ends in its early-failure path after its inputs were copied;
-// a test may have it accepted instead (fake_triton.h) and then play
-// Triton's callbacks itself.
+// A stand-in for the parts of tritonserver's C API that the fuzz targets'
+// and the BLS test's code calls: errors, logging, custom metrics, the
+// inference-request calls of BLS, model requests (fake_triton.h) and
+// responses. No server behind it: every object is a small heap record, and
+// the calls check what a real server would rely on (every input byte handed
+// to a request is read, and every output buffer is a heap block of exactly
+// the size asked for, so that ASan sees a read or write outside its buffer).
+// A BLS request that is started is answered later, by
+// FakeTritonCompletePending; or, once a test has called
+// fake_triton::AcceptInferences(true), handed to the test (TakeStarted),
+// which then plays Triton's callbacks itself.
 //
 // Thread-safe: MODEL_CONTROL runs on worker threads.
 
@@ -34,10 +35,31 @@ struct TRITONSERVER_Error {
 };
 struct TRITONSERVER_InferenceRequest {
   uint64_t input_bytes = 0;
-  fake_triton::Started callbacks;
+  std::vector<std::string> requested_outputs;
+  TRITONSERVER_InferenceRequestReleaseFn_t release_fn = nullptr;
+  void* release_userp = nullptr;
+  TRITONSERVER_ResponseAllocator* allocator = nullptr;
+  void* allocator_userp = nullptr;
+  TRITONSERVER_InferenceResponseCompleteFn_t response_fn = nullptr;
+  void* response_userp = nullptr;
 };
 struct TRITONSERVER_ResponseAllocator {
-  int unused = 0;
+  TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn = nullptr;
+  TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn = nullptr;
+};
+// A response of the fake server: outputs in buffers its allocator gave.
+struct FakeOutput {
+  std::string name;
+  std::vector<int64_t> shape;
+  void* buffer = nullptr;
+  void* buffer_userp = nullptr;
+  size_t byte_size = 0;
+  TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
+};
+struct TRITONSERVER_InferenceResponse {
+  TRITONSERVER_ResponseAllocator* allocator = nullptr;
+  TRITONSERVER_Error* error = nullptr;  // owned
+  std::vector<FakeOutput> outputs;
 };
 struct TRITONSERVER_Parameter {
   std::string name;
@@ -55,10 +77,8 @@ struct TRITONBACKEND_Output {
   std::vector<uint8_t> buffer;  // exactly the size asked for: ASan checks it
 };
 struct TRITONBACKEND_Response {
+  TRITONBACKEND_Request* request = nullptr;  // null: from a factory
   std::vector<std::unique_ptr<TRITONBACKEND_Output>> outputs;
-};
-struct TRITONBACKEND_ResponseFactory {
-  int unused = 0;
 };
 
 namespace {
@@ -71,6 +91,11 @@ std::mutex g_started_mu;
 bool g_accept = false;
 std::vector<fake_triton::Started> g_started;
 std::function<void()> g_on_request_delete;
+
+// Requests ServerInferAsync took, not answered yet.
+std::mutex g_pending_mu;
+std::vector<TRITONSERVER_InferenceRequest*> g_pending;
+std::atomic<uint64_t> g_responses_delivered{0};
 
 TRITONSERVER_Error*
 Unavailable(const char* what)
@@ -126,11 +151,13 @@ TRITONSERVER_LogMessage(
 TRITONSERVER_Error*
 TRITONSERVER_ResponseAllocatorNew(
     TRITONSERVER_ResponseAllocator** allocator,
-    TRITONSERVER_ResponseAllocatorAllocFn_t,
-    TRITONSERVER_ResponseAllocatorReleaseFn_t,
+    TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
+    TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn,
     TRITONSERVER_ResponseAllocatorStartFn_t)
 {
   *allocator = new TRITONSERVER_ResponseAllocator();
+  (*allocator)->alloc_fn = alloc_fn;
+  (*allocator)->release_fn = release_fn;
   return nullptr;
 }
 
@@ -229,9 +256,9 @@ TRITONSERVER_InferenceRequestAppendInputData(
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceRequestAddRequestedOutput(
-    TRITONSERVER_InferenceRequest*, const char* name)
+    TRITONSERVER_InferenceRequest* inference_request, const char* name)
 {
-  g_sink += std::strlen(name);
+  inference_request->requested_outputs.emplace_back(name);
   return nullptr;
 }
 
@@ -241,20 +268,23 @@ TRITONSERVER_InferenceRequestSetReleaseCallback(
     TRITONSERVER_InferenceRequestReleaseFn_t request_release_fn,
     void* request_release_userp)
 {
-  inference_request->callbacks.release_fn = request_release_fn;
-  inference_request->callbacks.release_userp = request_release_userp;
+  inference_request->release_fn = request_release_fn;
+  inference_request->release_userp = request_release_userp;
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceRequestSetResponseCallback(
     TRITONSERVER_InferenceRequest* inference_request,
-    TRITONSERVER_ResponseAllocator*, void*,
+    TRITONSERVER_ResponseAllocator* response_allocator,
+    void* response_allocator_userp,
     TRITONSERVER_InferenceResponseCompleteFn_t response_fn,
     void* response_userp)
 {
-  inference_request->callbacks.response_fn = response_fn;
-  inference_request->callbacks.response_userp = response_userp;
+  inference_request->allocator = response_allocator;
+  inference_request->allocator_userp = response_allocator_userp;
+  inference_request->response_fn = response_fn;
+  inference_request->response_userp = response_userp;
   return nullptr;
 }
 
@@ -277,42 +307,72 @@ TRITONSERVER_ServerInferAsync(
     TRITONSERVER_Server*, TRITONSERVER_InferenceRequest* inference_request,
     TRITONSERVER_InferenceTrace*)
 {
-  std::lock_guard<std::mutex> lock(g_started_mu);
-  if (!g_accept) return Unavailable("fake server: no inference");
-  inference_request->callbacks.request = inference_request;
-  g_started.push_back(inference_request->callbacks);
+  {
+    std::lock_guard<std::mutex> lock(g_started_mu);
+    if (g_accept) {
+      g_started.push_back(
+          fake_triton::Started{
+              inference_request, inference_request->release_fn,
+              inference_request->release_userp, inference_request->response_fn,
+              inference_request->response_userp});
+      return nullptr;
+    }
+  }
+  // Taken: FakeTritonCompletePending answers it later, from the caller's
+  // thread, as Triton answers from one of its own.
+  std::lock_guard<std::mutex> lock(g_pending_mu);
+  g_pending.push_back(inference_request);
   return nullptr;
 }
 
-// Called with null responses only (a test's final flag); the server has no
-// responses of its own.
 TRITONSERVER_Error*
-TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceResponse*)
+TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceResponse* response)
 {
+  if (response == nullptr) return nullptr;  // a test's flags-only final
+  // Triton gives the outputs' buffers back to the allocator that made them.
+  for (const FakeOutput& o : response->outputs) {
+    TRITONSERVER_Error* err = response->allocator->release_fn(
+        response->allocator, o.buffer, o.buffer_userp, o.byte_size, o.type, 0);
+    if (err != nullptr) TRITONSERVER_ErrorDelete(err);
+  }
+  if (response->error != nullptr) TRITONSERVER_ErrorDelete(response->error);
+  delete response;
   return nullptr;
 }
 
 TRITONSERVER_Error*
-TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceResponse*)
+TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceResponse* response)
 {
-  return nullptr;
+  return response->error;  // owned by the response
 }
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceResponseOutputCount(
-    TRITONSERVER_InferenceResponse*, uint32_t* count)
+    TRITONSERVER_InferenceResponse* response, uint32_t* count)
 {
-  *count = 0;
+  *count = static_cast<uint32_t>(response->outputs.size());
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceResponseOutput(
-    TRITONSERVER_InferenceResponse*, const uint32_t, const char**,
-    TRITONSERVER_DataType*, const int64_t**, uint64_t*, const void**, size_t*,
-    TRITONSERVER_MemoryType*, int64_t*, void**)
+    TRITONSERVER_InferenceResponse* response, const uint32_t index,
+    const char** name, TRITONSERVER_DataType* datatype, const int64_t** shape,
+    uint64_t* dim_count, const void** base, size_t* byte_size,
+    TRITONSERVER_MemoryType* memory_type, int64_t* memory_type_id, void** userp)
 {
-  return Unavailable("fake server: no outputs");
+  if (index >= response->outputs.size()) return Unavailable("no such output");
+  const FakeOutput& o = response->outputs[index];
+  *name = o.name.c_str();
+  *datatype = TRITONSERVER_TYPE_UINT8;
+  *shape = o.shape.data();
+  *dim_count = o.shape.size();
+  *base = o.buffer;
+  *byte_size = o.byte_size;
+  *memory_type = o.type;
+  *memory_type_id = 0;
+  *userp = o.buffer_userp;
+  return nullptr;
 }
 
 TRITONSERVER_Error*
@@ -364,26 +424,191 @@ TRITONSERVER_InferenceRequestSetDoubleParameter(
 }
 
 // ---- model requests and responses ------------------------------------------
-// A TRITONBACKEND_Request is only ever passed back: any address will do.
+// The requests are fake_triton.h's records, filled in by the fuzz target.
 
 TRITONSERVER_Error*
-TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request*, uint32_t* count)
+TRITONBACKEND_RequestId(TRITONBACKEND_Request* request, const char** id)
 {
-  *count = 0;
+  *id = request->id.c_str();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestCorrelationId(TRITONBACKEND_Request* request, uint64_t* id)
+{
+  if (request->correlation_is_string) {
+    return TRITONSERVER_ErrorNew(
+        TRITONSERVER_ERROR_INVALID_ARG, "correlation id is a string");
+  }
+  *id = request->correlation;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestCorrelationIdString(
+    TRITONBACKEND_Request* request, const char** id)
+{
+  if (!request->correlation_is_string) {
+    return TRITONSERVER_ErrorNew(
+        TRITONSERVER_ERROR_INVALID_ARG, "correlation id is a number");
+  }
+  *id = request->correlation_string.c_str();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestFlags(TRITONBACKEND_Request* request, uint32_t* flags)
+{
+  *flags = request->flags;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_InferenceRequestTimeoutMicroseconds(
+    TRITONBACKEND_Request* request, uint64_t* timeout)
+{
+  *timeout = request->timeout_us;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestTrace(
+    TRITONBACKEND_Request*, TRITONSERVER_InferenceTrace** trace)
+{
+  *trace = nullptr;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_InferenceTraceContext(TRITONSERVER_InferenceTrace*, const char**)
+{
+  return Unavailable("fake server: no tracing");
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestOutputCount(
+    TRITONBACKEND_Request* request, uint32_t* count)
+{
+  *count = static_cast<uint32_t>(request->outputs.size());
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestOutputName(
+    TRITONBACKEND_Request* request, const uint32_t index,
+    const char** output_name)
+{
+  if (index >= request->outputs.size()) return Unavailable("no such output");
+  *output_name = request->outputs[index].c_str();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestInputCount(TRITONBACKEND_Request* request, uint32_t* count)
+{
+  *count = static_cast<uint32_t>(request->inputs.size());
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestInputByIndex(
+    TRITONBACKEND_Request* request, const uint32_t index,
+    TRITONBACKEND_Input** input)
+{
+  if (index >= request->inputs.size()) return Unavailable("no such input");
+  *input = request->inputs[index].get();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_InputProperties(
+    TRITONBACKEND_Input* input, const char** name,
+    TRITONSERVER_DataType* datatype, const int64_t** shape,
+    uint32_t* dims_count, uint64_t* byte_size, uint32_t* buffer_count)
+{
+  if (name != nullptr) *name = input->name.c_str();
+  if (datatype != nullptr) *datatype = input->dtype;
+  if (shape != nullptr) *shape = input->shape.data();
+  if (dims_count != nullptr) {
+    *dims_count = static_cast<uint32_t>(input->shape.size());
+  }
+  if (byte_size != nullptr) *byte_size = input->byte_size;
+  if (buffer_count != nullptr) {
+    *buffer_count = static_cast<uint32_t>(input->buffers.size());
+  }
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_InputBuffer(
+    TRITONBACKEND_Input* input, const uint32_t index, const void** buffer,
+    uint64_t* buffer_byte_size, TRITONSERVER_MemoryType* memory_type,
+    int64_t* memory_type_id)
+{
+  if (index >= input->buffers.size()) return Unavailable("no such buffer");
+  *buffer = input->buffers[index].data();
+  *buffer_byte_size = input->buffers[index].size();
+  *memory_type = input->gpu ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
+  *memory_type_id = 0;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestParameterCount(
+    TRITONBACKEND_Request* request, uint32_t* count)
+{
+  *count = static_cast<uint32_t>(request->parameters.size());
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONBACKEND_RequestParameter(
-    TRITONBACKEND_Request*, const uint32_t, const char**,
-    TRITONSERVER_ParameterType*, const void**)
+    TRITONBACKEND_Request* request, const uint32_t index, const char** key,
+    TRITONSERVER_ParameterType* type, const void** vvalue)
 {
-  return Unavailable("fake server: no request parameters");
+  if (index >= request->parameters.size()) {
+    return Unavailable("no such parameter");
+  }
+  const FakeParameter& p = request->parameters[index];
+  *key = p.key.c_str();
+  *type = p.type;
+  switch (p.type) {
+    case TRITONSERVER_PARAMETER_INT:
+      *vvalue = &p.integer;
+      break;
+    case TRITONSERVER_PARAMETER_BOOL:
+      *vvalue = &p.boolean;
+      break;
+    case TRITONSERVER_PARAMETER_DOUBLE:
+      *vvalue = &p.real;
+      break;
+    default:
+      *vvalue = p.text.c_str();
+  }
+  return nullptr;
 }
 
 TRITONSERVER_Error*
-TRITONBACKEND_RequestRelease(TRITONBACKEND_Request*, uint32_t)
+TRITONBACKEND_RequestIsCancelled(
+    TRITONBACKEND_Request* request, bool* is_cancelled)
 {
+  *is_cancelled = request->cancelled;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_ResponseFactoryIsCancelled(
+    TRITONBACKEND_ResponseFactory* factory, bool* is_cancelled)
+{
+  *is_cancelled = factory->request != nullptr && factory->request->cancelled;
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONBACKEND_RequestRelease(TRITONBACKEND_Request* request, uint32_t flags)
+{
+  ++request->releases;
+  request->release_flags = flags;
   return nullptr;
 }
 
@@ -405,9 +630,10 @@ TRITONBACKEND_ModelInstanceReportBatchStatistics(
 
 TRITONSERVER_Error*
 TRITONBACKEND_ResponseFactoryNew(
-    TRITONBACKEND_ResponseFactory** factory, TRITONBACKEND_Request*)
+    TRITONBACKEND_ResponseFactory** factory, TRITONBACKEND_Request* request)
 {
   *factory = new TRITONBACKEND_ResponseFactory();
+  (*factory)->request = request;
   return nullptr;
 }
 
@@ -418,26 +644,44 @@ TRITONBACKEND_ResponseFactoryDelete(TRITONBACKEND_ResponseFactory* factory)
   return nullptr;
 }
 
+namespace {
+
+// A response or flags sent for `request` (null: unknown).
+void
+CountSend(TRITONBACKEND_Request* request, uint32_t flags)
+{
+  if (request == nullptr) return;
+  if (request->final_flags > 0) ++request->sends_after_final;
+  if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
+    ++request->final_flags;
+  }
+}
+
+}  // namespace
+
 TRITONSERVER_Error*
 TRITONBACKEND_ResponseFactorySendFlags(
-    TRITONBACKEND_ResponseFactory*, const uint32_t)
+    TRITONBACKEND_ResponseFactory* factory, const uint32_t flags)
 {
+  CountSend(factory->request, flags);
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONBACKEND_ResponseNew(
-    TRITONBACKEND_Response** response, TRITONBACKEND_Request*)
+    TRITONBACKEND_Response** response, TRITONBACKEND_Request* request)
 {
   *response = new TRITONBACKEND_Response();
+  (*response)->request = request;
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONBACKEND_ResponseNewFromFactory(
-    TRITONBACKEND_Response** response, TRITONBACKEND_ResponseFactory*)
+    TRITONBACKEND_Response** response, TRITONBACKEND_ResponseFactory* factory)
 {
   *response = new TRITONBACKEND_Response();
+  (*response)->request = factory->request;
   return nullptr;
 }
 
@@ -482,8 +726,17 @@ TRITONBACKEND_OutputBuffer(
 
 TRITONSERVER_Error*
 TRITONBACKEND_ResponseSend(
-    TRITONBACKEND_Response* response, const uint32_t, TRITONSERVER_Error* error)
+    TRITONBACKEND_Response* response, const uint32_t flags,
+    TRITONSERVER_Error* error)
 {
+  if (response->request != nullptr) {
+    ++response->request->responses;
+    if (error != nullptr) {
+      ++response->request->error_responses;
+      response->request->last_error = error->message;
+    }
+  }
+  CountSend(response->request, flags);
   // Sent responses are read (the frontend serialises them), then owned by
   // the server.
   uint64_t sum = error != nullptr ? std::strlen(error->message.c_str()) : 0;
@@ -709,3 +962,95 @@ OnNextRequestDelete(std::function<void()> hook)
 }
 
 }  // namespace fake_triton
+
+// ---- answering requests
+// ------------------------------------------------------
+
+namespace {
+
+// One response to `req` as `script` says: an error, or outputs of sizes
+// around the backend's inline and arena limits, each buffer asked of the
+// request's allocator and filled, as Triton fills it. Null when an
+// allocation failed (the response then carries that error).
+TRITONSERVER_InferenceResponse*
+MakeResponse(TRITONSERVER_InferenceRequest* req, uint8_t script)
+{
+  static const size_t kSizes[] = {0, 1, 16, 4096, 65536, 65537, 300000};
+  auto* response = new TRITONSERVER_InferenceResponse();
+  response->allocator = req->allocator;
+  if (script % 5 == 4) {
+    response->error = TRITONSERVER_ErrorNew(
+        TRITONSERVER_ERROR_INTERNAL, "fake server: the called model failed");
+    return response;
+  }
+  const size_t n = 1 + script % 3;
+  for (size_t i = 0; i < n; ++i) {
+    FakeOutput o;
+    o.name = "OUT" + std::to_string(i);
+    o.byte_size = kSizes[(script / 3 + i * 5) % 7];
+    o.shape = {static_cast<int64_t>(o.byte_size)};
+    TRITONSERVER_MemoryType actual = TRITONSERVER_MEMORY_CPU;
+    int64_t actual_id = 0;
+    TRITONSERVER_Error* err = req->allocator->alloc_fn(
+        req->allocator, o.name.c_str(), o.byte_size, TRITONSERVER_MEMORY_CPU, 0,
+        req->allocator_userp, &o.buffer, &o.buffer_userp, &actual, &actual_id);
+    if (err != nullptr) {
+      response->error = err;
+      break;
+    }
+    o.type = actual;
+    if (o.byte_size > 0 && o.buffer == nullptr) {
+      response->error = TRITONSERVER_ErrorNew(
+          TRITONSERVER_ERROR_INTERNAL, "fake server: no buffer for an output");
+      response->outputs.push_back(o);
+      break;
+    }
+    if (o.byte_size > 0) {
+      std::memset(o.buffer, 0x5a ^ static_cast<int>(i), o.byte_size);
+    }
+    response->outputs.push_back(o);
+  }
+  return response;
+}
+
+}  // namespace
+
+uint64_t
+FakeTritonCompletePending(const uint8_t* script, size_t len)
+{
+  std::vector<TRITONSERVER_InferenceRequest*> pending;
+  {
+    std::lock_guard<std::mutex> lock(g_pending_mu);
+    pending.swap(g_pending);
+  }
+  uint64_t delivered = 0;
+  // Where in the script to start: moves on with every call, so that inputs
+  // that share their first bytes (a frame's header) still differ here.
+  static std::atomic<size_t> calls{0};
+  size_t at = calls++ * 7;
+  auto next = [&]() -> uint8_t { return len == 0 ? 0 : script[at++ % len]; };
+  for (TRITONSERVER_InferenceRequest* req : pending) {
+    // Up to three responses, the last one FINAL; or a FINAL flag alone
+    // after them (as for a decoupled model).
+    const uint8_t plan = next();
+    const size_t responses = plan % 4;
+    const bool final_alone = responses == 0 || (plan & 0x10) != 0;
+    for (size_t i = 0; i < responses; ++i) {
+      const bool last = i + 1 == responses && !final_alone;
+      req->response_fn(
+          MakeResponse(req, next()),
+          last ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0, req->response_userp);
+      ++delivered;
+    }
+    if (final_alone) {
+      req->response_fn(
+          nullptr, TRITONSERVER_RESPONSE_COMPLETE_FINAL, req->response_userp);
+      ++delivered;
+    }
+    // Released after its responses, on the same thread (Triton may also
+    // release first, or on another thread: that race is not tried here).
+    req->release_fn(req, TRITONSERVER_REQUEST_RELEASE_ALL, req->release_userp);
+  }
+  g_responses_delivered += delivered;
+  return delivered;
+}

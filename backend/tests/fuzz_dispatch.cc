@@ -22,11 +22,15 @@
 //    written as Triton responses (WriteEntry, FinishRequest);
 //  - BLS_REQUEST, BLS_CANCEL, BLS_RELEASE and MODEL_CONTROL (Bls::OnFrame):
 //    the input copy, then the request built and handed to the fake
-//    server, which reads every input byte and refuses to run it.
+//    server, which reads every input byte; then the fake server answers
+//    it (FakeTritonCompletePending): responses whose outputs it asks of
+//    the BLS allocator (heap or arena, by size) and fills, errors, the
+//    final flag alone, then the release, through Bls's own callbacks.
 //
 // What it leaves out: BatchTable's own checks of batch ids and request
 // indexes (every entry is taken as one of the fixture's batch, id 12, and
-// written to a request of its own), and the reader thread's loop.
+// written to a request of its own: fuzz_sequence.cc has them), the
+// reader thread's loop, and BLS callbacks on two threads at once.
 //
 // Built with -fsanitize=address,undefined. The arenas are mmap'd, where
 // ASan has no redzones: resolved ranges are checked by hand.
@@ -51,6 +55,7 @@
 #include "batch.h"
 #include "bls.h"
 #include "channel.h"
+#include "fake_triton.h"
 #include "fuzz_driver.h"
 #include "metrics.h"
 #include "protocol.h"
@@ -112,6 +117,7 @@ uint64_t g_handled_ok = 0;
 uint64_t g_arenas_added = 0;
 uint64_t g_outputs_resolved = 0;
 uint64_t g_bls_frames_ok = 0;
+uint64_t g_bls_responses = 0;
 volatile unsigned g_sink;
 
 // A memfd of `size` bytes, sealed against shrinking when `seal`.
@@ -334,11 +340,11 @@ OnResponses(
   // Each entry written as Triton responses of a request of its own (the
   // fake server's output buffers are heap blocks of the size asked for);
   // the frame's id picks the decoupled mode.
-  static int fake_request;
+  static TRITONBACKEND_Request fake_request;
   const bool decoupled = (f.id & 1) != 0;
   for (size_t i = 0; i < rb.responses.size(); ++i) {
     tritonpy::BatchRequest req;
-    req.request = reinterpret_cast<TRITONBACKEND_Request*>(&fake_request);
+    req.request = &fake_request;
     req.id = "fuzz";
     for (const tp::Tensor& t : rb.responses[i].outputs) {
       req.requested_outputs.insert(t.name);
@@ -484,6 +490,8 @@ LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
   // The reader receives into a buffer of exactly the message's length.
   std::vector<uint8_t> msg(data, data + size);
   if (Dispatch(msg.data(), msg.size()).ok()) ++g_handled_ok;
+  // The BLS requests the frame submitted are answered, as the input says.
+  g_bls_responses += FakeTritonCompletePending(data, size);
   DrainStub();
   return 0;
 }
@@ -496,7 +504,8 @@ tritonpy::fuzz::FuzzCounters()
          std::to_string(g_handled_ok) + " frames handled, " +
          std::to_string(g_arenas_added) + " arenas added, " +
          std::to_string(g_outputs_resolved) + " outputs resolved, " +
-         std::to_string(g_bls_frames_ok) + " BLS frames handled";
+         std::to_string(g_bls_frames_ok) + " BLS frames handled, " +
+         std::to_string(g_bls_responses) + " BLS responses";
 }
 
 int

@@ -8,7 +8,15 @@
 - tritonpy_fuzz_dispatch: the reader's handlers of a frame on a stand-in
   for tritonserver: arenas announced with forged descriptors
   (PeerArenas::Add), METRIC, RESPONSES with stub-arena and location-2
-  outputs written as responses, and the BLS input copy.
+  outputs written as responses, the BLS input copy and BLS calls answered
+  by the fake server;
+- tritonpy_fuzz_execute: batches of Triton requests of any content read
+  by BuildExecute into EXECUTE frames, decoded and compared with the
+  requests;
+- tritonpy_fuzz_sequence: whole conversations with a stub (batches,
+  arenas announced and replaced, RESPONSES, EXECUTE_DONE) through one
+  instance's BatchTable; every request released once, with one final
+  response.
 
 Each runs the golden frames, then mutations of them from the suite's fixed
 fuzz seed (tests/fuzz_seed.py), which is in pytest's header, the test's id
@@ -67,4 +75,25 @@ def test_frame_handlers_survive_mutated_frames_and_forged_descriptors(seed: int)
     assert c["frames handled"] > 0, (inputs, c)
     assert c["arenas added"] > 0, (inputs, c)
     assert c["outputs resolved"] > 0, (inputs, c)
-    assert c["BLS frames handled"] > 0, (inputs, c)
+    assert c["BLS frames handled"] > 0 and c["BLS responses"] > 0, (inputs, c)
+
+
+@pytest.mark.parametrize("seed", [SEED])
+def test_execute_frames_hold_what_the_requests_held(seed: int) -> None:
+    inputs, c = fuzz("tritonpy_fuzz_execute", seed)
+    # Batches were built and checked: requests sent and refused, inputs
+    # inline and in arenas, bodies moved to the arena.
+    assert inputs >= MIN_INPUTS, (inputs, c)
+    assert c["requests sent"] > 0 and c["requests refused"] > 0, (inputs, c)
+    assert c["inputs inline"] > 0 and c["inputs in arenas"] > 0, (inputs, c)
+    assert c["bodies in arenas"] > 0, (inputs, c)
+
+
+@pytest.mark.parametrize("seed", [SEED])
+def test_conversations_release_every_request_once(seed: int) -> None:
+    inputs, c = fuzz("tritonpy_fuzz_sequence", seed)
+    # Frames were taken across batches, arenas were replaced, and some
+    # conversations ended in a protocol violation.
+    assert inputs >= MIN_INPUTS, (inputs, c)
+    assert c["frames taken"] > inputs // 2, (inputs, c)
+    assert c["arenas replaced"] > 0 and c["violations"] > 0, (inputs, c)
