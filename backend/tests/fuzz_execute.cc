@@ -128,9 +128,14 @@ CheckSent(
     const TRITONBACKEND_Request& fake, const tp::Request& wire,
     const tritonpy::Batch& batch)
 {
-  if (wire.request_id != std::string(fake.id.c_str())) Fail("id changed");
+  // Texts reach the stub as UTF-8: ill-formed bytes become U+FFFD
+  // (docs/protocol.md, "Text").
+  const auto as_sent = [](const std::string& s) {
+    return tp::ValidUtf8(s.c_str());
+  };
+  if (wire.request_id != as_sent(fake.id)) Fail("id changed");
   if (fake.correlation_is_string) {
-    const std::string want(fake.correlation_string.c_str());
+    const std::string want = as_sent(fake.correlation_string);
     if (wire.correlation_str != want) Fail("correlation id changed");
   } else if (wire.correlation_u64 != fake.correlation) {
     Fail("numeric correlation id changed");
@@ -142,7 +147,7 @@ CheckSent(
   for (size_t i = 0; i < wire.inputs.size(); ++i) {
     const tp::Tensor& t = wire.inputs[i];
     const TRITONBACKEND_Input& src = *fake.inputs[i];
-    if (t.name != std::string(src.name.c_str()) ||
+    if (t.name != as_sent(src.name) ||
         t.dtype != static_cast<uint32_t>(src.dtype) || t.dims != src.shape) {
       Fail("an input's name, datatype or shape changed");
     }
