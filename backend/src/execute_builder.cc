@@ -138,19 +138,33 @@ CheckBytes(
     }
     return true;
   };
+  uint64_t total = 0;  // what the buffers hold
+  for (const auto& p : parts) total += p.second;
+  uint64_t consumed = 0;
   for (uint64_t i = 0; i < elements; ++i) {
     uint8_t len[4];
-    if (!take(4, len) ||
-        !take(
-            uint64_t{len[0]} | uint64_t{len[1]} << 8 | uint64_t{len[2]} << 16 |
-                uint64_t{len[3]} << 24,
-            nullptr)) {
+    const auto where = [&]() {
+      return "tritonpy: model '" + model.name() + "' request '" + request_id +
+             "': input '" + t.name + "': BYTES element " + std::to_string(i) +
+             " of " + std::to_string(elements);
+    };
+    if (!take(4, len)) {
       return Status::InvalidArg(
-          "tritonpy: model '" + model.name() + "' request '" + request_id +
-          "': input '" + t.name + "': its " + std::to_string(t.byte_size) +
-          " bytes end inside BYTES element " + std::to_string(i) + " of " +
-          std::to_string(elements));
+          where() + ": its " + std::to_string(total) +
+          " bytes end inside the element's 4-byte length");
     }
+    consumed += 4;
+    const uint64_t n = uint64_t{len[0]} | uint64_t{len[1]} << 8 |
+                       uint64_t{len[2]} << 16 | uint64_t{len[3]} << 24;
+    if (!take(n, nullptr)) {
+      // The official backend's text first: clients compare it.
+      return Status::InvalidArg(
+          "incomplete string data for inference input '" + t.name +
+          "', expecting string of length " + std::to_string(n) + " but only " +
+          std::to_string(t.byte_size - consumed) + " bytes available (" +
+          where() + ")");
+    }
+    consumed += n;
   }
   if (part != parts.size()) {
     return Status::InvalidArg(
