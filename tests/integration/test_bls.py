@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -188,6 +189,33 @@ def test_decoupled_bls_response_parameters(bls_server: TritonServer, use_async: 
         {"seen": seen, "parameters": {"k": "v", "echo_version": 1}},
         {"seen": seen, "parameters": {"part": 2}},
     ]
+
+
+@pytest.mark.parametrize("decoupled", [False, True], ids=["single", "decoupled"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+def test_bls_response_too_large_for_a_frame_is_an_error(
+    bls_server: TritonServer, use_async: bool, decoupled: bool
+) -> None:
+    """A response whose parameters (300 KB) cannot fit in a BLS_RESPONSE
+    frame reaches the caller as an error naming the called model; the call
+    ends (it used to wait forever), and the responses after it in a stream
+    still arrive."""
+    model = "echo_request_decoupled" if decoupled else "echo_request"
+    big = {"big": "x" * 300_000}
+    got = forward(
+        bls_server, model=model, parameters=big, decoupled=decoupled, **{"async": use_async}
+    )
+    assert len(got) == (2 if decoupled else 1), got
+    assert got[0]["error"].startswith(
+        f"tritonpy: BLS response from model '{model}' too large for a frame: "
+    ), got
+    assert re.search(r"\(3\d{5} bytes of parameters", got[0]["error"]), got
+    if decoupled:
+        assert got[1]["parameters"] == {"part": 2}
+    # The instance is free again: an ordinary call still answers.
+    assert forward(bls_server, model="echo_request", **{"async": use_async})[0]["parameters"] == {
+        "echo_version": 2
+    }
 
 
 @pytest.mark.parametrize("corrid", [42, "session-7"], ids=["int", "str"])
