@@ -42,6 +42,7 @@ MODELS = [
     "accumulate",
     "bls_sequence",
     "bls_forward",
+    "bls_forward_sync",
     "echo_request",
     "echo_request_decoupled",
 ]
@@ -146,13 +147,13 @@ def test_bls_on_a_stateful_model(bls_server: TritonServer, use_async: bool) -> N
     assert sequence_step(c, a, 7, start | end, use_async) == (7, a)
 
 
-def forward(srv: TritonServer, **call: object) -> list[dict]:
-    """bls_forward makes the BLS call ``call`` describes; returns what it
-    saw of each response (the callee's SEEN and the response parameters, or
-    the error)."""
+def forward(srv: TritonServer, caller: str = "bls_forward", **call: object) -> list[dict]:
+    """bls_forward (or ``caller``) makes the BLS call ``call`` describes;
+    returns what it saw of each response (the callee's SEEN and the
+    response parameters, or the error)."""
     t = httpclient.InferInput("CALL", [1], "BYTES")
     t.set_data_from_numpy(np.array([json.dumps(call).encode()], object))
-    return json.loads(http_client(srv).infer("bls_forward", [t]).as_numpy("RESULT")[0])
+    return json.loads(http_client(srv).infer(caller, [t]).as_numpy("RESULT")[0])
 
 
 PARAMS = {"flag": True, "off": False, "n": 7, "big": 1 << 40, "neg": -3, "s": "x", "e": ""}
@@ -192,9 +193,13 @@ def test_decoupled_bls_response_parameters(bls_server: TritonServer, use_async: 
 
 
 @pytest.mark.parametrize("decoupled", [False, True], ids=["single", "decoupled"])
-@pytest.mark.parametrize("use_async", [False, True], ids=["exec", "async_exec"])
+@pytest.mark.parametrize(
+    "caller,use_async",
+    [("bls_forward_sync", False), ("bls_forward", False), ("bls_forward", True)],
+    ids=["sync-model-exec", "async-model-exec", "async-model-async_exec"],
+)
 def test_bls_response_too_large_for_a_frame_is_an_error(
-    bls_server: TritonServer, use_async: bool, decoupled: bool
+    bls_server: TritonServer, caller: str, use_async: bool, decoupled: bool
 ) -> None:
     """A response whose parameters (300 KB) cannot fit in a BLS_RESPONSE
     frame reaches the caller as an error naming the called model; the call
@@ -203,7 +208,12 @@ def test_bls_response_too_large_for_a_frame_is_an_error(
     model = "echo_request_decoupled" if decoupled else "echo_request"
     big = {"big": "x" * 300_000}
     got = forward(
-        bls_server, model=model, parameters=big, decoupled=decoupled, **{"async": use_async}
+        bls_server,
+        caller,
+        model=model,
+        parameters=big,
+        decoupled=decoupled,
+        **{"async": use_async},
     )
     assert len(got) == (2 if decoupled else 1), got
     assert got[0]["error"].startswith(
@@ -213,9 +223,8 @@ def test_bls_response_too_large_for_a_frame_is_an_error(
     if decoupled:
         assert got[1]["parameters"] == {"part": 2}
     # The instance is free again: an ordinary call still answers.
-    assert forward(bls_server, model="echo_request", **{"async": use_async})[0]["parameters"] == {
-        "echo_version": 2
-    }
+    got = forward(bls_server, caller, model="echo_request", **{"async": use_async})
+    assert got[0]["parameters"] == {"echo_version": 2}
 
 
 @pytest.mark.parametrize("corrid", [42, "session-7"], ids=["int", "str"])
