@@ -42,6 +42,31 @@ constexpr auto kDrainWait = std::chrono::seconds(5);
 // the stub is killed (docs/hardening.md).
 constexpr size_t kMaxModelControlInFlight = 64;
 
+// The error response that replaces a BLS response too large for a frame:
+// the called model, the frame's size and what filled it.
+proto::BlsResponseBody
+TooLargeResponse(
+    const std::string& model, const proto::BlsResponseBody& body,
+    size_t frame_bytes)
+{
+  uint64_t inline_bytes = 0;
+  for (const proto::Tensor& t : body.outputs) {
+    if (t.location == proto::kLocationInline) inline_bytes += t.byte_size;
+  }
+  proto::BlsResponseBody err;
+  err.response_flags = body.response_flags;
+  err.has_error = 1;
+  err.error_code = static_cast<uint32_t>(TRITONSERVER_ERROR_UNSUPPORTED);
+  err.error_message =
+      "tritonpy: BLS response from model '" + model +
+      "' too large for a frame: " + std::to_string(frame_bytes) +
+      " bytes, the most is " + std::to_string(proto::kMaxFrame) + " (" +
+      std::to_string(body.parameters.size()) + " bytes of parameters, " +
+      std::to_string(body.outputs.size()) + " outputs with " +
+      std::to_string(inline_bytes) + " inline bytes)";
+  return err;
+}
+
 // Where Triton wrote one output: an arena allocation, or call-owned heap
 // memory for small outputs (and for calls whose stub is gone).
 struct OutBuf {
@@ -220,7 +245,11 @@ BlsCore::RunControlJobs()
       (void)Guarded("model control", [&] {
         const std::string out = json::Write(
             json::Value{
-                {"ok", false}, {"error", s.message()}, {"ready", false}});
+                {"ok", false},
+                // JSON writes a byte as at most 6: the frame stays inline.
+                {"error",
+                 proto::ClipText(s.message(), proto::kMaxBackendText / 6)},
+                {"ready", false}});
         auto frame = proto::MakeFrame(
             proto::FrameType::kModelControlDone, 0, job.id,
             [&](std::vector<uint8_t>* o) { proto::EncodeJson(out, o); });
@@ -492,6 +521,19 @@ BlsCore::OnResponseBody(
   auto frame = proto::MakeFrame(
       proto::FrameType::kBlsResponse, 0, call->id,
       [&](std::vector<uint8_t>* out) { proto::EncodeBlsResponse(body, out); });
+  if (frame.size() > proto::kMaxFrame) {
+    // Huge response parameters or many inline outputs: the stub gets this
+    // response as an error naming the called model instead, so that its
+    // call still ends (an unsent final response would leave it waiting).
+    // The arena space stays ours and is freed with the response.
+    body = TooLargeResponse(call->model_name, body, frame.size());
+    arena_bufs.clear();
+    frame = proto::MakeFrame(
+        proto::FrameType::kBlsResponse, 0, call->id,
+        [&](std::vector<uint8_t>* out) {
+          proto::EncodeBlsResponse(body, out);
+        });
+  }
   // The stub owns the arena space from the moment it may see the frame.
   {
     MutexLock lock(&core->mu);
@@ -500,9 +542,7 @@ BlsCore::OnResponseBody(
       core->handed.insert({ob->alloc.arena_id, ob->alloc.offset});
     }
   }
-  Status sent = frame.size() <= proto::kMaxFrame
-                    ? call->channel->Send(frame)
-                    : Status::Internal("BLS response frame too large");
+  Status sent = call->channel->Send(frame);
   if (!sent.ok()) {
     MutexLock lock(&core->mu);
     for (OutBuf* ob : arena_bufs) {

@@ -60,6 +60,8 @@ struct TRITONSERVER_InferenceResponse {
   TRITONSERVER_ResponseAllocator* allocator = nullptr;
   TRITONSERVER_Error* error = nullptr;  // owned
   std::vector<FakeOutput> outputs;
+  // String parameters: key and value.
+  std::vector<std::pair<std::string, std::string>> parameters;
 };
 struct TRITONSERVER_Parameter {
   std::string name;
@@ -377,18 +379,24 @@ TRITONSERVER_InferenceResponseOutput(
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceResponseParameterCount(
-    TRITONSERVER_InferenceResponse*, uint32_t* count)
+    TRITONSERVER_InferenceResponse* response, uint32_t* count)
 {
-  *count = 0;
+  *count = static_cast<uint32_t>(response->parameters.size());
   return nullptr;
 }
 
 TRITONSERVER_Error*
 TRITONSERVER_InferenceResponseParameter(
-    TRITONSERVER_InferenceResponse*, const uint32_t, const char**,
-    TRITONSERVER_ParameterType*, const void**)
+    TRITONSERVER_InferenceResponse* response, const uint32_t index,
+    const char** name, TRITONSERVER_ParameterType* type, const void** vvalue)
 {
-  return Unavailable("fake server: no response parameters");
+  if (index >= response->parameters.size()) {
+    return Unavailable("fake server: no such response parameter");
+  }
+  *name = response->parameters[index].first.c_str();
+  *type = TRITONSERVER_PARAMETER_STRING;
+  *vvalue = response->parameters[index].second.c_str();
+  return nullptr;
 }
 
 TRITONSERVER_Error*
@@ -969,7 +977,8 @@ OnNextRequestDelete(std::function<void()> hook)
 namespace {
 
 // One response to `req` as `script` says: an error, or outputs of sizes
-// around the backend's inline and arena limits, each buffer asked of the
+// around the backend's inline and arena limits (and sometimes parameters
+// too large for a frame), each buffer asked of the
 // request's allocator and filled, as Triton fills it. Null when an
 // allocation failed (the response then carries that error).
 TRITONSERVER_InferenceResponse*
@@ -982,6 +991,10 @@ MakeResponse(TRITONSERVER_InferenceRequest* req, uint8_t script)
     response->error = TRITONSERVER_ErrorNew(
         TRITONSERVER_ERROR_INTERNAL, "fake server: the called model failed");
     return response;
+  }
+  if (script % 7 == 6) {
+    // Parameters too large for a BLS_RESPONSE frame (a model may set any).
+    response->parameters.emplace_back("big", std::string(200000, 'p'));
   }
   const size_t n = 1 + script % 3;
   for (size_t i = 0; i < n; ++i) {

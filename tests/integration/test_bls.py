@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ MODELS = [
     "accumulate",
     "bls_sequence",
     "bls_forward",
+    "bls_forward_sync",
     "echo_request",
     "echo_request_decoupled",
 ]
@@ -145,13 +147,13 @@ def test_bls_on_a_stateful_model(bls_server: TritonServer, use_async: bool) -> N
     assert sequence_step(c, a, 7, start | end, use_async) == (7, a)
 
 
-def forward(srv: TritonServer, **call: object) -> list[dict]:
-    """bls_forward makes the BLS call ``call`` describes; returns what it
-    saw of each response (the callee's SEEN and the response parameters, or
-    the error)."""
+def forward(srv: TritonServer, caller: str = "bls_forward", **call: object) -> list[dict]:
+    """bls_forward (or ``caller``) makes the BLS call ``call`` describes;
+    returns what it saw of each response (the callee's SEEN and the
+    response parameters, or the error)."""
     t = httpclient.InferInput("CALL", [1], "BYTES")
     t.set_data_from_numpy(np.array([json.dumps(call).encode()], object))
-    return json.loads(http_client(srv).infer("bls_forward", [t]).as_numpy("RESULT")[0])
+    return json.loads(http_client(srv).infer(caller, [t]).as_numpy("RESULT")[0])
 
 
 PARAMS = {"flag": True, "off": False, "n": 7, "big": 1 << 40, "neg": -3, "s": "x", "e": ""}
@@ -188,6 +190,41 @@ def test_decoupled_bls_response_parameters(bls_server: TritonServer, use_async: 
         {"seen": seen, "parameters": {"k": "v", "echo_version": 1}},
         {"seen": seen, "parameters": {"part": 2}},
     ]
+
+
+@pytest.mark.parametrize("decoupled", [False, True], ids=["single", "decoupled"])
+@pytest.mark.parametrize(
+    "caller,use_async",
+    [("bls_forward_sync", False), ("bls_forward", False), ("bls_forward", True)],
+    ids=["sync-model-exec", "async-model-exec", "async-model-async_exec"],
+)
+def test_bls_response_too_large_for_a_frame_is_an_error(
+    bls_server: TritonServer, caller: str, use_async: bool, decoupled: bool
+) -> None:
+    """A response whose parameters (300 KB) cannot fit in a BLS_RESPONSE
+    frame reaches the caller as an error naming the called model; the call
+    ends (it used to wait forever), and the responses after it in a stream
+    still arrive."""
+    model = "echo_request_decoupled" if decoupled else "echo_request"
+    big = {"big": "x" * 300_000}
+    got = forward(
+        bls_server,
+        caller,
+        model=model,
+        parameters=big,
+        decoupled=decoupled,
+        **{"async": use_async},
+    )
+    assert len(got) == (2 if decoupled else 1), got
+    assert got[0]["error"].startswith(
+        f"tritonpy: BLS response from model '{model}' too large for a frame: "
+    ), got
+    assert re.search(r"\(3\d{5} bytes of parameters", got[0]["error"]), got
+    if decoupled:
+        assert got[1]["parameters"] == {"part": 2}
+    # The instance is free again: an ordinary call still answers.
+    got = forward(bls_server, caller, model="echo_request", **{"async": use_async})
+    assert got[0]["parameters"] == {"echo_version": 2}
 
 
 @pytest.mark.parametrize("corrid", [42, "session-7"], ids=["int", "str"])
