@@ -62,8 +62,8 @@ TooLargeResponse(
       "' too large for a frame: " + std::to_string(frame_bytes) +
       " bytes, the most is " + std::to_string(proto::kMaxFrame) + " (" +
       std::to_string(body.parameters.size()) + " bytes of parameters, " +
-      std::to_string(body.outputs.size()) + " outputs with " +
-      std::to_string(inline_bytes) + " inline bytes)";
+      "outputs: " + std::to_string(body.outputs.size()) + ", " +
+      std::to_string(inline_bytes) + " of their bytes inline)";
   return err;
 }
 
