@@ -113,12 +113,16 @@ class MetricFamily:
                 f"Failed to create metric of {what}: labels must be a dict, "
                 f"got {type(labels).__name__}"
             )
+        plain: dict[str, str] = {}
         for key, value in labels.items():
+            # numpy.str_ keys and values as plain str: the wire takes str only
             if not isinstance(key, str) or not isinstance(value, str):
                 raise TritonModelException(
                     f"Failed to create metric of {what}: labels must map str to str, "
                     f"got {key!r}: {value!r}"
                 )
+            plain[str(key)] = str(value)
+        labels = plain
         bounds: list[float] = []
         if self._kind == MetricKind.HISTOGRAM:
             if buckets is None:
