@@ -9,6 +9,7 @@ The commands live in tools/checks.py (also used by `make format` and
 
 from __future__ import annotations
 
+import ast
 import importlib
 import shutil
 import subprocess
@@ -68,11 +69,15 @@ def test_codec_stub_declares_only_real_names() -> None:
     assert len(declared) > 40
     missing = [n for n in declared if not hasattr(codec, n)]
     assert not missing, missing
-    writer = codec.FrameWriter()
-    for line in (ROOT / "src" / "tritonpy" / "stub" / "_codec.pyi").read_text().splitlines():
-        if line.startswith("    def "):
-            method = line.split("def ")[1].split("(")[0]
-            assert hasattr(writer, method), method
+    tree = ast.parse((ROOT / "src" / "tritonpy" / "stub" / "_codec.pyi").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):  # its methods, properties and fields
+            cls = getattr(codec, node.name)
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef):
+                    assert hasattr(cls, item.name), (node.name, item.name)
+                elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    assert hasattr(cls, item.target.id), (node.name, item.target.id)
 
 
 def test_pre_commit_runs_the_same_checks() -> None:

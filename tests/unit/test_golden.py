@@ -44,36 +44,48 @@ def test_golden_files_are_current(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes() == (GOLDEN / name).read_bytes(), name
 
 
-def _tensor(buf: bytes, t: tuple) -> dict[str, Any]:
-    name, dtype, dims, nbytes, loc, a, b = t
+def _tensor(buf: bytes, t: C.WireTensor) -> dict[str, Any]:
     d: dict[str, Any] = {
-        "name": name,
-        "dtype": dtype,
-        "dims": list(dims),
-        "byte_size": nbytes,
-        "location": loc,
+        "name": t.name,
+        "dtype": t.dtype,
+        "dims": list(t.dims),
+        "byte_size": t.byte_size,
+        "location": t.location,
     }
-    if loc == 0:
-        d["data_hex"] = bytes(buf[a : a + nbytes]).hex()
+    if t.location == C.LOC_INLINE:
+        assert (t.arena_id, t.arena_offset) == (0, 0)
+        d["data_hex"] = bytes(buf[t.offset : t.offset + t.byte_size]).hex()
     else:
-        d["arena_id"], d["offset"] = a, b
+        assert t.offset == 0
+        d["arena_id"], d["offset"] = t.arena_id, t.arena_offset
     return d
 
 
-def _request(buf: bytes, q: tuple) -> dict[str, Any]:
-    rid, corr, rflags, timeout, params, names, inputs, trace = q
+def _request(buf: bytes, q: C.WireRequest) -> dict[str, Any]:
+    corr = q.correlation_id
     kind = 0 if corr is None else (1 if isinstance(corr, int) else 2)
     return {
-        "request_id": rid,
+        "request_id": q.request_id,
         "correlation_kind": kind,
         "correlation_u64": corr if kind == 1 else 0,
         "correlation_str": corr if kind == 2 else "",
-        "flags": rflags,
-        "timeout_us": timeout,
-        "parameters": params,
-        "requested_outputs": names,
-        "inputs": [_tensor(buf, t) for t in inputs],
-        "trace_context": trace,
+        "flags": q.flags,
+        "timeout_us": q.timeout_us,
+        "parameters": q.parameters,
+        "requested_outputs": list(q.requested_output_names),
+        "inputs": [_tensor(buf, t) for t in q.inputs],
+        "trace_context": q.trace_context,
+    }
+
+
+def _response(buf: bytes, r: C.WireResponse) -> dict[str, Any]:
+    return {
+        "response_flags": r.flags,
+        "has_error": int(r.has_error),
+        "error_code": r.error_code,
+        "error_message": r.error_message,
+        "parameters": r.parameters,
+        "outputs": [_tensor(buf, t) for t in r.outputs],
     }
 
 
@@ -100,22 +112,15 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
         out = {"requests": [_request(buf, q) for q in body]}
     elif ftype == C.BLS_REQUEST:
         out = {
-            "model_name": body[0],
-            "model_version": body[1],
-            "trace_batch_id": body[2],
-            "trace_request_index": body[3],
-            "request": _request(buf, body[4]),
+            "model_name": body.model_name,
+            "model_version": body.model_version,
+            "trace_batch_id": body.trace_batch_id,
+            "trace_request_index": body.trace_request_index,
+            "request": _request(buf, body.request),
         }
     elif ftype == C.BLS_RESPONSE:
-        rf, err, params, outs = body
-        out = {
-            "response_flags": rf,
-            "has_error": int(err is not None),
-            "error_code": err[0] if err else 0,
-            "error_message": err[1] if err else "",
-            "parameters": params,
-            "outputs": [_tensor(buf, t) for t in outs],
-        }
+        assert (body.batch_id, body.request_index) == (0, 0)
+        out = _response(buf, body)
     elif ftype == C.BLS_CANCEL:
         out = {}
     elif ftype == C.BLS_ARENA:
@@ -125,17 +130,8 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     elif ftype == C.RESPONSES:
         out = {
             "responses": [
-                {
-                    "batch_id": bid,
-                    "request_index": idx,
-                    "response_flags": rf,
-                    "has_error": int(err is not None),
-                    "error_code": err[0] if err else 0,
-                    "error_message": err[1] if err else "",
-                    "parameters": params,
-                    "outputs": [_tensor(buf, t) for t in outs],
-                }
-                for bid, idx, rf, err, params, outs in body
+                {"batch_id": r.batch_id, "request_index": r.request_index, **_response(buf, r)}
+                for r in body
             ]
         }
     elif ftype in (C.IS_READY, C.DRAIN):
@@ -163,6 +159,17 @@ def _cython_decode(buf: bytes) -> dict[str, Any]:
     return {"type": name, "id": fid, "flags": flags, "body": out}
 
 
+# A MetricOp's fields when its code does not carry them.
+_METRIC_EMPTY = {
+    "family": 0,
+    "metric": 0,
+    "kind": 0,
+    "name": "",
+    "description": "",
+    "labels": (),
+    "values": (),
+    "value": 0.0,
+}
 _METRIC_FIELDS = {
     C.OP_FAMILY_NEW: ("family", "kind", "name", "description"),
     C.OP_FAMILY_DELETE: ("family",),
@@ -175,10 +182,21 @@ _METRIC_FIELDS = {
 }
 
 
-def _metric_op_json(op: tuple) -> dict[str, Any]:
-    out: dict[str, Any] = {"op": op[0]}
-    for key, value in zip(_METRIC_FIELDS[op[0]], op[1:], strict=True):
-        out[key] = [list(pair) for pair in value] if key == "labels" else value
+def _metric_op_json(op: C.MetricOp) -> dict[str, Any]:
+    """The reference's form of ``op``: the fields its code carries (the
+    others are zero or empty), ``values`` named ``buckets`` in METRIC_NEW."""
+    out: dict[str, Any] = {"op": op.op}
+    for key in _METRIC_FIELDS[op.op]:
+        value = getattr(op, "values" if key == "buckets" else key)
+        if key == "labels":
+            value = [list(pair) for pair in value]
+        elif key in ("buckets", "values"):
+            value = list(value)
+        out[key] = value
+    carried = {"values" if k == "buckets" else k for k in _METRIC_FIELDS[op.op]}
+    for key, empty in _METRIC_EMPTY.items():
+        if key not in carried:
+            assert getattr(op, key) == empty, (op.op, key)
     return out
 
 

@@ -4,7 +4,7 @@
 
 from typing import Any, overload
 
-from tritonpy.stub._codec import Entry
+from tritonpy.stub._codec import Entry, WireRequest
 
 class Batch:
     id: int
@@ -20,7 +20,7 @@ class Batch:
     arena_inputs: list[tuple[int, int, int, int]] | None
 
 def make_batch(
-    batch_id: int, engine: Any, wire: list[tuple], buf: Any, peer: Any, model_name: str
+    batch_id: int, engine: Any, wire: list[WireRequest], buf: Any, peer: Any, model_name: str
 ) -> Batch: ...
 def request_from_stub(
     model_name: str,

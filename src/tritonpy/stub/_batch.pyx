@@ -11,6 +11,8 @@ read and written through their C fields (pb_utils/_core.pxd), so a request
 costs no attribute lookups here.
 """
 
+from libc.stdint cimport uint64_t
+
 from tritonpy.pb_utils._core cimport (
     RequestCore,
     ResponseCore,
@@ -23,6 +25,8 @@ from tritonpy.pb_utils._core cimport (
 from tritonpy.stub._codec cimport (
     Entry,
     OutTensor,
+    WireRequest,
+    WireTensor,
     entry_size,
     make_entry,
     out_arena,
@@ -101,9 +105,9 @@ cdef class Batch:
 
 
 def make_batch(batch_id, engine, list wire, buf, peer, model_name):
-    """The batch of a decoded EXECUTE body (``wire``, see _codec), its
-    inline inputs zero-copy views of ``buf``, its arena inputs views of the
-    backend's arenas (``peer``)."""
+    """The batch of a decoded EXECUTE body (``wire``: WireRequest, see
+    _codec.pxd), its inline inputs zero-copy views of ``buf``, its arena
+    inputs views of the backend's arenas (``peer``)."""
     cdef Batch batch = Batch.__new__(Batch)
     cdef list requests = []
     cdef list inputs
@@ -113,40 +117,45 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
     batch.engine = engine
     batch.buf = buf
     cdef object problem
-    for rid, corr, flags, timeout, params, names, tensors, trace in wire:
+    cdef WireRequest q
+    cdef WireTensor t
+    for q in wire:
         inputs = []
         problem = None
-        for name, dtype, dims, nbytes, loc, a, b in tensors:
-            if loc == _LOC_INLINE:
-                data = view[a : a + nbytes]
+        for t in q.inputs:
+            if t.location == _LOC_INLINE:
+                data = view[t.offset : t.offset + <Py_ssize_t>t.byte_size]
             else:
-                data = peer.view(a, b, nbytes)
+                data = peer.view(t.arena_id, t.arena_offset, t.byte_size)
                 if batch.arena_inputs is None:
                     batch.arena_inputs = []
-                start = peer.address(a) + b
-                batch.arena_inputs.append((start, start + nbytes, a, b))
-            if not _size_ok(dtype, dims, nbytes):
+                start = peer.address(t.arena_id) + t.arena_offset
+                batch.arena_inputs.append(
+                    (start, start + t.byte_size, t.arena_id, t.arena_offset)
+                )
+            if not _size_ok(t.dtype, t.dims, t.byte_size):
                 # The backend checks this (execute_builder.cc): request
                 # content is data, so a request that slips through fails
                 # alone, not the stub.
                 problem = (
-                    f"tritonpy: model '{model_name}' request '{rid}': input '{name}' has "
-                    f"{WIRE_NAMES[dtype]} shape {list(dims)}, which needs "
-                    f"{_size(dtype, dims)} bytes; the EXECUTE frame carries {nbytes}"
+                    f"tritonpy: model '{model_name}' request '{q.request_id}': input "
+                    f"'{t.name}' has {WIRE_NAMES[t.dtype]} shape {list(t.dims)}, which "
+                    f"needs {_size(t.dtype, t.dims)} bytes; the EXECUTE frame carries "
+                    f"{t.byte_size}"
                 )
-            inputs.append(_tensor(name, dtype, dims, data))
+            inputs.append(_tensor(t.name, t.dtype, t.dims, data))
         req = _request(
             model_name,
-            rid,
-            0 if corr is None else corr,
-            flags,
-            timeout,
-            params,
-            names,
+            q.request_id,
+            0 if q.correlation_id is None else q.correlation_id,
+            q.flags,
+            q.timeout_us,
+            q.parameters,
+            q.requested_output_names,
             inputs,
             batch,
             index,
-            trace,
+            q.trace_context,
         )
         requests.append(req)
         if problem is not None:
@@ -158,8 +167,12 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
     return batch
 
 
-cdef inline bint _size_ok(int dtype, tuple dims, Py_ssize_t nbytes) except -1:
-    return dtype == _TYPE_BYTES or nbytes == dtype_wire_size(dtype, dims)
+cdef inline bint _size_ok(int dtype, tuple dims, uint64_t nbytes) except -1:
+    cdef Py_ssize_t size
+    if dtype == _TYPE_BYTES:
+        return True
+    size = dtype_wire_size(dtype, dims)
+    return size >= 0 and nbytes == <uint64_t>size
 
 
 cdef TensorCore _tensor(str name, int dtype, tuple dims, view):

@@ -5,6 +5,8 @@
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tritonpy.stub._codec import WireTensor
+
 def request_frame(call_id: int, request: Any, own: Any) -> bytes: ...
 def encode_request(
     call_id: int,
@@ -22,7 +24,7 @@ def encode_request(
     trace_request_index: int = 0,
 ) -> bytes: ...
 def response_outputs(
-    outputs: list[tuple],
+    outputs: tuple[WireTensor, ...],
     buf: Any,
     lease: Callable[[int, int, int], Any],
     release: Callable[[tuple[int, int]], None],

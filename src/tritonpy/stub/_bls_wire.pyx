@@ -8,7 +8,10 @@ waits; this module only converts, reading the request's and tensors' C
 fields (pb_utils/_core.pxd).
 """
 
+from libc.stdint cimport uint64_t
+
 from tritonpy.pb_utils._core cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
+from tritonpy.stub._codec cimport WireTensor
 
 import math
 
@@ -137,37 +140,42 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
     return w.finish()
 
 
-def response_outputs(list outputs, buf, lease, release):
-    """The output tensors of a decoded BLS_RESPONSE: inline data copied out
-    of the frame (whose buffer is reused), arena data as a numpy view that
-    holds the allocation (``lease(arena_id, offset, byte_size)``). When a
-    tensor's bytes disagree with its shape, every arena output is handed to
+def response_outputs(tuple outputs, buf, lease, release):
+    """The output tensors (WireTensor, _codec.pxd) of a decoded
+    BLS_RESPONSE: inline data copied out of the frame (whose buffer is
+    reused), arena data as a numpy view that holds the allocation
+    (``lease(arena_id, offset, byte_size)``). When a tensor's bytes
+    disagree with its shape, every arena output is handed to
     ``release((arena_id, offset))`` (none is leased yet) and
     TritonModelException names the tensor."""
     cdef list tensors = []
     cdef TensorCore t
-    cdef Py_ssize_t nbytes, a
-    cdef int dtype
-    for name, dtype, dims, nbytes, loc, a, b in outputs:
-        if dtype != _TYPE_BYTES and nbytes != dtype_wire_size(dtype, dims):
-            for out in outputs:
-                if out[4] != _LOC_INLINE:
-                    release((out[5], out[6]))
+    cdef WireTensor w, other
+    cdef Py_ssize_t start, size
+    for w in outputs:
+        if w.dtype == _TYPE_BYTES:
+            continue
+        size = dtype_wire_size(w.dtype, w.dims)
+        if size < 0 or w.byte_size != <uint64_t>size:
+            for other in outputs:
+                if other.location != _LOC_INLINE:
+                    release((other.arena_id, other.arena_offset))
             raise TritonModelException(
-                f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} "
-                f"needs {math.prod(dims) * ITEMSIZE[dtype]} bytes, got {nbytes}"
+                f"Tensor '{w.name}': {WIRE_NAMES[w.dtype]} shape {list(w.dims)} "
+                f"needs {math.prod(w.dims) * ITEMSIZE[w.dtype]} bytes, got {w.byte_size}"
             )
-    for name, dtype, dims, nbytes, loc, a, b in outputs:
-        if loc == _LOC_INLINE:
-            data = memoryview(bytearray(buf[a : a + nbytes]))
+    for w in outputs:
+        if w.location == _LOC_INLINE:
+            start = w.offset
+            data = memoryview(bytearray(buf[start : start + <Py_ssize_t>w.byte_size]))
         else:
-            data = memoryview(lease(a, b, nbytes))
+            data = memoryview(lease(w.arena_id, w.arena_offset, w.byte_size))
             if data.ndim != 1 or data.format != "B":
                 data = data.cast("B")
         t = _tensor_cls.__new__(_tensor_cls)
-        t._name = name
-        t._dtype = dtype
-        t._dims = dims
+        t._name = w.name
+        t._dtype = w.dtype
+        t._dims = w.dims
         t._buf = data
         tensors.append(t)
     return tensors

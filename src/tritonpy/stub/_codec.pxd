@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 # cython: language_level=3
-# The wire records the stub encodes (docs/protocol.md), declared once: the
-# compiled modules that build them (_batch.pyx) cimport them, _codec.pyx
-# encodes them and computes their sizes.
+# The wire records of the stub (docs/protocol.md), declared once: those it
+# encodes, which the compiled modules that build them (_batch.pyx) cimport,
+# and those it decodes, which the compiled modules that read them
+# (_batch.pyx, _bls_wire.pyx) cimport to read their fields in C. Python
+# code reads the fields by name (_codec.pyi); nobody writes them.
 
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 
 
 cdef class OutTensor:
@@ -39,3 +41,72 @@ cdef OutTensor out_arena(str name, uint32_t dtype, tuple dims, uint64_t byte_siz
 cdef Entry make_entry(uint64_t batch_id, uint32_t index, uint32_t flags, object error,
                       str parameters, tuple outputs)
 cdef Py_ssize_t entry_size(Entry e) except -1
+
+
+# ------------------------------------------------------------------ decoded
+# Made by the decoder only (_decode.pxi), field by field in C.
+
+
+cdef class WireTensor:
+    """A decoded tensor: an EXECUTE or BLS_REQUEST input, a RESPONSES or
+    BLS_RESPONSE output. Its bytes are inline, ``offset`` bytes into the
+    decoded buffer (``location`` LOC_INLINE), or in an arena at
+    ``arena_id``/``arena_offset`` (LOC_ARENA: the sender's,
+    LOC_RECEIVER_ARENA: the receiver's)."""
+    cdef readonly str name
+    cdef readonly uint32_t dtype
+    cdef readonly tuple dims
+    cdef readonly uint64_t byte_size
+    cdef readonly uint8_t location
+    cdef readonly Py_ssize_t offset  # inline only, else 0
+    cdef readonly uint32_t arena_id  # arena only, else 0
+    cdef readonly uint64_t arena_offset  # arena only, else 0
+
+
+cdef class WireRequest:
+    """A request entry of EXECUTE or BLS_REQUEST."""
+    cdef readonly str request_id
+    cdef readonly object correlation_id  # None, an int or a str
+    cdef readonly uint32_t flags
+    cdef readonly uint64_t timeout_us
+    cdef readonly str parameters  # JSON text, "" for none
+    cdef readonly tuple requested_output_names  # str
+    cdef readonly tuple inputs  # WireTensor
+    cdef readonly str trace_context
+
+
+cdef class BlsRequest:
+    """The body of a BLS_REQUEST (the stub sends it: decoded in tests)."""
+    cdef readonly str model_name
+    cdef readonly int64_t model_version
+    cdef readonly uint64_t trace_batch_id  # 0: the call continues no trace
+    cdef readonly uint32_t trace_request_index
+    cdef readonly WireRequest request
+
+
+cdef class WireResponse:
+    """A BLS_RESPONSE body, or one entry of RESPONSES (which only the
+    entry's ``batch_id`` and ``request_index`` tell apart; 0 in a
+    BLS_RESPONSE)."""
+    cdef readonly uint64_t batch_id
+    cdef readonly uint32_t request_index
+    cdef readonly uint32_t flags  # RESP_*
+    cdef readonly bint has_error
+    cdef readonly uint32_t error_code  # TRITONSERVER_Error_Code, 0 unless has_error
+    cdef readonly str error_message  # "" unless has_error
+    cdef readonly str parameters  # JSON text, "" for none
+    cdef readonly tuple outputs  # WireTensor
+
+
+cdef class MetricOp:
+    """One operation of a METRIC frame (the stub sends them: decoded in
+    tests); the fields its ``op`` does not carry are 0 or empty."""
+    cdef readonly uint8_t op  # OP_*
+    cdef readonly uint32_t family  # FAMILY_NEW, FAMILY_DELETE, METRIC_NEW
+    cdef readonly uint32_t metric  # METRIC_NEW and the ops on one metric
+    cdef readonly uint32_t kind  # FAMILY_NEW
+    cdef readonly str name  # FAMILY_NEW
+    cdef readonly str description  # FAMILY_NEW
+    cdef readonly tuple labels  # METRIC_NEW: ((key, value), ...)
+    cdef readonly tuple values  # METRIC_NEW: the buckets; OBSERVE: the values
+    cdef readonly double value  # INCREMENT, SET

@@ -4,6 +4,49 @@
 # the reader shares its constants and C helpers). Every length, count and
 # offset is checked against the end of the frame before it is used.
 
+# ------------------------------------------------------------------ records
+# Fields: _codec.pxd. Their values never hold a reference back to a record
+# (text, numbers, tuples of those and of records), so they cannot form a
+# cycle: the collector does not track them.
+
+
+@cython.freelist(16)
+@cython.no_gc
+cdef class WireTensor:
+    pass
+
+
+@cython.freelist(16)
+@cython.no_gc
+cdef class WireRequest:
+    pass
+
+
+@cython.no_gc
+cdef class BlsRequest:
+    pass
+
+
+@cython.freelist(16)
+@cython.no_gc
+cdef class WireResponse:
+    pass
+
+
+@cython.no_gc
+cdef class MetricOp:
+    pass
+
+
+cdef inline MetricOp _metric_op(uint8_t op, uint32_t metric):
+    cdef MetricOp m = MetricOp.__new__(MetricOp)
+    m.op = op
+    m.metric = metric
+    m.name = m.description = ""
+    m.labels = m.values = ()
+    return m
+
+
 # ------------------------------------------------------------------ reading
 
 
@@ -53,44 +96,52 @@ cdef class _Reader:
         self.pos += 8
         return v
 
-    cdef list f64s(self):
+    cdef tuple f64s(self):
         cdef uint32_t n = self.u32()
         self.need(<Py_ssize_t>n * 8)
         cdef list out = []
         cdef uint32_t i
         for i in range(n):
             out.append(self.f64())
-        return out
+        return tuple(out)
 
-    cdef tuple metric_op(self):
+    cdef MetricOp metric_op(self):
         cdef uint8_t op = self.u8()
-        cdef uint32_t h, k, n, i
+        cdef uint32_t n, i
+        cdef MetricOp m
         if op == OP_FAMILY_NEW:
-            h = self.u32()
-            k = self.u32()
-            if k > 2:
-                raise ProtocolError(f"unknown metric kind {k}")
-            name = self.string()
-            return (op, h, k, name, self.string())
-        if op == OP_FAMILY_DELETE or op == OP_METRIC_DELETE or op == OP_VALUE:
-            return (op, self.u32())
-        if op == OP_METRIC_NEW:
-            h = self.u32()
-            k = self.u32()
+            m = _metric_op(op, 0)
+            m.family = self.u32()
+            m.kind = self.u32()
+            if m.kind > 2:
+                raise ProtocolError(f"unknown metric kind {m.kind}")
+            m.name = self.string()
+            m.description = self.string()
+        elif op == OP_FAMILY_DELETE:
+            m = _metric_op(op, 0)
+            m.family = self.u32()
+        elif op == OP_METRIC_DELETE or op == OP_VALUE:
+            m = _metric_op(op, self.u32())
+        elif op == OP_METRIC_NEW:
+            m = _metric_op(op, self.u32())
+            m.family = self.u32()
             n = self.u32()
             self.need(<Py_ssize_t>n * 8)
             labels = []
             for i in range(n):
                 key = self.string()
                 labels.append((key, self.string()))
-            return (op, h, k, labels, self.f64s())
-        if op == OP_INCREMENT or op == OP_SET:
-            h = self.u32()
-            return (op, h, self.f64())
-        if op == OP_OBSERVE:
-            h = self.u32()
-            return (op, h, self.f64s())
-        raise ProtocolError(f"unknown metric op {op}")
+            m.labels = tuple(labels)
+            m.values = self.f64s()
+        elif op == OP_INCREMENT or op == OP_SET:
+            m = _metric_op(op, self.u32())
+            m.value = self.f64()
+        elif op == OP_OBSERVE:
+            m = _metric_op(op, self.u32())
+            m.values = self.f64s()
+        else:
+            raise ProtocolError(f"unknown metric op {op}")
+        return m
 
     cdef str string(self):
         # Texts are data (request ids, names, messages): a sequence that is
@@ -117,10 +168,8 @@ cdef class _Reader:
         self.pos += n
         return 0
 
-    cdef tuple tensor(self, bint receiver_arena_ok=False):
-        """(name, dtype, dims, byte_size, location, a, b): for inline data
-        a is the offset of the data in the frame and b is 0; for arena data
-        a is the arena id and b the offset in that arena."""
+    cdef WireTensor tensor(self, bint receiver_arena_ok=False):
+        """A tensor; inline data stays in the frame (its offset is read)."""
         cdef str name = self.string()
         cdef uint32_t dtype = self.u32()
         if dtype < 1 or dtype > 14:
@@ -138,25 +187,30 @@ cdef class _Reader:
             dims.append(d)
         cdef uint64_t byte_size = self.u64()
         cdef uint8_t loc = self.u8()
-        cdef uint64_t a, b
+        cdef WireTensor t = WireTensor.__new__(WireTensor)
         if loc == LOC_INLINE:
             self.pad8()
             if byte_size > <uint64_t>(self.end - self.pos):
                 raise ProtocolError(f"tensor '{name}': {byte_size} inline bytes past the frame end")
-            a = self.pos
-            b = 0
+            t.offset = self.pos
             self.pos += <Py_ssize_t>byte_size
         elif loc == LOC_ARENA or (receiver_arena_ok and loc == LOC_RECEIVER_ARENA):
-            a = self.u32()
+            t.arena_id = self.u32()
             self.zero32()
-            b = self.u64()
+            t.arena_offset = self.u64()
         else:
             raise ProtocolError(f"tensor '{name}': unknown location {loc}")
-        return (name, dtype, tuple(dims), byte_size, loc, a, b)
+        t.name = name
+        t.dtype = dtype
+        t.dims = tuple(dims)
+        t.byte_size = byte_size
+        t.location = loc
+        return t
 
-    cdef tuple request(self):
+    cdef WireRequest request(self):
         """One request entry of EXECUTE / BLS_REQUEST."""
         cdef uint32_t j, k
+        cdef WireRequest q = WireRequest.__new__(WireRequest)
         rid = self.string()
         cdef uint8_t kind = self.u8()
         cu = self.u64()
@@ -169,32 +223,39 @@ cdef class _Reader:
             corr = cs
         else:
             raise ProtocolError(f"request '{rid}': unknown correlation kind {kind}")
-        flags = self.u32()
-        timeout = self.u64()
-        params = self.string()
+        q.request_id = rid
+        q.correlation_id = corr
+        q.flags = self.u32()
+        q.timeout_us = self.u64()
+        q.parameters = self.string()
         k = self.u32()
         cdef list names = []
         for j in range(k):
             names.append(self.string())
+        q.requested_output_names = tuple(names)
         k = self.u32()
         cdef list tensors = []
         for j in range(k):
             tensors.append(self.tensor())
-        return (rid, corr, flags, timeout, params, names, tensors, self.string())
+        q.inputs = tuple(tensors)
+        q.trace_context = self.string()
+        return q
 
-    cdef tuple response_rest(self, bint receiver_arena_ok):
-        """What follows the flags of a RESPONSES entry and of a BLS_RESPONSE:
-        (error or None, parameters, output tensors)."""
-        cdef uint8_t has_error = self.u8()
-        cdef uint32_t code = self.u32()
-        cdef str msg = self.string()
-        cdef str params = self.string()
+    cdef WireResponse response(self, uint32_t flags, bint receiver_arena_ok):
+        """What follows the flags of a RESPONSES entry and of a BLS_RESPONSE."""
+        cdef WireResponse resp = WireResponse.__new__(WireResponse)
+        resp.flags = flags
+        resp.has_error = self.u8() != 0
+        resp.error_code = self.u32()
+        resp.error_message = self.string()
+        resp.parameters = self.string()
         cdef uint32_t k = self.u32()
         cdef uint32_t j
         cdef list tensors = []
         for j in range(k):
             tensors.append(self.tensor(receiver_arena_ok))
-        return ((code, msg) if has_error else None, params, tensors)
+        resp.outputs = tuple(tensors)
+        return resp
 
     cdef int done(self) except -1:
         if self.pos != self.end:
@@ -277,29 +338,22 @@ def decode_body(int ftype, buf, Py_ssize_t start=24):
     ``buf[start:]``. Offsets of inline tensor data in the result are
     offsets into ``buf``.
 
-    EXECUTE -> list of requests
-        (request_id, correlation, flags, timeout_us, parameters,
-         requested_output_names, inputs, trace_context)
-        where correlation is None, an int or a str, and inputs are tensor
-        tuples (see _Reader.tensor).
-    RESPONSES -> list of
-        (batch_id, request_index, response_flags, error, parameters, outputs)
-        where error is None or (code, message).
+    The frames with requests, tensors, responses or metric operations
+    decode to read-only records (fields: _codec.pxd):
+
+    EXECUTE -> list of WireRequest, their inputs WireTensor;
+    RESPONSES -> list of WireResponse, their outputs WireTensor;
+    BLS_REQUEST -> BlsRequest; BLS_RESPONSE -> WireResponse;
+    METRIC -> list of MetricOp.
+
+    The others decode to tuples, in the order of the frame's fields:
     JSON frames -> the dict; ARENA -> (arena_id, size);
     EXECUTE_DONE -> (ok, error); LOG -> (level, file, line, message);
     ERROR -> message; RELEASE -> list of (arena_id, offset);
     CANCEL -> list of (batch_id, request_index);
     SEND_ERROR -> (batch_id, request_index, code, message);
     READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL -> None;
-    BLS_REQUEST -> (model_name, model_version, trace_batch_id,
-        trace_request_index, request as in EXECUTE);
-    BLS_RESPONSE -> (response_flags, error, parameters, outputs);
     BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset);
-    METRIC -> list of ops: (FAMILY_NEW, family, kind, name, description),
-        (FAMILY_DELETE, family), (METRIC_NEW, metric, family,
-        [(key, value), ...], [bucket, ...]), (METRIC_DELETE, metric),
-        (INCREMENT or SET, metric, value), (OBSERVE, metric, [value, ...]),
-        (VALUE, metric);
     METRIC_DONE -> (ok, error, value); LOG_LEVELS -> enabled (bit mask).
     """
     cdef Py_buffer view
@@ -321,7 +375,9 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
     cdef uint32_t count, i, j, k
     cdef list items, names, tensors
     cdef uint8_t kind, has_error
-    cdef uint32_t aid
+    cdef uint32_t aid, rflags
+    cdef BlsRequest bls
+    cdef WireResponse resp
     if ftype == _EXECUTE_TYPE:  # the frame of every batch: no Python compares first
         count = r.u32()
         items = []
@@ -344,8 +400,7 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
         rflags = r.u32()
         if rflags & ~(<uint32_t>RESP_FINAL):
             raise ProtocolError(f"unknown BLS response flags {rflags:#x}")
-        err, params, tensors = r.response_rest(False)
-        out = (rflags, err, params, tensors)
+        out = r.response(rflags, False)
     elif ftype == METRIC_DONE:
         ok = r.u8()
         err_text = r.string()
@@ -358,11 +413,13 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
             items.append(r.metric_op())
         out = items
     elif ftype == BLS_REQUEST:
-        mname = r.string()
-        mver = r.i64()
-        bid = r.u64()
-        idx = r.u32()
-        out = (mname, mver, bid, idx, r.request())
+        bls = BlsRequest.__new__(BlsRequest)
+        bls.model_name = r.string()
+        bls.model_version = r.i64()
+        bls.trace_batch_id = r.u64()
+        bls.trace_request_index = r.u32()
+        bls.request = r.request()
+        out = bls
     elif ftype == CANCEL:
         count = r.u32()
         items = []
@@ -393,8 +450,10 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
             rflags = r.u32()
             if rflags & ~_RESP_FLAGS:
                 raise ProtocolError(f"response {i}: unknown response flags {rflags:#x}")
-            err, params, tensors = r.response_rest(True)
-            items.append((bid, idx, rflags, err, params, tensors))
+            resp = r.response(rflags, True)
+            resp.batch_id = bid
+            resp.request_index = idx
+            items.append(resp)
         out = items
     elif ftype == EXECUTE_DONE:
         ok = r.u8()

@@ -157,31 +157,32 @@ class BlsClient:
         addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
         self._arenas[arena_id] = (m, addr)
 
-    def on_response(self, call_id: int, body: tuple, buf: Any) -> None:
-        rflags, err, params, outputs = body
-        final = bool(rflags & C.RESP_FINAL)
+    def on_response(self, call_id: int, body: C.WireResponse, buf: Any) -> None:
+        outputs = body.outputs
+        final = bool(body.flags & C.RESP_FINAL)
         call = self._calls.get(call_id)
         if call is None or call.abandoned:
             # Nobody waits (cancelled by timeout, or the caller went away):
             # give the arena space back at once.
             for t in outputs:
-                if t[4] == C.LOC_ARENA:
-                    self._queue_release((t[5], t[6]))
+                if t.location == C.LOC_ARENA:
+                    self._queue_release((t.arena_id, t.arena_offset))
             if final:
                 self._calls.pop(call_id, None)
             return
-        if err is not None:
-            resp = _Response(error=_TritonError(err[1], err[0] if 0 <= err[0] <= 7 else 0))
+        if body.has_error:
+            code = body.error_code
+            resp = _Response(error=_TritonError(body.error_message, code if code <= 7 else 0))
             for t in outputs:
-                if t[4] == C.LOC_ARENA:
-                    self._queue_release((t[5], t[6]))
+                if t.location == C.LOC_ARENA:
+                    self._queue_release((t.arena_id, t.arena_offset))
         else:
             try:
                 resp = _Response(_ResponseOutputs(outputs, buf, self._lease, self._queue_release))
             except Exception as e:  # noqa: BLE001 - a bad response fails this call only
                 resp = _Response(error=_TritonError(f"BLS response: {e}"))
-            if params:
-                _req.set_parameters_json(resp, params)
+            if body.parameters:
+                _req.set_parameters_json(resp, body.parameters)
         if final:
             self._calls.pop(call_id, None)
         self._push(call, resp, final)

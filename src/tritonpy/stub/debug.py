@@ -20,6 +20,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tritonpy.stub._codec import WireRequest
     from tritonpy.stub.runtime import Stub
 
 PERIOD = 0.1
@@ -64,7 +65,7 @@ class IdleReporter:
         engine = self._stub.engine
         on_execute = engine.on_execute
 
-        def counting(batch_id: int, wire: list[tuple], buf: Any) -> None:
+        def counting(batch_id: int, wire: list[WireRequest], buf: Any) -> None:
             self._batches_total += 1
             on_execute(batch_id, wire, buf)
 

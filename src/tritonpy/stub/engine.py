@@ -85,7 +85,7 @@ class Engine:
 
     # ---------------------------------------------------------------- execute
 
-    def on_execute(self, batch_id: int, wire: list[tuple], buf: Any) -> None:
+    def on_execute(self, batch_id: int, wire: list[C.WireRequest], buf: Any) -> None:
         batch = _MakeBatch(batch_id, self, wire, buf, self.stub.peer, self.model_name)
         if batch_id in self.batches:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
