@@ -11,9 +11,8 @@
 // through a TRITONSERVER_ResponseAllocator (small ones into call-owned heap
 // memory, sent inline); every response becomes one BLS_RESPONSE, and the
 // stub returns arena space with BLS_RELEASE once its Python objects are
-// gone. MODEL_CONTROL frames run the server's load/unload/readiness calls
-// on one worker thread per instance, so that a slow load never stalls the
-// reader thread; a stub with too many of them in flight is killed.
+// gone. MODEL_CONTROL frames go to the instance's ModelControlWorker
+// (model_control.h).
 //
 // Caps (StubLimits): a BLS call past stub-max-bls-calls calls in flight,
 // or whose input copies would take the BLS data held for the stub past
@@ -23,9 +22,10 @@
 //
 // Threads: OnFrame and OnStubGone are called by the instance's reader
 // thread; Triton's threads run the allocator, response and release
-// callbacks. Everything those callbacks touch lives in a shared core that
-// each call keeps alive, so a call that outlives its instance (finalized
-// with a fire-and-forget call in flight) never touches freed memory.
+// callbacks (bls_response.cc). Everything those callbacks touch lives in a
+// shared core (bls_core.h) that each call keeps alive, so a call that
+// outlives its instance (finalized with a fire-and-forget call in flight)
+// never touches freed memory.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,7 @@
 #include "arena.h"
 #include "channel.h"
 #include "error.h"
+#include "model_control.h"
 #include "protocol.h"
 #include "tritonpy/triton_api.h"
 #include "tritonpy/triton_infer_api.h"
@@ -44,6 +45,7 @@
 namespace tritonpy {
 
 class BlsCore;
+struct BlsCall;
 
 class Bls {
  public:
@@ -85,7 +87,25 @@ class Bls {
   void DebugCounters(uint64_t* calls, uint64_t* arena_bytes) const;
 
  private:
+  // The handlers of OnFrame, by frame type.
+  Status OnRelease(const proto::FrameView& f, const uint8_t* body);
+  Status OnCancel(const proto::FrameView& f, const uint8_t* body);
+  Status OnModelControl(
+      const proto::FrameView& f, const uint8_t* body,
+      const std::shared_ptr<Channel>& channel);
+  Status OnRequest(
+      const proto::FrameView& f, const uint8_t* body, const PeerArenas& peers,
+      const std::shared_ptr<Channel>& channel,
+      std::vector<proto::ArenaRef>* release, const TraceOf& trace_of);
+  // Runs `call` on Triton: the request `rb` names, with the input bytes at
+  // `data`. A failure is answered to the stub as the call's response.
+  void Run(
+      const std::shared_ptr<BlsCall>& call, const proto::BlsRequestBody& rb,
+      const std::vector<const uint8_t*>& data, const TraceOf& trace_of);
+
+  const bool model_control_;  // stub-model-control
   std::shared_ptr<BlsCore> core_;
+  ModelControlWorker control_;
 };
 
 }  // namespace tritonpy

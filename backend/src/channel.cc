@@ -70,14 +70,14 @@ Channel::Shutdown()
 std::string
 Channel::send_failure()
 {
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(&send_mu_);
   return send_failure_;
 }
 
 uint64_t
 Channel::queued_bytes()
 {
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(&send_mu_);
   return queue_bytes_;
 }
 
@@ -111,7 +111,15 @@ Channel::SendNow(const std::vector<uint8_t>& frame, int fd_to_pass)
 Status
 Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
 {
-  std::lock_guard<std::mutex> lock(send_mu_);
+  if (frame.size() > proto::kMaxFrame) {
+    // A seqpacket socket would take it (up to its buffer), and the peer,
+    // which reads MAX_FRAME bytes at most, would get it cut short.
+    return Status::InvalidArg(
+        "tritonpy: a frame of " + std::to_string(frame.size()) +
+        " bytes is larger than MAX_FRAME (" + std::to_string(proto::kMaxFrame) +
+        " bytes): not sent to the stub");
+  }
+  MutexLock lock(&send_mu_);
   if (!send_failure_.empty()) {
     return Status::Unavailable("tritonpy: " + send_failure_);
   }
@@ -155,7 +163,7 @@ Channel::Send(const std::vector<uint8_t>& frame, int fd_to_pass)
 void
 Channel::Flush()
 {
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(&send_mu_);
   while (!queue_.empty()) {
     Queued& q = queue_.front();
     const int err = SendNow(q.frame, q.fd);

@@ -7,18 +7,19 @@
 // cannot take at once waits in a bounded queue that Receive flushes as the
 // peer reads. A peer that stops reading gets its socket shut down once the
 // queue passes the bound (stub-send-queue-bytes): the reader sees EOF and
-// send_failure() says why. Receive must be called by one thread at a time
-// (the instance's reader).
+// send_failure() says why. A frame larger than MAX_FRAME is refused, not
+// sent: the peer could not read it whole. Receive must be called by one
+// thread at a time (the instance's reader).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "error.h"
+#include "mutex.h"
 
 struct msghdr;
 
@@ -42,15 +43,18 @@ class Channel {
   // Sends one frame, with `fd_to_pass` as SCM_RIGHTS when >= 0 (the
   // caller keeps its descriptor: a queued frame holds a duplicate). Never
   // blocks and never raises SIGPIPE. OK: sent or queued behind earlier
-  // frames; an error: the socket is broken, or the queue passed its bound
-  // (then the socket is shut down both ways).
-  Status Send(const std::vector<uint8_t>& frame, int fd_to_pass = -1);
+  // frames; INVALID_ARG: the frame is larger than MAX_FRAME and was not
+  // sent (the channel stays usable; the caller decides what the peer gets
+  // instead); another error: the socket is broken, or the queue passed its
+  // bound (then the socket is shut down both ways).
+  Status Send(const std::vector<uint8_t>& frame, int fd_to_pass = -1)
+      EXCLUDES(send_mu_);
 
   // Why the backend gave up on the peer (its queue passed the bound), or
   // "". Read by the reader once Receive returned kEof.
-  std::string send_failure();
+  std::string send_failure() EXCLUDES(send_mu_);
   // Bytes of frames waiting in the queue.
-  uint64_t queued_bytes();
+  uint64_t queued_bytes() EXCLUDES(send_mu_);
 
   // Receives one message into `buf` (resized to kMaxFrame once), setting
   // `len`, and any passed descriptors into `fds` (close-on-exec; the caller
@@ -66,7 +70,7 @@ class Channel {
   // kTimeout (callers check their own deadlines on kTimeout).
   RecvResult Receive(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
-      int timeout_ms, Status* error, int wake_fd = -1);
+      int timeout_ms, Status* error, int wake_fd = -1) EXCLUDES(send_mu_);
 
   // Shuts the socket down both ways: a blocked Receive returns kEof and the
   // peer sees EOF. The descriptor stays open until destruction.
@@ -83,7 +87,7 @@ class Channel {
   int SendNow(const std::vector<uint8_t>& frame, int fd_to_pass);
   // Sends queued frames until the socket is full or the queue empty
   // (Receive's caller).
-  void Flush();
+  void Flush() EXCLUDES(send_mu_);
 
   struct Queued {
     std::vector<uint8_t> frame;
@@ -97,10 +101,10 @@ class Channel {
   // POLLOUT too.
   int queue_wake_fd_ = -1;
   std::atomic<bool> queued_{false};  // mirrors !queue_.empty()
-  std::mutex send_mu_;
-  std::deque<Queued> queue_;  // guarded by send_mu_
-  uint64_t queue_bytes_ = 0;  // guarded by send_mu_
-  std::string send_failure_;  // guarded by send_mu_
+  Mutex send_mu_;
+  std::deque<Queued> queue_ GUARDED_BY(send_mu_);
+  uint64_t queue_bytes_ GUARDED_BY(send_mu_) = 0;
+  std::string send_failure_ GUARDED_BY(send_mu_);
 };
 
 }  // namespace tritonpy

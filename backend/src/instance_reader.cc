@@ -7,7 +7,6 @@
 #include <sys/eventfd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <memory>
 
 #include "barrier.h"
@@ -30,18 +29,15 @@ InstanceReader::InstanceReader(std::string describe, const Parts& parts)
       stub_(parts.stub),
       frames_(parts.frames),
       table_(parts.table),
-      gate_(parts.gate),
-      arenas_(parts.arenas),
       bls_(parts.bls),
       log_levels_(parts.log_levels),
       readiness_(parts.readiness),
       drain_(parts.drain),
-      recv_buf_(parts.recv_buf)
+      recv_buf_(parts.recv_buf),
+      idle_counters_(
+          describe_, {parts.table, parts.gate, parts.arenas, parts.bls})
 {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  const char* debug = getenv("TRITONPY_DEBUG");
-  debug_counters_ =
-      debug != nullptr && debug[0] != '\0' && std::string(debug) != "0";
 }
 
 InstanceReader::~InstanceReader()
@@ -184,8 +180,8 @@ InstanceReader::Step()
     table_->Adopt();
     if (table_->open_requests() == 0) {
       timeout_ms = stub_->AsyncExecute() ? kIdleLogPollMs : kSyncIdlePollMs;
-      if (debug_counters_) {
-        const int due = LogDebugCounters();
+      if (idle_counters_.enabled()) {
+        const int due = idle_counters_.Log();
         if (due >= 0 && (timeout_ms < 0 || due < timeout_ms)) timeout_ms = due;
       }
     } else {
@@ -317,41 +313,6 @@ InstanceReader::OverDeadline(bool* unloading)
     }
   }
   return table_->OverExecuteTimeout();
-}
-
-int
-InstanceReader::LogDebugCounters()
-{
-  uint64_t bls_calls = 0;
-  uint64_t bls_bytes = 0;
-  if (bls_ != nullptr) bls_->DebugCounters(&bls_calls, &bls_bytes);
-  uint64_t arena_bytes;
-  {
-    MutexLock lock(&arenas_->mu);
-    arena_bytes = arenas_->allocator.allocated_bytes();
-  }
-  const size_t pending = gate_->pending_count();
-  // key=value pairs: Triton's log escapes quotes, so no JSON.
-  std::string line =
-      "batches_total=" + std::to_string(table_->adopted_total()) +
-      " batches=" + std::to_string(table_->size() + pending) +
-      " requests=" + std::to_string(table_->open_requests()) +
-      " arena_bytes=" + std::to_string(arena_bytes) +
-      " bls_calls=" + std::to_string(bls_calls) +
-      " bls_arena_bytes=" + std::to_string(bls_bytes);
-  if (line == last_debug_line_) return -1;
-  const auto now = Clock::now();
-  const auto due = last_debug_log_ + std::chrono::milliseconds(kDebugPeriodMs);
-  if (now < due) {
-    return static_cast<int>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(due - now)
-            .count() +
-        1);
-  }
-  last_debug_line_ = line;
-  last_debug_log_ = now;
-  TRITONPY_LOG_INFO("tritonpy-debug backend " + describe_ + " idle: " + line);
-  return -1;
 }
 
 }  // namespace tritonpy

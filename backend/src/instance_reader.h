@@ -32,6 +32,7 @@
 #include "bls.h"
 #include "drain_watcher.h"
 #include "error.h"
+#include "idle_counters.h"
 #include "model_state.h"
 #include "readiness_queries.h"
 #include "stub_frames.h"
@@ -47,8 +48,8 @@ class InstanceReader {
     StubSupervisor* stub;
     StubFrames* frames;
     BatchTable* table;
-    AdmissionGate* gate;  // batches pending, for the debug line
-    BatchArenas* arenas;  // bytes allocated, for the debug line
+    AdmissionGate* gate;  // batches pending, for IdleCounters
+    BatchArenas* arenas;  // bytes allocated, for IdleCounters
     Bls* bls;
     LogLevelSync* log_levels;
     ReadinessQueries* readiness;
@@ -64,7 +65,6 @@ class InstanceReader {
   // How long an idle reader of an async instance blocks: how late a change
   // of Triton's log settings may reach a stub that gets no batch.
   static constexpr int kIdleLogPollMs = 1000;
-  static constexpr int kDebugPeriodMs = 100;
 
   // `describe`: "model 'm' instance 'i'", for messages.
   InstanceReader(std::string describe, const Parts& parts);
@@ -116,19 +116,12 @@ class InstanceReader {
   // outran the execute timeout, or an unload whose grace ran out with
   // work still in flight (*unloading set).
   std::string OverDeadline(bool* unloading);
-  // TRITONPY_DEBUG=1: at idle, logs the resource counters when they
-  // changed since the last idle line, at most every kDebugPeriodMs
-  // (docs/configuration.md). Returns -1, or how long the reader may block
-  // before the line is due.
-  int LogDebugCounters();
 
   const std::string describe_;
   ModelState* const model_;
   StubSupervisor* const stub_;
   StubFrames* const frames_;
   BatchTable* const table_;
-  AdmissionGate* const gate_;
-  BatchArenas* const arenas_;
   Bls* const bls_;
   LogLevelSync* const log_levels_;
   ReadinessQueries* const readiness_;
@@ -144,9 +137,7 @@ class InstanceReader {
   std::thread thread_;
   bool drain_sent_ = false;
   std::chrono::steady_clock::time_point drain_sent_at_;
-  bool debug_counters_ = false;
-  std::string last_debug_line_;
-  std::chrono::steady_clock::time_point last_debug_log_;
+  IdleCounters idle_counters_;  // TRITONPY_DEBUG=1
 };
 
 }  // namespace tritonpy

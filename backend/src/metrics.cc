@@ -29,17 +29,18 @@ AppendKeyPart(const std::string& part, std::string* key)
 MetricStore::~MetricStore()
 {
   for (auto& entry : series_) {
-    (void)FromTriton(TRITONSERVER_MetricDelete(entry.second->metric));
+    (void)FromTriton(TRITONSERVER_MetricDelete(entry.second.series->metric));
   }
   for (auto& entry : families_) {
-    (void)FromTriton(TRITONSERVER_MetricFamilyDelete(entry.second->family));
+    (void)FromTriton(
+        TRITONSERVER_MetricFamilyDelete(entry.second.family->family));
   }
 }
 
 void
 MetricStore::SetLimits(uint64_t max_families, uint64_t max_series)
 {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   max_families_ = max_families;
   max_series_ = max_series;
 }
@@ -51,16 +52,16 @@ MetricStore::AcquireFamily(
 {
   std::string key = std::to_string(kind) + "/";
   AppendKeyPart(name, &key);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = families_.find(key);
-  bool holds = it != families_.end() && it->second->users.count(model) != 0;
+  bool holds = it != families_.end() && it->second.users.count(model) != 0;
   if (it != families_.end() && !holds &&
-      it->second->description != description) {
+      it->second.family->description != description) {
     // Models share a family only when they agree on what it is.
-    std::string other = it->second->users.begin()->first;
+    std::string other = it->second.users.begin()->first;
     return Status::InvalidArg(
         "metric family '" + name + "' is registered by model '" + other +
-        "' with the description '" + it->second->description +
+        "' with the description '" + it->second.family->description +
         "'; another model may use it only with the same kind and "
         "description (tritonpy)");
   }
@@ -79,45 +80,49 @@ MetricStore::AcquireFamily(
     family->name = name;
     family->description = description;
     family->key = key;
-    it = families_.emplace(key, std::move(family)).first;
+    it = families_.emplace(key, FamilyEntry()).first;
+    it->second.family = std::move(family);
   }
-  HoldFamilyLocked(model, it->second.get());
-  *out = it->second.get();
+  HoldFamilyLocked(model, &it->second);
+  *out = it->second.family.get();
   return Status();
 }
 
 void
-MetricStore::HoldFamilyLocked(const std::string& model, Family* family)
+MetricStore::HoldFamilyLocked(const std::string& model, FamilyEntry* entry)
 {
-  ++family->refs;
-  if (family->users[model]++ == 0) ++usage_[model].families;
+  ++entry->refs;
+  if (entry->users[model]++ == 0) ++usage_[model].families;
 }
 
 void
 MetricStore::ReleaseFamily(const std::string& model, Family* family)
 {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ReleaseFamilyLocked(model, family);
 }
 
 void
-MetricStore::ReleaseFamilyLocked(const std::string& model, Family* family)
+MetricStore::ReleaseFamilyLocked(const std::string& model, const Family* family)
 {
-  auto user = family->users.find(model);
-  if (user != family->users.end() && --user->second == 0) {
-    family->users.erase(user);
+  auto it = families_.find(family->key);
+  if (it == families_.end()) return;
+  FamilyEntry& entry = it->second;
+  auto user = entry.users.find(model);
+  if (user != entry.users.end() && --user->second == 0) {
+    entry.users.erase(user);
     Usage& usage = usage_[model];
     --usage.families;
     if (usage.families == 0 && usage.series == 0) usage_.erase(model);
   }
-  if (--family->refs > 0) return;
+  if (--entry.refs > 0) return;
   Status s = FromTriton(TRITONSERVER_MetricFamilyDelete(family->family));
   if (!s.ok()) {
     TRITONPY_LOG_ERROR(
         "tritonpy: deleting metric family '" + family->name +
         "': " + s.message());
   }
-  families_.erase(family->key);
+  families_.erase(it);  // frees `family`
 }
 
 Status
@@ -132,12 +137,12 @@ MetricStore::AcquireSeries(
     AppendKeyPart(label.first, &key);
     AppendKeyPart(label.second, &key);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = series_.find(key);
-  if (it != series_.end() && it->second->owner != model) {
+  if (it != series_.end() && it->second.series->owner != model) {
     return Status::InvalidArg(
         "this series of metric family '" + family->name +
-        "' belongs to model '" + it->second->owner +
+        "' belongs to model '" + it->second.series->owner +
         "': a model cannot use another model's series (tritonpy)");
   }
   if (it == series_.end()) {
@@ -182,43 +187,46 @@ MetricStore::AcquireSeries(
     series->owner = model;
     series->count = count;
     usage_[model].series += count;
-    HoldFamilyLocked(model, family);  // the family outlives its series
-    it = series_.emplace(key, std::move(series)).first;
+    // The family outlives its series.
+    HoldFamilyLocked(model, &families_.at(family->key));
+    it = series_.emplace(key, SeriesEntry()).first;
+    it->second.series = std::move(series);
   }
-  ++it->second->refs;
-  *out = it->second.get();
+  ++it->second.refs;
+  *out = it->second.series.get();
   return Status();
 }
 
 void
 MetricStore::ReleaseSeries(Series* series)
 {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (--series->refs > 0) return;
+  MutexLock lock(&mu_);
+  auto it = series_.find(series->key);
+  if (it == series_.end() || --it->second.refs > 0) return;
   Status s = FromTriton(TRITONSERVER_MetricDelete(series->metric));
   if (!s.ok()) {
     TRITONPY_LOG_ERROR(
         "tritonpy: deleting a metric of family '" + series->family->name +
         "': " + s.message());
   }
-  Family* family = series->family;
+  const Family* family = series->family;
   const std::string owner = series->owner;
   usage_[owner].series -= series->count;
-  series_.erase(series->key);
+  series_.erase(it);  // frees `series`
   ReleaseFamilyLocked(owner, family);
 }
 
 size_t
 MetricStore::family_count()
 {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return families_.size();
 }
 
 size_t
 MetricStore::series_count()
 {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return series_.size();
 }
 

@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -36,6 +35,7 @@
 
 #include "channel.h"
 #include "error.h"
+#include "mutex.h"
 #include "protocol.h"
 #include "tritonpy/triton_metric_api.h"
 
@@ -43,14 +43,14 @@ namespace tritonpy {
 
 class MetricStore {
  public:
+  // What a holder may read, without the lock: fixed once made. Who holds
+  // an entry is the store's (Entry, under its lock).
   struct Family {
     TRITONSERVER_MetricFamily* family = nullptr;
     uint32_t kind = 0;
     std::string name;
     std::string description;
     std::string key;
-    int refs = 0;                      // handles and series
-    std::map<std::string, int> users;  // model -> its part of refs
   };
   struct Series {
     TRITONSERVER_Metric* metric = nullptr;
@@ -58,7 +58,6 @@ class MetricStore {
     std::string key;
     std::string owner;   // the model that made it
     uint64_t count = 1;  // Prometheus series: buckets + 2 for a histogram
-    int refs = 0;        // handles
   };
   using Labels = std::vector<std::pair<std::string, std::string>>;
 
@@ -69,24 +68,24 @@ class MetricStore {
   ~MetricStore();
 
   // Per model (metric-max-families, metric-max-series). Before any use.
-  void SetLimits(uint64_t max_families, uint64_t max_series);
+  void SetLimits(uint64_t max_families, uint64_t max_series) EXCLUDES(mu_);
 
   // Thread-safe. An acquired entry stays valid until released; `model`
   // names the model the acquiring stub serves.
   Status AcquireFamily(
       const std::string& model, uint32_t kind, const std::string& name,
-      const std::string& description, Family** out);
-  void ReleaseFamily(const std::string& model, Family* family);
+      const std::string& description, Family** out) EXCLUDES(mu_);
+  void ReleaseFamily(const std::string& model, Family* family) EXCLUDES(mu_);
   // `buckets` are used by histograms only. `family` must be held by
   // `model`.
   Status AcquireSeries(
       const std::string& model, Family* family, const Labels& labels,
-      const std::vector<double>& buckets, Series** out);
-  void ReleaseSeries(Series* series);
+      const std::vector<double>& buckets, Series** out) EXCLUDES(mu_);
+  void ReleaseSeries(Series* series) EXCLUDES(mu_);
 
   // Live Triton objects (for tests and logs).
-  size_t family_count();
-  size_t series_count();
+  size_t family_count() EXCLUDES(mu_);
+  size_t series_count() EXCLUDES(mu_);
 
  private:
   // What one model holds.
@@ -94,15 +93,28 @@ class MetricStore {
     uint64_t families = 0;
     uint64_t series = 0;
   };
-  void HoldFamilyLocked(const std::string& model, Family* family);
-  void ReleaseFamilyLocked(const std::string& model, Family* family);
+  // A family and who holds it.
+  struct FamilyEntry {
+    std::unique_ptr<Family> family;
+    int refs = 0;                      // handles and series
+    std::map<std::string, int> users;  // model -> its part of refs
+  };
+  // A series and its handles.
+  struct SeriesEntry {
+    std::unique_ptr<Series> series;
+    int refs = 0;
+  };
+  void HoldFamilyLocked(const std::string& model, FamilyEntry* entry)
+      REQUIRES(mu_);
+  void ReleaseFamilyLocked(const std::string& model, const Family* family)
+      REQUIRES(mu_);
 
-  std::mutex mu_;
-  uint64_t max_families_ = 1000;
-  uint64_t max_series_ = 10000;
-  std::map<std::string, std::unique_ptr<Family>> families_;  // guarded by mu_
-  std::map<std::string, std::unique_ptr<Series>> series_;    // guarded by mu_
-  std::map<std::string, Usage> usage_;                       // guarded by mu_
+  Mutex mu_;
+  uint64_t max_families_ GUARDED_BY(mu_) = 1000;
+  uint64_t max_series_ GUARDED_BY(mu_) = 10000;
+  std::map<std::string, FamilyEntry> families_ GUARDED_BY(mu_);  // by key
+  std::map<std::string, SeriesEntry> series_ GUARDED_BY(mu_);    // by key
+  std::map<std::string, Usage> usage_ GUARDED_BY(mu_);
 };
 
 class InstanceMetrics {

@@ -135,7 +135,7 @@ ApplyEnvPolicy(const BackendSettings& settings, StubLaunch* launch)
 
 ModelState::~ModelState()
 {
-  std::lock_guard<std::mutex> lock(stub_mu_);
+  MutexLock lock(&stub_mu_);
   StopStub(&auto_complete_stub_);
 }
 
@@ -143,7 +143,7 @@ bool
 ModelState::TakeAutoCompleteStub(
     std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel)
 {
-  std::lock_guard<std::mutex> lock(stub_mu_);
+  MutexLock lock(&stub_mu_);
   if (auto_complete_stub_.process == nullptr) return false;
   *process = std::move(auto_complete_stub_.process);
   *channel = std::move(auto_complete_stub_.channel);
@@ -180,7 +180,7 @@ ModelState::AutoComplete(const std::string& first_instance)
         "tritonpy: model '" + name_ +
         "': config after auto_complete_config: " + config_json_);
   }
-  std::lock_guard<std::mutex> lock(stub_mu_);
+  MutexLock lock(&stub_mu_);
   auto_complete_stub_ = std::move(stub);
   return Status();
 }

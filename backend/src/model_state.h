@@ -8,12 +8,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "auto_complete.h"
 #include "backend_state.h"
 #include "error.h"
+#include "mutex.h"
 #include "stub_process.h"
 #include "tritonpy/triton_api.h"
 
@@ -31,7 +31,8 @@ class ModelState {
   // Moves the stub that ran auto_complete_config (past HELLO, waiting for
   // INIT) to the caller; false when there is none (left). Thread-safe.
   bool TakeAutoCompleteStub(
-      std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel);
+      std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel)
+      EXCLUDES(stub_mu_);
 
   TRITONBACKEND_Model* triton_model() const { return model_; }
   const BackendState& backend() const { return *backend_; }
@@ -82,13 +83,13 @@ class ModelState {
   uint32_t max_inflight_batches_ = kDefaultMaxInflightBatches;
   uint32_t sync_prefetch_batches_ = kDefaultSyncPrefetchBatches;
   double execute_timeout_seconds_ = 0;
-  std::mutex stub_mu_;
-  StartedStub auto_complete_stub_;  // guarded by stub_mu_
+  Mutex stub_mu_;
+  StartedStub auto_complete_stub_ GUARDED_BY(stub_mu_);
 
   // Runs auto_complete_config and applies its result: config_json_ then
   // holds the config Triton has after the completion. `first_instance`:
   // the name Triton gives the model's first instance.
-  Status AutoComplete(const std::string& first_instance);
+  Status AutoComplete(const std::string& first_instance) EXCLUDES(stub_mu_);
 
  public:
   static constexpr uint32_t kDefaultMaxInflightBatches = 128;

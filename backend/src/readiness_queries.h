@@ -6,7 +6,7 @@
 //
 // Threads: Triton's threads call Check, any number at once; the reader
 // thread calls OnAnswer. The queries in flight and their answers are
-// guarded by the instance's mutex (the supervisor's); an answer, or a
+// GUARDED_BY the instance's mutex (the supervisor's); an answer, or a
 // change of the stub, wakes Check through the supervisor's condition
 // variable.
 #pragma once

@@ -495,6 +495,42 @@ TestChannelSendQueue()
   CHECK(r == Channel::RecvResult::kEof);
 }
 
+// A frame larger than MAX_FRAME is refused, not sent (the peer would get
+// it cut short), with or without a descriptor; the channel stays usable
+// and the largest frame allowed still goes through whole.
+void
+TestChannelFrameLimit()
+{
+  using tritonpy::Channel;
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  Channel ch(sv[0]);
+  Channel peer(sv[1]);
+  std::vector<uint8_t> too_big(tp::kMaxFrame + 1, 1);
+  Status s = ch.Send(too_big);
+  CHECK(!s.ok() && s.code() == TRITONSERVER_ERROR_INVALID_ARG);
+  CHECK(
+      s.message().find("131073 bytes is larger than MAX_FRAME") !=
+      std::string::npos);
+  int fd = eventfd(0, EFD_CLOEXEC);
+  CHECK(!ch.Send(too_big, fd).ok());
+  close(fd);
+  CHECK(ch.queued_bytes() == 0 && ch.send_failure().empty());
+  std::vector<uint8_t> largest(tp::kMaxFrame, 2);
+  CHECK(ch.Send(largest).ok());
+  std::vector<uint8_t> buf;
+  std::vector<int> fds;
+  size_t len = 0;
+  Status err;
+  // The first message the peer gets is the largest frame, whole.
+  CHECK(
+      peer.Receive(&buf, &len, &fds, 1000, &err) ==
+          Channel::RecvResult::kFrame &&
+      len == tp::kMaxFrame && buf[0] == 2 && fds.empty());
+  CHECK(
+      peer.Receive(&buf, &len, &fds, 0, &err) == Channel::RecvResult::kTimeout);
+}
+
 // ValidUtf8 against Python's bytes.decode("utf-8", "replace") (the
 // expected strings are its output), and ClipText's cut and marker.
 void
@@ -758,6 +794,7 @@ main()
   TestCodec();
   TestChannel();
   TestChannelSendQueue();
+  TestChannelFrameLimit();
   TestTokenBucket();
   TestLogLimiter();
   TestMachineMemory();

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "model_control.h"
+
+#include <pthread.h>
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "barrier.h"
+#include "protocol.h"
+#include "triton_util.h"
+
+namespace tritonpy {
+
+namespace {
+
+int
+Base64Value(char c)
+{
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+Status
+Base64Decode(const std::string& in, std::string* out)
+{
+  out->clear();
+  out->reserve(in.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=' || c == '\n' || c == '\r') continue;
+    int v = Base64Value(c);
+    if (v < 0) return Status::InvalidArg("file content is not base64");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out->push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
+json::Value
+RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
+{
+  const std::string op = json::GetString(msg, "op");
+  const std::string name = json::GetString(msg, "model_name");
+  Status s;
+  bool ready = false;
+  if (name.empty()) {
+    s = Status::InvalidArg("model_name must not be empty");
+  } else if (op == "load") {
+    std::string config = json::GetString(msg, "config");
+    std::vector<std::pair<std::string, std::string>> files;
+    const json::Value* fv = json::Find(msg, "files");
+    if (fv != nullptr && fv->is_object()) {
+      for (const auto& [key, value] : fv->items()) {
+        if (key.rfind("file:", 0) != 0 || !value.is_string()) {
+          s = Status::InvalidArg(
+              "load_model: every key of 'files' must start with 'file:' "
+              "and map to bytes, got '" +
+              key + "'");
+          break;
+        }
+        std::string content;
+        s = Base64Decode(value.get_ref<const std::string&>(), &content);
+        if (!s.ok()) break;
+        files.emplace_back(key, std::move(content));
+      }
+    }
+    if (s.ok() && !files.empty() && config.empty()) {
+      s = Status::InvalidArg(
+          "load_model: 'config' must be given together with 'files'");
+    }
+    if (s.ok()) {
+      std::vector<TRITONSERVER_Parameter*> params;
+      if (!config.empty()) {
+        params.push_back(TRITONSERVER_ParameterNew(
+            "config", TRITONSERVER_PARAMETER_STRING, config.c_str()));
+      }
+      for (const auto& f : files) {
+        params.push_back(TRITONSERVER_ParameterBytesNew(
+            f.first.c_str(), f.second.data(), f.second.size()));
+      }
+      s = FromTriton(TRITONSERVER_ServerLoadModelWithParameters(
+          server, name.c_str(),
+          const_cast<const TRITONSERVER_Parameter**>(params.data()),
+          params.size()));
+      for (TRITONSERVER_Parameter* p : params) {
+        if (p != nullptr) TRITONSERVER_ParameterDelete(p);
+      }
+    }
+  } else if (op == "unload") {
+    s = FromTriton(
+        json::GetBool(msg, "unload_dependents")
+            ? TRITONSERVER_ServerUnloadModelAndDependents(server, name.c_str())
+            : TRITONSERVER_ServerUnloadModel(server, name.c_str()));
+  } else if (op == "is_ready") {
+    std::string v = json::GetString(msg, "model_version");
+    int64_t version = -1;
+    if (!v.empty()) {
+      char* end = nullptr;
+      version = std::strtoll(v.c_str(), &end, 10);
+      if (end == nullptr || *end != '\0' || version < 0) {
+        s = Status::InvalidArg("model_version '" + v + "' is not a number");
+      }
+    }
+    if (s.ok()) {
+      // An unknown model is simply not ready.
+      Status r = FromTriton(TRITONSERVER_ServerModelIsReady(
+          server, name.c_str(), version, &ready));
+      if (!r.ok()) ready = false;
+    }
+  } else {
+    s = Status::InvalidArg("unknown model control operation '" + op + "'");
+  }
+  if (!s.ok()) return ModelControlError(s.message());
+  return {{"ok", true}, {"error", ""}, {"ready", ready}};
+}
+
+json::Value
+ModelControlError(const std::string& message)
+{
+  // JSON writes a byte as at most 6: the frame stays inline.
+  return {
+      {"ok", false},
+      {"error", proto::ClipText(message, proto::kMaxBackendText / 6)},
+      {"ready", false}};
+}
+
+Status
+SendModelControlDone(Channel* channel, uint64_t id, const json::Value& reply)
+{
+  if (channel == nullptr) return Status();
+  const std::string text = json::Write(reply);
+  return channel->Send(
+      proto::MakeFrame(
+          proto::FrameType::kModelControlDone, 0, id,
+          [&](std::vector<uint8_t>* out) { proto::EncodeJson(text, out); }));
+}
+
+struct ModelControlWorker::Shared {
+  struct Job {
+    std::shared_ptr<Channel> channel;
+    uint64_t id;
+    std::shared_ptr<json::Value> msg;
+  };
+
+  Shared(TRITONSERVER_Server* server, std::string describe)
+      : server(server), describe(std::move(describe))
+  {
+  }
+
+  // The thread's body: runs queued jobs one at a time until stopped.
+  void Run() EXCLUDES(mu);
+  // Runs one job and answers it.
+  void Answer(const Job& job) EXCLUDES(mu);
+
+  TRITONSERVER_Server* const server;
+  const std::string describe;
+
+  Mutex mu;
+  CondVar cv{&mu};  // signalled when a job is queued or stop is set
+  std::deque<Job> jobs GUARDED_BY(mu);
+  size_t running GUARDED_BY(mu) = 0;
+  bool stop GUARDED_BY(mu) = false;
+  std::thread thread GUARDED_BY(mu);  // started with the first job
+};
+
+void
+ModelControlWorker::Shared::Run()
+{
+  pthread_setname_np(pthread_self(), "tritonpy-control");
+  while (true) {
+    Job job;
+    {
+      MutexLock lock(&mu);
+      while (!stop && jobs.empty()) cv.Wait();
+      if (stop) return;
+      job = std::move(jobs.front());
+      jobs.pop_front();
+      running = 1;
+    }
+    Answer(job);
+    job = Job();  // its channel is let go outside the lock
+    MutexLock lock(&mu);
+    running = 0;
+  }
+}
+
+void
+ModelControlWorker::Shared::Answer(const Job& job)
+{
+  // The barrier of this thread: a failure is the request's answer. A send
+  // that fails means the stub is gone (the replies are clipped to fit a
+  // frame): it needs no answer.
+  const Status s = Guarded("model control", [&] {
+    (void)SendModelControlDone(
+        job.channel.get(), job.id, RunModelControl(server, *job.msg));
+    return Status();
+  });
+  if (s.ok()) return;
+  TRITONPY_LOG_ERROR("tritonpy: " + describe + ": " + s.message());
+  (void)Guarded("model control", [&] {
+    (void)SendModelControlDone(
+        job.channel.get(), job.id, ModelControlError(s.message()));
+    return Status();
+  });
+}
+
+ModelControlWorker::ModelControlWorker(
+    TRITONSERVER_Server* server, std::string describe)
+    : shared_(std::make_shared<Shared>(server, std::move(describe)))
+{
+}
+
+ModelControlWorker::~ModelControlWorker()
+{
+  Stop();
+}
+
+Status
+ModelControlWorker::Submit(
+    std::shared_ptr<Channel> channel, uint64_t id,
+    std::shared_ptr<json::Value> msg)
+{
+  Shared* s = shared_.get();
+  MutexLock lock(&s->mu);
+  if (s->jobs.size() + s->running >= kMaxInFlight) {
+    return Violation(
+        "more than " + std::to_string(kMaxInFlight) +
+        " MODEL_CONTROL requests in flight (load_model, unload_model "
+        "and is_model_ready calls not answered yet)");
+  }
+  if (!s->thread.joinable()) {
+    std::shared_ptr<Shared> keep = shared_;  // the thread's own
+    s->thread = std::thread([keep] {
+      const Status failed = Guarded("model control", [&] {
+        keep->Run();
+        return Status();
+      });
+      if (!failed.ok()) {
+        TRITONPY_LOG_ERROR(
+            "tritonpy: " + keep->describe +
+            ": the model-control worker stopped: " + failed.message());
+      }
+    });
+  }
+  s->jobs.push_back({std::move(channel), id, std::move(msg)});
+  s->cv.NotifyAll();
+  return Status();
+}
+
+void
+ModelControlWorker::DropPending()
+{
+  MutexLock lock(&shared_->mu);
+  shared_->jobs.clear();
+}
+
+void
+ModelControlWorker::Stop()
+{
+  std::thread worker;
+  {
+    MutexLock lock(&shared_->mu);
+    shared_->stop = true;
+    shared_->jobs.clear();
+    worker.swap(shared_->thread);
+  }
+  shared_->cv.NotifyAll();
+  if (!worker.joinable()) return;
+  if (worker.get_id() == std::this_thread::get_id()) {
+    worker.detach();
+  } else {
+    worker.join();
+  }
+}
+
+}  // namespace tritonpy
