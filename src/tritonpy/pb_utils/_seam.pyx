@@ -1,18 +1,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 # cython: language_level=3
-"""The one module of pb_utils the stub imports (tests/unit/test_seam.py
+"""The one module of pb_utils the stub imports (tests/unit/test_host_seam.py
 holds it to that).
 
 pb_utils runs anywhere; what needs a server it asks of the host the stub
-registers here, once, before any model code runs (``register``; the host's
-parts are declared in _host.py). The rest is what the stub needs of the
-model API: the public module itself (served to models under the official
-names), the names it builds requests, tensors and responses from, and what
-it does to a request or response after a model has it. Models can read a
-request's or response's fields but not assign them (_core.pxd); the stub's
-writes go through the functions here, and its compiled modules cimport the
-C types through _seam.pxd.
+registers here, once, before any model code runs (``register``, from
+_host.py, which declares the host's parts and keeps it). The rest is what
+the stub needs of the model API: the public module itself (served to
+models under the official names), the names it builds requests, tensors
+and responses from, and what it does to a request or response after a
+model has it. Models can read a request's or response's fields but not
+assign them (_core.pxd); the stub's writes go through the functions here,
+and its compiled modules cimport the C types through _seam.pxd.
 """
 
 from tritonpy import pb_utils
