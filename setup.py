@@ -37,6 +37,7 @@ EXTENSIONS = [
     "tritonpy.stub._lifetime",
     "tritonpy.pb_utils._bytes",
     "tritonpy.pb_utils._core",
+    "tritonpy.pb_utils._seam",
     "tritonpy.pb_utils._dlpack",
 ]
 
@@ -69,10 +70,10 @@ class BuildExtAndBackend(build_ext):
             self._build_backend()
 
     def _cythonize(self) -> None:
-        """Turns the .pyx sources into C. ``cimport tritonpy.pb_utils._core``
-        (in stub/) finds _core.pxd in build_py's output, the package laid
-        out as it installs; cythonize rebuilds a module whose cimported
-        .pxd changed (build_py keeps the times)."""
+        """Turns the .pyx sources into C. ``cimport tritonpy.pb_utils._seam``
+        (in stub/) finds _seam.pxd and _core.pxd in build_py's output, the
+        package laid out as it installs; cythonize rebuilds a module whose
+        cimported .pxd changed (build_py keeps the times)."""
         self.run_command("build_py")  # done already under `build`
         generated = cythonize(
             self.extensions,

@@ -1,51 +1,56 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 # cython: language_level=3
-# The C fields of _core.pyx's types, for the stub's compiled modules
-# (stub/_batch.pyx) to read and write without attribute lookups.
+# The C fields of _core.pyx's types. Python code (a model, and pb_utils'
+# own Python modules) may read them but not write them: ``readonly``. C
+# code reads and writes them directly: _core.pyx, and the stub's compiled
+# modules, which cimport them through the seam (_seam.pxd).
 
 cdef class TensorCore:
-    cdef public object _name
-    cdef public object _dtype
-    cdef public object _dims
-    cdef public object _array
-    cdef public object _buf
+    cdef readonly object _name
+    cdef readonly object _dtype
+    cdef readonly object _dims
+    cdef readonly object _array
+    cdef readonly object _buf
     cdef object __weakref__
 
 
 cdef class RequestCore:
-    cdef public object _model_name
-    cdef public object _model_version
-    cdef public object _request_id
-    cdef public object _correlation_id
-    cdef public object _flags
-    cdef public object _timeout
-    cdef public object _parameters
-    cdef public object _requested_output_names
-    cdef public object _inputs
-    cdef public object _preferred_memory
-    cdef public object _trace
-    cdef public object _release_flags
-    cdef public object _sender  # made by get_response_sender()
+    cdef readonly object _model_name
+    cdef readonly object _model_version
+    cdef readonly object _request_id
+    cdef readonly object _correlation_id
+    cdef readonly object _flags
+    cdef readonly object _timeout
+    cdef readonly object _parameters
+    cdef readonly object _requested_output_names
+    cdef readonly object _inputs
+    cdef readonly object _preferred_memory
+    cdef readonly object _trace
+    cdef readonly object _release_flags
+    cdef readonly object _sender  # made by get_response_sender()
     # Complete: its final response (or error) is on its way. Set only by
     # close_request; a batch is over when all its requests are complete.
-    cdef public bint _done
-    cdef public object _sent  # responses sent through the sender
-    cdef public object _send_error  # the backend could not deliver a response
-    cdef public object _cancelled
-    cdef public object _cancel_callbacks
-    cdef public object _batch  # the stub's batch of a request given to execute()
-    cdef public object _index
+    cdef readonly bint _done
+    cdef readonly object _sent  # responses sent through the sender
+    cdef readonly object _send_error  # the backend could not deliver a response
+    cdef readonly object _cancelled
+    cdef readonly object _cancel_callbacks
+    cdef readonly object _batch  # the stub's batch of a request given to execute()
+    cdef readonly object _index
 
 
 cdef class ResponseCore:
-    cdef public object _output_tensors
-    cdef public object _error
-    cdef public object _parameters  # JSON text; "" for none
+    cdef readonly object _output_tensors
+    cdef readonly object _error
+    cdef readonly object _parameters  # JSON text; "" for none
 
 
 cdef class SenderCore:
-    cdef public object _request
+    cdef readonly object _request
+    # Where send() sends: the registered host's ``responses`` when the
+    # sender was made (None outside a stub).
+    cdef readonly object _responses
     cdef object __weakref__
 
 
@@ -76,3 +81,4 @@ cdef inline bint close_request(RequestCore request):
         return False
     request._done = True
     return True
+

@@ -14,12 +14,19 @@ per request in a model is here: ``Tensor(name, array)`` for an ndarray of a
 native dtype, ``as_numpy``, ``get_input_tensor_by_name``,
 ``InferenceResponse(output_tensors=[...])`` and the accessors. Everything
 else (conversions, BYTES, BF16, DLPack, BLS, parameters, the errors) stays
-in Python, reached through the ``bind_*`` functions. (Python 3.11 reads and
-writes ``__slots__`` about as fast as Cython reads a Python object's
-attributes: only C fields make this path cheaper; see
-docs/performance.md.)
+in the Python subclasses, reached as their methods (``_init_general``,
+``_materialize``). (Python 3.11 reads and writes ``__slots__`` about as
+fast as Cython reads a Python object's attributes: only C fields make this
+path cheaper; see docs/performance.md.)
+
+The fields are ``readonly`` to Python: a model that assigns one gets an
+AttributeError. The official API's setters (``set_flags``,
+``set_release_flags``) are methods here; pb_utils' Python modules fill
+their objects through the ``init_*``/``keep_*`` functions below; the stub
+goes through the seam (_seam.pyx), the one module of pb_utils it imports.
 """
 
+from . import _host as _hosts
 from ._dtypes import ITEMSIZE, NATIVE_CODES, TYPE_BF16, TYPE_BYTES, WIRE_NUMPY
 from ._errors import (
     SEND_BAD_FLAGS,
@@ -43,22 +50,13 @@ cdef int _RELEASE_RESCHEDULE = 2  # TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
 cdef Py_ssize_t _itemsize_c[16]
 for _code in range(16):
     _itemsize_c[_code] = ITEMSIZE.get(_code, 0)
-# Set once by bind_tensor and bind_response, when _tensor.py and
-# _response.py are imported.
-cdef object _general_init = None
-cdef object _response_general_init = None
-
-
-def bind_tensor(general_init):
-    """``Tensor(name, array)`` goes to ``general_init(self, name, array)``
-    unless the fast path here takes it."""
-    global _general_init
-    _general_init = general_init
 
 
 cdef class TensorCore:
 
     def __init__(self, name, numpy_array):
+        """The fast path of ``Tensor(name, array)``; the subclass's
+        ``_init_general`` takes everything else."""
         cdef object code
         if type(name) is str and name and type(numpy_array) is _ndarray:
             code = _native_codes.get(numpy_array.dtype)
@@ -69,7 +67,7 @@ cdef class TensorCore:
                 self._array = numpy_array
                 self._buf = None
                 return
-        _general_init(self, name, numpy_array)
+        (<object>self)._init_general(name, numpy_array)
 
     def name(self):
         return self._name
@@ -108,6 +106,15 @@ cdef class RequestCore:
     def request_id(self):
         return self._request_id
 
+    def set_flags(self, flags):
+        """The flags a BLS request is sent with (TRITONSERVER_REQUEST_FLAG_*)."""
+        self._flags = int(flags)
+
+    def set_release_flags(self, flags):
+        """TRITONSERVER_REQUEST_RELEASE_RESCHEDULE asks Triton to execute
+        this request again (iterative sequence batching)."""
+        self._release_flags = int(flags)
+
 
 def get_input_tensor_by_name(inference_request, name):
     """The request's input named ``name``, or None."""
@@ -122,13 +129,6 @@ def get_input_tensor_by_name(inference_request, name):
     return None
 
 
-def bind_response(general_init):
-    """``InferenceResponse(...)`` goes to ``general_init(self, output_tensors,
-    error, parameters)`` unless it is a plain list of tensors."""
-    global _response_general_init
-    _response_general_init = general_init
-
-
 # output_tensors left out (an explicit None is refused, as officially).
 NO_OUTPUTS = ()
 
@@ -136,6 +136,8 @@ NO_OUTPUTS = ()
 cdef class ResponseCore:
 
     def __init__(self, output_tensors=NO_OUTPUTS, error=None, parameters=None):
+        """The fast path of ``InferenceResponse([tensors])``; the subclass's
+        ``_init_general`` takes everything else."""
         if type(output_tensors) is list and error is None and parameters is None:
             for t in <list>output_tensors:
                 if not isinstance(t, TensorCore):
@@ -145,7 +147,7 @@ cdef class ResponseCore:
                 self._error = None
                 self._parameters = ""
                 return
-        _response_general_init(self, output_tensors, error, parameters)
+        (<object>self)._init_general(output_tensors, error, parameters)
 
     def output_tensors(self):
         return self._output_tensors
@@ -186,7 +188,7 @@ cdef class SenderCore:
             raise TritonModelException(
                 f"send() takes a pb_utils.InferenceResponse, got {type(response).__name__}"
             )
-        responses = _responses
+        responses = self._responses
         if responses is None:
             raise TritonModelException("response senders need a running tritonpy stub")
         if not responses.decoupled:
@@ -208,71 +210,84 @@ cdef class SenderCore:
         responses.send(req, response, flags)
 
 
-# The host's ``responses`` (the stub's engine), bound once by bind_host:
-# send() runs once per streamed token.
-cdef object _responses = None
+# ------------------------------------------------------------------ for pb_utils
+# How pb_utils' Python modules (_request.py, _tensor.py, _response.py,
+# _sender.py) fill the fields Python code can only read.
 
 
-def bind_host(host):
-    """_host.attach(): what the compiled code asks of the stub."""
-    global _responses
-    _responses = host.responses
+def init_request(
+    RequestCore r not None,
+    model_name,
+    model_version,
+    request_id,
+    correlation_id,
+    flags,
+    timeout,
+    parameters,
+    requested_output_names,
+    inputs,
+    preferred_memory,
+    trace,
+):
+    """The fields of a request a model builds (BLS), checked by the caller."""
+    r._model_name = model_name
+    r._model_version = model_version
+    r._request_id = request_id
+    r._correlation_id = correlation_id
+    r._flags = flags
+    r._timeout = timeout
+    r._parameters = parameters
+    r._requested_output_names = requested_output_names
+    r._inputs = inputs
+    r._preferred_memory = preferred_memory
+    r._trace = trace
 
 
-# ------------------------------------------------------------------ for the stub
-# What the stub's Python modules do to requests and responses, by name:
-# they read and write none of their fields.
+def keep_trace(RequestCore r not None, trace):
+    """The InferenceTrace made on first use of a request's trace()."""
+    r._trace = trace
 
 
-def close(RequestCore request not None):
-    """Mark ``request`` complete (its final response or error is on its
-    way); False if it already was. See close_request in _core.pxd."""
-    return close_request(request)
+def keep_sender(RequestCore r not None, sender):
+    """The response sender made on first use of get_response_sender()."""
+    r._sender = sender
 
 
-def is_closed(RequestCore request not None):
-    return request._done
+def cancel_callbacks(RequestCore r not None):
+    """The list add_cancel_callback() appends to, made on first use."""
+    if r._cancel_callbacks is None:
+        r._cancel_callbacks = []
+    return r._cancel_callbacks
 
 
-def batch_of(RequestCore request not None):
-    """The stub's batch of a request given to execute() (None for others)."""
-    return request._batch
+def init_tensor(TensorCore t not None, name, int dtype, tuple dims, array, buf):
+    """All the fields of a tensor: ``array`` (or None: made from ``buf`` on
+    first use), ``buf`` (wire bytes, or None)."""
+    t._name = name
+    t._dtype = dtype
+    t._dims = dims
+    t._array = array
+    t._buf = buf
 
 
-def rescheduled(RequestCore request not None):
-    """The model asked Triton to run ``request`` again (set_release_flags)."""
-    return bool(request._release_flags & _RELEASE_RESCHEDULE)
+def keep_array(TensorCore t not None, array):
+    """The array a tensor's wire bytes were decoded or viewed as."""
+    t._array = array
 
 
-def set_cancelled(RequestCore request not None):
-    """Triton cancelled ``request``: the flag alone, from any thread
-    (is_cancelled() sees it at once); ``cancel`` follows on the loop."""
-    request._cancelled = True
+def init_response(ResponseCore r not None, list output_tensors, error, str parameters):
+    """All the fields of a response (``parameters``: JSON text, "" for none)."""
+    r._output_tensors = output_tensors
+    r._error = error
+    r._parameters = parameters
 
 
-def cancel(RequestCore request not None):
-    """Triton cancelled ``request``: the flag, and the callbacks the model
-    added run (on the stub's loop)."""
-    request._cancelled = True
-    callbacks, request._cancel_callbacks = request._cancel_callbacks, None
-    for cb in callbacks or ():
-        cb(request)
-
-
-def send_failed(RequestCore request not None, str message):
-    """The backend could not deliver a response of ``request``: its next
-    send() raises ``message``."""
-    request._send_error = message
-
-
-def model_name(RequestCore request not None):
-    """The model a BLS ``request`` is for."""
-    return request._model_name
-
-
-def set_parameters_json(ResponseCore response not None, str parameters):
-    """Parameters that arrived as JSON text (a BLS response)."""
-    response._parameters = parameters
+def init_sender(SenderCore s not None, request):
+    """The request a new response sender answers, and where it sends: the
+    host's ``responses``, looked up once here rather than per send()."""
+    s._request = request
+    host = _hosts._host
+    s._responses = None if host is None else host.responses
 
 
 cdef extern from "Python.h":

@@ -1,30 +1,30 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""The one seam between pb_utils and the stub that serves the model.
+"""What pb_utils asks of the stub that serves the model: the ``Host``.
 
 pb_utils runs anywhere (a model imported in a test, a notebook); what needs
 a server (responses sent later, BLS, the model loading API, custom metrics,
 shared memory, Triton's log, the model directory) it asks of the ``Host``
-that the stub attaches once, when it starts (``attach``). Outside a stub
-nothing is attached and those calls fail as they always did, with a
-TritonModelException that says a stub is needed (the logger writes to
-stderr, ``Tensor.empty`` uses ordinary memory, ``free_memory()`` is 0).
+that the stub registers once, when it starts (``register``, which the seam,
+_seam.pyx, passes on). Outside a stub nothing is registered and those
+calls fail as they always did, with a TritonModelException that says a
+stub is needed (the logger writes to stderr, ``Tensor.empty`` uses
+ordinary memory, ``free_memory()`` is 0).
 
 The stub side is tritonpy.stub.pb_host. The parts are the stub's own
 objects (its engine, BLS client, metrics client, arenas): a call through
-the host is one attribute lookup away from the object that does the work,
-and the response sender, a call per streamed token, binds its part once
-(_core.pyx ``bind_host``).
+the host is one attribute lookup away from the object that does the work.
+This module's ``_host`` is the one place the host is kept; a response
+sender (_core.pyx) takes the host's ``responses`` from it when it is made.
 """
 
 from __future__ import annotations
 
 from typing import Any, NoReturn, Protocol
 
-from . import _core
 from ._errors import TritonModelException
 
-__all__ = ["Host", "Responses", "Bls", "Metrics", "Arenas", "attach", "attached", "need"]
+__all__ = ["Host", "Responses", "Bls", "Metrics", "Arenas", "register", "attached", "need"]
 
 
 class Responses(Protocol):
@@ -97,13 +97,12 @@ class Host(Protocol):
 _host: Host | None = None
 
 
-def attach(host: Host) -> None:
-    """Called once by the stub, before it imports the model."""
+def register(host: Host) -> None:
+    """Called once by the stub (through _seam.pyx), before it imports the model."""
     global _host
     if _host is not None:
         raise RuntimeError("pb_utils is already attached to a stub")
     _host = host
-    _core.bind_host(host)
 
 
 def attached() -> Host | None:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from . import _bls
-from ._core import RequestCore
+from ._core import RequestCore, cancel_callbacks, init_request, keep_sender, keep_trace
 from ._errors import TritonModelException
 from ._params import parameters_to_json
 from ._sender import InferenceResponseSender
@@ -118,16 +118,9 @@ class InferenceRequest(RequestCore):
     the positional order is the official one, request_id first).
     """
 
-    # The fields are RequestCore's, as are inputs() and request_id().
+    # The fields are RequestCore's (read-only to Python), as are inputs(),
+    # request_id(), set_flags() and set_release_flags().
     __slots__ = ()
-
-    _sender: InferenceResponseSender | None  # made by get_response_sender()
-    _done: bool  # the final flag went out (or the request's batch ended)
-    _sent: int  # responses sent through the sender
-    _send_error: str | None  # the backend could not deliver an earlier response
-    _cancel_callbacks: list[Callable[[InferenceRequest], Any]] | None
-    _batch: Any  # the stub's batch of a request given to execute()
-    _index: int
 
     if TYPE_CHECKING:  # RequestCore's, typed for models
 
@@ -198,17 +191,20 @@ class InferenceRequest(RequestCore):
             if not isinstance(t, Tensor):
                 # The official backend's type for a list holding a non-Tensor.
                 raise TritonModelException(f"inputs must be Tensor objects, got {type(t).__name__}")
-        self._model_name = model_name
-        self._model_version = model_version
-        self._request_id = request_id
-        self._correlation_id = correlation_id
-        self._flags = flags
-        self._timeout = timeout
-        self._parameters = parameters_to_json(parameters)
-        self._requested_output_names = output_names
-        self._inputs = inputs
-        self._preferred_memory = preferred_memory
-        self._trace = trace
+        init_request(
+            self,
+            model_name,
+            model_version,
+            request_id,
+            correlation_id,
+            flags,
+            timeout,
+            parameters_to_json(parameters),
+            output_names,
+            inputs,
+            preferred_memory,
+            trace,
+        )
         # The per-request state starts as RequestCore.__cinit__ sets it.
 
     def correlation_id(self) -> int | str:
@@ -216,9 +212,6 @@ class InferenceRequest(RequestCore):
 
     def flags(self) -> int:
         return self._flags
-
-    def set_flags(self, flags: int) -> None:
-        self._flags = int(flags)
 
     def timeout(self) -> int:
         return self._timeout
@@ -230,7 +223,8 @@ class InferenceRequest(RequestCore):
     def trace(self) -> InferenceTrace:
         trace = self._trace
         if type(trace) is str:  # a request given to execute(): made on first use
-            trace = self._trace = _trace_of(trace, self._batch, self._index)
+            trace = _trace_of(trace, self._batch, self._index)
+            keep_trace(self, trace)
         return trace
 
     def requested_output_names(self) -> set[str]:
@@ -251,7 +245,8 @@ class InferenceRequest(RequestCore):
                 )
             # Made on demand: a request that never asks for its sender
             # holds no reference cycle and is freed as soon as it ends.
-            sender = self._sender = InferenceResponseSender._new(self)
+            sender = InferenceResponseSender._new(self)
+            keep_sender(self, sender)
         return sender
 
     def is_cancelled(self) -> bool:
@@ -265,9 +260,7 @@ class InferenceRequest(RequestCore):
         if self._cancelled:
             asyncio.get_event_loop().call_soon(callback, self)
             return
-        if self._cancel_callbacks is None:
-            self._cancel_callbacks = []
-        self._cancel_callbacks.append(callback)
+        cancel_callbacks(self).append(callback)
 
     async def wait_cancelled(self) -> None:
         """Return once the request is cancelled; meant for
@@ -282,11 +275,6 @@ class InferenceRequest(RequestCore):
 
         self.add_cancel_callback(wake)
         await fut
-
-    def set_release_flags(self, flags: int) -> None:
-        """TRITONSERVER_REQUEST_RELEASE_RESCHEDULE asks Triton to execute
-        this request again (iterative sequence batching)."""
-        self._release_flags = int(flags)
 
     @overload
     def exec(self, decoupled: Literal[False] = ...) -> InferenceResponse: ...

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._core import NO_OUTPUTS, ResponseCore, bind_response
+from ._core import NO_OUTPUTS, ResponseCore, init_response
 from ._errors import TritonError, TritonModelException
 from ._params import parameters_to_json
 from ._tensor import Tensor
@@ -18,13 +18,10 @@ class InferenceResponse(ResponseCore):
     """A response: output tensors, or an error, plus optional parameters
     (a dict of str -> bool/int/str)."""
 
-    # The fields are ResponseCore's, as are __init__ for a plain list of
-    # tensors, output_tensors(), has_error(), error() and _parameters_json().
+    # The fields are ResponseCore's (read-only to Python), as are __init__
+    # for a plain list of tensors, output_tensors(), has_error(), error()
+    # and _parameters_json().
     __slots__ = ()
-
-    _output_tensors: list[Tensor]
-    _error: TritonError | None
-    _parameters: str
 
     if TYPE_CHECKING:  # ResponseCore's, typed for models
 
@@ -47,36 +44,30 @@ class InferenceResponse(ResponseCore):
             return f"InferenceResponse(error={self._error!r})"
         return f"InferenceResponse({[t.name() for t in self._output_tensors]})"
 
-
-def _init(
-    self: InferenceResponse,
-    output_tensors: list[Tensor] | tuple[()] = NO_OUTPUTS,
-    error: TritonError | None = None,
-    parameters: dict[str, bool | int | str] | None = None,
-) -> None:
-    """``InferenceResponse(...)`` beyond ResponseCore's fast path: tuples,
-    errors, parameters, and the type checks."""
-    if output_tensors is NO_OUTPUTS:
-        tensors: list[Tensor] = []
-    elif isinstance(output_tensors, (list, tuple)):
-        tensors = list(output_tensors)
-    else:
-        raise TypeError(
-            f"output_tensors must be a list of Tensor, got {type(output_tensors).__name__}"
-        )
-    for t in tensors:
-        if not isinstance(t, Tensor):
-            # The official backend's type for a list holding a non-Tensor.
-            raise TritonModelException(
-                f"output_tensors must hold Tensor objects, got {type(t).__name__}"
+    def _init_general(
+        self,
+        output_tensors: list[Tensor] | tuple[()] = NO_OUTPUTS,
+        error: TritonError | None = None,
+        parameters: dict[str, bool | int | str] | None = None,
+    ) -> None:
+        """``InferenceResponse(...)`` beyond ResponseCore's fast path:
+        tuples, errors, parameters, and the type checks."""
+        if output_tensors is NO_OUTPUTS:
+            tensors: list[Tensor] = []
+        elif isinstance(output_tensors, (list, tuple)):
+            tensors = list(output_tensors)
+        else:
+            raise TypeError(
+                f"output_tensors must be a list of Tensor, got {type(output_tensors).__name__}"
             )
-    if error is not None and not isinstance(error, TritonError):
-        raise TypeError(f"error must be a TritonError, got {type(error).__name__}")
-    self._output_tensors = tensors
-    self._error = error
-    # "" means no parameters: nothing to put on the wire.
-    text = "" if parameters is None else parameters_to_json(parameters)
-    self._parameters = "" if text == "{}" else text
-
-
-bind_response(_init)
+        for t in tensors:
+            if not isinstance(t, Tensor):
+                # The official backend's type for a list holding a non-Tensor.
+                raise TritonModelException(
+                    f"output_tensors must hold Tensor objects, got {type(t).__name__}"
+                )
+        if error is not None and not isinstance(error, TritonError):
+            raise TypeError(f"error must be a TritonError, got {type(error).__name__}")
+        # "" means no parameters: nothing to put on the wire.
+        text = "" if parameters is None else parameters_to_json(parameters)
+        init_response(self, tensors, error, "" if text == "{}" else text)

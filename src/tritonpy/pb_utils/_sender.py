@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._core import SenderCore
+from ._core import SenderCore, init_sender
 
 if TYPE_CHECKING:
     from ._response import InferenceResponse
@@ -28,7 +28,6 @@ class InferenceResponseSender(SenderCore):
     send() are SenderCore's (_core.pyx)."""
 
     __slots__ = ()
-    _request: Any
 
     def __init__(self) -> None:
         raise TypeError("response senders come from request.get_response_sender()")
@@ -36,7 +35,7 @@ class InferenceResponseSender(SenderCore):
     @classmethod
     def _new(cls, request: Any) -> InferenceResponseSender:
         self = cls.__new__(cls)
-        self._request = request
+        init_sender(self, request)
         return self
 
     if TYPE_CHECKING:  # SenderCore's, typed for models

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from . import _bytes, _dlpack, _host
-from ._core import TensorCore, bind_tensor
+from ._core import TensorCore, init_tensor, keep_array
 from ._dtypes import (
     FROM_DLPACK,
     ITEMSIZE,
@@ -135,8 +135,9 @@ class Tensor(TensorCore):
             raise BufferError(f"cannot export a CPU tensor to device {dl_device}")
         if copy:
             clone = Tensor.__new__(Tensor)
-            clone._name, clone._dtype, clone._dims = self._name, self._dtype, self._dims
-            clone._array, clone._buf = self._fixed_array().copy(), None
+            init_tensor(
+                clone, self._name, self._dtype, self._dims, self._fixed_array().copy(), None
+            )
             return clone.to_dlpack()
         return self.to_dlpack()
 
@@ -195,11 +196,7 @@ class Tensor(TensorCore):
                 flat, shape=shape, strides=tuple(s * np_dtype.itemsize for s in strides)
             )
         result = Tensor.__new__(Tensor)
-        result._name = name
-        result._dtype = code
-        result._dims = tuple(shape)
-        result._array = arr
-        result._buf = None
+        init_tensor(result, name, code, tuple(shape), arr, None)
         return result
 
     @staticmethod
@@ -248,7 +245,7 @@ class Tensor(TensorCore):
         ``as_numpy()``. Raises TritonModelException on a size mismatch.
         """
         self = cls.__new__(cls)
-        self._name = _check_name(name)
+        name = _check_name(name)
         if dtype not in ITEMSIZE:
             raise TritonModelException(f"Tensor '{name}': unknown Triton data type code {dtype}")
         dims = tuple(dims)
@@ -270,10 +267,7 @@ class Tensor(TensorCore):
                     f"Tensor '{name}': {WIRE_NAMES[dtype]} shape {list(dims)} "
                     f"needs {expected} bytes, got {view.nbytes}"
                 )
-        self._dtype = dtype
-        self._dims = dims
-        self._buf = view
-        self._array = None
+        init_tensor(self, name, dtype, dims, None, view)
         return self
 
     def _to_wire(self) -> tuple[str, int, tuple[int, ...], Any]:
@@ -306,6 +300,42 @@ class Tensor(TensorCore):
 
     # ------------------------------------------------------------ internals
 
+    def _init_general(self, name: str, numpy_array: Any) -> None:
+        """``Tensor(name, array)`` beyond TensorCore's fast path: array-likes,
+        other dtypes, BF16, and the errors."""
+        # Arguments of the wrong type are TypeErrors, checked first, as the
+        # official constructor's argument conversion does.
+        if numpy_array is None:
+            raise TypeError(f"Tensor {name!r}: expected a numpy.ndarray, got None")
+        if type(name) is not str and text(name) is None:
+            raise TypeError(f"Tensor name must be a str, got {describe(name)}")
+        name = _check_name(name)
+        if not isinstance(numpy_array, np.ndarray):
+            # The official constructor converts array-likes (pybind11
+            # py::array); so do we.
+            try:
+                converted = np.asarray(numpy_array)
+            except Exception as exc:
+                raise TritonModelException(
+                    f"Tensor '{name}': cannot convert "
+                    f"{type(numpy_array).__name__} to a numpy array: {exc}"
+                ) from exc
+            if converted.dtype.kind in "US":
+                _check_all_strings(name, numpy_array)
+            numpy_array = converted
+        code = code_of_dtype(numpy_array.dtype)
+        if code == TYPE_INVALID and _is_bfloat16(numpy_array.dtype):
+            # ml_dtypes.bfloat16: kept as its bits, as wire BF16 tensors are.
+            code = TYPE_BF16
+            numpy_array = numpy_array.view(WIRE_NUMPY[TYPE_BF16])
+        if code == TYPE_INVALID:
+            raise TritonModelException(
+                f"Tensor '{name}': numpy dtype {numpy_array.dtype} is not "
+                f"supported (use bool, (u)int8-64, float16/32/64, "
+                f"ml_dtypes.bfloat16, or np.object_ / bytes / str for BYTES)"
+            )
+        init_tensor(self, name, code, numpy_array.shape, numpy_array, None)
+
     def _materialize(self) -> np.ndarray:
         # as_numpy() of a BYTES or BF16 wire tensor (TensorCore views the
         # fixed-size ones itself).
@@ -318,7 +348,7 @@ class Tensor(TensorCore):
                 f"Tensor '{self._name}': malformed BYTES data: {exc}"
             ) from exc
         arr = flat.reshape(self._dims)
-        self._array = arr
+        keep_array(self, arr)
         return arr
 
     def _fixed_array(self) -> np.ndarray:
@@ -326,7 +356,7 @@ class Tensor(TensorCore):
         arr = self._array
         if arr is None:
             arr = np.frombuffer(self._buf, dtype=WIRE_NUMPY[self._dtype]).reshape(self._dims)
-            self._array = arr
+            keep_array(self, arr)
         return arr
 
     def _bf16_error(self) -> TritonModelException:
@@ -334,49 +364,6 @@ class Tensor(TensorCore):
             f"Tensor '{self._name}': Tensor dtype is BF16 and cannot be "
             f"converted to NumPy. Use to_dlpack() and from_dlpack() instead."
         )
-
-
-def _init(self: Tensor, name: str, numpy_array: Any) -> None:
-    """``Tensor(name, array)`` beyond TensorCore's fast path: array-likes,
-    other dtypes, BF16, and the errors."""
-    # Arguments of the wrong type are TypeErrors, checked first, as the
-    # official constructor's argument conversion does.
-    if numpy_array is None:
-        raise TypeError(f"Tensor {name!r}: expected a numpy.ndarray, got None")
-    if type(name) is not str and text(name) is None:
-        raise TypeError(f"Tensor name must be a str, got {describe(name)}")
-    self._name = name = _check_name(name)
-    if not isinstance(numpy_array, np.ndarray):
-        # The official constructor converts array-likes (pybind11
-        # py::array); so do we.
-        try:
-            converted = np.asarray(numpy_array)
-        except Exception as exc:
-            raise TritonModelException(
-                f"Tensor '{name}': cannot convert "
-                f"{type(numpy_array).__name__} to a numpy array: {exc}"
-            ) from exc
-        if converted.dtype.kind in "US":
-            _check_all_strings(name, numpy_array)
-        numpy_array = converted
-    code = code_of_dtype(numpy_array.dtype)
-    if code == TYPE_INVALID and _is_bfloat16(numpy_array.dtype):
-        # ml_dtypes.bfloat16: kept as its bits, as wire BF16 tensors are.
-        code = TYPE_BF16
-        numpy_array = numpy_array.view(WIRE_NUMPY[TYPE_BF16])
-    if code == TYPE_INVALID:
-        raise TritonModelException(
-            f"Tensor '{name}': numpy dtype {numpy_array.dtype} is not "
-            f"supported (use bool, (u)int8-64, float16/32/64, "
-            f"ml_dtypes.bfloat16, or np.object_ / bytes / str for BYTES)"
-        )
-    self._dtype = code
-    self._dims = numpy_array.shape
-    self._array = numpy_array
-    self._buf = None
-
-
-bind_tensor(_init)
 
 
 def _is_bfloat16(dtype: np.dtype[Any]) -> bool:

@@ -7,13 +7,13 @@ default-mode batch's answers checked and made into RESPONSES entries.
 
 The engine (engine.py) decides when these run and what happens next
 (tasks, senders, flushing, errors). Requests, tensors and responses are
-read and written through their C fields (pb_utils/_core.pxd), so a request
-costs no attribute lookups here.
+read and written through their C fields (pb_utils/_core.pxd, cimported
+through pb_utils/_seam.pxd), so a request costs no attribute lookups here.
 """
 
 from libc.stdint cimport uint64_t
 
-from tritonpy.pb_utils._core cimport (
+from tritonpy.pb_utils._seam cimport (
     RequestCore,
     ResponseCore,
     TensorCore,
@@ -35,12 +35,18 @@ from tritonpy.stub._codec cimport (
 
 import numpy as np
 
-from tritonpy.pb_utils import TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
-from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
-from tritonpy.pb_utils._errors import SEND_SECOND_RESPONSE, TritonError
-from tritonpy.pb_utils._request import DEFAULT_MEMORY, InferenceRequest
-from tritonpy.pb_utils._response import InferenceResponse
-from tritonpy.pb_utils._tensor import Tensor
+from tritonpy.pb_utils._seam import (
+    DEFAULT_MEMORY,
+    ITEMSIZE,
+    SEND_SECOND_RESPONSE,
+    TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
+    TYPE_BYTES,
+    WIRE_NAMES,
+    InferenceRequest,
+    InferenceResponse,
+    Tensor,
+    TritonError,
+)
 from tritonpy.stub import _codec as C
 
 cdef object _request_cls = InferenceRequest

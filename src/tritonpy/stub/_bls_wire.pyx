@@ -10,14 +10,12 @@ fields (pb_utils/_core.pxd).
 
 from libc.stdint cimport uint64_t
 
-from tritonpy.pb_utils._core cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
+from tritonpy.pb_utils._seam cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
 from tritonpy.stub._codec cimport WireTensor
 
 import math
 
-from tritonpy.pb_utils._dtypes import ITEMSIZE, TYPE_BYTES, WIRE_NAMES
-from tritonpy.pb_utils._errors import TritonModelException
-from tritonpy.pb_utils._tensor import Tensor
+from tritonpy.pb_utils._seam import ITEMSIZE, TYPE_BYTES, WIRE_NAMES, Tensor, TritonModelException
 from tritonpy.stub import _codec as C
 
 cdef object _tensor_cls = Tensor

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tritonpy import pb_utils
-from tritonpy.pb_utils import _core as _req
+from tritonpy.pb_utils import _seam as _req
+from tritonpy.pb_utils._seam import pb_utils
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
 from tritonpy.stub.lifecycle import BLS_ALLOWED

@@ -33,9 +33,8 @@ import traceback
 import types
 from typing import TYPE_CHECKING, Any
 
-from tritonpy import pb_utils
-from tritonpy.pb_utils import _core as _req
-from tritonpy.pb_utils._errors import execute_failed
+from tritonpy.pb_utils import _seam as _req
+from tritonpy.pb_utils._seam import execute_failed, pb_utils
 from tritonpy.stub import _batch
 from tritonpy.stub import _codec as C
 from tritonpy.stub._batch import Batch

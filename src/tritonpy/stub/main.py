@@ -127,10 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     _die_with_server(lifeline)
 
     # Models import the official module name; give them ours.
-    from tritonpy import pb_utils
+    from tritonpy.pb_utils._seam import pb_utils
 
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)
-    from tritonpy.pb_utils import _c_utils
+    from tritonpy.pb_utils._seam import c_utils as _c_utils
 
     sys.modules.setdefault("c_python_backend_utils", _c_utils)
 

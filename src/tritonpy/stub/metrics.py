@@ -23,7 +23,7 @@ import itertools
 import threading
 from typing import TYPE_CHECKING, Any
 
-from tritonpy.pb_utils import TritonModelException
+from tritonpy.pb_utils._seam import TritonModelException
 from tritonpy.stub import _codec as C
 from tritonpy.stub.outbound import check_fits, encode_metric
 

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tritonpy.pb_utils._errors import TritonModelException
+from tritonpy.pb_utils._seam import TritonModelException
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
 from tritonpy.stub._channel import Channel

@@ -2,17 +2,17 @@
 # Copyright (c) The tritonpy authors.
 """The stub's side of the seam with pb_utils: ``PbHost`` implements
 pb_utils' ``Host`` (pb_utils/_host.py) with the stub's own parts, and is
-attached once, when the stub starts, before any model code runs."""
+registered once (pb_utils/_seam.pyx), when the stub starts, before any
+model code runs."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tritonpy.pb_utils import TritonModelException
-from tritonpy.pb_utils._host import attach
+from tritonpy.pb_utils._seam import TritonModelException, register
 
 if TYPE_CHECKING:
-    from tritonpy.pb_utils._host import Arenas, Bls, Metrics, Responses
+    from tritonpy.pb_utils._seam import Arenas, Bls, Metrics, Responses
 
 _LOG_DEFAULT = 0b0111  # Triton's defaults: INFO, WARNING, ERROR
 
@@ -58,5 +58,5 @@ class PbHost:
         self._no_model_dir = why_unknown
 
     def attach(self) -> PbHost:
-        attach(self)
+        register(self)
         return self

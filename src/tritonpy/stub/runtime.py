@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from tritonpy.pb_utils._model_config import ModelConfig
+from tritonpy.pb_utils._seam import ModelConfig
 from tritonpy.stub import _batch, debug
 from tritonpy.stub import _codec as C
 from tritonpy.stub._channel import Channel
