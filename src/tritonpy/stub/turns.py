@@ -93,12 +93,25 @@ class Turns:
     # ---------------------------------------------------------------- loop thread
 
     def enter(self) -> None:
-        """The loop thread is about to run model code. (Engine.on_execute
-        writes these lines out, and leave()'s quick case.)"""
+        """The loop thread is about to run model code."""
         self.away = True
         self.epoch += 1
         if self.dozing:
             self.rouse()
+
+    def call(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        """``fn(arg)``: model code called by the loop thread, between
+        enter() and leave() (written out: every batch passes here)."""
+        self.away = True
+        self.epoch += 1
+        if self.dozing:
+            self.rouse()
+        try:
+            return fn(arg)
+        finally:
+            self.away = False
+            if self.deputy_active or self.jobs or self.lock.locked():
+                self._back()
 
     @contextlib.contextmanager
     def model_code(self) -> Iterator[None]:
@@ -119,8 +132,15 @@ class Turns:
 
     def leave(self) -> None:
         """The loop thread is back: wait for whoever has the channel to end
-        its turn, then run what was posted for the loop."""
+        its turn, then run what was posted for the loop. Quick when nobody
+        had the channel meanwhile and nothing was posted (a deputy about to
+        serve holds the lock, and finds the loop back)."""
         self.away = False
+        if self.deputy_active or self.jobs or self.lock.locked():
+            self._back()
+
+    def _back(self) -> None:
+        """leave() when someone may have the channel or posted work."""
         if self.deputy_active:
             self.wake()
         with self.lock:
