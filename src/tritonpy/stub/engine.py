@@ -99,7 +99,6 @@ class Engine:
         self.batches: dict[int, Batch] = {}
         self._lock = threading.Lock()
         self.outbox = _batch.Outbox(self._lock)  # entries for the next flush
-        self._call_model = turns.call
         self._loop_thread = threading.get_ident()
         self.hold_answers = False  # set at INIT: no execute timeout
         self._started_ns = 0  # when the last execute() started
@@ -119,7 +118,7 @@ class Engine:
         try:
             # The loop is back before the answers go, so that what model
             # code posted goes first.
-            result = self._call_model(self.model.execute, requests)
+            result = self.turns.execute(self.model, requests)
         except BaseException as e:  # noqa: BLE001 - any error of the model goes to its requests
             self._execute_failed(batch, e)
             return

@@ -99,15 +99,15 @@ class Turns:
         if self.dozing:
             self.rouse()
 
-    def call(self, fn: Callable[[Any], Any], arg: Any) -> Any:
-        """``fn(arg)``: model code called by the loop thread, between
+    def execute(self, model: Any, requests: Any) -> Any:
+        """``model.execute(requests)``, called by the loop thread between
         enter() and leave() (written out: every batch passes here)."""
         self.away = True
         self.epoch += 1
         if self.dozing:
             self.rouse()
         try:
-            return fn(arg)
+            return model.execute(requests)
         finally:
             self.away = False
             if self.deputy_active or self.jobs or self.lock.locked():
