@@ -87,13 +87,21 @@ def test_the_reader_finds_the_arrows_it_should() -> None:
     assert "tritonpy.stub.runtime" in graph["tritonpy.stub.main"]  # inside a function
 
 
+def _assert_acyclic(graph: dict[str, set[str]], where: str) -> None:
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        pytest.fail(f"import cycle in {where}: {' -> '.join(e.args[1])}")
+
+
 def test_the_stub_modules_import_each_other_without_a_cycle() -> None:
     stub = _within(import_graph(), "tritonpy.stub.")
     assert len(stub) > 10
-    try:
-        graphlib.TopologicalSorter(stub).prepare()
-    except graphlib.CycleError as e:
-        pytest.fail(f"import cycle in stub/: {' -> '.join(e.args[1])}")
+    _assert_acyclic(stub, "stub/")
+
+
+def test_no_import_cycle_anywhere_in_src() -> None:
+    _assert_acyclic(import_graph(), "src/")
 
 
 def test_pb_utils_never_imports_the_stub() -> None:

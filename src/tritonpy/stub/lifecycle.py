@@ -77,7 +77,7 @@ MODEL_SENDS_ALWAYS = "MODEL_CONTROL METRIC"
 # finalize() (as on the official backend) with its message.
 # fmt: off
 _TAKES: dict[State, tuple[str, str, str]] = {
-    # state          takes                          ignores           model code sends
+    # state         takes                           ignores           model code sends
     S.STARTING:     ("AUTO_COMPLETE INIT FINALIZE", "DRAIN",          ""),
     S.CONFIGURED:   ("INIT FINALIZE",               "DRAIN",          ""),
     # EXECUTE read in turn while initialize() runs waits for it (queued).
@@ -96,9 +96,9 @@ def _types(names: str) -> frozenset[int]:
     return frozenset(getattr(C, name) for name in names.split())
 
 
-_NAMES = {
-    getattr(C, n): n for n in f"{EVERY_STATE} {' '.join(r[0] for r in _TAKES.values())}".split()
-}
+# Frame type -> name, for every frame the table names.
+_NAMED = EVERY_STATE.split() + [n for row in _TAKES.values() for col in row for n in col.split()]
+_NAMES = {getattr(C, n): n for n in _NAMED}
 TAKES = {s: _types(f"{EVERY_STATE} {row[0]}") for s, row in _TAKES.items()}
 IGNORES = {s: _types(row[1]) for s, row in _TAKES.items()}
 MODEL_SENDS = {s: _types(f"{MODEL_SENDS_ALWAYS} {row[2]}") for s, row in _TAKES.items()}

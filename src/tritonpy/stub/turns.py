@@ -101,7 +101,10 @@ class Turns:
 
     def execute(self, model: Any, requests: Any) -> Any:
         """``model.execute(requests)``, called by the loop thread between
-        enter() and leave() (written out: every batch passes here)."""
+        enter() and leave(), written out (every batch passes here): the
+        lock round of leave() only when someone else had the channel or
+        posted work meanwhile (a deputy about to serve holds the lock, and
+        finds the loop back)."""
         self.away = True
         self.epoch += 1
         if self.dozing:
@@ -111,7 +114,7 @@ class Turns:
         finally:
             self.away = False
             if self.deputy_active or self.jobs or self.lock.locked():
-                self._back()
+                self.leave()
 
     @contextlib.contextmanager
     def model_code(self) -> Iterator[None]:
@@ -132,15 +135,8 @@ class Turns:
 
     def leave(self) -> None:
         """The loop thread is back: wait for whoever has the channel to end
-        its turn, then run what was posted for the loop. Quick when nobody
-        had the channel meanwhile and nothing was posted (a deputy about to
-        serve holds the lock, and finds the loop back)."""
+        its turn, then run what was posted for the loop."""
         self.away = False
-        if self.deputy_active or self.jobs or self.lock.locked():
-            self._back()
-
-    def _back(self) -> None:
-        """leave() when someone may have the channel or posted work."""
         if self.deputy_active:
             self.wake()
         with self.lock:
