@@ -48,10 +48,13 @@ from tritonpy.pb_utils import _seam as _req
 from tritonpy.pb_utils._seam import pb_utils
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
-from tritonpy.stub.lifecycle import BLS_ALLOWED
 
 if TYPE_CHECKING:
-    from tritonpy.stub.runtime import Stub
+    from tritonpy.stub._channel import Channel
+    from tritonpy.stub.lifecycle import Lifecycle
+    from tritonpy.stub.names import ModelNames
+    from tritonpy.stub.outbound import Outbound
+    from tritonpy.stub.turns import Turns
 
 _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
@@ -120,10 +123,20 @@ class Call:
 
 
 class BlsClient:
-    def __init__(self, stub: Stub) -> None:
-        self.stub = stub
-        self.out = stub.out
-        self.loop: asyncio.AbstractEventLoop = stub.loop
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        out: Outbound,
+        turns: Turns,
+        channel: Channel,
+        life: Lifecycle,
+        names: ModelNames,
+    ) -> None:
+        self.out = out
+        self.loop = loop
+        self.channel = channel  # closed: no call can be answered
+        self.life = life  # whether the stub's state lets model code call
+        self.names = names
         self._loop_thread = threading.get_ident()
         self._calls: dict[int, Call] = {}
         self._ids = itertools.count(1)  # next() is atomic under the GIL
@@ -131,7 +144,7 @@ class BlsClient:
         self._releases: list[tuple[int, int]] = []
         self._release_lock = threading.Lock()
         self._release_scheduled = False
-        self.turns = stub.turns
+        self.turns = turns
         self.instance_count = 1
 
     # ---------------------------------------------------------------- set-up
@@ -276,15 +289,17 @@ class BlsClient:
             self._wait_sync(call)
         return call.reply or {"ok": False, "error": "no answer"}
 
-    def _check_usable(self, what: str, bls: bool = True) -> None:
-        stub = self.stub
-        if bls and stub.state not in BLS_ALLOWED:
+    def _check_usable(self, what: str, ftype: int = C.BLS_REQUEST) -> None:
+        """A TritonModelException unless model code may have a frame of
+        ``ftype`` sent now (the life cycle's table: no BLS in initialize()
+        nor finalize()) and the connection is open."""
+        if not self.life.model_may_send(ftype):
             raise pb_utils.TritonModelException(
                 "BLS is only supported during the 'execute' function. "
-                f"(tritonpy: {what} was called from model '{stub.model_name}' "
+                f"(tritonpy: {what} was called from model '{self.names.model}' "
                 "outside execute(): during initialize() or finalize())"
             )
-        if stub.channel.closed:
+        if self.channel.closed:
             raise pb_utils.TritonModelException(f"{what}: the server connection is closed")
 
     def _encode(self, call: Call, request: Any) -> bytes:
@@ -300,7 +315,7 @@ class BlsClient:
 
     def _self_call(self, request: Any) -> bool:
         return (
-            _req.model_name(request) == self.stub.model_name
+            _req.model_name(request) == self.names.model
             and self.instance_count <= 1
             and threading.get_ident() == self._loop_thread
         )
@@ -354,7 +369,7 @@ class BlsClient:
         )
 
     def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
-        self._check_usable("the model loading API", bls=False)
+        self._check_usable("the model loading API", C.MODEL_CONTROL)
         call = self.control_call()
         self._submit(call, self.out.model_control(call.id, msg))
         return self.reply(call)

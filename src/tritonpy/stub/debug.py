@@ -16,12 +16,17 @@ tests assert it (tests/integration/test_debug_counters.py).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tritonpy.stub._codec import WireRequest
-    from tritonpy.stub.runtime import Stub
+    from tritonpy.stub.arena import OwnArenas
+    from tritonpy.stub.bls import BlsClient
+    from tritonpy.stub.engine import Engine
+    from tritonpy.stub.names import ModelNames
+    from tritonpy.stub.pylogging import TritonLog
 
 PERIOD = 0.1
 LOG_INFO = 0
@@ -31,8 +36,9 @@ def enabled() -> bool:
     return os.environ.get("TRITONPY_DEBUG", "") not in ("", "0")
 
 
-def counters(stub: Stub, batches_total: int = 0) -> dict[str, int]:
-    engine = stub.engine
+def counters(
+    engine: Engine, bls: BlsClient, own: OwnArenas, batches_total: int = 0
+) -> dict[str, int]:
     batches = list(engine.batches.values())
     return {
         # Batches received so far: tells a line written after some load
@@ -45,24 +51,37 @@ def counters(stub: Stub, batches_total: int = 0) -> dict[str, int]:
         "tasks": sum(1 for b in batches if b.task is not None and not b.task.done()),
         "pending_responses": len(engine.outbox),
         # BLS calls whose futures or iterators are still waiting.
-        "bls_calls": stub.bls.in_flight(),
-        "arena_bytes": stub.own.live_bytes,
-        "arena_allocations": stub.own.live_count,
+        "bls_calls": bls.in_flight(),
+        "arena_bytes": own.live_bytes,
+        "arena_allocations": own.live_count,
         # Output and BLS input bytes copied into the arenas so far.
-        "bytes_copied": stub.own.bytes_copied,
+        "bytes_copied": own.bytes_copied,
     }
 
 
 class IdleReporter:
-    def __init__(self, stub: Stub) -> None:
-        self._stub = stub
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        engine: Engine,
+        bls: BlsClient,
+        own: OwnArenas,
+        log: TritonLog,
+        names: ModelNames,
+    ) -> None:
+        self._loop = loop
+        self._engine = engine
+        self._bls = bls
+        self._own = own
+        self._log = log
+        self._names = names
         self._last = ""
         self._batches_total = 0
 
     def start(self) -> None:
         # Count batches by wrapping the engine's entry point (debug only:
         # the hot path stays untouched otherwise).
-        engine = self._stub.engine
+        engine = self._engine
         on_execute = engine.on_execute
 
         def counting(batch_id: int, wire: list[WireRequest], buf: Any) -> None:
@@ -70,17 +89,18 @@ class IdleReporter:
             on_execute(batch_id, wire, buf)
 
         engine.on_execute = counting  # type: ignore[method-assign]
-        self._stub.loop.call_later(PERIOD, self._tick)
+        self._loop.call_later(PERIOD, self._tick)
 
     def _tick(self) -> None:
-        stub = self._stub
         try:
-            now = counters(stub, self._batches_total)
+            now = counters(self._engine, self._bls, self._own, self._batches_total)
             if now["requests"] == 0:
                 # key=value pairs: Triton's log escapes quotes, so no JSON.
                 line = " ".join(f"{k}={v}" for k, v in now.items())
                 if line != self._last:
                     self._last = line
-                    stub.log(LOG_INFO, f"tritonpy-debug stub {stub.instance} idle: {line}")
+                    self._log.log(
+                        LOG_INFO, f"tritonpy-debug stub {self._names.instance} idle: {line}"
+                    )
         finally:
-            stub.loop.call_later(PERIOD, self._tick)
+            self._loop.call_later(PERIOD, self._tick)

@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tritonpy.pb_utils import _seam as _req
 from tritonpy.pb_utils._seam import execute_failed, pb_utils
@@ -40,7 +40,13 @@ from tritonpy.stub import _codec as C
 from tritonpy.stub._batch import Batch
 
 if TYPE_CHECKING:
-    from tritonpy.stub.runtime import Stub
+    from tritonpy.stub._channel import Channel
+    from tritonpy.stub.arena import PeerArenas
+    from tritonpy.stub.metrics import MetricClient
+    from tritonpy.stub.names import ModelNames
+    from tritonpy.stub.outbound import Outbound
+    from tritonpy.stub.pylogging import TritonLog
+    from tritonpy.stub.turns import Turns
 
 _Response = pb_utils.InferenceResponse
 _MakeBatch = _batch.make_batch
@@ -64,14 +70,29 @@ _QUICK_NS = 1_000_000
 
 
 class Engine:
-    def __init__(self, stub: Stub) -> None:
-        self.stub = stub
-        self.loop: asyncio.AbstractEventLoop = stub.loop
-        self.channel = stub.channel  # read coalescing: more, drained_wanted
-        self.out = stub.out
-        self.turns = stub.turns
-        self.own = stub.own
-        self.model_name = stub.model_name
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        out: Outbound,
+        turns: Turns,
+        channel: Channel,
+        peer: PeerArenas,
+        metrics: MetricClient,
+        names: ModelNames,
+        log: TritonLog,
+    ) -> None:
+        self.loop = loop
+        self.channel = channel  # read coalescing: more, drained_wanted
+        self.out = out
+        self.turns = turns
+        self.own = out.own
+        self.peer = peer  # the backend's arenas: where inputs may be
+        self.metrics = metrics  # its queued deletions go before responses
+        self.names = names
+        self._log = log.log
+        # The model's name, read per request: the runtime keeps it equal to
+        # names.model.
+        self.model_name = names.model
         self.model: Any = None
         self.decoupled = False
         self.batches: dict[int, Batch] = {}
@@ -85,7 +106,7 @@ class Engine:
     # ---------------------------------------------------------------- execute
 
     def on_execute(self, batch_id: int, wire: list[C.WireRequest], buf: Any) -> None:
-        batch = _MakeBatch(batch_id, self, wire, buf, self.stub.peer, self.model_name)
+        batch = _MakeBatch(batch_id, self, wire, buf, self.peer, self.model_name)
         if batch_id in self.batches:
             raise C.ProtocolError(f"batch id {batch_id} is already in flight")
         self.batches[batch_id] = batch
@@ -93,23 +114,13 @@ class Engine:
             return
         requests = batch.given
         self._started_ns = _now_ns()
-        # turns.enter(), written out: every batch passes here. Left before
-        # the answers go, so that what model code posted goes first.
-        turns = self.turns
-        turns.away = True
-        turns.epoch += 1
-        if turns.dozing:
-            turns.rouse()
         try:
-            result = self.model.execute(requests)
+            # The loop is back before the answers go, so that what model
+            # code posted goes first.
+            result = self.turns.execute(self.model, requests)
         except BaseException as e:  # noqa: BLE001 - any error of the model goes to its requests
-            turns.leave()
             self._execute_failed(batch, e)
             return
-        # turns.leave(), its quick case written out.
-        turns.away = False
-        if turns.deputy_active or turns.jobs or turns.lock.locked():
-            turns.leave()
         if type(result) is not list and inspect.isawaitable(result):
             # A coroutine (the usual ``async def execute``) becomes the task
             # itself; other awaitables get a wrapper coroutine.
@@ -172,7 +183,7 @@ class Engine:
         if result is not None:
             self._end_with_error(
                 batch,
-                f"Python model '{self.stub.instance}' is using the decoupled mode and the "
+                f"Python model '{self.names.instance}' is using the decoupled mode and the "
                 f"execute function must return None. (tritonpy: it returned "
                 f"{type(result).__name__}; answer through the response senders)",
             )
@@ -218,7 +229,7 @@ class Engine:
         # Alone in its read with nothing waiting: its own frame, at once.
         # (flush() and _forget() written out: every request at low load
         # takes this path.)
-        metrics = self.stub.metrics
+        metrics = self.metrics
         if metrics.deletes:
             metrics.flush()  # a client that has its response sees dropped metrics gone
         w = self.out.responses
@@ -235,7 +246,7 @@ class Engine:
     def _execute_failed(self, batch: Batch, e: BaseException) -> None:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         # The official backend's log line, then the traceback.
-        self.stub.log(2, _execute_failed_text(self.stub.instance, f"{type(e).__name__}: {e}\n{tb}"))
+        self._log(2, _execute_failed_text(self.names.instance, f"{type(e).__name__}: {e}\n{tb}"))
         ids = ", ".join(f"'{r.request_id()}'" for r in batch.given[:8])
         self._end_with_error(
             batch,
@@ -273,14 +284,14 @@ class Engine:
         for req in batch.requests:
             _req.close(req)
         self.flush()
-        self.out.execute_done(batch.id, False, _execute_failed_text(self.stub.instance, message))
+        self.out.execute_done(batch.id, False, _execute_failed_text(self.names.instance, message))
         self._forget(batch)
 
     def unanswered(self, req: Any) -> str:
         """The error of a default-mode request that execute() returned no
         response for and whose response sender it never took."""
         return _execute_failed_text(
-            self.stub.instance,
+            self.names.instance,
             f"tritonpy: execute() returned no response for request '{req.request_id()}' and "
             "did not take its response sender (request.get_response_sender()): nothing "
             "can answer it",
@@ -310,7 +321,7 @@ class Engine:
         if done:
             self._call_on_loop(self._maybe_forget, _req.batch_of(req))
 
-    def broke_rule(self, req: Any, message: str) -> None:
+    def broke_rule(self, req: Any, message: str) -> NoReturn:
         """A default-mode sender was asked for a second response, or for the
         final flag before any response: the request, if still open, ends with
         that error (so its client is not left waiting), and send() raises."""
@@ -318,12 +329,12 @@ class Engine:
             # What the official backend answers once the exception has left
             # execute(), which is where it usually goes.
             text = _execute_failed_text(
-                self.stub.instance,
+                self.names.instance,
                 f"TritonModelException: {message}\n\ntritonpy: request '{req.request_id()}' "
                 "ends with this error",
             )
             if _req.batch_of(req).returned:
-                self.stub.log(2, text)  # nobody catches what send() raises now
+                self._log(2, text)  # nobody catches what send() raises now
             self._queue(req, _Response(error=pb_utils.TritonError(text)), C.RESP_FINAL)
             self._call_on_loop(self._maybe_forget, _req.batch_of(req))
         raise pb_utils.TritonModelException(message)
@@ -348,7 +359,7 @@ class Engine:
 
     def flush(self) -> None:
         """Send every pending entry, as few RESPONSES frames as fit."""
-        metrics = self.stub.metrics
+        metrics = self.metrics
         if metrics.deletes:
             metrics.flush()  # a client that has its response sees dropped metrics gone
         if not self.outbox:
@@ -390,7 +401,7 @@ class Engine:
             try:
                 _req.cancel(req)
             except Exception:  # noqa: BLE001 - a callback's error must not stop the others
-                self.stub.log(
+                self._log(
                     2,
                     f"model '{self.model_name}': a cancel callback raised:\n"
                     f"{traceback.format_exc()}",

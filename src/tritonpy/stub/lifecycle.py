@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""The life cycle of a stub: its states and the moves between them.
+"""The life cycle of a stub: its states, the moves between them, and which
+frames each state takes.
 
-``Stub.state`` is changed in one place, ``Stub.move`` (on the loop thread,
-which handles every frame that moves it), through ``moved``: the allowed
-moves are all written in ``_MOVES``::
+``Lifecycle.state`` is changed in one place, ``Lifecycle.move`` (on the
+loop thread, which handles every frame that moves it), through ``moved``:
+the allowed moves are all written in ``_MOVES``::
 
     STARTING --AUTO_COMPLETE--> CONFIGURED --INIT--> INITIALIZING
     STARTING --INIT--> INITIALIZING --ok--> READY   (--failed--> FAILED)
@@ -13,13 +14,23 @@ moves are all written in ``_MOVES``::
     UNLOADING --work drained, the model has finalize()--> FINALIZING
     UNLOADING, FINALIZING --FINALIZE_DONE sent--> DONE
     any state --EOF or a protocol error--> DONE
+
+What each state does with each frame the backend sends is written in one
+table, ``_TAKES``; dispatch reads it through ``Lifecycle.handlers``, the
+current state's frame type -> handler map, swapped on every move (so the
+hot path pays one dict lookup, as without states).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from tritonpy.stub import _codec as C
+
+# A frame's handler: (frame id, decoded body, the buffer the body is in).
+Handler = Callable[[int, Any, Any], None]
 
 
 class State(enum.IntEnum):
@@ -46,11 +57,51 @@ _MOVES: dict[State, frozenset[State]] = {
     S.FAILED: frozenset((S.UNLOADING, S.DONE)),
     S.DONE: frozenset(),
 }
-# Where model code may make BLS calls: not in initialize() nor finalize(),
-# as on the official backend.
-BLS_ALLOWED = frozenset((S.READY, S.DRAINING, S.UNLOADING))
-# Where a FINALIZE is a repeat, ignored.
-UNLOADED = frozenset((S.UNLOADING, S.FINALIZING, S.DONE))
+
+# Frames of the backend that every state takes: answers to the stub's own
+# calls, flow control, settings, readiness queries. (ARENA and BLS_ARENA
+# carry a descriptor: Stub._on_descriptor_frame takes them.)
+EVERY_STATE = (
+    "ARENA BLS_ARENA BLS_RESPONSE MODEL_CONTROL_DONE METRIC_DONE RELEASE CANCEL "
+    "SEND_ERROR LOG_LEVELS ERROR IS_READY"
+)
+# Frames model code may have the stub send in every state: the model
+# loading API and custom metrics work in initialize() and finalize() too.
+MODEL_SENDS_ALWAYS = "MODEL_CONTROL METRIC"
+
+# What each state does with the other frames of the backend: it takes
+# them (the handler runs) or ignores them (a repeat, or a DRAIN when there
+# is nothing to drain); any other is a protocol error, "<FRAME> in state
+# <STATE>": the stub sends ERROR and leaves. The last column: what else
+# model code may send; BLS calls are refused in initialize() and
+# finalize() (as on the official backend) with its message.
+# fmt: off
+_TAKES: dict[State, tuple[str, str, str]] = {
+    # state         takes                           ignores           model code sends
+    S.STARTING:     ("AUTO_COMPLETE INIT FINALIZE", "DRAIN",          ""),
+    S.CONFIGURED:   ("INIT FINALIZE",               "DRAIN",          ""),
+    # EXECUTE read in turn while initialize() runs waits for it (queued).
+    S.INITIALIZING: ("EXECUTE",                     "DRAIN",          ""),
+    S.READY:        ("EXECUTE DRAIN FINALIZE",      "",               "BLS_REQUEST"),
+    S.DRAINING:     ("EXECUTE FINALIZE",            "DRAIN",          "BLS_REQUEST"),
+    S.UNLOADING:    ("",                            "DRAIN FINALIZE", "BLS_REQUEST"),
+    S.FINALIZING:   ("",                            "DRAIN FINALIZE", ""),
+    S.FAILED:       ("FINALIZE",                    "DRAIN",          ""),
+    S.DONE:         ("",                            "DRAIN FINALIZE", ""),
+}
+# fmt: on
+
+
+def _types(names: str) -> frozenset[int]:
+    return frozenset(getattr(C, name) for name in names.split())
+
+
+# Frame type -> name, for every frame the table names.
+_NAMED = EVERY_STATE.split() + [n for row in _TAKES.values() for col in row for n in col.split()]
+_NAMES = {getattr(C, n): n for n in _NAMED}
+TAKES = {s: _types(f"{EVERY_STATE} {row[0]}") for s, row in _TAKES.items()}
+IGNORES = {s: _types(row[1]) for s, row in _TAKES.items()}
+MODEL_SENDS = {s: _types(f"{MODEL_SENDS_ALWAYS} {row[2]}") for s, row in _TAKES.items()}
 
 
 def moved(current: State, to: State, why: str) -> State:
@@ -59,3 +110,62 @@ def moved(current: State, to: State, why: str) -> State:
     if to not in _MOVES[current]:
         raise C.ProtocolError(f"{why} in state {current.name}")
     return to
+
+
+def _ignore(fid: int, body: Any, buf: Any) -> None:
+    pass
+
+
+def _refuse(name: str, state: State) -> Handler:
+    def refused(fid: int, body: Any, buf: Any) -> None:
+        raise C.ProtocolError(f"{name} in state {state.name}")
+
+    return refused
+
+
+class Lifecycle:
+    """The stub's state, and the handlers of the frames it takes in it."""
+
+    __slots__ = ("state", "handlers", "_by_state")
+
+    def __init__(self) -> None:
+        self.state = State.STARTING
+        # Frame type -> what dispatch runs, in the current state.
+        self.handlers: dict[int, Handler] = {}
+        self._by_state: dict[State, dict[int, Handler]] = {}
+
+    def route(
+        self,
+        handlers: Mapping[int, Handler],
+        wrap: Callable[[int, Handler], Handler] | None = None,
+    ) -> None:
+        """Each state's map from ``handlers`` (frame type -> handler, for
+        every frame the backend sends but the two with a descriptor) and
+        the table: the handler where the state takes the frame, a no-op
+        where it ignores it, else one raising the ProtocolError.
+        ``wrap(type, handler)``, if given, is what the map holds."""
+        for state in State:
+            table: dict[int, Handler] = {}
+            for ftype, handler in handlers.items():
+                if ftype not in _NAMES:
+                    raise ValueError(f"frame type {ftype} has a handler but no row in _TAKES")
+                if ftype in TAKES[state]:
+                    chosen = handler
+                elif ftype in IGNORES[state]:
+                    chosen = _ignore
+                else:
+                    chosen = _refuse(_NAMES[ftype], state)
+                table[ftype] = wrap(ftype, chosen) if wrap is not None else chosen
+            self._by_state[state] = table
+        self.handlers = self._by_state[self.state]
+
+    def move(self, to: State, why: str) -> None:
+        """The one place the state changes: a ProtocolError if the current
+        state does not allow ``to``."""
+        self.state = moved(self.state, to, why)
+        self.handlers = self._by_state[to]
+
+    def model_may_send(self, ftype: int) -> bool:
+        """Whether model code may have the stub send a frame of ``ftype``
+        (BLS_REQUEST, MODEL_CONTROL, METRIC) now."""
+        return ftype in MODEL_SENDS[self.state]

@@ -28,17 +28,29 @@ from tritonpy.stub import _codec as C
 from tritonpy.stub.outbound import check_fits, encode_metric
 
 if TYPE_CHECKING:
-    from tritonpy.stub.bls import Call
-    from tritonpy.stub.runtime import Stub
+    from tritonpy.stub._channel import Channel
+    from tritonpy.stub.bls import BlsClient, Call
+    from tritonpy.stub.names import ModelNames
+    from tritonpy.stub.outbound import Outbound
+    from tritonpy.stub.turns import Turns
 
 __all__ = ["MetricClient", "encode_metric"]
 
 
 class MetricClient:
-    def __init__(self, stub: Stub) -> None:
-        self.stub = stub
-        self.out = stub.out
-        self.loop = stub.loop
+    def __init__(
+        self,
+        out: Outbound,
+        turns: Turns,
+        channel: Channel,
+        bls: BlsClient,
+        names: ModelNames,
+    ) -> None:
+        self.out = out
+        self.turns = turns
+        self.channel = channel  # closed: the backend dropped every handle
+        self.bls = bls  # calls reuse its ids, its waiting and its replies
+        self.names = names
         # Reentrant: a metric collected by the GC while the lock is held
         # queues its deletion from inside the locked region.
         self.lock = threading.RLock()
@@ -47,7 +59,7 @@ class MetricClient:
         self._handles = itertools.count(1)  # next() is atomic
 
     def model_name(self) -> str:
-        return str(self.stub.model_name)
+        return str(self.names.model)
 
     # ---------------------------------------------------------------- deletions
 
@@ -74,13 +86,13 @@ class MetricClient:
         self._queue_delete((C.OP_FAMILY_DELETE, handle))
 
     def _queue_delete(self, op: tuple) -> None:
-        if self.stub.channel.closed:
+        if self.channel.closed:
             return  # the backend dropped every handle of this stub already
         with self.lock:
             self.deletes.append(op)
             if not self.scheduled:
                 self.scheduled = True
-                self.stub.turns.soon(self.flush)
+                self.turns.soon(self.flush)
 
     # ---------------------------------------------------------------- calls
 
@@ -135,17 +147,17 @@ class MetricClient:
 
     def on_done(self, call_id: int, body: tuple) -> None:
         ok, error, value = body
-        self.stub.bls.on_control_done(call_id, {"ok": bool(ok), "error": error, "value": value})
+        self.bls.on_control_done(call_id, {"ok": bool(ok), "error": error, "value": value})
 
     def _call(self, op: tuple) -> dict[str, Any]:
-        bls = self.stub.bls
-        if self.stub.channel.closed:
+        bls = self.bls
+        if self.channel.closed:
             raise TritonModelException(
                 f"custom metrics of model '{self.model_name()}': the server connection is closed"
             )
         check_fits(op)  # before anything is queued
         call = bls.control_call()
-        self.stub.turns.run(self._start, call, op)
+        self.turns.run(self._start, call, op)
         return bls.reply(call)
 
     def _start(self, call: Call, op: tuple) -> None:
@@ -154,5 +166,5 @@ class MetricClient:
         with self.lock:
             ops = self._take_deletes()
         ops.append(op)
-        self.stub.bls.register(call)
+        self.bls.register(call)
         self.out.metric(ops, call.id)

@@ -7,12 +7,16 @@ model code runs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from tritonpy.pb_utils._seam import TritonModelException, register
 
 if TYPE_CHECKING:
     from tritonpy.pb_utils._seam import Arenas, Bls, Metrics, Responses
+
+# TritonLog.log: (level, message, file, line).
+LogFn = Callable[[int, str, str, int], None]
 
 _LOG_DEFAULT = 0b0111  # Triton's defaults: INFO, WARNING, ERROR
 
@@ -27,24 +31,26 @@ class PbHost:
         "metrics",
         "arenas",
         "log_levels",
-        "_stub",
+        "_log",
         "_model_dir",
         "_no_model_dir",
     )
 
-    def __init__(self, stub: Any) -> None:
-        self.responses: Responses = stub.engine
-        self.bls: Bls = stub.bls
-        self.metrics: Metrics = stub.metrics
-        self.arenas: Arenas = stub.own
+    def __init__(
+        self, responses: Responses, bls: Bls, metrics: Metrics, arenas: Arenas, log: LogFn
+    ) -> None:
+        self.responses = responses
+        self.bls = bls
+        self.metrics = metrics
+        self.arenas = arenas
         self.log_levels = _LOG_DEFAULT  # LOG_LEVELS frames update it
-        self._stub = stub
+        self._log = log
         # The model's version directory, or None and the reason it is not known.
         self._model_dir: str | None = None
         self._no_model_dir = "tritonpy: the model directory is not known before INIT"
 
     def log(self, level: int, file: str, line: int, message: str) -> None:
-        self._stub.log(level, message, file, line)
+        self._log(level, message, file, line)
 
     def model_dir(self) -> str:
         if self._model_dir is None:

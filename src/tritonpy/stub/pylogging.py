@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""Records of Python's ``logging`` module that no handler takes go to
-Triton's log (docs/api.md, *Python's logging module*).
+"""Lines for Triton's log: ``TritonLog`` sends them as LOG frames, from any
+thread; ``TritonLogRoute`` hands it the records of Python's ``logging``
+module that no handler takes (docs/api.md, *Python's logging module*).
 
 A model that logs with ``logging.getLogger(__name__).warning(...)`` and
 configures nothing gets, on the official backend, the bare message on the
@@ -21,12 +22,31 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tritonpy.stub.runtime import Stub
+    from tritonpy.stub._channel import Channel
+    from tritonpy.stub.names import ModelNames
+    from tritonpy.stub.outbound import Outbound
+    from tritonpy.stub.pb_host import PbHost
+    from tritonpy.stub.turns import Turns
 
-__all__ = ["TritonLogRoute"]
+__all__ = ["TritonLog", "TritonLogRoute"]
 
 # TRITONSERVER_LogLevel values (pb_utils.LogLevel).
 _INFO, _WARNING, _ERROR, _VERBOSE = 0, 1, 2, 3
+
+
+class TritonLog:
+    """The stub's logger: ``log`` makes a LOG frame, on any thread, and it
+    is sent where the channel may be used (stub/turns.py)."""
+
+    __slots__ = ("_turns", "_out")
+
+    def __init__(self, turns: Turns, out: Outbound) -> None:
+        self._turns = turns
+        self._out = out
+
+    def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
+        out = self._out
+        self._turns.run(out.send_text, out.log_frame(level, file or "tritonpy/stub", line, message))
 
 
 def _triton_level(levelno: int) -> int:
@@ -44,9 +64,12 @@ class TritonLogRoute(logging.Handler):
     record the model's logger let through (``setLevel(logging.INFO)``)
     is logged, and Triton's log settings decide what shows."""
 
-    def __init__(self, stub: Stub) -> None:
+    def __init__(self, log: TritonLog, host: PbHost, channel: Channel, names: ModelNames) -> None:
         super().__init__(logging.NOTSET)
-        self._stub = stub
+        self._log = log
+        self._host = host  # its log_levels: what Triton's log settings let through
+        self._channel = channel
+        self._names = names
         self._previous: logging.Handler | None = None
         self._installed = False
 
@@ -62,18 +85,18 @@ class TritonLogRoute(logging.Handler):
         self._installed = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        stub = self._stub
         try:
             text = self.format(record)
             level = _triton_level(record.levelno)
-            if not stub.host.log_levels >> level & 1:
+            if not self._host.log_levels >> level & 1:
                 return
-            if stub.channel.closed:  # leaving: the stderr the official writes to
+            if self._channel.closed:  # leaving: the stderr the official writes to
                 sys.stderr.write(text + "\n")
                 return
-            stub.log(
+            names = self._names
+            self._log.log(
                 level,
-                f"model '{stub.model_name}' instance '{stub.instance}': {record.name}: {text}",
+                f"model '{names.model}' instance '{names.instance}': {record.name}: {text}",
                 record.pathname,
                 record.lineno,
             )

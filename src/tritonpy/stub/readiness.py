@@ -23,7 +23,9 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tritonpy.stub.runtime import Stub
+    from tritonpy.stub.names import ModelNames
+    from tritonpy.stub.outbound import Outbound
+    from tritonpy.stub.turns import Turns
 
 __all__ = ["Readiness"]
 
@@ -32,15 +34,22 @@ NOT_A_BOOL = "is_ready() must return a boolean value"
 
 
 class Readiness:
-    def __init__(self, stub: Stub) -> None:
-        self.stub = stub
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, turns: Turns, out: Outbound, names: ModelNames
+    ) -> None:
+        self.loop = loop
+        self.turns = turns
+        self.out = out
+        self.names = names
+        # The model instance (set by the runtime from INIT on): whose
+        # is_ready() is asked.
+        self.model: Any = None
         self._lock = threading.Lock()
         self._waiting: list[int] = []  # query ids the running call answers
 
     def on_query(self, query: int, body: Any, buf: Any) -> None:
         """An IS_READY frame (any thread that reads the channel)."""
-        stub = self.stub
-        check = getattr(stub.model, "is_ready", None)
+        check = getattr(self.model, "is_ready", None)
         if check is None:
             self._answer([query], True, "")
             return
@@ -49,7 +58,7 @@ class Readiness:
             if len(self._waiting) > 1:
                 return  # a call is running: its answer is this query's too
         if inspect.iscoroutinefunction(check):
-            stub.loop.call_soon_threadsafe(self._start_task, check)
+            self.loop.call_soon_threadsafe(self._start_task, check)
         else:
             threading.Thread(
                 target=self._call, args=(check,), name="tritonpy-is-ready", daemon=True
@@ -63,7 +72,7 @@ class Readiness:
             self._finish(False, _raised(e))
             return
         if inspect.isawaitable(result):
-            self.stub.loop.call_soon_threadsafe(self._start_task, lambda: result)
+            self.loop.call_soon_threadsafe(self._start_task, lambda: result)
             return
         self._finish(*self._judge(result))
 
@@ -74,7 +83,7 @@ class Readiness:
         except Exception as e:  # noqa: BLE001
             self._finish(False, _raised(e))
             return
-        task = self.stub.loop.create_task(_await(awaitable))
+        task = self.loop.create_task(_await(awaitable))
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task) -> None:
@@ -89,21 +98,20 @@ class Readiness:
         if result is True:
             return True, ""
         if result is False:
-            return False, f"model '{self.stub.model_name}': is_ready() returned False"
+            return False, f"model '{self.names.model}': is_ready() returned False"
         return False, (
-            f"{NOT_A_BOOL} (tritonpy: model '{self.stub.model_name}' returned "
-            f"{type(result).__name__})"
+            f"{NOT_A_BOOL} (tritonpy: model '{self.names.model}' returned {type(result).__name__})"
         )
 
     def _finish(self, ready: bool, message: str) -> None:
         """Any thread: answer every query the call was asked for."""
         with self._lock:
             queries, self._waiting = self._waiting, []
-        self.stub.turns.run(self._answer, queries, ready, message)
+        self.turns.run(self._answer, queries, ready, message)
 
     def _answer(self, queries: list[int], ready: bool, message: str) -> None:
         """Where the channel may be used."""
-        out = self.stub.out
+        out = self.out
         for query in queries:
             out.ready(query, ready, message)
 

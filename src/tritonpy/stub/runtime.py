@@ -31,11 +31,12 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import PeerArenas
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
-from tritonpy.stub.lifecycle import UNLOADED, State, moved
+from tritonpy.stub.lifecycle import Handler, Lifecycle, State
 from tritonpy.stub.metrics import MetricClient
+from tritonpy.stub.names import ModelNames
 from tritonpy.stub.outbound import TEXT_SLACK, Outbound, stderr
 from tritonpy.stub.pb_host import PbHost
-from tritonpy.stub.pylogging import TritonLogRoute
+from tritonpy.stub.pylogging import TritonLog, TritonLogRoute
 from tritonpy.stub.readiness import Readiness
 from tritonpy.stub.turns import Turns
 
@@ -47,9 +48,9 @@ _DESCRIPTOR_FRAMES = frozenset((_ARENA, _BLS_ARENA))
 _FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
 # What a bad frame raises while it is decoded or handled: the stub leaves.
 _PROTOCOL_ERRORS = (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError)
-# A frame's handler: (frame id, decoded body, the buffer the body is in).
-_Handler = Callable[[int, Any, Any], None]
-_READY, _DRAINING, _INITIALIZING = State.READY, State.DRAINING, State.INITIALIZING
+# Frames whose handlers start loop work (tasks, model calls): one read in
+# turn by another thread while the loop is away waits for the loop.
+_LOOP_ONLY = frozenset((C.DRAIN, C.INIT, C.AUTO_COMPLETE, C.FINALIZE))
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
@@ -67,32 +68,37 @@ class Stub:
         make_channel: Callable[..., Channel] = Channel,
     ) -> None:
         """``make_channel(fd, loop, on_frame, on_eof, on_violation)``: the
-        I/O (tests pass one that keeps what is sent and feeds frames)."""
+        I/O (tests pass one that keeps what is sent and feeds frames).
+
+        The composition root: every part gets the parts it works with,
+        none gets the stub."""
         self.loop = loop
-        self.instance = instance
-        self.model_name = instance
-        self.channel = make_channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
-        self.turns = Turns(loop, self.channel)
-        self.out = Outbound(self.channel)
-        self.own = self.out.own
+        self.names = ModelNames(instance)
+        self.channel = ch = make_channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
+        self.turns = turns = Turns(loop, ch)
+        self.out = out = Outbound(ch)
+        self.own = out.own
         self.peer = PeerArenas()
-        self.engine = Engine(self)
-        self.channel.on_drained = self.engine.drained
-        self.bls = BlsClient(self)
-        self.metrics = MetricClient(self)
-        self.readiness = Readiness(self)
-        self.python_logging = TritonLogRoute(self)
-        self.host = PbHost(self).attach()  # pb_utils reaches the stub through it
-        self.turns.flushers = [self.engine.flush, self.bls.flush_releases]
+        # Changed only by its move() (stub/lifecycle.py has the moves, and
+        # which frames each state takes).
+        self.life = Lifecycle()
+        self.log = TritonLog(turns, out)
+        self.bls = BlsClient(loop, out, turns, ch, self.life, self.names)
+        self.metrics = MetricClient(out, turns, ch, self.bls, self.names)
+        self.engine = Engine(loop, out, turns, ch, self.peer, self.metrics, self.names, self.log)
+        ch.on_drained = self.engine.drained
+        self.readiness = Readiness(loop, turns, out, self.names)
+        # pb_utils reaches the stub through it.
+        self.host = PbHost(self.engine, self.bls, self.metrics, self.own, self.log.log).attach()
+        self.python_logging = TritonLogRoute(self.log, self.host, ch, self.names)
+        turns.flushers = [self.engine.flush, self.bls.flush_releases]
+        self.life.route(self._frame_handlers(), self._loop_only)
         self.model: Any = None
         # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused
         # by the INIT that follows on this stub.
         self._model_class: tuple[str, Any] | None = None
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
-        # Changed only by move() (stub/lifecycle.py has the moves).
-        self.state = State.STARTING
-        self._handlers = self._dispatch_table()
         # EXECUTE frames that arrived while user code ran on the loop.
         self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
         self._executing = False  # inside _on_execute's loop: it takes the queued ones
@@ -105,17 +111,18 @@ class Stub:
         self.channel.start()
         self.turns.start_deputy()
         if debug.enabled():
-            debug.IdleReporter(self).start()
+            debug.IdleReporter(
+                self.loop, self.engine, self.bls, self.own, self.log, self.names
+            ).start()
 
-    def move(self, to: State, why: str) -> None:
-        """The one place the life cycle changes: a ProtocolError if the
-        current state does not allow ``to``."""
-        self.state = moved(self.state, to, why)
+    @property
+    def state(self) -> State:
+        return self.life.state
 
     def _stop(self, code: int) -> None:
         self.exit_code = code
-        if self.state is not State.DONE:
-            self.move(State.DONE, "leaving")
+        if self.life.state is not State.DONE:
+            self.life.move(State.DONE, "leaving")
         if threading.get_ident() == self.turns.loop_thread:
             self.loop.stop()
         else:  # read in turn while the loop is away
@@ -133,27 +140,20 @@ class Stub:
         first."""
         self.engine.drained()
         self.out.error(message)
-        self.out.flush_blocking("the ERROR frame", self.instance)
+        self.out.flush_blocking("the ERROR frame", self.names.instance)
         self.stderr(message)
         self._stop(70)
 
     def stderr(self, text: str) -> None:
-        stderr(self.instance, text)
-
-    def log(self, level: int, message: str, file: str = "", line: int = 0) -> None:
-        """A LOG frame, from any thread."""
-        self.turns.run(
-            self.out.send_text,
-            self.out.log_frame(level, file or "tritonpy/stub", line, message),
-        )
+        stderr(self.names.instance, text)
 
     # ---------------------------------------------------------------- dispatch
 
-    def _dispatch_table(self) -> dict[int, _Handler]:
+    def _frame_handlers(self) -> dict[int, Handler]:
         """Frame type -> handler(id, body, buf), for every frame the
         backend sends but the two that carry a descriptor (ARENA,
-        BLS_ARENA: ``_on_descriptor_frame``)."""
-        loop_only = self._loop_only
+        BLS_ARENA: ``_on_descriptor_frame``). A handler runs only in a
+        state that takes its frame (the life cycle's table)."""
         return {
             C.EXECUTE: self._on_execute,
             C.BLS_RESPONSE: self.bls.on_response,
@@ -165,10 +165,10 @@ class Stub:
             C.LOG_LEVELS: self._on_log_levels,
             C.ERROR: self._on_error,
             C.IS_READY: self.readiness.on_query,
-            C.DRAIN: loop_only(self._on_drain),
-            C.INIT: loop_only(self._on_init),
-            C.AUTO_COMPLETE: loop_only(self._on_auto_complete),
-            C.FINALIZE: loop_only(self._on_finalize),
+            C.DRAIN: self._on_drain,
+            C.INIT: self._on_init,
+            C.AUTO_COMPLETE: self._on_auto_complete,
+            C.FINALIZE: self._on_finalize,
         }
 
     def _on_frame(self, mv: memoryview, fds: list[int]) -> None:
@@ -179,7 +179,7 @@ class Stub:
             if fds or ftype in _DESCRIPTOR_FRAMES:
                 self._on_descriptor_frame(ftype, mv, fds)
                 return
-            handler = self._handlers.get(ftype)
+            handler = self.life.handlers.get(ftype)
             if handler is None:
                 raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
             if flags & _FLAG_BODY_IN_ARENA:
@@ -212,23 +212,26 @@ class Stub:
             raise C.ProtocolError(f"{name} frame with {len(fds)} descriptors, expected 1")
         add(aid, size, fds[0])
 
-    def _loop_only(self, handler: _Handler) -> _Handler:
-        """``handler`` starts loop work (tasks, model calls): a frame read
-        in turn by another thread while the loop is away waits for the
-        loop. (Its body is decoded: the frame's bytes are not kept.)"""
+    def _loop_only(self, ftype: int, handler: Handler) -> Handler:
+        """What the dispatch map holds for a frame of ``ftype``: for one
+        in _LOOP_ONLY read in turn by another thread while the loop is
+        away, a call on the loop, where the state then decides. (Its body
+        is decoded: the frame's bytes are not kept.)"""
+        if ftype not in _LOOP_ONLY:
+            return handler
         loop_thread = self.turns.loop_thread
 
         def on_loop_thread(fid: int, body: Any, buf: Any) -> None:
             if threading.get_ident() == loop_thread:
                 handler(fid, body, buf)
             else:
-                self.loop.call_soon_threadsafe(self._dispatch_later, handler, fid, body)
+                self.loop.call_soon_threadsafe(self._dispatch_later, ftype, fid, body)
 
         return on_loop_thread
 
-    def _dispatch_later(self, handler: _Handler, fid: int, body: Any) -> None:
+    def _dispatch_later(self, ftype: int, fid: int, body: Any) -> None:
         try:
-            handler(fid, body, None)
+            self.life.handlers[ftype](fid, body, None)
         except _PROTOCOL_ERRORS as e:
             self._fatal(f"protocol error: {e}")
 
@@ -258,23 +261,18 @@ class Stub:
         self.stderr(f"the backend reports: {body}")
 
     def _on_drain(self, fid: int, body: Any, buf: Any) -> None:
-        # Once only, and only while serving (no work is in flight before
-        # READY, nor new work after FINALIZE).
-        if self.state is _READY:
-            self.move(State.DRAINING, "DRAIN")
-            self.loop.create_task(self._drain())
+        # Taken only while serving: no work is in flight before READY, nor
+        # new work after FINALIZE.
+        self.life.move(State.DRAINING, "DRAIN")
+        self.loop.create_task(self._drain())
 
     def _on_finalize(self, fid: int, body: Any, buf: Any) -> None:
-        if self.state not in UNLOADED:
-            self.move(State.UNLOADING, "FINALIZE")
-            self.loop.create_task(self._finalize())
+        self.life.move(State.UNLOADING, "FINALIZE")
+        self.loop.create_task(self._finalize())
 
     def _on_execute(self, fid: int, body: Any, buf: Any) -> None:
-        state = self.state
-        # In INITIALIZING: read in turn while initialize() runs (the
-        # backend sends none before INIT_DONE, a test may), it is queued.
-        if state is not _READY and state is not _DRAINING and state is not _INITIALIZING:
-            raise C.ProtocolError(f"EXECUTE in state {state.name}")
+        # Taken in INITIALIZING too: read in turn while initialize() runs
+        # (the backend sends none before INIT_DONE, a test may), queued.
         queued = self._queued
         turns = self.turns
         if turns.away or _get_ident() != turns.loop_thread:
@@ -305,16 +303,17 @@ class Stub:
     def _run_queued(self) -> None:
         if self._queued and not self._executing and not self.turns.away:
             # The newest, handed to _on_execute, goes back behind the
-            # others, which run first, in order.
+            # others, which run first, in order. The state decides again:
+            # initialize() may have failed meanwhile.
             try:
-                self._on_execute(*self._queued.pop())
-            except _PROTOCOL_ERRORS as e:  # initialize() failed meanwhile
+                self.life.handlers[_EXECUTE](*self._queued.pop())
+            except _PROTOCOL_ERRORS as e:
                 self._fatal(f"protocol error: {e}")
 
     # ---------------------------------------------------------------- init / finalize
 
     def _set_model_name(self, name: str) -> None:
-        self.model_name = self.engine.model_name = name
+        self.names.model = self.engine.model_name = name
 
     def _route_python_logging(self, settings: dict[str, Any]) -> None:
         """Before any model code: stub-python-logging=false gives Python's
@@ -323,10 +322,10 @@ class Stub:
             self.python_logging.uninstall()
 
     def _on_auto_complete(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
-        self.move(State.CONFIGURED, "AUTO_COMPLETE")
+        self.life.move(State.CONFIGURED, "AUTO_COMPLETE")
         model_file, config = msg["model_file"], msg["config"]
         self._route_python_logging(msg.get("settings", {}))
-        self._set_model_name(msg.get("model_name", self.instance))
+        self._set_model_name(msg.get("model_name", self.names.instance))
         step = f"importing {model_file} failed"
         try:
             _expose_model_dir(self.host, msg)
@@ -337,7 +336,7 @@ class Stub:
                 reply = _complete_config(cls, config)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure must reach Triton
             err = (
-                f"tritonpy: model '{self.model_name}': {step}: "
+                f"tritonpy: model '{self.names.model}': {step}: "
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             )
             reply = {"ok": False, "error": err}
@@ -345,7 +344,7 @@ class Stub:
         frame = self.out.json_frame(C.AUTO_COMPLETE_DONE, reply, inline=True)
         if len(frame) > C.MAX_FRAME:
             err = (
-                f"tritonpy: model '{self.model_name}': the config completed by "
+                f"tritonpy: model '{self.names.model}': the config completed by "
                 f"auto_complete_config is {len(frame)} bytes of JSON, more than one "
                 f"frame carries ({C.MAX_FRAME})"
             )
@@ -355,12 +354,13 @@ class Stub:
         self.loop.call_soon(self.out.send, frame)
 
     def _on_init(self, fid: int, msg: dict[str, Any], buf: Any) -> None:
-        self.move(State.INITIALIZING, "INIT")
+        self.life.move(State.INITIALIZING, "INIT")
         args = msg.get("args", {})
         self.settings = msg.get("settings", {})
         self._route_python_logging(self.settings)
-        self.instance = args.get("model_instance_name") or self.instance
-        self._set_model_name(args.get("model_name", self.instance))
+        names = self.names
+        names.instance = args.get("model_instance_name") or names.instance
+        self._set_model_name(args.get("model_name", names.instance))
         self.engine.decoupled = bool(self.settings.get("decoupled", False))
         # Answers of sync batches read together wait for each other only
         # when no execute timeout counts each batch's time.
@@ -382,7 +382,8 @@ class Stub:
                     cls = imported[1]
                 else:
                     cls = _load_model_class(msg)
-                self.model = cls()
+                # is_ready() may be asked while initialize() runs.
+                self.model = self.readiness.model = cls()
                 init = getattr(self.model, "initialize", None)
                 if init is not None:
                     init(args)
@@ -391,15 +392,15 @@ class Stub:
                 raise AttributeError("TritonPythonModel defines no execute(requests) method")
         except (Exception, SystemExit) as e:  # noqa: BLE001 - every failure must reach Triton
             err = (
-                f"tritonpy: model '{self.model_name}' failed to initialize: "
+                f"tritonpy: model '{self.names.model}' failed to initialize: "
                 f"{type(e).__name__}: {e}\n{traceback.format_exc()}"
             )
-            self.model = None
-            self.move(State.FAILED, "initialize() failed")
+            self.model = self.readiness.model = None
+            self.life.move(State.FAILED, "initialize() failed")
             self.out.send_json(C.INIT_DONE, {"ok": False, "error": err})
             return
         self.engine.model = self.model
-        self.move(State.READY, "initialize() returned")
+        self.life.move(State.READY, "initialize() returned")
         # What initialize() built lives as long as the model: keep it out of
         # the collector's full passes, which would walk it on every one.
         gc.freeze()
@@ -418,22 +419,22 @@ class Stub:
         try:
             await self.engine.drain(grace)
         finally:
-            if self.state is _DRAINING:  # not FINALIZE meanwhile
-                self.move(State.READY, "drained")
+            if self.life.state is State.DRAINING:  # not FINALIZE meanwhile
+                self.life.move(State.READY, "drained")
 
     async def _finalize(self) -> None:
         grace = float(self.settings.get("finalize_grace_seconds", DEFAULT_FINALIZE_GRACE))
         try:
             await self.engine.drain(grace)
         except Exception:  # noqa: BLE001 - finalize must go on
-            self.log(
+            self.log.log(
                 LOG_ERROR,
-                f"model '{self.model_name}': draining on unload failed:\n{traceback.format_exc()}",
+                f"model '{self.names.model}': draining on unload failed:\n{traceback.format_exc()}",
             )
         reply: dict[str, Any] = {"ok": True}
         fin = getattr(self.model, "finalize", None)
         if fin is not None:
-            self.move(State.FINALIZING, "finalize()")
+            self.life.move(State.FINALIZING, "finalize()")
             try:
                 with self.turns.model_code():
                     result = fin()
@@ -442,7 +443,7 @@ class Stub:
             except Exception as e:  # noqa: BLE001
                 reply = {
                     "ok": False,
-                    "error": f"tritonpy: model '{self.model_name}': finalize() "
+                    "error": f"tritonpy: model '{self.names.model}': finalize() "
                     f"raised {type(e).__name__}: {e}\n"
                     f"{traceback.format_exc()}",
                 }
@@ -452,7 +453,7 @@ class Stub:
 
     def _finalized(self, reply: dict[str, Any]) -> None:
         self.out.send_json(C.FINALIZE_DONE, reply)
-        self.out.flush_blocking("FINALIZE_DONE", self.instance)
+        self.out.flush_blocking("FINALIZE_DONE", self.names.instance)
         self._stop(0)
 
 

@@ -93,12 +93,28 @@ class Turns:
     # ---------------------------------------------------------------- loop thread
 
     def enter(self) -> None:
-        """The loop thread is about to run model code. (Engine.on_execute
-        writes these lines out, and leave()'s quick case.)"""
+        """The loop thread is about to run model code."""
         self.away = True
         self.epoch += 1
         if self.dozing:
             self.rouse()
+
+    def execute(self, model: Any, requests: Any) -> Any:
+        """``model.execute(requests)``, called by the loop thread between
+        enter() and leave(), written out (every batch passes here): the
+        lock round of leave() only when someone else had the channel or
+        posted work meanwhile (a deputy about to serve holds the lock, and
+        finds the loop back)."""
+        self.away = True
+        self.epoch += 1
+        if self.dozing:
+            self.rouse()
+        try:
+            return model.execute(requests)
+        finally:
+            self.away = False
+            if self.deputy_active or self.jobs or self.lock.locked():
+                self.leave()
 
     @contextlib.contextmanager
     def model_code(self) -> Iterator[None]:
