@@ -38,6 +38,8 @@ cdef Py_ssize_t _HDR = HEADER_SIZE
 cdef Py_ssize_t _MAX_FRAME = MAX_FRAME
 cdef int _LAST_TYPE = MAX_FRAME_TYPE
 cdef int _EXECUTE_TYPE = EXECUTE  # as a C int: compared without a Python lookup
+cdef int _RESPONSES_TYPE = RESPONSES
+cdef uint16_t _FLAG_BATCH_DONE = FLAG_BATCH_DONE
 cdef uint32_t _RESP_FLAGS = RESP_KNOWN
 cdef set _JSON_TYPES = JSON_TYPES
 
@@ -220,6 +222,17 @@ cdef class FrameWriter:
         memcpy(self.buf + _HEADER_ID_OFFSET, &fid, 8)
         self.pos = _HDR
         self.open = True
+
+    cpdef begin_responses(self, uint32_t count=0, uint64_t batch_id=0, bint batch_done=False):
+        """A RESPONSES frame of ``count`` entries (set_count when known only
+        later); with ``batch_done`` the frame also ends batch ``batch_id``
+        (BATCH_DONE)."""
+        self.begin(_RESPONSES_TYPE, batch_id, _FLAG_BATCH_DONE if batch_done else 0)
+        self.put(&count, 4)
+
+    cpdef set_count(self, uint32_t count):
+        """The entry count of the RESPONSES frame begun by begin_responses."""
+        memcpy(self.buf + _HDR, &count, 4)
 
     cpdef set_flags(self, uint16_t flags):
         memcpy(self.buf + _HEADER_FLAGS_OFFSET, &flags, 2)
@@ -425,3 +438,6 @@ def encode_simple(int ftype, body, uint64_t fid=0):
     else:
         raise ValueError(f"encode_simple does not encode frame type {ftype}")
     return w.finish()
+
+
+include "_codec_frames.pxi"
