@@ -91,6 +91,8 @@ class Spec:
         if [c.value for c in self.frames] != list(range(1, len(self.frames) + 1)):
             # Decoders check a type by its range.
             raise SpecError("frame types must be 1, 2, ... without gaps")
+        if len(self.frames) >= 32:
+            raise SpecError("frame types past 31: widen kJsonFrameTypes (uint32_t) first")
         self.flags = _codes(raw, "flag", bits=True)
         self.response_flags = _codes(raw, "response_flag", bits=True)
         self.locations = _codes(raw, "location")
