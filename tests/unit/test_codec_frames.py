@@ -112,3 +112,21 @@ def test_metric_text_sizes_count_what_is_written() -> None:
     ops = P.decode(frame)["body"]["ops"]
     assert [tuple(kv) for kv in ops[0]["labels"]] == [("k\\udcff", "é")]
     assert check_fits(op) == len(frame) - C.HEADER_SIZE - 4
+
+
+def test_encode_releases() -> None:
+    """One frame for the golden list; a long list split over frames that
+    each fit, in order."""
+    want, body, _ = _golden("bls_release.bin")
+    refs = [(a["arena_id"], a["offset"]) for a in body["allocations"]]
+    assert C.encode_releases(C.BLS_RELEASE, refs) == [want]
+    many = [(i % 7, 8 * i) for i in range(20000)]
+    frames = C.encode_releases(C.RELEASE, many)
+    assert len(frames) == 3
+    assert all(len(f) <= C.MAX_FRAME for f in frames)
+    assert len(frames[0]) > C.MAX_FRAME - C.ARENA_REF_SIZE  # as full as it gets
+    back = [
+        (a["arena_id"], a["offset"]) for f in frames for a in P.decode(f)["body"]["allocations"]
+    ]
+    assert back == many
+    assert C.encode_releases(C.RELEASE, []) == []

@@ -2,9 +2,9 @@
 # Copyright (c) The tritonpy authors.
 # Whole frames of the stub's own making, included by _codec.pyx: the bodies
 # of LOG, EXECUTE_DONE, READY, ERROR and the JSON frames as open writers
-# (stub/outbound.py cuts their texts to fit and finishes them), and METRIC
-# frames, split over as many as their ops need (docs/protocol.md, "Custom
-# metrics").
+# (stub/outbound.py cuts their texts to fit and finishes them), and RELEASE
+# and METRIC frames, split over as many as their lists need
+# (docs/protocol.md, "Custom metrics").
 
 # ------------------------------------------------------------------ texts
 
@@ -48,6 +48,21 @@ def json_writer(int ftype, dict obj, uint64_t fid=0):
 def body_in_arena(bytes frame):
     """Whether the finished ``frame`` carries its body in an arena."""
     return (frame[_HEADER_FLAGS_OFFSET] & FLAG_BODY_IN_ARENA) != 0
+
+
+# ------------------------------------------------------------------ RELEASE
+
+# Arena references one RELEASE frame holds: what the header and the count
+# leave.
+cdef Py_ssize_t _REFS_PER_FRAME = (MAX_FRAME - HEADER_SIZE - 4) // ARENA_REF_SIZE
+
+
+def encode_releases(int ftype, list refs):
+    """RELEASE or BLS_RELEASE frames returning ``refs`` (``(arena_id,
+    offset)`` pairs), as few as hold them."""
+    cdef Py_ssize_t i
+    return [encode_simple(ftype, refs[i:i + _REFS_PER_FRAME])
+            for i in range(0, len(refs), _REFS_PER_FRAME)]
 
 
 # ------------------------------------------------------------------ METRIC

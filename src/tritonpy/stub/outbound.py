@@ -39,7 +39,6 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas
 
 _MAX_FRAME = C.MAX_FRAME
-_RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16
 # The largest body that travels inline.
 _INLINE_BODY = C.MAX_FRAME - C.HEADER_SIZE
 # Characters of text a frame surely carries inline: a character takes at
@@ -215,8 +214,8 @@ class Outbound:
         return C.encode_simple(C.BLS_CANCEL, None, call_id)
 
     def bls_releases(self, refs: list[tuple[int, int]]) -> None:
-        for i in range(0, len(refs), _RELEASES_PER_FRAME):
-            self.send(C.encode_simple(C.BLS_RELEASE, refs[i : i + _RELEASES_PER_FRAME]))
+        for frame in C.encode_releases(C.BLS_RELEASE, refs):
+            self.send(frame)
 
     def model_control(self, call_id: int, msg: dict[str, Any]) -> bytes:
         """The MODEL_CONTROL frame (any thread)."""
