@@ -74,76 +74,15 @@ WriteRequest(Writer* w, const Request& q)
 const char*
 FrameTypeName(FrameType t)
 {
-  switch (t) {
-    case FrameType::kHello:
-      return "HELLO";
-    case FrameType::kInit:
-      return "INIT";
-    case FrameType::kInitDone:
-      return "INIT_DONE";
-    case FrameType::kArena:
-      return "ARENA";
-    case FrameType::kExecute:
-      return "EXECUTE";
-    case FrameType::kResponses:
-      return "RESPONSES";
-    case FrameType::kExecuteDone:
-      return "EXECUTE_DONE";
-    case FrameType::kLog:
-      return "LOG";
-    case FrameType::kFinalize:
-      return "FINALIZE";
-    case FrameType::kFinalizeDone:
-      return "FINALIZE_DONE";
-    case FrameType::kError:
-      return "ERROR";
-    case FrameType::kRelease:
-      return "RELEASE";
-    case FrameType::kCancel:
-      return "CANCEL";
-    case FrameType::kSendError:
-      return "SEND_ERROR";
-    case FrameType::kIsReady:
-      return "IS_READY";
-    case FrameType::kReady:
-      return "READY";
-    case FrameType::kDrain:
-      return "DRAIN";
-    case FrameType::kBlsRequest:
-      return "BLS_REQUEST";
-    case FrameType::kBlsResponse:
-      return "BLS_RESPONSE";
-    case FrameType::kBlsCancel:
-      return "BLS_CANCEL";
-    case FrameType::kBlsArena:
-      return "BLS_ARENA";
-    case FrameType::kBlsRelease:
-      return "BLS_RELEASE";
-    case FrameType::kModelControl:
-      return "MODEL_CONTROL";
-    case FrameType::kModelControlDone:
-      return "MODEL_CONTROL_DONE";
-    case FrameType::kMetric:
-      return "METRIC";
-    case FrameType::kMetricDone:
-      return "METRIC_DONE";
-    case FrameType::kAutoComplete:
-      return "AUTO_COMPLETE";
-    case FrameType::kAutoCompleteDone:
-      return "AUTO_COMPLETE_DONE";
-    case FrameType::kLogLevels:
-      return "LOG_LEVELS";
-  }
-  return "UNKNOWN";
+  const auto type = static_cast<uint8_t>(t);
+  return type <= kMaxFrameType ? kFrameTypeNames[type] : kFrameTypeNames[0];
 }
 
 bool
 IsJsonFrame(FrameType t)
 {
-  return t == FrameType::kHello || t == FrameType::kInit ||
-         t == FrameType::kInitDone || t == FrameType::kFinalizeDone ||
-         t == FrameType::kModelControl || t == FrameType::kModelControlDone ||
-         t == FrameType::kAutoComplete || t == FrameType::kAutoCompleteDone;
+  const auto type = static_cast<uint8_t>(t);
+  return type < 32 && ((kJsonFrameTypes >> type) & 1) != 0;
 }
 
 uint32_t
@@ -208,15 +147,19 @@ DecodeHeader(const uint8_t* msg, size_t len, FrameView* out)
         "header");
   }
   if (len > kMaxFrame) return Violation("message longer than MAX_FRAME");
-  if (GetU32(msg) != kMagic) return Violation("bad magic");
-  if (msg[4] != kVersion) {
-    return Violation("unsupported version " + std::to_string(msg[4]));
+  if (GetU32(msg + kHeaderMagicOffset) != kMagic) {
+    return Violation("bad magic");
   }
-  uint8_t type = msg[5];
+  const uint8_t version = msg[kHeaderVersionOffset];
+  if (version != kVersion) {
+    return Violation("unsupported version " + std::to_string(version));
+  }
+  uint8_t type = msg[kHeaderTypeOffset];
   if (type < 1 || type > kMaxFrameType) {
     return Violation("unknown frame type " + std::to_string(type));
   }
-  uint16_t flags = static_cast<uint16_t>(msg[6] | (msg[7] << 8));
+  const uint8_t* flags_at = msg + kHeaderFlagsOffset;
+  uint16_t flags = static_cast<uint16_t>(flags_at[0] | (flags_at[1] << 8));
   uint16_t allowed =
       kFlagBodyInArena |
       (type == static_cast<uint8_t>(FrameType::kResponses) ? kFlagBatchDone
@@ -224,11 +167,13 @@ DecodeHeader(const uint8_t* msg, size_t len, FrameView* out)
   if ((flags & ~allowed) != 0) {
     return Violation("unknown flags " + std::to_string(flags));
   }
-  if (GetU32(msg + 20) != 0) return Violation("reserved header field not 0");
+  if (GetU32(msg + kHeaderReservedOffset) != 0) {
+    return Violation("reserved header field not 0");
+  }
   out->type = static_cast<FrameType>(type);
   out->flags = flags;
-  out->id = GetU64(msg + 8);
-  out->body_len = GetU32(msg + 16);
+  out->id = GetU64(msg + kHeaderIdOffset);
+  out->body_len = GetU32(msg + kHeaderBodyLenOffset);
   out->body_in_arena = (flags & kFlagBodyInArena) != 0;
   if (out->body_in_arena) {
     if (len != kHeaderSize + kArenaRefSize) {
@@ -458,14 +403,16 @@ FinishFrame(
     FrameType type, uint16_t flags, uint64_t id, std::vector<uint8_t>* out)
 {
   uint8_t* h = out->data();
-  PutU32(h, kMagic);
-  h[4] = kVersion;
-  h[5] = static_cast<uint8_t>(type);
-  h[6] = static_cast<uint8_t>(flags & 0xFF);
-  h[7] = static_cast<uint8_t>(flags >> 8);
-  PutU64(h + 8, id);
-  PutU32(h + 16, static_cast<uint32_t>(out->size() - kHeaderSize));
-  PutU32(h + 20, 0);
+  PutU32(h + kHeaderMagicOffset, kMagic);
+  h[kHeaderVersionOffset] = kVersion;
+  h[kHeaderTypeOffset] = static_cast<uint8_t>(type);
+  h[kHeaderFlagsOffset] = static_cast<uint8_t>(flags & 0xFF);
+  h[kHeaderFlagsOffset + 1] = static_cast<uint8_t>(flags >> 8);
+  PutU64(h + kHeaderIdOffset, id);
+  PutU32(
+      h + kHeaderBodyLenOffset,
+      static_cast<uint32_t>(out->size() - kHeaderSize));
+  PutU32(h + kHeaderReservedOffset, 0);
 }
 
 std::vector<uint8_t>
@@ -478,7 +425,7 @@ EncodeBodyRefFrame(
   Writer w(&out);
   w.Ref(ref);
   FinishFrame(type, flags | kFlagBodyInArena, id, &out);
-  PutU32(out.data() + 16, body_len);
+  PutU32(out.data() + kHeaderBodyLenOffset, body_len);
   return out;
 }
 

@@ -2,9 +2,11 @@
 // Copyright (c) The tritonpy authors.
 //
 // Frame codec of the tritonpy IPC protocol. The layout is specified in
-// docs/protocol.md (the single source of truth); this file only mirrors its
-// constants and frame bodies. Decoding is bounds-checked and never reads
-// past the given bytes; encoders append to a byte vector.
+// docs/protocol.md (the single source of truth); this file mirrors its frame
+// bodies. The constants (frame types, flags, locations, limits, the header's
+// layout) are in protocol_wire.h, generated from docs/protocol.toml. Decoding
+// is bounds-checked and never reads past the given bytes; encoders append to a
+// byte vector.
 //
 // Inline tensor data and decoded string views are copied out, except
 // Tensor::data, which points into the decoded buffer: it stays valid only as
@@ -19,78 +21,14 @@
 #include <vector>
 
 #include "error.h"
+#include "protocol_wire.h"
 
 namespace tritonpy {
 namespace proto {
 
-constexpr uint32_t kMagic = 0x31595054;  // "TPY1"
-constexpr uint8_t kVersion = 1;
-constexpr size_t kHeaderSize = 24;
-constexpr size_t kMaxFrame = 131072;
-constexpr size_t kArenaRefSize = 16;
-constexpr size_t kMaxInlineTensor = 65536;
-constexpr uint32_t kMaxNdim = 64;
-// Items in any one list of a body (requests, responses, tensors, names,
-// release entries, metric ops, labels, values).
-constexpr uint32_t kMaxCount = 1u << 20;
-
-constexpr uint16_t kFlagBodyInArena = 1;
-constexpr uint16_t kFlagBatchDone = 2;  // RESPONSES only
-
-enum class FrameType : uint8_t {
-  kHello = 1,
-  kInit = 2,
-  kInitDone = 3,
-  kArena = 4,
-  kExecute = 5,
-  kResponses = 6,
-  kExecuteDone = 7,
-  kLog = 8,
-  kFinalize = 9,
-  kFinalizeDone = 10,
-  kError = 11,
-  kRelease = 12,
-  kCancel = 13,
-  kSendError = 14,
-  kIsReady = 15,
-  kReady = 16,
-  kDrain = 17,
-  kBlsRequest = 18,
-  kBlsResponse = 19,
-  kBlsCancel = 20,
-  kBlsArena = 21,
-  kBlsRelease = 22,
-  kModelControl = 23,
-  kModelControlDone = 24,
-  kMetric = 25,
-  kMetricDone = 26,
-  kAutoComplete = 27,
-  kAutoCompleteDone = 28,
-  kLogLevels = 29,
-};
-constexpr uint8_t kMaxFrameType = 29;
-
-// LOG_LEVELS: bit n set = TRITONSERVER_LogLevel n is enabled.
-constexpr uint32_t kLogLevelsAll = 0xF;
-
-// RESPONSES entry flags (response_flags).
-constexpr uint32_t kRespFinal = 1;  // TRITONSERVER_RESPONSE_COMPLETE_FINAL
-constexpr uint32_t kRespReschedule = 1u << 30;
-constexpr uint32_t kRespNoResponse = 1u << 31;
-// After this entry, the entry's batch is over (as BATCH_DONE would say).
-constexpr uint32_t kRespBatchEnd = 1u << 29;
-constexpr uint32_t kRespKnownFlags =
-    kRespFinal | kRespReschedule | kRespNoResponse | kRespBatchEnd;
-
+// "HELLO" ...; "UNKNOWN" for a value outside the table.
 const char* FrameTypeName(FrameType t);
 bool IsJsonFrame(FrameType t);
-
-// Tensor data location.
-constexpr uint8_t kLocationInline = 0;
-constexpr uint8_t kLocationArena = 1;
-// RESPONSES outputs only: bytes in the receiver's (backend's) arena, inside
-// an allocation of the entry's own batch (docs/protocol.md, "Tensors").
-constexpr uint8_t kLocationReceiverArena = 2;
 
 struct ArenaRef {
   uint32_t arena_id = 0;
@@ -201,17 +139,6 @@ struct BlsResponseBody {
 
 // METRIC: operations on the stub's metric families and metrics, named by
 // stub-chosen handles (docs/protocol.md, "Custom metrics").
-enum class MetricOpCode : uint8_t {
-  kFamilyNew = 1,
-  kFamilyDelete = 2,
-  kMetricNew = 3,
-  kMetricDelete = 4,
-  kIncrement = 5,
-  kSet = 6,
-  kObserve = 7,
-  kValue = 8,
-};
-constexpr uint32_t kMaxMetricKind = 2;  // HISTOGRAM
 struct MetricOp {
   MetricOpCode op = MetricOpCode::kValue;
   uint32_t family = 0;  // FAMILY_NEW, FAMILY_DELETE, METRIC_NEW
@@ -346,11 +273,8 @@ std::string ShapeText(const std::vector<int64_t>& dims);
 bool IsValidUtf8(std::string_view s);
 std::string ValidUtf8(std::string_view s);
 // The backend's texts for the stub (error messages) are inline and at most
-// this many bytes, the marker included.
-constexpr size_t kMaxBackendText = 32768;
-// "<text>... [truncated, <N> bytes]": N is the whole text's length.
-constexpr char kTruncatedMarkerStart[] = "... [truncated, ";
-constexpr char kTruncatedMarkerEnd[] = " bytes]";
+// kMaxBackendText bytes, the marker included:
+// "<text>... [truncated, <N> bytes]", N the whole text's length.
 // ValidUtf8(text) when it takes at most `limit` bytes, else its beginning,
 // cut on a character boundary, and the marker: `limit` bytes in all (or
 // the marker alone, if `limit` is shorter than it).

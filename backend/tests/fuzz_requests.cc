@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "protocol.h"
+
 tritonpy::ModelState::~ModelState()
 {
   std::fprintf(stderr, "fuzz: a ModelState was destroyed\n");
@@ -49,8 +51,12 @@ const int64_t kDims[] = {
     INT64_MAX,
     INT64_MIN};
 // Buffer sizes around the inline limit and MAX_FRAME.
-const uint64_t kSizes[] = {0,     1,     3,      8,      64,     4096,  65535,
-                           65536, 65537, 131000, 131072, 140000, 300000};
+constexpr uint64_t kInline = proto::kMaxInlineTensor;
+constexpr uint64_t kFrame = proto::kMaxFrame;
+const uint64_t kSizes[] = {0,           1,           3,           8,
+                           64,          4096,        kInline - 1, kInline,
+                           kInline + 1, kFrame - 72, kFrame,      kFrame + 8928,
+                           300000};
 
 std::string
 Text(FuzzInput* in)

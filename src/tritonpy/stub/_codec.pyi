@@ -6,18 +6,20 @@ from typing import Any
 
 from _typeshed import ReadableBuffer
 
+# BEGIN generated (constants) from docs/protocol.toml by tools/gen_wire.py (make wire): do not edit
 MAGIC: int
 VERSION: int
 HEADER_SIZE: int
 MAX_FRAME: int
-MAX_NDIM: int
+ARENA_REF_SIZE: int
 INLINE_LIMIT: int
+MAX_NDIM: int
+MAX_COUNT: int
+MAX_BACKEND_TEXT: int
 TRUNCATED_START: str
 TRUNCATED_END: str
-
 FLAG_BODY_IN_ARENA: int
 FLAG_BATCH_DONE: int
-
 HELLO: int
 INIT: int
 INIT_DONE: int
@@ -47,16 +49,34 @@ METRIC_DONE: int
 AUTO_COMPLETE: int
 AUTO_COMPLETE_DONE: int
 LOG_LEVELS: int
-LOG_LEVELS_ALL: int
-
+MAX_FRAME_TYPE: int
 RESP_FINAL: int
+RESP_BATCH_END: int
 RESP_RESCHEDULE: int
 RESP_NO_RESPONSE: int
-RESP_BATCH_END: int
-
+RESP_KNOWN: int
 LOC_INLINE: int
 LOC_ARENA: int
 LOC_RECEIVER_ARENA: int
+OP_FAMILY_NEW: int
+OP_FAMILY_DELETE: int
+OP_METRIC_NEW: int
+OP_METRIC_DELETE: int
+OP_INCREMENT: int
+OP_SET: int
+OP_OBSERVE: int
+OP_VALUE: int
+METRIC_COUNTER: int
+METRIC_GAUGE: int
+METRIC_HISTOGRAM: int
+MAX_METRIC_KIND: int
+LOG_INFO: int
+LOG_WARN: int
+LOG_ERROR: int
+LOG_VERBOSE: int
+LOG_LEVELS_ALL: int
+JSON_TYPES: set[int]
+# END generated (constants)
 
 class ProtocolError(ValueError): ...
 
@@ -189,6 +209,10 @@ def decode_body(ftype: int, buf: ReadableBuffer, start: int = 24) -> Any: ...
 
 class FrameWriter:
     def begin(self, ftype: int, fid: int = 0, flags: int = 0) -> None: ...
+    def begin_responses(
+        self, count: int = 0, batch_id: int = 0, batch_done: bool = False
+    ) -> None: ...
+    def set_count(self, count: int) -> None: ...
     def set_flags(self, flags: int) -> None: ...
     def size(self) -> int: ...
     def patch_u32(self, at: int, v: int) -> None: ...
@@ -222,6 +246,14 @@ class FrameWriter:
 
 def encode_json(ftype: int, obj: dict[str, Any]) -> bytes: ...
 def encode_simple(ftype: int, body: Any, fid: int = 0) -> bytes: ...
+def log_writer(level: int, file: str, line: int, message: str) -> FrameWriter: ...
+def flag_text_writer(ftype: int, fid: int, flag: bool, message: str) -> FrameWriter: ...
+def error_writer(message: str) -> FrameWriter: ...
+def json_writer(ftype: int, obj: dict[str, Any], fid: int = 0) -> FrameWriter: ...
+def body_in_arena(frame: bytes) -> bool: ...
+def encode_releases(ftype: int, refs: list[tuple[int, int]]) -> list[bytes]: ...
+def metric_op_size(op: tuple[Any, ...]) -> int: ...
+def encode_metric(ops: list[tuple[Any, ...]], call_id: int) -> list[bytes]: ...
 
 # Frame types and constants added to the .pyx before they reach this file.
 def __getattr__(name: str) -> Any: ...

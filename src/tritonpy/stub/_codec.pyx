@@ -30,78 +30,18 @@ from libc.string cimport memcpy, memset
 if sys.byteorder != "little":  # pragma: no cover
     raise ImportError("tritonpy's frame codec assumes a little-endian host")
 
-MAGIC = 0x31595054
-VERSION = 1
-HEADER_SIZE = 24
-MAX_FRAME = 131072
-MAX_NDIM = 64
-INLINE_LIMIT = 65536
-# A text cut to fit a frame ends with TRUNCATED_START, its whole length in
-# UTF-8 bytes, TRUNCATED_END (docs/protocol.md, "Text").
-TRUNCATED_START = "... [truncated, "
-TRUNCATED_END = " bytes]"
+# Frame types, flags, locations, limits, header offsets (docs/protocol.toml).
+include "_wire.pxi"
 
-FLAG_BODY_IN_ARENA = 1
-FLAG_BATCH_DONE = 2
-
-HELLO = 1
-INIT = 2
-INIT_DONE = 3
-ARENA = 4
-EXECUTE = 5
-RESPONSES = 6
-EXECUTE_DONE = 7
-LOG = 8
-FINALIZE = 9
-FINALIZE_DONE = 10
-ERROR = 11
-RELEASE = 12
-CANCEL = 13
-SEND_ERROR = 14
-IS_READY = 15
-READY = 16
-DRAIN = 17
-BLS_REQUEST = 18
-BLS_RESPONSE = 19
-BLS_CANCEL = 20
-BLS_ARENA = 21
-BLS_RELEASE = 22
-MODEL_CONTROL = 23
-MODEL_CONTROL_DONE = 24
-METRIC = 25
-METRIC_DONE = 26
-AUTO_COMPLETE = 27
-AUTO_COMPLETE_DONE = 28
-LOG_LEVELS = 29
-LOG_LEVELS_ALL = 0xF  # bit n: TRITONSERVER_LogLevel n is enabled
-
-# METRIC operations (docs/protocol.md, "Custom metrics").
-OP_FAMILY_NEW = 1
-OP_FAMILY_DELETE = 2
-OP_METRIC_NEW = 3
-OP_METRIC_DELETE = 4
-OP_INCREMENT = 5
-OP_SET = 6
-OP_OBSERVE = 7
-OP_VALUE = 8
-
-RESP_FINAL = 1
-RESP_RESCHEDULE = 0x40000000
-RESP_NO_RESPONSE = 0x80000000
-RESP_BATCH_END = 0x20000000
-
-LOC_INLINE = 0
-LOC_ARENA = 1
-LOC_RECEIVER_ARENA = 2  # RESPONSES outputs only: the backend's own arena
-
-cdef uint32_t _MAGIC = 0x31595054
-cdef Py_ssize_t _HDR = 24
-cdef Py_ssize_t _MAX_FRAME = 131072
-cdef int _LAST_TYPE = LOG_LEVELS
+cdef uint32_t _MAGIC = MAGIC
+cdef Py_ssize_t _HDR = HEADER_SIZE
+cdef Py_ssize_t _MAX_FRAME = MAX_FRAME
+cdef int _LAST_TYPE = MAX_FRAME_TYPE
 cdef int _EXECUTE_TYPE = EXECUTE  # as a C int: compared without a Python lookup
-cdef uint32_t _RESP_FLAGS = 0xE0000001u
-cdef set _JSON_TYPES = {HELLO, INIT, INIT_DONE, FINALIZE_DONE, MODEL_CONTROL,
-                        MODEL_CONTROL_DONE, AUTO_COMPLETE, AUTO_COMPLETE_DONE}
+cdef int _RESPONSES_TYPE = RESPONSES
+cdef uint16_t _FLAG_BATCH_DONE = FLAG_BATCH_DONE
+cdef uint32_t _RESP_FLAGS = RESP_KNOWN
+cdef set _JSON_TYPES = JSON_TYPES
 
 
 class ProtocolError(ValueError):
@@ -275,16 +215,27 @@ cdef class FrameWriter:
         self.pos = 0
         self.reserve(_HDR)
         memset(self.buf, 0, _HDR)
-        memcpy(self.buf, &_MAGIC, 4)
-        self.buf[4] = VERSION
-        self.buf[5] = <uint8_t>ftype
-        memcpy(self.buf + 6, &flags, 2)
-        memcpy(self.buf + 8, &fid, 8)
+        memcpy(self.buf + _HEADER_MAGIC_OFFSET, &_MAGIC, 4)
+        self.buf[_HEADER_VERSION_OFFSET] = VERSION
+        self.buf[_HEADER_TYPE_OFFSET] = <uint8_t>ftype
+        memcpy(self.buf + _HEADER_FLAGS_OFFSET, &flags, 2)
+        memcpy(self.buf + _HEADER_ID_OFFSET, &fid, 8)
         self.pos = _HDR
         self.open = True
 
+    cpdef begin_responses(self, uint32_t count=0, uint64_t batch_id=0, bint batch_done=False):
+        """A RESPONSES frame of ``count`` entries (set_count when known only
+        later); with ``batch_done`` the frame also ends batch ``batch_id``
+        (BATCH_DONE)."""
+        self.begin(_RESPONSES_TYPE, batch_id, _FLAG_BATCH_DONE if batch_done else 0)
+        self.put(&count, 4)
+
+    cpdef set_count(self, uint32_t count):
+        """The entry count of the RESPONSES frame begun by begin_responses."""
+        memcpy(self.buf + _HDR, &count, 4)
+
     cpdef set_flags(self, uint16_t flags):
-        memcpy(self.buf + 6, &flags, 2)
+        memcpy(self.buf + _HEADER_FLAGS_OFFSET, &flags, 2)
 
     cpdef Py_ssize_t size(self):
         return self.pos
@@ -422,7 +373,7 @@ cdef class FrameWriter:
 
     cpdef bytes finish(self):
         cdef uint32_t body_len = <uint32_t>(self.pos - _HDR)
-        memcpy(self.buf + 16, &body_len, 4)
+        memcpy(self.buf + _HEADER_BODY_LEN_OFFSET, &body_len, 4)
         self.open = False
         return PyBytes_FromStringAndSize(<const char*>self.buf, self.pos)
 
@@ -431,10 +382,10 @@ cdef class FrameWriter:
         in its arena, and return the short frame."""
         cdef uint32_t body_len = <uint32_t>(self.pos - _HDR)
         cdef uint16_t flags
-        memcpy(&flags, self.buf + 6, 2)
+        memcpy(&flags, self.buf + _HEADER_FLAGS_OFFSET, 2)
         flags |= FLAG_BODY_IN_ARENA
-        memcpy(self.buf + 6, &flags, 2)
-        memcpy(self.buf + 16, &body_len, 4)
+        memcpy(self.buf + _HEADER_FLAGS_OFFSET, &flags, 2)
+        memcpy(self.buf + _HEADER_BODY_LEN_OFFSET, &body_len, 4)
         self.pos = _HDR
         self.u32(arena_id)
         self.u32(0)
@@ -487,3 +438,6 @@ def encode_simple(int ftype, body, uint64_t fid=0):
     else:
         raise ValueError(f"encode_simple does not encode frame type {ftype}")
     return w.finish()
+
+
+include "_codec_frames.pxi"

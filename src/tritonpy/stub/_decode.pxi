@@ -286,16 +286,17 @@ cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
     cdef uint32_t magic, body_len, reserved
     cdef uint16_t flags
     cdef uint64_t fid
-    memcpy(&magic, p, 4)
-    memcpy(&flags, p + 6, 2)
-    memcpy(&fid, p + 8, 8)
-    memcpy(&body_len, p + 16, 4)
-    memcpy(&reserved, p + 20, 4)
+    memcpy(&magic, p + _HEADER_MAGIC_OFFSET, 4)
+    memcpy(&flags, p + _HEADER_FLAGS_OFFSET, 2)
+    memcpy(&fid, p + _HEADER_ID_OFFSET, 8)
+    memcpy(&body_len, p + _HEADER_BODY_LEN_OFFSET, 4)
+    memcpy(&reserved, p + _HEADER_RESERVED_OFFSET, 4)
     if magic != _MAGIC:
         raise ProtocolError(f"bad magic {magic:#x}")
-    if p[4] != VERSION:
-        raise ProtocolError(f"protocol version {p[4]}, this stub speaks {VERSION}")
-    cdef int ftype = p[5]
+    cdef uint8_t version = p[_HEADER_VERSION_OFFSET]
+    if version != VERSION:
+        raise ProtocolError(f"protocol version {version}, this stub speaks {VERSION}")
+    cdef int ftype = p[_HEADER_TYPE_OFFSET]
     if ftype < 1 or ftype > _LAST_TYPE:
         raise ProtocolError(f"unknown frame type {ftype}")
     cdef uint16_t allowed = FLAG_BODY_IN_ARENA

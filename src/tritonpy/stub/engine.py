@@ -233,11 +233,10 @@ class Engine:
         if metrics.deletes:
             metrics.flush()  # a client that has its response sees dropped metrics gone
         w = self.out.responses
-        w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
-        w.u32(n)
+        w.begin_responses(n, batch.id, True)
         written = _Answer(batch, result, w, self.own, self.model_name)
         if written != n:
-            w.patch_u32(C.HEADER_SIZE, written)  # the others answer through senders
+            w.set_count(written)  # the others answer through senders
         if batch.open <= 0:
             self.batches.pop(batch.id, None)
             batch.requests = batch.given = ()
@@ -272,8 +271,7 @@ class Engine:
         else:
             # Every request already has its final entry: end the batch.
             w = self.out.responses
-            w.begin(C.RESPONSES, batch.id, C.FLAG_BATCH_DONE)
-            w.u32(0)
+            w.begin_responses(0, batch.id, True)
             self.out.send_built(w)
             self._forget(batch)
 
@@ -371,11 +369,9 @@ class Engine:
         w = out.responses
         i = 0
         while i < len(pending):
-            w.begin(C.RESPONSES, 0, 0)
-            count_at = w.size()
-            w.u32(0)
+            w.begin_responses()
             end = _WriteEntries(w, pending, i)
-            w.patch_u32(count_at, end - i)
+            w.set_count(end - i)
             i = end
             out.send_built(w)
 

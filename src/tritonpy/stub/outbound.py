@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from tritonpy.pb_utils._seam import TritonModelException
@@ -38,12 +39,6 @@ from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas
 
 _MAX_FRAME = C.MAX_FRAME
-_FLAG_BODY_IN_ARENA = C.FLAG_BODY_IN_ARENA
-_RELEASES_PER_FRAME = (C.MAX_FRAME - 64) // 16
-# Observations per OBSERVE op, so that one op always fits in a frame.
-_OBSERVE_CHUNK = 8192
-# Room for the header and the op count.
-_FRAME_ROOM = C.MAX_FRAME - C.HEADER_SIZE - 4
 # The largest body that travels inline.
 _INLINE_BODY = C.MAX_FRAME - C.HEADER_SIZE
 # Characters of text a frame surely carries inline: a character takes at
@@ -168,17 +163,14 @@ class Outbound:
             return C.encode_json(ftype, obj)
 
         def build(text: str) -> C.FrameWriter:
-            w = C.FrameWriter()
-            w.begin(ftype)
-            w.json_body({**obj, "error": text})
-            return w
+            return C.json_writer(ftype, {**obj, "error": text})
 
         return self.text_frame(build, error, inline)
 
     def send_text(self, frame: bytes) -> None:
         """Send a frame made by ``text_frame``: after the announcements
         when its body went into an arena."""
-        if frame[6] & _FLAG_BODY_IN_ARENA:
+        if C.body_in_arena(frame):
             self.send_referring(frame)
         else:
             self._send(frame)
@@ -191,32 +183,14 @@ class Outbound:
         if len(message) < _SMALL_TEXT and len(file) < _SMALL_TEXT:
             return C.encode_simple(C.LOG, (level, file, line, message))
         file = C.clip(file, 1024)
-
-        def build(text: str) -> C.FrameWriter:
-            w = C.FrameWriter()
-            w.begin(C.LOG)
-            w.u32(level)
-            w.string(file)
-            w.u32(line)
-            w.string(text)
-            return w
-
-        return self.text_frame(build, message)
+        return self.text_frame(partial(C.log_writer, level, file, line), message)
 
     def _with_text(self, ftype: int, fid: int, flag: bool, message: str) -> None:
         """EXECUTE_DONE and READY: ``u8 flag, str message``."""
         if len(message) < _SMALL_TEXT:
             self._send(C.encode_simple(ftype, (1 if flag else 0, message), fid))
             return
-
-        def build(text: str) -> C.FrameWriter:
-            w = C.FrameWriter()
-            w.begin(ftype, fid)
-            w.u8(1 if flag else 0)
-            w.string(text)
-            return w
-
-        self.send_text(self.text_frame(build, message))
+        self.send_text(self.text_frame(partial(C.flag_text_writer, ftype, fid, flag), message))
 
     def execute_done(self, batch_id: int, ok: bool, message: str = "") -> None:
         self._with_text(C.EXECUTE_DONE, batch_id, ok, message)
@@ -226,14 +200,7 @@ class Outbound:
 
     def error(self, message: str) -> None:
         """ERROR, on the way out: inline, so that it needs nothing more."""
-
-        def build(text: str) -> C.FrameWriter:
-            w = C.FrameWriter()
-            w.begin(C.ERROR)
-            w.string(text)
-            return w
-
-        self.send(self.text_frame(build, message, inline=True))
+        self.send(self.text_frame(C.error_writer, message, inline=True))
 
     # -- business logic scripting and model control
 
@@ -247,14 +214,12 @@ class Outbound:
         return C.encode_simple(C.BLS_CANCEL, None, call_id)
 
     def bls_releases(self, refs: list[tuple[int, int]]) -> None:
-        for i in range(0, len(refs), _RELEASES_PER_FRAME):
-            self.send(C.encode_simple(C.BLS_RELEASE, refs[i : i + _RELEASES_PER_FRAME]))
+        for frame in C.encode_releases(C.BLS_RELEASE, refs):
+            self.send(frame)
 
     def model_control(self, call_id: int, msg: dict[str, Any]) -> bytes:
         """The MODEL_CONTROL frame (any thread)."""
-        w = C.FrameWriter()
-        w.begin(C.MODEL_CONTROL, call_id)
-        w.json_body(msg)
+        w = C.json_writer(C.MODEL_CONTROL, msg, call_id)
         size = w.size() - C.HEADER_SIZE
         if size > self.body_limit:
             # Refused here, to the model: the backend would take it for a
@@ -293,87 +258,19 @@ def stderr(instance: str, text: str) -> None:
 # ------------------------------------------------------------------ METRIC
 
 
-def _op_size(op: tuple) -> int:
-    code = op[0]
-    if code in (C.OP_INCREMENT, C.OP_SET):
-        return 13
-    if code == C.OP_OBSERVE:
-        return 9 + 8 * len(op[2])
-    if code == C.OP_FAMILY_NEW:
-        return 17 + len(op[3].encode()) + len(op[4].encode())
-    if code == C.OP_METRIC_NEW:
-        labels = sum(8 + len(k.encode()) + len(v.encode()) for k, v in op[3])
-        return 17 + labels + 8 * len(op[4])
-    return 5
-
-
 def check_fits(op: tuple) -> int:
-    """The encoded size of the metric ``op``; an error if it cannot fit in
-    a frame."""
-    size = _op_size(op)
-    if size > _FRAME_ROOM:
-        raise TritonModelException(
-            f"a metric name, description or label set of {size} bytes does not fit "
-            f"in one frame ({C.MAX_FRAME} bytes)"
-        )
-    return size
-
-
-def _write_op(w: C.FrameWriter, op: tuple) -> None:
-    code = op[0]
-    w.u8(code)
-    w.u32(op[1])
-    if code in (C.OP_INCREMENT, C.OP_SET):
-        w.f64(op[2])
-    elif code == C.OP_OBSERVE:
-        w.u32(len(op[2]))
-        for v in op[2]:
-            w.f64(v)
-    elif code == C.OP_FAMILY_NEW:
-        w.u32(op[2])
-        w.string(op[3])
-        w.string(op[4])
-    elif code == C.OP_METRIC_NEW:
-        w.u32(op[2])
-        w.u32(len(op[3]))
-        for key, value in op[3]:
-            w.string(key)
-            w.string(value)
-        w.u32(len(op[4]))
-        for b in op[4]:
-            w.f64(b)
-
-
-def _split(ops: list[tuple]) -> list[tuple]:
-    out = []
-    for op in ops:
-        if op[0] == C.OP_OBSERVE and len(op[2]) > _OBSERVE_CHUNK:
-            values = op[2]
-            for i in range(0, len(values), _OBSERVE_CHUNK):
-                out.append((C.OP_OBSERVE, op[1], values[i : i + _OBSERVE_CHUNK]))
-        else:
-            out.append(op)
-    return out
+    """The encoded size of the metric ``op``; the model's error if it
+    cannot fit in a frame."""
+    try:
+        return C.metric_op_size(op)
+    except OverflowError as e:
+        raise TritonModelException(str(e)) from None
 
 
 def encode_metric(ops: list[tuple], call_id: int) -> list[bytes]:
     """METRIC frames holding ``ops`` (tuples as ``_codec.decode_body``
     returns them), as few as fit; the last one carries ``call_id``."""
-    groups: list[list[tuple]] = [[]]
-    room = _FRAME_ROOM
-    for op in _split(ops):
-        size = check_fits(op)
-        if size > room and groups[-1]:
-            groups.append([])
-            room = _FRAME_ROOM
-        groups[-1].append(op)
-        room -= size
-    frames = []
-    for i, group in enumerate(groups):
-        w = C.FrameWriter()
-        w.begin(C.METRIC, call_id if i == len(groups) - 1 else 0)
-        w.u32(len(group))
-        for op in group:
-            _write_op(w, op)
-        frames.append(w.finish())
-    return frames
+    try:
+        return C.encode_metric(ops, call_id)
+    except OverflowError as e:
+        raise TritonModelException(str(e)) from None
