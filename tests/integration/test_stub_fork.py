@@ -21,7 +21,15 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository, children, running, wait_gone, wait_until
+from server import (
+    TritonServer,
+    build_repository,
+    children,
+    load_failure,
+    running,
+    wait_gone,
+    wait_until,
+)
 
 PRELOAD_DIR = Path(__file__).resolve().parent / "preload"
 INSTANCES = {"fork_probe_0_0", "fork_probe_0_1"}
@@ -99,6 +107,46 @@ def test_a_forked_stub_is_the_stub_an_exec_would_start(tmp_path: Path, sandbox: 
     # Each forked stub has random state of its own, not the template's.
     a, b = (seen["true"][n] for n in sorted(INSTANCES))
     assert a["random"] != b["random"] and a["numpy_random"] != b["numpy_random"], (a, b)
+
+
+def variant(repo: Path, name: str, preload: str) -> None:
+    """fork_probe as model ``name`` of ``repo``, with parameter
+    stub_preload=``preload``."""
+    dest = repo / name
+    os.rename(build_repository(repo.parent / name, ["fork_probe"]) / "fork_probe", dest)
+    config = (dest / "config.pbtxt").read_text().replace('"fork_probe"', f'"{name}"')
+    config += f'parameters {{ key: "stub_preload" value {{ string_value: "{preload}" }} }}\n'
+    (dest / "config.pbtxt").write_text(config)
+
+
+def template_preloads(srv: TritonServer) -> set[str]:
+    out = set()
+    for pid in children(srv.proc.pid, templates=True):
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        out.add(args[args.index(b"--preload") + 1].decode())
+    return out
+
+
+def test_a_model_with_its_own_preload_gets_a_template_of_its_own(tmp_path: Path) -> None:
+    repo = build_repository(tmp_path / "repo", ["fork_probe"])
+    variant(repo, "fork_probe_json", " json, numpy ")
+    variant(repo, "fork_probe_bad", "numpy,not a module")
+    with running(TritonServer(repo, tmp_path, args=["--model-control-mode=explicit"])) as srv:
+        message = load_failure(srv, "fork_probe_bad")
+        assert (
+            "tritonpy: model 'fork_probe_bad' parameter: stub_preload takes module names "
+            "separated by commas; got 'not a module'" in message
+        ), message
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+        try:
+            c.load_model("fork_probe")
+            c.load_model("fork_probe_json")
+        finally:
+            c.close()
+        assert template_preloads(srv) == {"numpy", "numpy,json"}
+        for model in ("fork_probe", "fork_probe_json"):
+            for f in facts_of_each(srv, model).values():
+                assert f["forked"] and f["ppid"] == srv.proc.pid, f
 
 
 @pytest.fixture(scope="module")
