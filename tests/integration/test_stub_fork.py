@@ -84,7 +84,10 @@ def test_a_forked_stub_is_the_stub_an_exec_would_start(tmp_path: Path, sandbox: 
     extra = ["stub-sandbox=true", "stub-sandbox-max-processes=64"] if sandbox else []
     seen = {}
     for fork in ("true", "false"):
-        with running(server_for(tmp_path / fork, f"stub-fork={fork}", *extra)) as srv:
+        # numpy.random (which numpy imports lazily) in the template: its
+        # global RandomState must be reseeded in each stub.
+        settings = [f"stub-fork={fork}", "stub-preload=numpy,numpy.random", *extra]
+        with running(server_for(tmp_path / fork, *settings)) as srv:
             seen[fork] = facts_of_each(srv)
             templates = children(srv.proc.pid, templates=True)
             assert len(templates) == (1 if fork == "true" else 0), templates
