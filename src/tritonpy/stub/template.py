@@ -197,7 +197,16 @@ def _become_stub(
         from tritonpy.stub.main import main
 
         code = main(argv[3:], forked=lambda: _reseed(blas))
+    except SystemExit as e:  # as the interpreter ends an exec'd stub
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            sys.stderr.write(f"{e.code}\n")
+    except BaseException:  # noqa: BLE001 - printed as the interpreter would
+        sys.excepthook(*sys.exc_info())
     finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(code)
 
 
