@@ -35,6 +35,7 @@ EXTENSIONS = [
     "tritonpy.stub._channel",
     "tritonpy.stub._bls_wire",
     "tritonpy.stub._lifetime",
+    "tritonpy.stub._zygote",
     "tritonpy.pb_utils._bytes",
     "tritonpy.pb_utils._core",
     "tritonpy.pb_utils._seam",
@@ -127,6 +128,9 @@ setup(
             name,
             ["src/" + name.replace(".", "/") + ".pyx"],
             define_macros=macros,
+            # child_steps.h: the steps of a child of the server, which the
+            # stub template (_zygote) shares with the backend.
+            include_dirs=[os.path.join(ROOT, "backend", "src")],
             extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
         )
         for name in EXTENSIONS

@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -288,6 +290,34 @@ BackendState::ParseSeconds(
 }
 
 Status
+BackendState::ParseModules(
+    const std::string& key, const std::string& value,
+    std::vector<std::string>* modules)
+{
+  std::stringstream names(value);
+  std::string name;
+  while (std::getline(names, name, ',')) {
+    name = Trim(name);
+    if (name.empty()) continue;
+    bool ok = name.front() != '.' && name.back() != '.' &&
+              name.find("..") == std::string::npos;
+    for (char c : name) {
+      ok = ok && (isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                  c == '.' || static_cast<unsigned char>(c) >= 0x80);
+    }
+    if (!ok) {
+      return Status::InvalidArg(
+          key + " takes module names separated by commas; " + "got '" + name +
+          "'");
+    }
+    if (std::find(modules->begin(), modules->end(), name) == modules->end()) {
+      modules->push_back(name);
+    }
+  }
+  return Status();
+}
+
+Status
 BackendState::ParseConfFile(
     const std::string& text, std::map<std::string, std::string>* out)
 {
@@ -360,6 +390,12 @@ BackendState::ApplySettings(
     } else if (const SandboxKey* k = FindSandboxSetting(key); k != nullptr) {
       TRITONPY_RETURN_IF_ERROR(
           k->parse(key, value, "tritonpy: ", &settings->sandbox));
+    } else if (key == "stub-fork") {
+      TRITONPY_RETURN_IF_ERROR(ParseFlag(key, value, &settings->stub_fork));
+    } else if (key == "stub-preload") {
+      settings->stub_preload.clear();
+      TRITONPY_RETURN_IF_ERROR(ParseModules(key, value, &settings->stub_preload)
+                                   .WithPrefix("tritonpy: "));
     } else if (key == "stub-env-allowlist") {
       settings->env_allowlist.clear();
       std::stringstream names(value);
@@ -458,6 +494,9 @@ BackendState::Create(
       ApplySettings(cmd_kv, "--backend-config", &state->settings_, true));
 
   const BackendSettings& s = state->settings_;
+  if (s.stub_fork) {
+    state->templates_ = std::make_unique<StubTemplates>(s.stub_timeout_seconds);
+  }
   state->metric_store_->SetLimits(s.metric_max_families, s.metric_max_series);
   TRITONPY_LOG_INFO(
       "tritonpy: backend '" + state->name_ +
@@ -479,6 +518,8 @@ BackendState::Create(
       " stub-python-logging=" + (s.python_logging ? "true" : "false") +
       " metric-max-families=" + std::to_string(s.metric_max_families) +
       " metric-max-series=" + std::to_string(s.metric_max_series) +
+      " stub-fork=" + (s.stub_fork ? "true" : "false") +
+      " stub-preload=" + JoinNames(s.stub_preload) +
       (s.sandbox.enabled ? " stub-sandbox=true" : "") +
       (s.env_allowlist.empty()
            ? ""

@@ -19,6 +19,7 @@
 #include "error.h"
 #include "metrics.h"
 #include "stub_process.h"
+#include "stub_template.h"
 #include "tritonpy/triton_api.h"
 
 namespace tritonpy {
@@ -76,6 +77,12 @@ struct BackendSettings {
   // model may make the server hold (MetricStore, docs/hardening.md).
   uint64_t metric_max_families = 1000;
   uint64_t metric_max_series = 10000;
+  // stub-fork: stubs are forked from a template that imported the stub and
+  // stub-preload once (stub_template.h); false: each execs a fresh
+  // interpreter. stub-preload: the modules the template imports (a model's
+  // parameter stub_preload adds to them, with a template of its own).
+  bool stub_fork = true;
+  std::vector<std::string> stub_preload = {"numpy"};
 };
 
 // Whether environment variable `name` is on stub-env-allowlist.
@@ -108,6 +115,9 @@ class BackendState {
   // Internally synchronised, like drain_watcher().
   MetricStore& metric_store() const { return *metric_store_; }
   const std::string& name() const { return name_; }
+  // The stub templates of this backend's models (stub-fork); nullptr with
+  // stub-fork=false. Internally synchronised.
+  StubTemplates* templates() const { return templates_.get(); }
   // The backend's directory (TRITONBACKEND_BackendArtifacts): for a
   // Python-based backend, backends/<name>, which holds its model.py.
   const std::string& directory() const { return directory_; }
@@ -128,6 +138,12 @@ class BackendState {
   // (a quarter of it) for a server that may use `usable` bytes of memory
   // (machine_memory.h; 0: unknown, the fixed defaults stand).
   static void SetMemoryDefaults(uint64_t usable, StubLimits* limits);
+  // Parses `value`, module names separated by commas (stub-preload, the
+  // model parameter stub_preload), adding the new ones to *modules; the
+  // error names `key`.
+  static Status ParseModules(
+      const std::string& key, const std::string& value,
+      std::vector<std::string>* modules);
   // Parses the `key=value` lines of tritonpy.conf (`#` starts a comment).
   static Status ParseConfFile(
       const std::string& text, std::map<std::string, std::string>* out);
@@ -139,6 +155,7 @@ class BackendState {
   std::unique_ptr<DrainWatcher> drain_watcher_ =
       std::make_unique<DrainWatcher>();
   std::unique_ptr<MetricStore> metric_store_ = std::make_unique<MetricStore>();
+  std::unique_ptr<StubTemplates> templates_;
 };
 
 }  // namespace tritonpy

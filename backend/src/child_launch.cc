@@ -7,8 +7,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -19,7 +17,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "child_steps.h"
+
 extern char** environ;
+
+static_assert(tritonpy::kMaxPlaced == TRITONPY_MAX_PLACED);
 
 namespace tritonpy {
 
@@ -68,22 +70,15 @@ class ExecPlan {
         rl.rlim_cur < static_cast<rlim_t>(1 << 20)) {
       max_fd_ = static_cast<int>(rl.rlim_cur);
     }
-    sigemptyset(&empty_mask_);
   }
 
   const std::string& executable() const { return exe_; }
 
   // In the child: closes every descriptor above `last_kept`, unblocks all
-  // signals (threads of tritonserver may block some) and execs.
+  // signals and execs.
   [[noreturn]] void Exec(int last_kept)
   {
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, last_kept + 1, ~0U, 0) != 0)
-#endif
-    {
-      for (int fd = last_kept + 1; fd < max_fd_; ++fd) close(fd);
-    }
-    sigprocmask(SIG_SETMASK, &empty_mask_, nullptr);
+    tritonpy_child_finish(last_kept + 1, max_fd_);
     execve(exe_.c_str(), argv_.data(), inherit_env_ ? environ : envp_.data());
     _exit(127);
   }
@@ -96,136 +91,38 @@ class ExecPlan {
   std::vector<char*> argv_;
   std::vector<char*> envp_;
   int max_fd_ = 65536;
-  sigset_t empty_mask_;
-};
-
-// The steps a child takes before execve; the one that fails is reported
-// to the parent through a pipe (execve closes it on success).
-enum class Step : int {
-  kMountPrivate,
-  kMountProc,
-  kSetIds,
-  kNoNewPrivs,
-  kMaxProcesses,
-  kAddressSpace,
-  kProcessGroup,
-  kDeathSignal,
-  kDescriptors,
 };
 
 const char*
-StepText(Step step)
+StepText(int step)
 {
   switch (step) {
-    case Step::kMountPrivate:
+    case TRITONPY_STEP_MOUNT_PRIVATE:
       return "making the stub's mount namespace private (mount MS_PRIVATE "
              "on /)";
-    case Step::kMountProc:
+    case TRITONPY_STEP_MOUNT_PROC:
       return "mounting a /proc of the stub's own pid namespace (mount -t "
              "proc)";
-    case Step::kSetIds:
+    case TRITONPY_STEP_SET_IDS:
       return "taking uid and gid 0 of its user namespace (setresuid/"
              "setresgid)";
-    case Step::kNoNewPrivs:
+    case TRITONPY_STEP_NO_NEW_PRIVS:
       return "no_new_privs (prctl PR_SET_NO_NEW_PRIVS)";
-    case Step::kMaxProcesses:
+    case TRITONPY_STEP_MAX_PROCESSES:
       return "the process limit stub-sandbox-max-processes (setrlimit "
              "RLIMIT_NPROC)";
-    case Step::kAddressSpace:
+    case TRITONPY_STEP_ADDRESS_SPACE:
       return "the address-space limit stub-sandbox-address-space-bytes "
              "(setrlimit RLIMIT_AS)";
-    case Step::kProcessGroup:
+    case TRITONPY_STEP_PROCESS_GROUP:
       return "a process group of its own (setpgid)";
-    case Step::kDeathSignal:
+    case TRITONPY_STEP_DEATH_SIGNAL:
       return "the parent-death signal (prctl PR_SET_PDEATHSIG)";
-    case Step::kDescriptors:
+    case TRITONPY_STEP_DESCRIPTORS:
       return "setting up its descriptors (dup2)";
   }
   return "an unknown step";
 }
-
-struct StepFailure {
-  Step step;
-  int error;
-};
-
-// What the child does between fork (or clone) and execve, prepared before:
-// only async-signal-safe calls, and raw syscalls where glibc's wrappers
-// would talk to the parent's other threads (setresuid and friends).
-struct ChildSetup {
-  int report_fd = -1;  // write end of the failure pipe
-  int go_fd = -1;      // sandbox: read end, a byte once the ids are mapped
-  pid_t parent = -1;
-  bool sandbox = false;
-  rlim_t max_processes = 0;
-  rlim_t address_space = 0;  // 0: unlimited
-  std::pair<int, int> place[kMaxPlaced];
-  size_t placed = 0;
-  bool null_stdin = false;
-
-  [[noreturn]] void Fail(Step step) const
-  {
-    StepFailure f{step, errno};
-    ssize_t n = write(report_fd, &f, sizeof(f));
-    (void)n;
-    _exit(125);
-  }
-
-  [[noreturn]] void Run(ExecPlan* plan) const
-  {
-    if (sandbox) {
-      char go = 0;
-      if (read(go_fd, &go, 1) != 1) _exit(125);  // the parent gave up
-      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-        Fail(Step::kMountPrivate);
-      }
-      if (mount(
-              "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              nullptr) != 0) {
-        Fail(Step::kMountProc);
-      }
-      if (syscall(SYS_setresgid, 0, 0, 0) != 0 ||
-          syscall(SYS_setresuid, 0, 0, 0) != 0) {
-        Fail(Step::kSetIds);
-      }
-      if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-        Fail(Step::kNoNewPrivs);
-      }
-      struct rlimit nproc = {max_processes, max_processes};
-      if (setrlimit(RLIMIT_NPROC, &nproc) != 0) Fail(Step::kMaxProcesses);
-      if (address_space != 0) {
-        struct rlimit as = {address_space, address_space};
-        if (setrlimit(RLIMIT_AS, &as) != 0) Fail(Step::kAddressSpace);
-      }
-    }
-    if (setpgid(0, 0) != 0) Fail(Step::kProcessGroup);
-    // Until the child watches the server itself (tritonpy/stub/main.py).
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
-      Fail(Step::kDeathSignal);
-    }
-    // Outside a pid namespace: the server may have died before the call.
-    if (!sandbox && getppid() != parent) _exit(125);
-    // Out of the way of the targets first, then into place (dup2 clears
-    // FD_CLOEXEC on the copy).
-    int moved[kMaxPlaced];
-    int last = 2;
-    for (size_t i = 0; i < placed; ++i) {
-      moved[i] = fcntl(place[i].first, F_DUPFD, 16);
-      if (moved[i] < 0) Fail(Step::kDescriptors);
-    }
-    for (size_t i = 0; i < placed; ++i) {
-      if (dup2(moved[i], place[i].second) != place[i].second) {
-        Fail(Step::kDescriptors);
-      }
-      if (place[i].second > last) last = place[i].second;
-    }
-    if (null_stdin) {
-      int null_fd = open("/dev/null", O_RDONLY);
-      if (null_fd < 0 || dup2(null_fd, 0) != 0) Fail(Step::kDescriptors);
-    }
-    plan->Exec(last);
-  }
-};
 
 // Writes `text` to /proc/<pid>/<name>.
 Status
@@ -334,7 +231,7 @@ CloseIf(int* fd)
 Status
 StartChild(
     const ChildPlan& plan, const std::string& prefix, pid_t* out_pid,
-    std::string* executable)
+    std::string* executable, const ChildForker* forker)
 {
   const bool sandbox = plan.sandbox.enabled;
   int report[2] = {-1, -1};
@@ -347,30 +244,41 @@ StartChild(
     for (int* fd : {&report[0], &report[1]}) CloseIf(fd);
     return Status::Internal(std::string("tritonpy: pipe: ") + strerror(err));
   }
-  ChildSetup setup;
+  tritonpy_child_setup setup{};
   setup.report_fd = report[1];
   setup.go_fd = go[0];
   setup.parent = getpid();
   setup.sandbox = sandbox;
   setup.max_processes = plan.sandbox.max_processes;
   setup.address_space = plan.sandbox.address_space_bytes;
-  for (const auto& p : plan.place) setup.place[setup.placed++] = p;
+  for (const auto& p : plan.place) {
+    setup.place[setup.placed][0] = p.first;
+    setup.place[setup.placed][1] = p.second;
+    ++setup.placed;
+  }
   setup.null_stdin = plan.null_stdin;
   ExecPlan exec(plan.program, plan.args, plan.env);
   *executable = exec.executable();
 
-  pid_t pid;
-  if (sandbox) {
+  pid_t pid = 0;
+  int fork_errno = 0;
+  if (forker != nullptr) {
+    // A template forks the child (stub_template.h); 0: do it here.
+    pid = (*forker)(
+        ChildFork{&plan, report[1], go[0], setup.parent}, &fork_errno);
+  }
+  if (pid == 0 && sandbox) {
     // A fork into new user, pid and mount namespaces: the child is pid 1
     // of its own pid namespace, and everything in it dies with it.
     pid = static_cast<pid_t>(syscall(
         SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | SIGCHLD,
         nullptr, nullptr, nullptr, nullptr));
-  } else {
+    fork_errno = errno;
+  } else if (pid == 0) {
     pid = fork();
+    fork_errno = errno;
   }
-  if (pid == 0) setup.Run(&exec);
-  const int fork_errno = errno;
+  if (pid == 0) exec.Exec(tritonpy_child_setup_run(&setup));
   CloseIf(&report[1]);
   CloseIf(&go[0]);
   if (pid < 0) {
@@ -403,7 +311,7 @@ StartChild(
   }
   if (s.ok()) {
     // End of file: the child reached execve.
-    StepFailure f;
+    tritonpy_step_failure f;
     ssize_t n;
     do {
       n = read(report[0], &f, sizeof(f));

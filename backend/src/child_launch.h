@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,7 +36,22 @@ struct ChildPlan {
   // Step texts for a sandbox the kernel refuses name "the stub sandbox".
   std::string what = "stub";
 };
-constexpr size_t kMaxPlaced = 6;
+constexpr size_t kMaxPlaced = 6;  // TRITONPY_MAX_PLACED (child_steps.h)
+
+// What a stub template needs to fork a child in StartChild's place
+// (stub_template.h): the plan, and the server's ends of the child's set-up
+// (tritonpy_child_setup in child_steps.h: the write end of the report
+// pipe, the read end of the go pipe, -1 without the sandbox).
+struct ChildFork {
+  const ChildPlan* plan;
+  int report_fd;
+  int go_fd;
+  pid_t parent;
+};
+// Returns the pid of the child it forked (a child of this process:
+// CLONE_PARENT), 0 to let StartChild fork it itself, or -1 with *err when
+// the kernel refused the clone.
+using ChildForker = std::function<pid_t(const ChildFork&, int* err)>;
 
 // The uid a sandboxed child of a root server takes as its real uid, inside
 // its user namespace (mapped to sandbox.uid outside): the stub does so
@@ -47,10 +63,13 @@ constexpr int kSandboxRealUid = 1;
 // reached execve. The child leads a process group of its own and has
 // PR_SET_PDEATHSIG SIGKILL. A step the kernel refuses fails the start
 // with a message naming it, after `prefix`; the child is then reaped.
-// *executable: the program as resolved.
+// *executable: the program as resolved. With a `forker`, the child is
+// forked by it (from a stub template) instead, and set up by the same
+// steps (child_steps.h) short of execve; the sandbox's ids are mapped here
+// all the same.
 Status StartChild(
     const ChildPlan& plan, const std::string& prefix, pid_t* pid,
-    std::string* executable);
+    std::string* executable, const ChildForker* forker = nullptr);
 
 // Runs args[0] as StartChild does with `launch`'s sandbox and environment
 // (launch.env, or the server's own unless launch.env_filtered), stdin

@@ -105,6 +105,29 @@ ApplySandboxPolicy(
   return CheckOnlyTightens(model, settings.sandbox, launch->sandbox);
 }
 
+// stub-fork and stub-preload, with the model's parameter stub_preload.
+// A sandboxed model's stubs in an execution environment stay exec'd: the
+// template imports the preload modules outside the sandbox, and the
+// environment's are code from the archive (docs/hardening.md).
+Status
+ApplyForkPolicy(
+    const std::string& model, const BackendState& backend,
+    const json::Value* params, bool exec_env, StubLaunch* launch)
+{
+  if (backend.templates() == nullptr) return Status();
+  launch->preload = backend.settings().stub_preload;
+  std::string text;
+  if (Parameter(params, "stub_preload", &text)) {
+    TRITONPY_RETURN_IF_ERROR(
+        BackendState::ParseModules("stub_preload", text, &launch->preload)
+            .WithPrefix("tritonpy: model '" + model + "' parameter: "));
+  }
+  if (!(exec_env && launch->sandbox.enabled)) {
+    launch->templates = backend.templates();
+  }
+  return Status();
+}
+
 // stub-env-allowlist applied to `launch`.
 Status
 ApplyEnvPolicy(const BackendSettings& settings, StubLaunch* launch)
@@ -253,14 +276,18 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   TRITONPY_RETURN_IF_ERROR(ApplySandboxPolicy(
       state->name_, state->backend_->settings(),
       json::Find(config, "parameters"), &state->stub_launch_));
-  if (Parameter(
-          json::Find(config, "parameters"), "EXECUTION_ENV_PATH", &text)) {
+  const bool exec_env =
+      Parameter(json::Find(config, "parameters"), "EXECUTION_ENV_PATH", &text);
+  if (exec_env) {
     TRITONPY_RETURN_IF_ERROR(PrepareExecutionEnv(
         state->backend_->settings(), state->name_, state->repository_, text,
         &state->stub_launch_));
   }
   TRITONPY_RETURN_IF_ERROR(
       ApplyEnvPolicy(state->backend_->settings(), &state->stub_launch_));
+  TRITONPY_RETURN_IF_ERROR(ApplyForkPolicy(
+      state->name_, *state->backend_, json::Find(config, "parameters"),
+      exec_env, &state->stub_launch_));
 
   bool auto_complete = false;
   TRITONPY_RETURN_IF_TRITON_ERROR(

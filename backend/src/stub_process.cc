@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "child_launch.h"
+#include "stub_template.h"
 
 namespace tritonpy {
 
@@ -80,7 +81,12 @@ StubProcess::Spawn(
   // its stdin (a terminal, perhaps, that it could read or inject into).
   plan.null_stdin = launch.sandbox.enabled;
   pid_t pid = -1;
-  Status s = StartChild(plan, prefix, &pid, &executable_);
+  ChildForker forker = [&launch](const ChildFork& fork, int* err) {
+    return launch.templates->Fork(launch, fork, err);
+  };
+  Status s = StartChild(
+      plan, prefix, &pid, &executable_,
+      launch.templates != nullptr ? &forker : nullptr);
   CloseIf(&sv[1]);
   CloseIf(&life[0]);
   if (!s.ok()) {

@@ -16,6 +16,8 @@
 
 namespace tritonpy {
 
+class StubTemplates;
+
 // The opt-in sandbox of a model's stubs (stub-sandbox, docs/hardening.md):
 // user, pid and mount namespaces, no_new_privs and rlimits.
 struct StubSandbox {
@@ -39,6 +41,11 @@ struct StubLaunch {
   std::vector<std::string> env;
   bool env_filtered = false;
   StubSandbox sandbox;
+  // stub-fork: the templates that fork this model's stubs (the
+  // backend's), and the modules their template imports first
+  // (stub-preload plus the model's stub_preload); nullptr: exec'd.
+  StubTemplates* templates = nullptr;
+  std::vector<std::string> preload;
 };
 
 class StubProcess {
@@ -58,8 +65,11 @@ class StubProcess {
   // stub ends) and has PR_SET_PDEATHSIG SIGKILL until the stub watches its
   // lifeline itself. With launch.sandbox.enabled it starts in new
   // user, pid and mount namespaces (docs/hardening.md); a step the kernel
-  // refuses fails the spawn with a message naming it. Returns the
-  // backend's end (close-on-exec) in *backend_fd.
+  // refuses fails the spawn with a message naming it. With
+  // launch.templates, the child is forked from a stub template instead
+  // (stub_template.h), and is otherwise the same; exec'd when the template
+  // cannot fork it. Returns the backend's end (close-on-exec) in
+  // *backend_fd.
   Status Spawn(
       const StubLaunch& launch, const std::string& instance_name,
       int* backend_fd);

@@ -23,7 +23,7 @@ from tritonpy import install as inst
 
 from checks import infer_json
 from environments import make_venv, numpy_only, pack
-from server import TritonServer, running
+from server import TritonServer, children, running
 
 BACKEND = Path(__file__).resolve().parent / "backends" / "shout"
 
@@ -79,6 +79,8 @@ def test_one_python_based_backend_serves_two_models(server: TritonServer) -> Non
     for info in (a, b):
         assert os.path.realpath(info["file"]) == os.path.realpath(backends / "shout" / "model.py")
         assert info["tritonpy_stub"], info  # run by tritonpy's stub
+        # Forked from the backend's template, which both models share.
+        assert info["forked"] and info["parent"] == server.proc.pid, info
     c = httpclient.InferenceServerClient(server.http_url)
     try:
         config = c.get_model_config("shout_a")
@@ -90,6 +92,14 @@ def test_one_python_based_backend_serves_two_models(server: TritonServer) -> Non
 def test_python_based_backend_with_its_own_execution_environment(server: TritonServer) -> None:
     info = shout(server, "shout_env", "packed")
     assert info["text"] == "PACKED."
+    # Forked from a template of its own, made with the environment's
+    # interpreter; the other backend's models share one.
+    assert info["forked"] and info["parent"] == server.proc.pid, info
+    pythons = sorted(
+        Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        for pid in children(server.proc.pid, templates=True)
+    )
+    assert len(pythons) == 2 and any(p.startswith(info["prefix"]) for p in pythons), pythons
     cache = Path(server.backends).parent / "cache"
     assert os.path.realpath(Path(info["prefix"]).parent) == os.path.realpath(cache), info
     assert os.path.realpath(info["file"]).endswith("/shout_packed/model.py")

@@ -40,12 +40,24 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def children(pid: int) -> list[int]:
+def _is_template(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"\0--template\0" in f.read()
+    except OSError:
+        return False
+
+
+def children(pid: int, *, templates: bool = False) -> list[int]:
+    """The live children of ``pid``: for a tritonserver, its stubs. Stub
+    templates (``python -m tritonpy.stub --template``, which fork stubs
+    with stub-fork=true) are children too but not stubs: listed only with
+    ``templates=True``."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             st = _stat(int(entry))
-            if st and int(st[1]) == pid and st[0] != "Z":
+            if st and int(st[1]) == pid and st[0] != "Z" and _is_template(int(entry)) == templates:
                 out.append(int(entry))
     return out
 

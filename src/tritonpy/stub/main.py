@@ -12,6 +12,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 
 def _new_loop() -> asyncio.AbstractEventLoop:
@@ -65,6 +66,9 @@ backend. Started by the backend, not by hand.
   --sandbox-real-uid UID
                    (sandboxed stubs of a root server) the real uid to take
                    before anything else runs, kept for good
+
+python -m tritonpy.stub --template ... runs the stub template instead
+(tritonpy/stub/template.py), which forks stubs.
 """
 
 
@@ -102,8 +106,15 @@ def parse_args(argv: list[str]) -> tuple[int, str, int, int]:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    fd, instance, lifeline, real_uid = parse_args(sys.argv[1:] if argv is None else argv)
+def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None) -> int:
+    """``forked``: what a stub forked from the template does once its ids
+    are its own, before anything else (template.py)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--template"]:
+        from tritonpy.stub.template import serve
+
+        return serve(argv[1:])
+    fd, instance, lifeline, real_uid = parse_args(argv)
     if real_uid >= 0:
         from tritonpy.stub import _lifetime
 
@@ -113,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(
                 f"tritonpy stub {instance}: the stub sandbox could not be set up: {e.strerror}"
             )
+    if forked is not None:
+        forked()
     _restore_library_path()
     # Model code sees the argv of the official stub's embedded interpreter,
     # [""]: unittest.main() or argparse with defaults find no stub options.

@@ -6,6 +6,7 @@ only its config.pbtxt (and an empty version directory); the parameter
 `suffix` makes two models of this backend answer differently."""
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -28,6 +29,9 @@ class TritonPythonModel:
                 "file": __file__,
                 "prefix": sys.prefix,
                 "tritonpy_stub": "tritonpy.stub" in sys.modules,
+                # Forked from a stub template (stub-fork).
+                "forked": "tritonpy.stub.template" in sys.modules,
+                "parent": os.getppid(),
             }
             out = np.array([json.dumps(info).encode()], dtype=object)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", out)]))

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// The steps a child of the server takes before it runs its program: the
+// sandbox (mounts, ids, no_new_privs, rlimits: docs/hardening.md), a
+// process group of its own, the parent-death signal, its descriptors.
+// Plain C, shared by the backend (child_launch.cc: between fork or clone
+// and execve) and the stub template (src/tritonpy/stub/_zygote.pyx:
+// between clone and the stub's main), so that a forked stub is set up by
+// the very code that sets up an exec'd one. Only async-signal-safe calls,
+// and raw syscalls where glibc's wrappers would talk to other threads
+// (setresuid and friends).
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+// The step that failed, written to the report pipe with errno (the
+// backend names it: StepText in child_launch.cc).
+enum tritonpy_child_step {
+  TRITONPY_STEP_MOUNT_PRIVATE = 0,
+  TRITONPY_STEP_MOUNT_PROC = 1,
+  TRITONPY_STEP_SET_IDS = 2,
+  TRITONPY_STEP_NO_NEW_PRIVS = 3,
+  TRITONPY_STEP_MAX_PROCESSES = 4,
+  TRITONPY_STEP_ADDRESS_SPACE = 5,
+  TRITONPY_STEP_PROCESS_GROUP = 6,
+  TRITONPY_STEP_DEATH_SIGNAL = 7,
+  TRITONPY_STEP_DESCRIPTORS = 8,
+};
+
+struct tritonpy_step_failure {
+  int step;
+  int error;
+};
+
+#define TRITONPY_MAX_PLACED 6
+
+struct tritonpy_child_setup {
+  int report_fd;  // write end of the failure pipe
+  int go_fd;      // sandbox: read end, a byte once the ids are mapped
+  pid_t parent;   // the server
+  int sandbox;
+  rlim_t max_processes;
+  rlim_t address_space;  // 0: unlimited
+  // {descriptor now, descriptor in the child}
+  int place[TRITONPY_MAX_PLACED][2];
+  size_t placed;
+  int null_stdin;
+};
+
+static inline void
+tritonpy_child_fail(const struct tritonpy_child_setup* s, int step)
+{
+  struct tritonpy_step_failure f;
+  f.step = step;
+  f.error = errno;
+  ssize_t n = write(s->report_fd, &f, sizeof(f));
+  (void)n;
+  _exit(125);
+}
+
+// Takes every step; a refused one is reported and ends the child (exit
+// 125). Returns the highest descriptor placed (at least 2): the caller
+// closes the ones above it (tritonpy_close_from).
+static inline int
+tritonpy_child_setup_run(const struct tritonpy_child_setup* s)
+{
+  if (s->sandbox) {
+    char go = 0;
+    if (read(s->go_fd, &go, 1) != 1) _exit(125);  // the parent gave up
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_MOUNT_PRIVATE);
+    }
+    if (mount(
+            "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) !=
+        0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_MOUNT_PROC);
+    }
+    if (syscall(SYS_setresgid, 0, 0, 0) != 0 ||
+        syscall(SYS_setresuid, 0, 0, 0) != 0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_SET_IDS);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_NO_NEW_PRIVS);
+    }
+    struct rlimit nproc = {s->max_processes, s->max_processes};
+    if (setrlimit(RLIMIT_NPROC, &nproc) != 0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_MAX_PROCESSES);
+    }
+    if (s->address_space != 0) {
+      struct rlimit as = {s->address_space, s->address_space};
+      if (setrlimit(RLIMIT_AS, &as) != 0) {
+        tritonpy_child_fail(s, TRITONPY_STEP_ADDRESS_SPACE);
+      }
+    }
+  }
+  if (setpgid(0, 0) != 0) tritonpy_child_fail(s, TRITONPY_STEP_PROCESS_GROUP);
+  // Until the child watches the server itself (tritonpy/stub/main.py).
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+    tritonpy_child_fail(s, TRITONPY_STEP_DEATH_SIGNAL);
+  }
+  // Outside a pid namespace: the server may have died before the call.
+  if (!s->sandbox && getppid() != s->parent) _exit(125);
+  // Out of the way of the targets first, then into place (dup2 clears
+  // FD_CLOEXEC on the copy).
+  int moved[TRITONPY_MAX_PLACED];
+  int last = 2;
+  for (size_t i = 0; i < s->placed; ++i) {
+    moved[i] = fcntl(s->place[i][0], F_DUPFD, 16);
+    if (moved[i] < 0) tritonpy_child_fail(s, TRITONPY_STEP_DESCRIPTORS);
+  }
+  for (size_t i = 0; i < s->placed; ++i) {
+    if (dup2(moved[i], s->place[i][1]) != s->place[i][1]) {
+      tritonpy_child_fail(s, TRITONPY_STEP_DESCRIPTORS);
+    }
+    if (s->place[i][1] > last) last = s->place[i][1];
+  }
+  if (s->null_stdin) {
+    int null_fd = open("/dev/null", O_RDONLY);
+    if (null_fd < 0 || dup2(null_fd, 0) != 0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_DESCRIPTORS);
+    }
+  }
+  return last;
+}
+
+// Closes every descriptor from `first` on (below `max_fd` where
+// close_range is missing), and unblocks all signals (threads of
+// tritonserver may block some).
+static inline void
+tritonpy_child_finish(int first, int max_fd)
+{
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, first, ~0U, 0) != 0)
+#endif
+  {
+    for (int fd = first; fd < max_fd; ++fd) close(fd);
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}

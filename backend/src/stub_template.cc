@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "stub_template.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include "json.h"
+#include "triton_util.h"
+
+extern char** environ;
+
+namespace tritonpy {
+
+namespace {
+
+// Descriptors in the template, as in a stub (stub_process.cc).
+constexpr int kControlFd = 3;
+constexpr int kLifelineFd = 4;
+// The largest message either side sends (template.py's _MAX_REQUEST).
+constexpr size_t kMaxMessage = 1 << 20;
+constexpr size_t kTitleRoom = 4096;
+
+// Sends `text` with `fds` as one message.
+bool
+SendWithFds(int sock, const std::string& text, const std::vector<int>& fds)
+{
+  struct iovec iov = {const_cast<char*>(text.data()), text.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(text.size());
+}
+
+// Receives one message within `timeout_ms` into *text; false at end of
+// file, on an error or at the deadline (*why says which).
+bool
+Receive(int sock, int timeout_ms, std::string* text, std::string* why)
+{
+  struct pollfd p = {sock, POLLIN, 0};
+  int r;
+  do {
+    r = poll(&p, 1, timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) {
+    *why = "no answer within " + std::to_string(timeout_ms / 1000) +
+           " s (stub-timeout-seconds)";
+    return false;
+  }
+  std::vector<char> buf(kMaxMessage);
+  ssize_t n;
+  do {
+    n = recv(sock, buf.data(), buf.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) {
+    *why = n == 0 ? "it closed its socket" : strerror(errno);
+    return false;
+  }
+  text->assign(buf.data(), static_cast<size_t>(n));
+  return true;
+}
+
+}  // namespace
+
+struct StubTemplates::Template {
+  Mutex mu;
+  std::string describe;  // "interpreter '...' preload 'numpy'"
+  StubLaunch launch;     // without templates
+  pid_t pid GUARDED_BY(mu) = -1;
+  int control GUARDED_BY(mu) = -1;   // its socket
+  int lifeline GUARDED_BY(mu) = -1;  // the write end of its lifeline
+  // Why it cannot serve, for good: its stubs are exec'd.
+  std::string refused GUARDED_BY(mu);
+
+  // Whether it has exited (it is not reaped yet).
+  bool Exited() REQUIRES(mu)
+  {
+    siginfo_t info;
+    info.si_pid = 0;
+    int r = waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT);
+    return (r == 0 && info.si_pid == pid) || (r < 0 && errno == ECHILD);
+  }
+
+  // Ends it (EOF first: it exits by itself) and reaps it; its stubs stay.
+  std::string End() REQUIRES(mu)
+  {
+    CloseIf(&control);
+    CloseIf(&lifeline);
+    if (pid <= 0) return "";
+    kill(-pid, SIGKILL);  // it and what is left of its group
+    int status = 0;
+    pid_t r;
+    do {
+      r = waitpid(pid, &status, 0);
+    } while (r < 0 && errno == EINTR);
+    pid = -1;
+    return r < 0 ? "" : StubProcess::DescribeStatus(status);
+  }
+
+  // Starts it and waits until it has imported everything; "" or why not.
+  std::string Start(int timeout_ms) REQUIRES(mu)
+  {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      return std::string("socketpair: ") + strerror(errno);
+    }
+    int life[2] = {-1, -1};
+    if (pipe2(life, O_CLOEXEC) != 0) {
+      int err = errno;
+      for (int* fd : {&sv[0], &sv[1]}) CloseIf(fd);
+      return std::string("pipe: ") + strerror(err);
+    }
+    ChildPlan plan;
+    plan.program = launch.python;
+    plan.args = {
+        launch.python, "-m", "tritonpy.stub", "--template", "--fd",
+        std::to_string(kControlFd), "--server-lifeline",
+        std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
+        // Room for the command lines of the stubs it forks
+        // (template.py, _retitle), which ps and tools read.
+        "--title-room", std::string(kTitleRoom, ' ')};
+    plan.env =
+        launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
+    plan.place = {{sv[1], kControlFd}, {life[0], kLifelineFd}};
+    plan.null_stdin = true;
+    plan.what = "stub template";
+    std::string executable;
+    Status s = StartChild(plan, "", &pid, &executable);
+    CloseIf(&sv[1]);
+    CloseIf(&life[0]);
+    if (!s.ok()) {
+      CloseIf(&sv[0]);
+      CloseIf(&life[1]);
+      pid = -1;
+      return s.message();
+    }
+    control = sv[0];
+    lifeline = life[1];
+    std::string text, why;
+    json::Value hello;
+    if (!Receive(control, timeout_ms, &text, &why)) {
+      // How it ended says why (a crash at import, a kill).
+      const std::string how = End();
+      return how.empty() ? why : why + "; the template " + how;
+    }
+    if (!json::Parse(text, &hello).ok()) {
+      why = "it sent '" + text.substr(0, 200) + "'";
+    } else if (!json::GetBool(hello, "ok")) {
+      why = json::GetString(hello, "error", "it refused");
+    }
+    if (!why.empty()) End();
+    return why;
+  }
+};
+
+StubTemplates::StubTemplates(int timeout_seconds)
+    : timeout_ms_(timeout_seconds * 1000)
+{
+}
+
+StubTemplates::~StubTemplates()
+{
+  MutexLock lock(&mu_);
+  for (auto& [key, t] : templates_) {
+    MutexLock tlock(&t->mu);
+    t->End();
+  }
+}
+
+std::shared_ptr<StubTemplates::Template>
+StubTemplates::Find(const StubLaunch& launch)
+{
+  // What makes two templates differ; the sandbox is applied per stub.
+  std::string key = launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
+                    (launch.env_filtered ? "1" : "0") + '\0' +
+                    JoinNames(launch.preload);
+  MutexLock lock(&mu_);
+  std::shared_ptr<Template>& t = templates_[key];
+  if (t == nullptr) {
+    t = std::make_shared<Template>();
+    t->launch = launch;
+    t->launch.templates = nullptr;
+    t->describe = "interpreter '" + launch.python + "', preload '" +
+                  JoinNames(launch.preload) + "'";
+  }
+  return t;
+}
+
+pid_t
+StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
+{
+  std::shared_ptr<Template> t = Find(launch);
+  MutexLock lock(&t->mu);
+  if (!t->refused.empty()) return 0;
+  const std::string what = "tritonpy: stub template (" + t->describe + ")";
+  if (t->pid > 0 && t->Exited()) {
+    const pid_t old = t->pid;
+    const std::string how = t->End();
+    TRITONPY_LOG_WARN(
+        what + " pid " + std::to_string(old) + " " + how +
+        "; starting it again (running stubs are unaffected)");
+  }
+  if (t->pid <= 0) {
+    const std::string why = t->Start(timeout_ms_);
+    if (!why.empty()) {
+      t->refused = why;
+      TRITONPY_LOG_WARN(
+          what + " cannot fork stubs: " + why +
+          "; its stubs start afresh (exec) instead");
+      return 0;
+    }
+    TRITONPY_LOG_INFO(what + " started, pid " + std::to_string(t->pid));
+  }
+
+  // The request: the stub's argv (`python -m tritonpy.stub ...`).
+  const ChildPlan& plan = *fork.plan;
+  json::Value request = json::Value::object();
+  request["argv"] = plan.args;
+  std::vector<std::string> env;
+  if (plan.env != nullptr) {
+    env = *plan.env;
+  } else {
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  }
+  request["env"] = env;
+  char cwd[PATH_MAX];
+  request["cwd"] = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "/";
+  request["parent"] = static_cast<int64_t>(fork.parent);
+  if (plan.sandbox.enabled) {
+    json::Value sandbox = json::Value::object();
+    sandbox["max_processes"] = plan.sandbox.max_processes;
+    sandbox["address_space"] = plan.sandbox.address_space_bytes;
+    request["sandbox"] = std::move(sandbox);
+  } else {
+    request["sandbox"] = nullptr;
+  }
+  std::vector<int> fds = {fork.report_fd};
+  if (plan.sandbox.enabled) fds.push_back(fork.go_fd);
+  std::vector<int> targets;
+  for (const auto& [fd, target] : plan.place) {
+    fds.push_back(fd);
+    targets.push_back(target);
+  }
+  request["targets"] = targets;
+  request["null_stdin"] = plan.null_stdin;
+
+  std::string text, why;
+  json::Value reply;
+  if (!SendWithFds(t->control, json::Write(request), fds)) {
+    why = std::string("sending it the request: ") + strerror(errno);
+  } else if (!Receive(t->control, timeout_ms_, &text, &why)) {
+  } else if (!json::Parse(text, &reply).ok()) {
+    why = "it answered '" + text.substr(0, 200) + "'";
+  }
+  if (!why.empty()) {
+    const std::string how = t->End();
+    TRITONPY_LOG_WARN(
+        what + " failed to fork a stub: " + why +
+        (how.empty() ? "" : "; the template " + how) +
+        "; this stub starts afresh (exec), the next fork starts the " +
+        "template again");
+    return 0;
+  }
+  const int64_t pid = json::GetInt(reply, "pid", -1);
+  if (pid > 0) return static_cast<pid_t>(pid);
+  if (json::Find(reply, "errno") != nullptr) {
+    *err = static_cast<int>(json::GetInt(reply, "errno"));
+    return -1;
+  }
+  TRITONPY_LOG_WARN(
+      what +
+      " refused to fork a stub: " + json::GetString(reply, "refused", text) +
+      "; this stub starts afresh (exec) instead");
+  return 0;
+}
+
+std::string
+JoinNames(const std::vector<std::string>& names, const char* sep)
+{
+  std::string out;
+  for (const std::string& name : names) {
+    if (!out.empty()) out += sep;
+    out += name;
+  }
+  return out;
+}
+
+std::vector<StubTemplates::Running>
+StubTemplates::List() const
+{
+  std::vector<Running> out;
+  MutexLock lock(&mu_);
+  for (const auto& [key, t] : templates_) {
+    MutexLock tlock(&t->mu);
+    if (t->pid > 0) out.push_back({t->describe, t->pid});
+  }
+  return out;
+}
+
+}  // namespace tritonpy

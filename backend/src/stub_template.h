@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// StubTemplates: the stub templates ("zygotes") of one backend
+// (stub-fork, docs/configuration.md). A template is
+// `<python> -m tritonpy.stub --template`, started like a stub (StartChild:
+// a process group of its own, the parent-death signal, a lifeline) with the
+// stubs' environment; it imports the stub's modules and the preload list
+// once, then forks stubs on request (tritonpy/stub/template.py has its
+// messages). One template per interpreter, environment and preload list:
+// an execution environment's models get one made with that environment's
+// interpreter, the models of a Python-based backend share their backend's.
+// A forked stub is a child of this process (CLONE_PARENT), set up by the
+// steps of an exec'd one (child_steps.h): StubProcess waits for it, kills
+// and restarts it as ever, and a template's death leaves it alone. A
+// template that died is started again at the next fork; one that cannot
+// start (a preload module fails to import, or starts a thread) is given up:
+// its stubs are exec'd, with one warning naming the reason.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "child_launch.h"
+#include "mutex.h"
+#include "stub_process.h"
+
+namespace tritonpy {
+
+class StubTemplates {
+ public:
+  // `timeout_seconds`: how long a template may take to start (its imports)
+  // or to answer a fork request (stub-timeout-seconds).
+  explicit StubTemplates(int timeout_seconds);
+  ~StubTemplates();  // ends every template (running stubs stay)
+  StubTemplates(const StubTemplates&) = delete;
+  StubTemplates& operator=(const StubTemplates&) = delete;
+
+  // Forks the stub of `fork` from the template of `launch` (started when
+  // it is not running): the ChildForker contract (child_launch.h). 0 when
+  // the stub must be exec'd instead (logged). Thread-safe.
+  pid_t Fork(const StubLaunch& launch, const ChildFork& fork, int* err);
+
+  // The templates running now: what each is for, and its pid.
+  struct Running {
+    std::string describe;
+    pid_t pid;
+  };
+  std::vector<Running> List() const;
+
+ private:
+  struct Template;
+  std::shared_ptr<Template> Find(const StubLaunch& launch);
+
+  const int timeout_ms_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
+};
+
+// "a,b,c": names joined with `sep`.
+std::string JoinNames(
+    const std::vector<std::string>& names, const char* sep = ",");
+
+}  // namespace tritonpy

@@ -1,0 +1,17 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Types of the compiled module _zygote.pyx."""
+
+def can_fork() -> str: ...
+def fork_stub(
+    report_fd: int,
+    go_fd: int,
+    parent: int,
+    sandbox: bool,
+    max_processes: int,
+    address_space: int,
+    place: list[tuple[int, int]],
+    null_stdin: bool,
+    max_fd: int,
+) -> int: ...
+def clear_death_signal() -> None: ...

@@ -1,0 +1,307 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The stub template ("zygote"): ``python -m tritonpy.stub --template``.
+
+The backend starts one per interpreter, environment and preload list
+(backend/src/stub_template.h), the way it starts a stub. It imports the
+stub's own modules and the ``stub-preload`` modules once, freezes the
+garbage collector's view of them (``gc.freeze``: collections in the
+forks do not touch, and so copy, their pages), tells the backend it is
+ready, and then only forks stubs on request. A forked stub shares the
+template's pages until it writes them, and is otherwise the stub an
+exec'd one would be: its own process group, sandbox, environment,
+descriptors and argv, reseeded random state (docs/hardening.md).
+
+The template runs no model code and has one thread: every import is
+checked for threads it left behind (a module that starts one makes the
+template refuse, naming it: the backend then execs that model's stubs),
+and so is every fork (a fork copies only the thread that calls it, and
+the kernel refuses new user namespaces to a process with more).
+
+The messages, one SOCK_SEQPACKET message each, JSON:
+    template -> backend, once: {"ok": true} or {"ok": false, "error": "..."}
+    backend -> template: a fork request {"argv": [python, "-m",
+        "tritonpy.stub", ...], "env": ["K=V", ...],
+        "cwd": "...", "parent": pid, "sandbox": {...} or null,
+        "targets": [3, 4], "null_stdin": false} with descriptors (the set-up's
+        report pipe, its go pipe when sandboxed, then one per target)
+    template -> backend: {"pid": N}, {"errno": E} (the kernel refused the
+        clone), or {"refused": "..."} (the backend execs this stub instead)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import importlib
+import json
+import os
+import resource
+import select
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tritonpy.stub import _zygote
+
+USAGE = """usage: python -m tritonpy.stub --template --fd FD --server-lifeline FD
+       [--preload M,...] [--title-room SPACES]
+
+tritonpy stub template: imports the stub and the preload modules once, then
+forks stubs on request. Started by the backend, not by hand.
+"""
+
+# What the stub imports before it runs a model (tritonpy/stub/main.py).
+_STUB_MODULES = (
+    "asyncio",
+    "uvloop",
+    "tritonpy.pb_utils",
+    "tritonpy.pb_utils._c_utils",
+    "tritonpy.stub.runtime",
+    "tritonpy.stub._lifetime",
+)
+_MAX_REQUEST = 1 << 20
+_MAX_FDS = 8
+
+
+def _threads() -> list[str]:
+    """The names (comm) of this process's threads but the main one."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass  # it ended meanwhile
+    return names
+
+
+class _Blas:
+    """OpenBLAS starts its worker threads when numpy loads it. The template
+    loads it with OPENBLAS_NUM_THREADS=1 (when the environment does not
+    set it): no thread; each forked stub then asks OpenBLAS for as many
+    threads as it would have started in that stub's environment."""
+
+    def __init__(self) -> None:
+        self.limited = "OPENBLAS_NUM_THREADS" not in os.environ
+        if self.limited:
+            os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        self.set_threads: Callable[[int], Any] | None = None
+
+    def find(self) -> None:
+        """After the imports: the loaded OpenBLAS's set_num_threads."""
+        if not self.limited:
+            return
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "openblas" in line and ".so" in line}
+        for path in sorted(paths):
+            lib = ctypes.CDLL(path)
+            for name in (
+                "scipy_openblas_set_num_threads64_",
+                "scipy_openblas_set_num_threads",
+                "openblas_set_num_threads64_",
+                "openblas_set_num_threads",
+            ):
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    fn.argtypes = [ctypes.c_int]
+                    self.set_threads = fn
+                    return
+
+    def restore(self) -> None:
+        """In a forked stub, with its environment: OpenBLAS's own count
+        (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the
+        CPUs it may run on)."""
+        if self.set_threads is None:
+            return
+        count = len(os.sched_getaffinity(0))
+        for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+            try:
+                wanted = int(os.environ.get(name, ""))
+            except ValueError:
+                continue
+            if wanted > 0:
+                count = min(count, wanted)
+                break
+        if count > 1:
+            self.set_threads(count)
+
+
+def _warm(preload: list[str], blas: _Blas) -> str:
+    """Imports the stub's modules and ``preload``; "" or why the template
+    cannot serve."""
+    why = _zygote.can_fork()
+    if why:
+        return why
+    for name in (*_STUB_MODULES, *preload):
+        try:
+            importlib.import_module(name)
+        except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the module
+            return f"importing {name!r} failed: {type(e).__name__}: {e}"
+        threads = _threads()
+        if threads:
+            return (
+                f"importing {name!r} started a thread ({', '.join(threads)}): "
+                "a template with threads cannot fork"
+            )
+    blas.find()
+    return ""
+
+
+def _send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.send(json.dumps(message).encode())
+
+
+def _retitle(argv: list[str]) -> None:
+    """Makes /proc/self/cmdline (what ps and the server's tools read) the
+    command line of an exec'd stub, ``<python> -m tritonpy.stub --fd 3
+    --instance NAME ...``, by rewriting the argv area the kernel reads it
+    from. A longer one runs on into the environment strings' area, which
+    the kernel then shows as one string up to its first NUL (as for
+    setproctitle); the environment itself was replaced before, so nothing
+    reads that area any more. The backend gives the template's command
+    line room for stubs' (--title-room); the template hides it at start."""
+    with open("/proc/self/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # Fields 48 to 51 of proc(5); the first after the name is field 3.
+    arg_start, arg_end, _, env_end = (int(v) for v in fields[45:49])
+    if not (0 < arg_start < arg_end <= env_end):
+        return
+    line = [os.fsencode(a) for a in argv]
+    data = b"\0".join(line) + b"\0"
+    if len(data) <= arg_end - arg_start:
+        data += b"\0" * (arg_end - arg_start - len(data))
+    else:
+        data = b" ".join(line)[: env_end - arg_start - 1] + b"\0"
+    ctypes.memmove(arg_start, data, len(data))
+
+
+def _become_stub(
+    sock: socket.socket, request: dict[str, Any], path: list[str], blas: _Blas
+) -> None:
+    """In the forked child: the stub an exec'd one would be, then its main.
+    Never returns."""
+    code = 1
+    try:
+        sock.detach()  # descriptor 3 is the stub's socket now
+        os.environ.clear()
+        os.environ.update(entry.split("=", 1) for entry in request["env"] if "=" in entry)
+        os.chdir(request["cwd"])
+        sys.path[:] = path
+        argv = request["argv"]
+        sys.orig_argv[:] = argv
+        _retitle(argv)
+        from tritonpy.stub.main import main
+
+        code = main(argv[3:], forked=lambda: _reseed(blas))
+    except SystemExit as e:  # as the interpreter ends an exec'd stub
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            sys.stderr.write(f"{e.code}\n")
+    except BaseException:  # noqa: BLE001 - printed as the interpreter would
+        sys.excepthook(*sys.exc_info())
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _reseed(blas: _Blas) -> None:
+    """What a fresh interpreter would have done at import, once the stub's
+    ids are its own (OpenBLAS's threads are then the stub's, not root's)."""
+    blas.restore()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()  # the legacy global RandomState, seeded by a fresh import
+
+
+def _fork(
+    sock: socket.socket,
+    request: dict[str, Any],
+    fds: list[int],
+    path: list[str],
+    blas: _Blas,
+    max_fd: int,
+) -> dict[str, Any]:
+    threads = _threads()
+    if threads:
+        return {"refused": f"the template has threads ({', '.join(threads)})"}
+    sandbox = request.get("sandbox")
+    setup = 2 if sandbox else 1
+    targets = request["targets"]
+    if len(fds) != setup + len(targets) or request["argv"][1:3] != ["-m", "tritonpy.stub"]:
+        return {"refused": f"the request carried {len(fds)} descriptors"}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = _zygote.fork_stub(
+            fds[0],
+            fds[1] if sandbox else -1,
+            request["parent"],
+            bool(sandbox),
+            sandbox["max_processes"] if sandbox else 0,
+            sandbox["address_space"] if sandbox else 0,
+            list(zip(fds[setup:], targets, strict=True)),
+            bool(request.get("null_stdin")),
+            max_fd,
+        )
+    except OSError as e:
+        return {"errno": e.errno or 0}
+    if pid == 0:
+        _become_stub(sock, request, path, blas)
+    return {"pid": pid}
+
+
+def serve(argv: list[str]) -> int:
+    values = {"--fd": "", "--server-lifeline": "", "--preload": "", "--title-room": ""}
+    for i in range(0, len(argv) - 1, 2):
+        if argv[i] not in values:
+            sys.exit(f"{USAGE}\nerror: unknown argument {argv[i]!r}")
+        values[argv[i]] = argv[i + 1]
+    try:
+        fd = int(values["--fd"])
+        lifeline = int(values["--server-lifeline"])
+    except ValueError:
+        sys.exit(f"{USAGE}\nerror: --fd and --server-lifeline need numbers")
+    path = list(sys.path)  # what a fresh stub starts with
+    own = sys.orig_argv
+    _retitle(own[: own.index("--title-room")] if "--title-room" in own else own)
+    blas = _Blas()
+    sock = socket.socket(fileno=fd)
+    why = _warm([m for m in values["--preload"].split(",") if m], blas)
+    if why:
+        _send(sock, {"ok": False, "error": why})
+        return 1
+    if blas.limited:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+    gc.collect()
+    gc.freeze()
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    max_fd = soft if 0 < soft < (1 << 20) else 65536
+    _send(sock, {"ok": True})
+    _zygote.clear_death_signal()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.register(lifeline, select.POLLIN)
+    while True:
+        ready = dict(poller.poll())
+        if lifeline in ready:
+            return 0  # the server is gone
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, _MAX_REQUEST, _MAX_FDS)
+        except InterruptedError:
+            continue
+        if not message:
+            return 0  # the backend closed the socket
+        try:
+            reply = _fork(sock, json.loads(message), fds, path, blas, max_fd)
+        except (ValueError, KeyError, TypeError) as e:
+            reply = {"refused": f"bad request: {e}"}
+        finally:
+            for received in fds:
+                os.close(received)
+        _send(sock, reply)

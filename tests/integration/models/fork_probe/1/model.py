@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Says what its stub process is: ids, group, descriptors, environment,
+argv, path, sandbox, random state. For tests that compare a stub forked
+from the template with an exec'd one (test_stub_fork.py)."""
+
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+# At import, as a model sees it.
+ARGV = list(sys.argv)
+PATH = list(sys.path)
+FIRST_RANDOM = random.random()
+FIRST_NUMPY = float(np.random.random())
+
+
+def _status(*keys):
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in keys:
+                out[key] = value.split()
+    return out
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        return f"error {e.errno}"
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.name = args["model_instance_name"]
+
+    def execute(self, requests):
+        if int(requests[0].inputs()[0].as_numpy()[0]) == 3:
+            os._exit(3)  # a crash: the stub restarts
+        fds = {}
+        for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
+            try:
+                fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                pass  # the listing's own descriptor
+        info = {
+            "instance": self.name,
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "pgid": os.getpgid(0),
+            "sid_is_own": os.getsid(0) == os.getpid(),
+            "uids": list(os.getresuid()),
+            "gids": list(os.getresgid()),
+            "fds": {str(k): v.split(":[")[0] for k, v in fds.items()},
+            "env": sorted(os.environ),
+            "argv": ARGV,
+            "path": PATH,
+            "cwd": os.getcwd(),
+            "random": FIRST_RANDOM,
+            "numpy_random": FIRST_NUMPY,
+            "status": _status("NoNewPrivs", "Seccomp", "SigBlk", "SigIgn", "Threads"),
+            "uid_map": _read("/proc/self/uid_map"),
+            "limits": _read("/proc/self/limits"),
+            "cmdline": _read("/proc/self/cmdline").split("\0"),
+            "ns_pid": os.readlink("/proc/self/ns/pid"),
+            "ns_user": os.readlink("/proc/self/ns/user"),
+            "ns_mnt": os.readlink("/proc/self/ns/mnt"),
+            "forked": "tritonpy.stub.template" in sys.modules,
+            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+        }
+        out = np.array([json.dumps(info).encode()], dtype=object)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("INFO", out)]) for _ in requests]
