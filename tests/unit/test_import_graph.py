@@ -82,7 +82,7 @@ def test_the_reader_finds_the_arrows_it_should() -> None:
     graph = import_graph()
     assert "tritonpy.stub._codec" in graph["tritonpy.stub.runtime"]  # from pkg import mod as C
     assert "tritonpy.pb_utils._seam" in graph["tritonpy.stub._batch"]  # cimport (...)
-    assert "tritonpy.pb_utils._core" in graph["tritonpy.pb_utils._host"]  # from . import
+    assert "tritonpy.pb_utils._bls" in graph["tritonpy.pb_utils._request"]  # from . import
     assert "tritonpy.pb_utils._errors" in graph["tritonpy.pb_utils._host"]  # from ._errors
     assert "tritonpy.stub.runtime" in graph["tritonpy.stub.main"]  # inside a function
 
