@@ -334,6 +334,9 @@ BackendState::ApplySettings(
             "tritonpy: ready-timeout-seconds must be more than 0");
       }
       settings->ready_timeout_seconds = v;
+    } else if (key == "stub-memory-interval-seconds") {
+      TRITONPY_RETURN_IF_ERROR(
+          ParseSeconds(key, value, &settings->stub_memory_interval_seconds));
     } else if (key == "execute-timeout-seconds") {
       TRITONPY_RETURN_IF_ERROR(
           ParseSeconds(key, value, &settings->execute_timeout_seconds));
@@ -459,6 +462,9 @@ BackendState::Create(
 
   const BackendSettings& s = state->settings_;
   state->metric_store_->SetLimits(s.metric_max_families, s.metric_max_series);
+  state->memory_reporter_ = std::make_unique<MemoryReporter>(
+      state->metric_store_.get(), s.stub_memory_interval_seconds,
+      DebugCountersEnabled());
   TRITONPY_LOG_INFO(
       "tritonpy: backend '" + state->name_ +
       "': python-executable=" + s.python_executable +
@@ -479,6 +485,8 @@ BackendState::Create(
       " stub-python-logging=" + (s.python_logging ? "true" : "false") +
       " metric-max-families=" + std::to_string(s.metric_max_families) +
       " metric-max-series=" + std::to_string(s.metric_max_series) +
+      " stub-memory-interval-seconds=" +
+      json::FormatNumber(s.stub_memory_interval_seconds) +
       (s.sandbox.enabled ? " stub-sandbox=true" : "") +
       (s.env_allowlist.empty()
            ? ""

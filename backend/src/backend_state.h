@@ -17,6 +17,7 @@
 #include "arena.h"
 #include "drain_watcher.h"
 #include "error.h"
+#include "memory_reporter.h"
 #include "metrics.h"
 #include "stub_process.h"
 #include "tritonpy/triton_api.h"
@@ -76,6 +77,9 @@ struct BackendSettings {
   // model may make the server hold (MetricStore, docs/hardening.md).
   uint64_t metric_max_families = 1000;
   uint64_t metric_max_series = 10000;
+  // stub-memory-interval-seconds: how often each stub's PSS and private
+  // memory are read for its metrics (MemoryReporter); 0: never.
+  double stub_memory_interval_seconds = 30;
 };
 
 // Whether environment variable `name` is on stub-env-allowlist.
@@ -107,6 +111,10 @@ class BackendState {
   DrainWatcher& drain_watcher() const { return *drain_watcher_; }
   // Internally synchronised, like drain_watcher().
   MetricStore& metric_store() const { return *metric_store_; }
+  // Internally synchronised: where stubs (and anything else the backend
+  // runs, such as a stub template) register their processes for the
+  // memory metrics (memory_reporter.h).
+  MemoryReporter& memory_reporter() const { return *memory_reporter_; }
   const std::string& name() const { return name_; }
   // The backend's directory (TRITONBACKEND_BackendArtifacts): for a
   // Python-based backend, backends/<name>, which holds its model.py.
@@ -139,6 +147,8 @@ class BackendState {
   std::unique_ptr<DrainWatcher> drain_watcher_ =
       std::make_unique<DrainWatcher>();
   std::unique_ptr<MetricStore> metric_store_ = std::make_unique<MetricStore>();
+  // After the store, so that it goes first: it holds series of the store.
+  std::unique_ptr<MemoryReporter> memory_reporter_;
 };
 
 }  // namespace tritonpy

@@ -39,9 +39,7 @@ InstanceReader::InstanceReader(std::string describe, const Parts& parts)
       recv_buf_(parts.recv_buf)
 {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  const char* debug = getenv("TRITONPY_DEBUG");
-  debug_counters_ =
-      debug != nullptr && debug[0] != '\0' && std::string(debug) != "0";
+  debug_counters_ = DebugCountersEnabled();
 }
 
 InstanceReader::~InstanceReader()
