@@ -5,6 +5,9 @@ a framework (torch and numpy in ``make bench``; numpy alone in the smoke
 run) and holds a small tensor, on a tritonserver of their own.
 
 ``many_instances``: one model with ``instance_group { count: N }``.
+The model names its framework in the parameter ``stub_preload``, so that
+tritonpy's stub template imports it before forking (what a user of
+templates does for a torch model).
 ``many_models``: N copies of the model, one instance each, loaded by N
 concurrent repository requests (Triton loads them
 ``--model-load-thread-count``, 4, at a time).
@@ -28,6 +31,8 @@ last smaller size, or ``GUESS_MIB`` before that."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -75,7 +80,13 @@ output [
   {{ name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 4 ] }}
 ]
 instance_group [ {{ kind: KIND_CPU, count: {count} }} ]
-"""
+{preload}"""
+# What a model that imports torch tells tritonpy's stub template to import
+# before it forks (a per-model parameter; stub-fork=false and the official
+# backend ignore it). Without it the template holds numpy only, and every
+# forked stub imports torch into private memory of its own.
+PRELOAD = 'parameters {{ key: "stub_preload" value: {{ string_value: "{modules}" }} }}\n'
+
 ADD_SUB_INPUTS = [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])]
 
 # Bytes per instance each (system, variant, kind) took at its last size.
@@ -97,8 +108,9 @@ def write_repository(dest: Path, system: str, kind: str, n: int, framework: str)
             header + MODEL_PY.format(framework_import=imp, framework_tensor=tensor)
         )
         count = n if kind == "instances" else 1
+        preload = PRELOAD.format(modules=framework) if framework != "numpy" else ""
         (dest / name / "config.pbtxt").write_text(
-            CONFIG.format(name=name, backend=BACKENDS[system], count=count)
+            CONFIG.format(name=name, backend=BACKENDS[system], count=count, preload=preload)
         )
     return names
 
@@ -116,6 +128,23 @@ def available_bytes() -> int:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) << 10
     return 0
+
+
+def _kill_strays(where: Path) -> None:
+    """SIGKILLs what is left of this run's stubs: a server that crashed
+    leaves its stubs to init, no longer under it (seen with the official
+    backend loading 64 instances at once). They are found by this run's
+    own repository path on their command lines."""
+    mark = str(where).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if mark in f.read():
+                    os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def _wait_gone(pids: set[int], timeout: float = 120.0) -> None:
@@ -210,3 +239,4 @@ def run(
         seen.update(descendants(server.proc.pid))
         server.stop(timeout=300)
         _wait_gone(seen)  # the next run counts on this memory
+        _kill_strays(where)

@@ -431,14 +431,16 @@ def _many_plot(doc: dict, out_dir: Path, plt, colors: dict) -> Path | None:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     for label, color, style, points in lines:
         xs = [p[0] for p in points]
-        axes[0].plot(xs, [p[1] / 1024 for p in points], style, marker="o", ms=3, color=color)
-        axes[1].plot(xs, [p[2] for p in points], style, marker="o", ms=3, color=color, label=label)
+        axes[0].plot(
+            xs, [p[1] / 1024 for p in points], style, marker="o", ms=3, color=color, label=label
+        )
+        axes[1].plot(xs, [p[2] for p in points], style, marker="o", ms=3, color=color)
     counts = sorted({p[0] for line in lines for p in line[3]})
     for ax, title in zip(
         axes, ("memory: stubs' PSS + server RSS (GiB)", "load request to ready (s)"), strict=True
     ):
         _count_axis(ax, counts, "stubs (instances or models)", title)
-    axes[1].legend(fontsize=6)
+    axes[0].legend(fontsize=6, loc="upper left")
     return _save(fig, plt, out_dir / "many_instances.png")
 
 
@@ -576,7 +578,9 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   (PSS counts a page shared by k processes as 1/k in each, so the sum is
   what they take together). "req/s through all": wrk, N connections,
   over every model in turn. tritonpy runs with stub templates
-  (`stub-fork=true`), and, in the rows marked so, with `stub-fork=false`.
+  (`stub-fork=true`, the model naming torch in its `stub_preload`
+  parameter so that the template imports it before forking), and, in the
+  rows marked so, with `stub-fork=false`.
   They run in the first {doc["config"].get("many_rounds", 1)} round(s); a run
   that would leave the machine under 6 GiB of free memory is skipped, and
   says so under the table.

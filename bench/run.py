@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             break
         t0 = time.monotonic()
         this_round = [sc for sc in scenarios if sc.runs_in(r + 1)]
+        if not this_round:  # e.g. --only many_, which runs in fewer rounds
+            break
         for system in systems:
             bdir, benv, bargs = setups[system]
             for sid, res in run_pass(
