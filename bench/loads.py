@@ -89,8 +89,9 @@ def _lua_string(data: bytes) -> str:
     )
 
 
-def wrk_script(body: HttpBody, dest: Path) -> Path:
-    """A wrk Lua script that posts ``body`` and prints one JSON line."""
+def wrk_script(body: HttpBody, dest: Path, paths: list[str] | None = None) -> Path:
+    """A wrk Lua script that posts ``body`` and prints one JSON line; with
+    ``paths``, to each of them in turn (per wrk thread)."""
     header, payload = body.body, b""
     size = int(body.headers.get("Inference-Header-Content-Length", "0"))
     if size:  # binary tensor data: build the zero bytes in Lua, not in the script text
@@ -102,6 +103,13 @@ def wrk_script(body: HttpBody, dest: Path) -> Path:
         f"wrk.body = {_lua_string(header)}"
         + (f' .. string.rep("\\0", {len(payload)})' if payload else "")
     )
+    if paths and len(paths) > 1:
+        lines.append("paths = {" + ", ".join(_lua_string(p.encode()) for p in paths) + "}")
+        lines.append("sent = 0")
+        lines.append("""request = function()
+  sent = sent + 1
+  return wrk.format(nil, paths[(sent % #paths) + 1])
+end""")
     lines.append("""done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,'

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import shutil
 import statistics
 from pathlib import Path
@@ -311,6 +312,9 @@ def plots(doc: dict, out_dir: Path) -> list[Path]:
     scaling = _scaling_plot(doc, out_dir, plt, colors)
     if scaling is not None:
         written.append(scaling)
+    many = _many_plot(doc, out_dir, plt, colors)
+    if many is not None:
+        written.append(many)
     streams = [sc for sc in doc["scenarios"] if sc["id"].startswith("stream_s")]
     if streams:
         fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
@@ -377,18 +381,67 @@ def _scaling_plot(doc: dict, out_dir: Path, plt, colors: dict) -> Path | None:
                         ys.append(m["median"])
                 if xs:
                     ax.plot(xs, ys, "-", marker="o", ms=3, color=colors[system], label=system)
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(counts, [str(c) for c in counts])
+            _count_axis(ax, counts, "concurrent streams", f"{title}: {label}")
             ax.set_yscale("log")
-            ax.set_title(f"{title}: {label}", fontsize=9)
-            ax.set_xlabel("concurrent streams", fontsize=8)
-            ax.grid(alpha=0.3)
         row[0].legend(fontsize=7)
+    return _save(fig, plt, out_dir / "streams_scaling.png")
+
+
+def _count_axis(ax, counts: list[int], xlabel: str, title: str) -> None:
+    """An x axis of counts on a log2 scale, each count a tick."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def _save(fig, plt, path: Path) -> Path:
     fig.tight_layout()
-    path = out_dir / "streams_scaling.png"
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
+
+
+def _many_plot(doc: dict, out_dir: Path, plt, colors: dict) -> Path | None:
+    """Memory (PSS of all stubs plus the server's RSS) and load time against
+    the number of stubs: the official backend, tritonpy with stub templates,
+    tritonpy starting each stub afresh; many_instances solid, many_models
+    dashed."""
+    lines = []  # (label, color, style, [(n, memory MiB, load s)])
+    for kind, style in (("instances", "-"), ("models", "--")):
+        for suffix, system, label, color in (
+            ("", "official", "official", colors["official"]),
+            ("", "tritonpy", "tritonpy", colors["tritonpy"]),
+            ("_exec", "tritonpy", "tritonpy stub-fork=false", "tab:cyan"),
+        ):
+            points = []
+            for sc in doc["scenarios"]:
+                m = re.fullmatch(rf"many_{kind}{suffix}_n(\d+)", sc["id"])
+                res = sc["results"].get(system, {}).get("metrics", {})
+                if m and "pss_mib" in res and "load_s" in res:
+                    memory = res["pss_mib"]["median"] + res.get("server_rss_mib", {}).get(
+                        "median", 0.0
+                    )
+                    points.append((int(m.group(1)), memory, res["load_s"]["median"]))
+            if points:
+                lines.append((f"{label}, {kind}", color, style, sorted(points)))
+    if not lines:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    for label, color, style, points in lines:
+        xs = [p[0] for p in points]
+        axes[0].plot(
+            xs, [p[1] / 1024 for p in points], style, marker="o", ms=3, color=color, label=label
+        )
+        axes[1].plot(xs, [p[2] for p in points], style, marker="o", ms=3, color=color)
+    counts = sorted({p[0] for line in lines for p in line[3]})
+    for ax, title in zip(
+        axes, ("memory: stubs' PSS + server RSS (GiB)", "load request to ready (s)"), strict=True
+    ):
+        _count_axis(ax, counts, "stubs (instances or models)", title)
+    axes[0].legend(fontsize=6, loc="upper left")
+    return _save(fig, plt, out_dir / "many_instances.png")
 
 
 def headline(doc: dict) -> str:
@@ -514,6 +567,23 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   the floor has no BLS model (n/a).
 - load: `load_probe` (add_sub, one instance) loaded through the repository
   API and unloaded again; RSS of the stub process it started.
+- many_instances / many_models ([bench/many.py](../bench/many.py)): N
+  stubs ({", ".join(str(n) for n in doc["config"].get("many_sizes", []))}) of
+  an add_sub model that imports {doc["config"].get("many_framework", "torch")}
+  and numpy and holds a 16-element tensor: one model with N instances, or N
+  models of one instance, each on a server of its own in explicit model
+  control. "load to ready": from the load request(s) (N at once for N
+  models) until every one answered. "PSS of all stubs": the PSS of every
+  process under the server, stub template included, summed once loaded
+  (PSS counts a page shared by k processes as 1/k in each, so the sum is
+  what they take together). "req/s through all": wrk, N connections,
+  over every model in turn. tritonpy runs with stub templates
+  (`stub-fork=true`, the model naming torch in its `stub_preload`
+  parameter so that the template imports it before forking), and, in the
+  rows marked so, with `stub-fork=false`.
+  They run in the first {doc["config"].get("many_rounds", 1)} round(s); a run
+  that would leave the machine under 6 GiB of free memory is skipped, and
+  says so under the table.
 - CPU s / 1k req: user+system CPU of tritonserver and its children during
   the measured window, per 1000 successful requests (tokens for streams).
 - "failed": the model did not load, its first request failed or no

@@ -11,12 +11,14 @@ fresh tritonserver running every scenario, then the report.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from bench import environment as env
@@ -81,6 +83,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--llm-streams", help="concurrent streams of llm (default 1,16,64,256)")
     p.add_argument(
+        "--many-sizes", help="stubs of many_instances and many_models (default 16,64,128)"
+    )
+    p.add_argument(
+        "--many-framework",
+        choices=("torch", "numpy"),
+        help=f"what their model imports (default {d.many_framework})",
+    )
+    p.add_argument(
+        "--many-rounds",
+        type=int,
+        help=f"rounds many_instances and many_models run in (default {d.many_rounds})",
+    )
+    p.add_argument(
         "--budget-minutes",
         type=float,
         help=f"start no round that would end after this (default {d.budget_minutes})",
@@ -117,6 +132,7 @@ def make_config(a: argparse.Namespace) -> Config:
         cfg.sse_streams = (8,)
         cfg.llm_streams, cfg.llm_tokens = (1, 4), 8
         cfg.llm_duration, cfg.llm_warmup = 1.0, 0.0
+        cfg.many_sizes, cfg.many_framework = (2,), "numpy"
     for name, conv in (
         ("rounds", int),
         ("duration", float),
@@ -132,6 +148,9 @@ def make_config(a: argparse.Namespace) -> Config:
         ("async_streams", _ints),
         ("sse_streams", _ints),
         ("llm_streams", _ints),
+        ("many_sizes", _ints),
+        ("many_framework", str),
+        ("many_rounds", int),
         ("identity_sizes", _sizes),
     ):
         value = getattr(a, name)
@@ -145,8 +164,12 @@ def measure(
 ) -> dict:
     """One scenario on one system in one round."""
     if not scen.applies_to(system):
+        if scen.systems is not None and system not in scen.systems:
+            return {"status": "n/a", "reason": f"runs on {', '.join(scen.systems)} only"}
         return {"status": "n/a", "reason": f"{system} has no {scen.model} model"}
-    standalone = scen.floor if system == "floor" else None
+    standalone: Callable[[Context], dict] | None = scen.floor if system == "floor" else None
+    if scen.own is not None:
+        standalone = functools.partial(scen.own, system)
     if standalone is None:
         state, reason = states.get(scen.model, ("UNKNOWN", "not in the repository index"))
         if state != "READY":
@@ -165,6 +188,8 @@ def measure(
     except Exception as e:  # a broken scenario must not end the suite
         traceback.print_exc()
         return {"status": "failed", "reason": f"{type(e).__name__}: {e}"[:400]}
+    if raw.get("skipped"):  # e.g. too little free memory for the run
+        return {"status": "skipped", "reason": raw["skipped"][:400]}
     if not raw.get("ok"):
         return {"status": "failed", "reason": (raw.get("error") or "no successful request")[:400]}
     if "server_cpu_s" in raw:
@@ -280,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scripts = work / "lua"
     scripts.mkdir(exist_ok=True)
-    ctx = Context(cfg, wrk, scripts, grpc_client)
+    ctx = Context(cfg, wrk, scripts, grpc_client, setups=setups)
     results: dict[str, dict[str, list[dict]]] = {s.id: {k: [] for k in systems} for s in scenarios}
     rounds_done, round_times = 0, []
 
@@ -325,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             break
         t0 = time.monotonic()
         this_round = [sc for sc in scenarios if sc.runs_in(r + 1)]
+        if not this_round:  # e.g. --only many_, which runs in fewer rounds
+            break
         for system in systems:
             bdir, benv, bargs = setups[system]
             for sid, res in run_pass(

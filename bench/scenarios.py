@@ -68,6 +68,12 @@ class Config:
     bls_conns: tuple[int, ...] = (1, 64)
     load_repeats: int = 3
     budget_minutes: float = 20.0
+    # many_instances / many_models (bench/many.py): how many stubs, what
+    # the model imports, and the rounds they run in (each run starts a
+    # server of its own and loads up to 128 stubs: minutes a round).
+    many_sizes: tuple[int, ...] = (16, 64, 128)
+    many_framework: str = "torch"
+    many_rounds: int = 1
     # Which gRPC load generator ran: "c++" (bench/grpc_load.cc) or
     # "python" (bench/grpc_load.py, where the C++ one cannot be built).
     grpc_client: str = "python"
@@ -79,6 +85,9 @@ class Context:
     wrk: str
     scripts: Path
     grpc_client: str | None = None  # the C++ load generator's path
+    # system -> (backend directory, environment, tritonserver arguments),
+    # for the scenarios that start servers of their own.
+    setups: dict[str, tuple[Path, dict[str, str], list[str]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,11 +107,18 @@ class Scenario:
     # The most rounds it runs in (None: every round): the suite's time
     # budget buys fewer rounds of the long scenarios.
     rounds: int | None = None
+    # A scenario that starts servers of its own (the system's server idles
+    # meanwhile): called with the system's name instead of ``run``.
+    own: Callable[[str, Context], dict] | None = None
+    # The systems it runs on (None: all).
+    systems: tuple[str, ...] | None = None
 
     def runs_in(self, round_no: int) -> bool:
         return self.rounds is None or round_no <= self.rounds
 
     def applies_to(self, system: str) -> bool:
+        if self.systems is not None and system not in self.systems:
+            return False
         return not (system == "floor" and self.model in FLOOR_MISSING and self.floor is None)
 
 
@@ -294,6 +310,70 @@ def _load_time(ctx: Context, server: Server) -> dict:
     }
 
 
+MANY = [
+    Metric("pss_mib", "PSS of all stubs (MiB)", "lower"),
+    Metric("server_rss_mib", "server RSS (MiB)", "lower"),
+    Metric("load_s", "load to ready (s)", "lower"),
+    Metric("rps", "add_sub req/s through all", "higher"),
+]
+
+
+def _many(kind: str, n: int, variant: str) -> Callable[[str, Context], dict]:
+    def run(system: str, ctx: Context) -> dict:
+        from bench import many
+
+        backends, env, args = ctx.setups[system]
+        return many.run(
+            system=system,
+            variant=variant if system == "tritonpy" else "",
+            kind=kind,
+            n=n,
+            framework=ctx.cfg.many_framework,
+            work=ctx.scripts.parent,
+            backends=backends,
+            env=env,
+            args=args,
+            wrk=ctx.wrk,
+            scripts=ctx.scripts,
+            duration=ctx.cfg.duration,
+            warmup=ctx.cfg.warmup,
+        )
+
+    return run
+
+
+def many_scenarios(cfg: Config) -> list[Scenario]:
+    """many_instances_n<N> and many_models_n<N>: tritonpy with stub
+    templates (stub-fork=true) against the official backend; the _exec_
+    rows: tritonpy starting each stub afresh (stub-fork=false)."""
+    out = []
+    what = {"instances": "one model, N instances", "models": "N models, 1 instance each"}
+    for kind in ("instances", "models"):
+        for n in cfg.many_sizes:
+            for variant, suffix, systems in (
+                ("fork", "", ("tritonpy", "official")),
+                ("exec", "_exec", ("tritonpy",)),
+            ):
+                out.append(
+                    Scenario(
+                        f"many_{kind}{suffix}_n{n}",
+                        f"many stubs: {what[kind]} importing {cfg.many_framework}",
+                        f"many_{kind} {n}" + (", stub-fork=false" if suffix else ""),
+                        "many",
+                        MANY,
+                        _no_shared_server,
+                        own=_many(kind, n, variant),
+                        systems=systems,
+                        rounds=cfg.many_rounds,
+                    )
+                )
+    return out
+
+
+def _no_shared_server(ctx: Context, server: Server) -> dict:
+    raise AssertionError("many_* scenarios start servers of their own")
+
+
 def build(cfg: Config) -> list[Scenario]:
     add_sub = loads.json_body("add_sub", ADD_SUB_INPUTS)
     out: list[Scenario] = []
@@ -420,6 +500,8 @@ def build(cfg: Config) -> list[Scenario]:
                 bls,
             )
         )
+    # Before "load", which stays last (tests/unit/test_bench_figures.py).
+    out.extend(many_scenarios(cfg))
     out.append(
         Scenario(
             "load",

@@ -364,6 +364,9 @@ BackendState::ApplySettings(
             "tritonpy: ready-timeout-seconds must be more than 0");
       }
       settings->ready_timeout_seconds = v;
+    } else if (key == "stub-memory-interval-seconds") {
+      TRITONPY_RETURN_IF_ERROR(
+          ParseSeconds(key, value, &settings->stub_memory_interval_seconds));
     } else if (key == "execute-timeout-seconds") {
       TRITONPY_RETURN_IF_ERROR(
           ParseSeconds(key, value, &settings->execute_timeout_seconds));
@@ -494,10 +497,14 @@ BackendState::Create(
       ApplySettings(cmd_kv, "--backend-config", &state->settings_, true));
 
   const BackendSettings& s = state->settings_;
-  if (s.stub_fork) {
-    state->templates_ = std::make_unique<StubTemplates>(s.stub_timeout_seconds);
-  }
   state->metric_store_->SetLimits(s.metric_max_families, s.metric_max_series);
+  state->memory_reporter_ = std::make_unique<MemoryReporter>(
+      state->metric_store_.get(), s.stub_memory_interval_seconds,
+      DebugCountersEnabled());
+  if (s.stub_fork) {
+    state->templates_ = std::make_unique<StubTemplates>(
+        s.stub_timeout_seconds, state->memory_reporter_.get());
+  }
   TRITONPY_LOG_INFO(
       "tritonpy: backend '" + state->name_ +
       "': python-executable=" + s.python_executable +
@@ -520,6 +527,8 @@ BackendState::Create(
       " metric-max-series=" + std::to_string(s.metric_max_series) +
       " stub-fork=" + (s.stub_fork ? "true" : "false") +
       " stub-preload=" + JoinNames(s.stub_preload) +
+      " stub-memory-interval-seconds=" +
+      json::FormatNumber(s.stub_memory_interval_seconds) +
       (s.sandbox.enabled ? " stub-sandbox=true" : "") +
       (s.env_allowlist.empty()
            ? ""

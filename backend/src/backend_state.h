@@ -17,6 +17,7 @@
 #include "arena.h"
 #include "drain_watcher.h"
 #include "error.h"
+#include "memory_reporter.h"
 #include "metrics.h"
 #include "stub_process.h"
 #include "stub_template.h"
@@ -83,6 +84,9 @@ struct BackendSettings {
   // parameter stub_preload adds to them, with a template of its own).
   bool stub_fork = true;
   std::vector<std::string> stub_preload = {"numpy"};
+  // stub-memory-interval-seconds: how often each stub's PSS and private
+  // memory are read for its metrics (MemoryReporter); 0: never.
+  double stub_memory_interval_seconds = 30;
 };
 
 // Whether environment variable `name` is on stub-env-allowlist.
@@ -114,6 +118,10 @@ class BackendState {
   DrainWatcher& drain_watcher() const { return *drain_watcher_; }
   // Internally synchronised, like drain_watcher().
   MetricStore& metric_store() const { return *metric_store_; }
+  // Internally synchronised: where stubs (and anything else the backend
+  // runs, such as a stub template) register their processes for the
+  // memory metrics (memory_reporter.h).
+  MemoryReporter& memory_reporter() const { return *memory_reporter_; }
   const std::string& name() const { return name_; }
   // The stub templates of this backend's models (stub-fork); nullptr with
   // stub-fork=false. Internally synchronised.
@@ -155,6 +163,8 @@ class BackendState {
   std::unique_ptr<DrainWatcher> drain_watcher_ =
       std::make_unique<DrainWatcher>();
   std::unique_ptr<MetricStore> metric_store_ = std::make_unique<MetricStore>();
+  // After the store, so that it goes first: it holds series of the store.
+  std::unique_ptr<MemoryReporter> memory_reporter_;
   std::unique_ptr<StubTemplates> templates_;
 };
 

@@ -15,8 +15,7 @@ namespace tritonpy {
 IdleCounters::IdleCounters(std::string describe, const Sources& sources)
     : describe_(std::move(describe)), sources_(sources)
 {
-  const char* debug = getenv("TRITONPY_DEBUG");
-  enabled_ = debug != nullptr && debug[0] != '\0' && std::string(debug) != "0";
+  enabled_ = DebugCountersEnabled();
 }
 
 int

@@ -89,6 +89,7 @@ InstanceState::Create(
   if (!state->reader_.ok()) {
     return Status::Internal("tritonpy: eventfd failed");
   }
+  state->WatchStubMemory();
   TRITONPY_RETURN_IF_ERROR(state->stub_.Start());
   state->drain_->server = server;
   state->drain_->model_name = model->name();
@@ -97,6 +98,25 @@ InstanceState::Create(
   state->reader_.Start();
   *out = std::move(state);
   return Status();
+}
+
+void
+InstanceState::WatchStubMemory()
+{
+  MemoryReporter* reporter = &model_->backend().memory_reporter();
+  const MemoryReporter::Labels labels = {
+      {"kind", "stub"},
+      {"model", model_->name()},
+      {"version", std::to_string(model_->version())},
+      {"instance", name_}};
+  stub_.set_pid_observer([this, reporter, labels](pid_t pid) {
+    if (pid < 0) {
+      memory_.Reset();
+    } else {
+      memory_ = MemoryReporter::Registration(
+          reporter, reporter->Add(pid, labels, Describe()));
+    }
+  });
 }
 
 InstanceState::~InstanceState()

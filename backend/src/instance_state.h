@@ -42,6 +42,7 @@
 #include "drain_watcher.h"
 #include "error.h"
 #include "instance_reader.h"
+#include "memory_reporter.h"
 #include "metrics.h"
 #include "model_state.h"
 #include "mutex.h"
@@ -100,6 +101,9 @@ class InstanceState {
   // reached the stub (Execute thread), freeing its arena space.
   void FinishLocally(Batch* batch);
   std::string Describe() const;  // "model 'm' instance 'i'"
+  // Registers each stub of the instance with the backend's MemoryReporter
+  // while it runs. Before the first Start.
+  void WatchStubMemory();
 
   ModelState* model_;
   TRITONBACKEND_ModelInstance* instance_;
@@ -134,6 +138,9 @@ class InstanceState {
   std::vector<uint8_t> recv_buf_;
   // Shared with the backend's DrainWatcher (see drain_watcher.h).
   std::shared_ptr<DrainTarget> drain_ = std::make_shared<DrainTarget>();
+  // The running stub's registration for the memory metrics (set and
+  // reset by the supervisor's pid observer).
+  MemoryReporter::Registration memory_;
   // The reader thread; declared last: it uses every part above.
   InstanceReader reader_;
 

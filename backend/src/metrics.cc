@@ -65,7 +65,8 @@ MetricStore::AcquireFamily(
         "'; another model may use it only with the same kind and "
         "description (tritonpy)");
   }
-  if (!holds && usage_[model].families >= max_families_) {
+  // The backend's own families (model "") count against no model's limit.
+  if (!holds && !model.empty() && usage_[model].families >= max_families_) {
     return Status::Unavailable(
         "model '" + model + "' holds " + std::to_string(max_families_) +
         " metric families, the most a model may hold (backend setting "
@@ -141,15 +142,16 @@ MetricStore::AcquireSeries(
   auto it = series_.find(key);
   if (it != series_.end() && it->second.series->owner != model) {
     return Status::InvalidArg(
-        "this series of metric family '" + family->name +
-        "' belongs to model '" + it->second.series->owner +
-        "': a model cannot use another model's series (tritonpy)");
+        "this series of metric family '" + family->name + "' belongs to " +
+        (it->second.series->owner.empty() ? std::string("tritonpy itself")
+                                   : "model '" + it->second.series->owner + "'") +
+        ": a model cannot use another model's series (tritonpy)");
   }
   if (it == series_.end()) {
     const bool histogram = family->kind == TRITONSERVER_METRIC_KIND_HISTOGRAM;
     const uint64_t count = histogram ? buckets.size() + 2 : 1;
     const uint64_t held = usage_[model].series;
-    if (held + count > max_series_) {
+    if (!model.empty() && held + count > max_series_) {
       return Status::Unavailable(
           "model '" + model + "' holds " + std::to_string(held) +
           " metric series and this metric would add " + std::to_string(count) +

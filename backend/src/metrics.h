@@ -71,7 +71,9 @@ class MetricStore {
   void SetLimits(uint64_t max_families, uint64_t max_series) EXCLUDES(mu_);
 
   // Thread-safe. An acquired entry stays valid until released; `model`
-  // names the model the acquiring stub serves.
+  // names the model the acquiring stub serves, or is empty for the
+  // backend's own metrics (MemoryReporter), which no model may use and
+  // which count against no model's limits.
   Status AcquireFamily(
       const std::string& model, uint32_t kind, const std::string& name,
       const std::string& description, Family** out) EXCLUDES(mu_);

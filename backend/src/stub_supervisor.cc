@@ -51,6 +51,7 @@ StubSupervisor::Adopt(
   ++generation_;
   started_ = Clock::now();
   answered_ = false;
+  if (pid_observer_) pid_observer_(pid_);
   Transition(StubState::kReady);
 }
 
@@ -90,6 +91,7 @@ StubSupervisor::Reap(
     const std::string& killed_because)
 {
   int status = 0;
+  if (pid_observer_) pid_observer_(-1);
   // A stub that closed its socket is exiting: a short wait gets its status
   // (the error message names the signal) without delaying its streams.
   if (death.kill || !process_->WaitFor(death.stopping ? 3000 : 1000, &status)) {

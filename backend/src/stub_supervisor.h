@@ -62,6 +62,13 @@ class StubSupervisor {
   // `describe`: "model 'm' instance 'i'", for messages.
   StubSupervisor(std::string describe, int restart_limit, StartFn start);
 
+  // Called with a stub's pid when it is adopted (under `mu`), and with -1
+  // just before it is reaped (reader thread), after which its pid may be
+  // reused: what watches the process (its memory metrics) stops then.
+  // Set before Start.
+  using PidObserver = std::function<void(pid_t)>;
+  void set_pid_observer(PidObserver fn) { pid_observer_ = std::move(fn); }
+
   // The first stub; kReady on success.
   Status Start() EXCLUDES(mu);
 
@@ -148,6 +155,7 @@ class StubSupervisor {
   const std::string describe_;
   const int restart_limit_;
   const StartFn start_;
+  PidObserver pid_observer_;
 
   StubState state_ GUARDED_BY(mu) = StubState::kStopped;
   std::string down_reason_ GUARDED_BY(mu);

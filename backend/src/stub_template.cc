@@ -95,6 +95,9 @@ struct StubTemplates::Template {
   int lifeline GUARDED_BY(mu) = -1;  // the write end of its lifeline
   // Why it cannot serve, for good: its stubs are exec'd.
   std::string refused GUARDED_BY(mu);
+  // Its memory metrics, while it runs (reset before it is reaped, so that
+  // no reused pid is read).
+  MemoryReporter::Registration memory GUARDED_BY(mu);
 
   // Whether it has exited (it is not reaped yet).
   bool Exited() REQUIRES(mu)
@@ -110,6 +113,7 @@ struct StubTemplates::Template {
   {
     CloseIf(&control);
     CloseIf(&lifeline);
+    memory.Reset();
     if (pid <= 0) return "";
     kill(-pid, SIGKILL);  // it and what is left of its group
     int status = 0;
@@ -177,8 +181,8 @@ struct StubTemplates::Template {
   }
 };
 
-StubTemplates::StubTemplates(int timeout_seconds)
-    : timeout_ms_(timeout_seconds * 1000)
+StubTemplates::StubTemplates(int timeout_seconds, MemoryReporter* memory)
+    : timeout_ms_(timeout_seconds * 1000), memory_(memory)
 {
 }
 
@@ -234,6 +238,13 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
       return 0;
     }
     TRITONPY_LOG_INFO(what + " started, pid " + std::to_string(t->pid));
+    const MemoryReporter::Labels labels = {
+        {"kind", "template"},
+        {"model", ""},
+        {"version", ""},
+        {"instance", "template pid " + std::to_string(t->pid)}};
+    t->memory = MemoryReporter::Registration(
+        memory_, memory_->Add(t->pid, labels, "stub template (" + t->describe + ")"));
   }
 
   // The request: the stub's argv (`python -m tritonpy.stub ...`).

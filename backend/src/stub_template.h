@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "child_launch.h"
+#include "memory_reporter.h"
 #include "mutex.h"
 #include "stub_process.h"
 
@@ -34,8 +35,10 @@ namespace tritonpy {
 class StubTemplates {
  public:
   // `timeout_seconds`: how long a template may take to start (its imports)
-  // or to answer a fork request (stub-timeout-seconds).
-  explicit StubTemplates(int timeout_seconds);
+  // or to answer a fork request (stub-timeout-seconds). `memory`: where a
+  // running template's PSS and private memory are reported (kind
+  // "template"); it outlives this.
+  StubTemplates(int timeout_seconds, MemoryReporter* memory);
   ~StubTemplates();  // ends every template (running stubs stay)
   StubTemplates(const StubTemplates&) = delete;
   StubTemplates& operator=(const StubTemplates&) = delete;
@@ -57,6 +60,7 @@ class StubTemplates {
   std::shared_ptr<Template> Find(const StubLaunch& launch);
 
   const int timeout_ms_;
+  MemoryReporter* const memory_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
 };

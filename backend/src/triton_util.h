@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "error.h"
@@ -46,6 +47,15 @@ EnabledLogLevels()
     if (TRITONSERVER_LogIsEnabled(level)) enabled |= 1u << level;
   }
   return enabled;
+}
+
+// TRITONPY_DEBUG set, not empty and not "0": the resource counters
+// (docs/configuration.md, "Debug counters").
+inline bool
+DebugCountersEnabled()
+{
+  const char* debug = getenv("TRITONPY_DEBUG");
+  return debug != nullptr && debug[0] != '\0' && std::string(debug) != "0";
 }
 
 inline void

@@ -34,6 +34,7 @@
 #include "log_limiter.h"
 #include "machine_memory.h"
 #include "protocol.h"
+#include "stub_memory.h"
 
 using tritonpy::Allocation;
 using tritonpy::ArenaAllocator;
@@ -708,6 +709,57 @@ TestMachineMemory()
   fs::remove_all(root);
 }
 
+void
+TestStubMemory()
+{
+  namespace fs = std::filesystem;
+  // smaps_rollup: only the exact keys count (not Pss_Anon, SwapPss...).
+  tritonpy::ProcessMemory m;
+  CHECK(
+      tritonpy::ParseSmaps(
+          "55d0a0000000-7ffc00000000 ---p 00000000 00:00 0 [rollup]\n"
+          "Rss:               20480 kB\nPss:               10240 kB\n"
+          "Pss_Anon:           4096 kB\nPss_File:           6144 kB\n"
+          "Shared_Clean:      10240 kB\nPrivate_Clean:      1024 kB\n"
+          "Private_Dirty:      4096 kB\nSwapPss:             512 kB\n",
+          &m));
+  CHECK(m.pss_bytes == 10240u << 10 && m.private_bytes == 5120u << 10);
+  CHECK(m.rss_bytes == 20480u << 10);
+  // A process that exited shows an empty file: no reading.
+  CHECK(!tritonpy::ParseSmaps("", &m));
+  CHECK(!tritonpy::ParseSmaps("Rss: 4 kB\n", &m));
+
+  // No smaps_rollup (kernels before 4.14): the mappings of smaps, summed.
+  char tmpl[] = "/tmp/tritonpy-smaps-XXXXXX";
+  CHECK(mkdtemp(tmpl) != nullptr);
+  const std::string root = tmpl;
+  fs::create_directories(root + "/42");
+  std::ofstream(root + "/42/smaps")
+      << "00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/x:y\n"
+         "Rss:                 8 kB\nPss:                 6 kB\n"
+         "Private_Clean:       4 kB\nPrivate_Dirty:       0 kB\n"
+         "7f0000000000-7f0000100000 rw-p 00000000 00:00 0\n"
+         "Rss:                12 kB\nPss:                12 kB\n"
+         "Private_Clean:       0 kB\nPrivate_Dirty:      12 kB\n";
+  tritonpy::Status s = tritonpy::ReadProcessMemory(42, &m, root);
+  CHECK(s.ok() && m.pss_bytes == 18u << 10 && m.private_bytes == 16u << 10);
+  // Neither file: an error naming the rollup.
+  s = tritonpy::ReadProcessMemory(43, &m, root);
+  CHECK(!s.ok() && s.message().find("/43/smaps_rollup") != std::string::npos);
+  fs::remove_all(root);
+
+  // This process: private pages at least what it just wrote, and never
+  // more private memory than its PSS.
+  tritonpy::ProcessMemory before;
+  CHECK(tritonpy::ReadProcessMemory(getpid(), &before).ok());
+  std::vector<char> block(64u << 20, 1);
+  tritonpy::ProcessMemory after;
+  CHECK(tritonpy::ReadProcessMemory(getpid(), &after).ok());
+  CHECK(block[12345] == 1);
+  CHECK(after.pss_bytes > 0 && after.private_bytes <= after.pss_bytes);
+  CHECK(after.private_bytes >= before.private_bytes + (60u << 20));
+}
+
 }  // namespace
 
 // Fills the datagram socket `fd` (non-blocking) with small commands.
@@ -798,6 +850,7 @@ main()
   TestTokenBucket();
   TestLogLimiter();
   TestMachineMemory();
+  TestStubMemory();
   TestChannelPassedDescriptors();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;

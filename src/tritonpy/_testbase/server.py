@@ -62,6 +62,37 @@ def children(pid: int, *, templates: bool = False) -> list[int]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process under ``pid``: its children, theirs, and so on
+    (a stub forked by a stub template is the template's child)."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            st = _stat(int(entry))
+            if st and st[0] != "Z":
+                parent[int(entry)] = int(st[1])
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p]
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def pss_bytes(pid: int) -> int:
+    """The PSS of ``pid`` (its private pages and its share of the ones it
+    shares), from /proc/<pid>/smaps_rollup; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) << 10
+    except OSError:
+        pass
+    return 0
+
+
 def rss_bytes(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/statm") as f:
@@ -226,13 +257,15 @@ class Server(Tritonserver):
         return json.loads(body)["model_stats"][0]
 
     def cpu_seconds(self) -> float:
-        """CPU time of tritonserver, its live children (the stubs) and the
-        children it already reaped."""
+        """CPU time of tritonserver, its live descendants (the stubs) and
+        the children it already reaped."""
         total = 0
         st = _stat(self.proc.pid)
         if st:
             total += sum(int(x) for x in st[11:15])  # utime stime cutime cstime
-        for c in children(self.proc.pid):
+        # Descendants, not only children: stubs forked by a stub template
+        # are the template's children.
+        for c in descendants(self.proc.pid):
             cst = _stat(c)
             if cst:
                 total += int(cst[11]) + int(cst[12])

@@ -1,0 +1,242 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""many_instances and many_models: N stubs of one small model that imports
+a framework (torch and numpy in ``make bench``; numpy alone in the smoke
+run) and holds a small tensor, on a tritonserver of their own.
+
+``many_instances``: one model with ``instance_group { count: N }``.
+The model names its framework in the parameter ``stub_preload``, so that
+tritonpy's stub template imports it before forking (what a user of
+templates does for a torch model).
+``many_models``: N copies of the model, one instance each, loaded by N
+concurrent repository requests (Triton loads them
+``--model-load-thread-count``, 4, at a time).
+
+Measured per run, on a fresh server in explicit model control:
+- load_s: wall time from the load request(s) to their answer (Triton
+  answers a load once every instance is ready);
+- pss_mib: the PSS of every process under the server (the stubs, and a stub
+  template where there is one), summed from /proc/<pid>/smaps_rollup once
+  the load answered: the memory they take together;
+- server_rss_mib: tritonserver's own RSS (the backends' share is in it);
+- rps: add_sub requests per second through all of them (wrk, N
+  connections; many_models spreads them over the N models in turn).
+
+Before a run the free memory is checked: a run that would leave the
+machine less than ``RESERVE_GIB`` is skipped, with the reason, rather than
+let the kernel's OOM killer end someone else's work (the machine is
+shared). The estimate is what the same system took per instance at the
+last smaller size, or ``GUESS_MIB`` before that."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import time
+from pathlib import Path
+
+from bench import loads
+from bench.models import ADD_SUB_PY, BACKENDS
+from tritonpy._testbase.server import Server, descendants, pss_bytes, rss_bytes
+
+MiB = 1 << 20
+RESERVE_GIB = 6.0
+# What one stub that imported torch costs at most, before a measurement
+# says better (the official backend's is ~150 MiB).
+GUESS_MIB = {"torch": 200.0, "numpy": 60.0}
+# Backend settings of tritonpy's two ways of starting stubs (the key exists
+# once stub templates do; a tritonpy without it logs it as unknown).
+VARIANT_ARGS = {
+    "fork": ["--backend-config=tritonpy,stub-fork=true"],
+    "exec": ["--backend-config=tritonpy,stub-fork=false"],
+}
+UNKNOWN_FORK = "unknown backend setting 'stub-fork'"
+NO_FORK = "this tritonpy has no stub-fork key: no stub template to measure"
+
+# add_sub, with the framework imported and a small tensor held.
+MODEL_PY = ADD_SUB_PY.replace(
+    "import numpy as np\n", "import numpy as np\n{framework_import}\n"
+).replace(
+    "class TritonPythonModel:\n",
+    "class TritonPythonModel:\n"
+    "    def initialize(self, args):\n"
+    "        # A small tensor, as a pre- or post-processing model holds.\n"
+    "        self.held = {framework_tensor}\n\n",
+)
+FRAMEWORKS = {
+    "torch": ("import torch", "torch.ones(16)"),
+    "numpy": ("", "np.ones(16, dtype=np.float32)"),
+}
+CONFIG = """name: "{name}"
+backend: "{backend}"
+max_batch_size: 0
+input [
+  {{ name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] }},
+  {{ name: "INPUT1", data_type: TYPE_FP32, dims: [ 4 ] }}
+]
+output [
+  {{ name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] }},
+  {{ name: "OUTPUT1", data_type: TYPE_FP32, dims: [ 4 ] }}
+]
+instance_group [ {{ kind: KIND_CPU, count: {count} }} ]
+{preload}"""
+# What a model that imports torch tells tritonpy's stub template to import
+# before it forks (a per-model parameter; stub-fork=false and the official
+# backend ignore it). Without it the template holds numpy only, and every
+# forked stub imports torch into private memory of its own.
+PRELOAD = 'parameters {{ key: "stub_preload" value: {{ string_value: "{modules}" }} }}\n'
+
+ADD_SUB_INPUTS = [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])]
+
+# Bytes per instance each (system, variant, kind) took at its last size.
+_per_instance: dict[tuple[str, str, str], float] = {}
+
+
+def model_names(kind: str, n: int) -> list[str]:
+    return ["many"] if kind == "instances" else [f"many_{i}" for i in range(n)]
+
+
+def write_repository(dest: Path, system: str, kind: str, n: int, framework: str) -> list[str]:
+    """The repository of one run; returns the names to load."""
+    imp, tensor = FRAMEWORKS[framework]
+    header = "# SPDX-License-Identifier: BSD-3-Clause\n# Copyright (c) The tritonpy authors.\n"
+    names = model_names(kind, n)
+    for name in names:
+        (dest / name / "1").mkdir(parents=True, exist_ok=True)
+        (dest / name / "1" / "model.py").write_text(
+            header + MODEL_PY.format(framework_import=imp, framework_tensor=tensor)
+        )
+        count = n if kind == "instances" else 1
+        preload = PRELOAD.format(modules=framework) if framework != "numpy" else ""
+        (dest / name / "config.pbtxt").write_text(
+            CONFIG.format(name=name, backend=BACKENDS[system], count=count, preload=preload)
+        )
+    return names
+
+
+def _knows_setting(backends: Path, key: str) -> bool:
+    """Whether tritonpy's backend library in ``backends`` names the setting
+    ``key`` (the backend reads its settings only once a model loads)."""
+    libraries = list(backends.glob("*/libtriton_tritonpy.so"))
+    return any(key.encode() in lib.read_bytes() for lib in libraries) or not libraries
+
+
+def available_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) << 10
+    return 0
+
+
+def _kill_strays(where: Path) -> None:
+    """SIGKILLs what is left of this run's stubs: a server that crashed
+    leaves its stubs to init, no longer under it (seen with the official
+    backend loading 64 instances at once). They are found by this run's
+    own repository path on their command lines."""
+    mark = str(where).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if mark in f.read():
+                    os.kill(int(entry), signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _wait_gone(pids: set[int], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+        time.sleep(0.1)
+
+
+def _load(server: Server, names: list[str]) -> tuple[float, str]:
+    """Loads ``names`` at once; seconds until every load answered, and the
+    first failure ("" when none)."""
+
+    def one(name: str) -> tuple[int, bytes]:
+        return server.request("POST", f"/v2/repository/models/{name}/load", b"", timeout=900)
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(names), 128)) as pool:
+        answers = list(pool.map(one, names))
+    elapsed = time.monotonic() - t0
+    failed = next((body for code, body in answers if code != 200), None)
+    return elapsed, "" if failed is None else failed.decode(errors="replace")[:300]
+
+
+def run(
+    *,
+    system: str,
+    variant: str,
+    kind: str,
+    n: int,
+    framework: str,
+    work: Path,
+    backends: Path,
+    env: dict[str, str],
+    args: list[str],
+    wrk: str,
+    scripts: Path,
+    duration: float,
+    warmup: float,
+) -> dict:
+    """One run; the scenario's raw figures, or ``skipped`` with the reason."""
+    key = (system, variant, kind)
+    guess = _per_instance.get(key, GUESS_MIB[framework] * MiB)
+    need, have = n * guess, available_bytes()
+    if have - need < RESERVE_GIB * (1 << 30):
+        return {
+            "skipped": f"{n} instances need about {need / (1 << 30):.1f} GiB "
+            f"({guess / MiB:.0f} MiB each), {have / (1 << 30):.1f} GiB are available "
+            f"and {RESERVE_GIB:.0f} GiB must stay free"
+        }
+    if variant == "fork" and not _knows_setting(backends, "stub-fork"):
+        return {"skipped": NO_FORK}  # no need to load N stubs to learn it
+    where = work / f"many-{system}-{variant}-{kind}-{n}"
+    repo = where / "repo"
+    names = write_repository(repo, system, kind, n, framework)
+    server = Server(
+        repo,
+        backends,
+        where / "server.log",
+        models=[],
+        env=env,
+        extra_args=[*args, *VARIANT_ARGS.get(variant, [])],
+    )
+    seen: set[int] = set()
+    try:
+        server.wait_ready()
+        base_rss = rss_bytes(server.proc.pid)
+        load_s, failed = _load(server, names)
+        if failed:
+            return {"ok": 0, "error": f"load: {failed}"}
+        # Triton reads the backend's settings when a model first needs it.
+        if variant == "fork" and UNKNOWN_FORK in server.log():
+            return {"skipped": NO_FORK}
+        procs = descendants(server.proc.pid)
+        seen.update(procs)
+        pss = sum(pss_bytes(p) for p in procs)
+        server_rss = rss_bytes(server.proc.pid)
+        _per_instance[key] = (pss + max(0, server_rss - base_rss)) / n
+        paths = [f"/v2/models/{name}/infer" for name in names]
+        body = loads.json_body(names[0], ADD_SUB_INPUTS)
+        script = loads.wrk_script(body, scripts / f"many_{kind}_{n}.lua", paths=paths)
+        r = loads.run_wrk(
+            wrk, server, script, paths[0], conns=max(4, n), duration=duration, warmup=warmup
+        )
+        r.update(
+            load_s=load_s,
+            pss_mib=pss / MiB,
+            server_rss_mib=server_rss / MiB,
+            processes=len(procs),
+        )
+        return r
+    finally:
+        seen.update(descendants(server.proc.pid))
+        server.stop(timeout=300)
+        _wait_gone(seen)  # the next run counts on this memory
+        _kill_strays(where)
