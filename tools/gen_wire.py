@@ -7,8 +7,9 @@ the files that use them (`make wire`).
     python tools/gen_wire.py --check   list what differs, exit 1 if anything
 
 Whole files: backend/src/protocol_wire.h (the backend's constants, included
-by protocol.h) and src/tritonpy/stub/_wire.pxi (the stub codec's, included by
-_codec.pyx). Regions between "BEGIN generated (<name>)" and "END generated
+by protocol.h), src/tritonpy/stub/_wire.pxi (the stub codec's Python names,
+included by _codec.pyx) and src/tritonpy/stub/_wire.pxd (the limits and
+header offsets as C constants, cimported by the compiled stub modules). Regions between "BEGIN generated (<name>)" and "END generated
 (<name>)" lines: the constants of src/tritonpy/stub/_codec.pyi and of
 tests/protocol_ref.py, and the tables of docs/protocol.md.
 tests/unit/test_wire_spec.py runs the check. The spec is read with the
@@ -32,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = "docs/protocol.toml"
 CPP_HEADER = "backend/src/protocol_wire.h"
 PXI = "src/tritonpy/stub/_wire.pxi"
+PXD = "src/tritonpy/stub/_wire.pxd"
+# The files written whole; the others have generated regions (_REGIONS).
+WHOLE_FILES = (CPP_HEADER, PXI, PXD)
 PYI = "src/tritonpy/stub/_codec.pyi"
 REF = "tests/protocol_ref.py"
 DOC = "docs/protocol.md"
@@ -262,11 +266,34 @@ def render_pxi(s: Spec) -> str:
         initial_indent="# ",
         subsequent_indent="# ",
     )
-    out += ["", *_py_assignments(s), ""]
-    out += ["# The header's fields, at these offsets (all little-endian): C constants."]
-    out += ["cdef enum:"]
-    out += [f"    _HEADER_{f.name.upper()}_OFFSET = {f.offset}  # {f.type}" for f in s.header]
+    out += ["", *_py_assignments(s)]
     return "\n".join(out) + "\n"
+
+
+def render_pxd(s: Spec) -> str:
+    """The numbers the compiled modules compare and size with, as C
+    constants: cimported, so no module keeps a copy of its own, and a
+    compile-time constant costs no load from a module global."""
+    out = [f"# {line}" for line in LICENSE]
+    out += textwrap.wrap(
+        f"The limits and header layout of the IPC protocol (docs/protocol.md) as C "
+        f"constants, {NOTICE}. Cimported by the compiled stub modules; Python code "
+        "reads the same values from _codec (_wire.pxi).",
+        80,
+        initial_indent="# ",
+        subsequent_indent="# ",
+    )
+    out += ["", "cdef enum:", f"    WIRE_HEADER_SIZE = {s.header_size}"]
+    out += [f"    WIRE_{lim['name']} = {lim['value']}" for lim in s.limits if _c_int(lim)]
+    out += ["    # The header's fields, at these offsets (all little-endian)."]
+    out += [f"    WIRE_HEADER_{f.name.upper()}_OFFSET = {f.offset}  # {f.type}" for f in s.header]
+    return "\n".join(out) + "\n"
+
+
+def _c_int(lim: dict[str, Any]) -> bool:
+    """Whether a limit fits a C enum (an int); text constants do not."""
+    v = lim["value"]
+    return isinstance(v, int) and 0 <= v < 2**31
 
 
 def region_pyi(s: Spec) -> str:
@@ -386,7 +413,8 @@ def fill_regions(path: str, text: str, spec: Spec) -> str:
 def expected(root: Path = ROOT) -> dict[str, str]:
     """What each generated file holds, by path under ``root``."""
     spec = load(root)
-    out = {CPP_HEADER: render_cpp(spec), PXI: render_pxi(spec)}
+    render = {CPP_HEADER: render_cpp, PXI: render_pxi, PXD: render_pxd}
+    out = {path: render[path](spec) for path in WHOLE_FILES}
     for path in _REGIONS:
         out[path] = fill_regions(path, (root / path).read_text(), spec)
     return out

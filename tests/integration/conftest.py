@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # Hostile test models import tests/hostile.py from here (servers inherit it).
 os.environ["TRITONPY_TESTS_DIR"] = str(Path(__file__).resolve().parents[1])
 
-from server import TritonServer, build_repository, official_server, running  # noqa: E402
+from server import TritonServer, build_repository, explicit, official_server, running  # noqa: E402
 
 # Models the shared server loads at start; tests load others explicitly.
 SHARED_MODELS = [
@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("server")
     repo = build_repository(work / "repo", SHARED_MODELS)
-    args = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in START_MODELS)]
+    args = explicit(START_MODELS)
     with running(TritonServer(repo, work, args=args)) as srv:
         yield srv
 
@@ -88,7 +88,7 @@ def official_examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Trit
     repo = build_repository(work / "repo", [*OFFICIAL_MODELS, "gpu_instance"])
     for config in repo.glob("*/config.pbtxt"):
         config.write_text(config.read_text().replace('backend: "tritonpy"', 'backend: "python"'))
-    args = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in OFFICIAL_MODELS)]
+    args = explicit(OFFICIAL_MODELS)
     srv = official_server(work, [], args)  # serves work/repo as it is
     try:
         srv.wait_ready(timeout=180)

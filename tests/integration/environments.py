@@ -16,19 +16,22 @@ import sys
 import sysconfig
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import tritonpy
 
-from server import MODELS
+from server import MODELS, TritonServer
 
 __all__ = [
     "ENV_INFO",
+    "IN_MODEL_DIR",
     "LNK",
     "REG",
     "SITE",
     "SYM",
     "Member",
     "conda_pack_env",
+    "env_server",
     "make_venv",
     "numpy_only",
     "pack",
@@ -37,6 +40,8 @@ __all__ = [
 
 SITE = Path(tritonpy.__file__).resolve().parents[1]  # site-packages holding tritonpy
 ENV_INFO = MODELS / "env_info"
+# EXECUTION_ENV_PATH of an archive copied into the model's directory.
+IN_MODEL_DIR = "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
 
 REG, SYM, LNK = tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE
 Member = tuple[str, bytes, str]  # name, tarfile type, link target
@@ -178,3 +183,11 @@ def write_model(
     for dest, src in (files or {}).items():
         shutil.copy(src, model / dest)
     return model
+
+
+def env_server(repo: Path, work: Path, cache: Path, *args: str, **kwargs: Any) -> TritonServer:
+    """A server over ``repo`` that loads models when asked (the tests
+    watch each environment's load) and unpacks environments into
+    ``cache``; ``args``: more tritonserver arguments."""
+    explicit = ["--model-control-mode=explicit", f"--backend-config=tritonpy,env-cache-dir={cache}"]
+    return TritonServer(repo, work, args=[*explicit, *args], **kwargs)

@@ -77,10 +77,17 @@ def official_server(work: Path, models: list[str], args: list[str] | None = None
     )
 
 
-def run_example_client(example: str, *args: str, oks: int, timeout: float = 120) -> str:
+def explicit(names: list[str]) -> list[str]:
+    """tritonserver arguments: load ``names`` at start, the others only when
+    asked (the model control API)."""
+    return ["--model-control-mode=explicit", *(f"--load-model={m}" for m in names)]
+
+
+def run_example_client(example: str, *args: str, oks: int | None, timeout: float = 120) -> str:
     """Runs examples/<example>/client.py with ``args``; asserts it exits 0
-    and prints ``oks`` lines ending in "ok" and none "WRONG". Returns its
-    output."""
+    and prints ``oks`` lines ending in "ok" (None: a client that checks
+    nothing itself, the caller reads the output) and none "WRONG". Returns
+    its output."""
     out = subprocess.run(
         [sys.executable, str(EXAMPLES / example / "client.py"), *args],
         capture_output=True,
@@ -88,7 +95,8 @@ def run_example_client(example: str, *args: str, oks: int, timeout: float = 120)
         timeout=timeout,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count(" ok") == oks and "WRONG" not in out.stdout, out.stdout
+    assert "WRONG" not in out.stdout, out.stdout
+    assert oks is None or out.stdout.count(" ok") == oks, out.stdout
     return out.stdout
 
 
@@ -244,6 +252,19 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def open_files(pid: int) -> list[str]:
+    """What each descriptor of process ``pid`` points at (the links under
+    /proc/pid/fd: a path, ``socket:[inode]``, ``/memfd:name`` ...); one
+    closed while they are read is left out."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return out
 
 
 @contextlib.contextmanager

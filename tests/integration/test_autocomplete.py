@@ -21,6 +21,7 @@ from tritonclient.utils import InferenceServerException
 from server import (
     TritonServer,
     build_repository,
+    explicit,
     load_failure,
     run_example_client,
     running,
@@ -35,7 +36,7 @@ def make_server(
 ) -> TritonServer:
     work = tmp_path_factory.mktemp(name)
     repo = build_repository(work / "repo", START + FAILING)
-    args = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in start), *extra]
+    args = [*explicit(start), *extra]
     return TritonServer(repo, work, args=args)
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import queue
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +23,15 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from checks import X, Y, add_sub_inputs
-from server import EXAMPLES, TritonServer, build_repository, eventually, running
+from server import (
+    EXAMPLES,
+    TritonServer,
+    build_repository,
+    eventually,
+    explicit,
+    run_example_client,
+    running,
+)
 
 MODELS = [
     "add_sub",
@@ -56,7 +62,7 @@ def bls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServe
     srv = TritonServer(
         build_repository(work / "repo", MODELS + UNLOADED),
         work,
-        args=["--model-control-mode=explicit", *(f"--load-model={m}" for m in MODELS)],
+        args=explicit(MODELS),
     )
     with running(srv):
         yield srv
@@ -416,14 +422,7 @@ def test_load_of_a_missing_model_is_an_error(bls_server: TritonServer) -> None:
 
 
 def test_bls_example_client(bls_server: TritonServer) -> None:
-    out = subprocess.run(
-        [sys.executable, str(EXAMPLES / "bls" / "client.py"), "--http", bls_server.http_url],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count("ok") == 3
+    run_example_client("bls", "--http", bls_server.http_url, oks=3)
 
 
 def test_stub_threads_unchanged(bls_server: TritonServer) -> None:

@@ -20,7 +20,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from checks import add_sub_works, ask, wait_for_new_stub
-from server import TritonServer, build_repository, load_failure, running, wait_gone
+from server import TritonServer, build_repository, load_failure, open_files, running, wait_gone
 
 CRASH_MODELS = ["crash", "add_sub", "crash_stream", "bls_crash", "crash_pair"]
 STUBS = 6  # crash_pair has two instances
@@ -331,22 +331,12 @@ def test_server_shutdown_leaves_no_stub(tmp_path: Path) -> None:
 def test_stubs_inherit_no_descriptors(crash_server: TritonServer) -> None:
     """Each stub holds exactly one socket (its own), nothing of the server's
     (listening ports, other stubs' sockets, the backend's arenas)."""
-
-    def fds(pid: int) -> list[str]:
-        out = []
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-            except OSError:
-                pass
-        return out
-
     stubs = crash_server.stubs()
     assert len(stubs) == STUBS
-    server_sockets = {t for t in fds(crash_server.proc.pid) if t.startswith("socket:")}
+    server_sockets = {t for t in open_files(crash_server.proc.pid) if t.startswith("socket:")}
     seen: set[str] = set()
     for pid in stubs:
-        targets = fds(pid)
+        targets = open_files(pid)
         sockets = {t for t in targets if t.startswith("socket:")}
         # A socket pair has two inodes: sharing one means inheriting it.
         assert not sockets & server_sockets, (sockets & server_sockets, targets)

@@ -35,11 +35,22 @@ from tritonclient.utils import InferenceServerException
 import tritonpy
 
 from checks import infer_json, infer_text, same_path
-from environments import LNK, REG, SITE, SYM, Member, make_venv, numpy_only, pack, write_model
+from environments import (
+    IN_MODEL_DIR,
+    LNK,
+    REG,
+    SITE,
+    SYM,
+    Member,
+    env_server,
+    make_venv,
+    numpy_only,
+    pack,
+    write_model,
+)
 from server import MODELS, TritonServer, eventually, running
 
 HOSTILE_ENV = MODELS / "hostile_env"
-IN_MODEL_DIR = "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
 
 
 def zeros_archive(archive: Path, size: int) -> Path:
@@ -136,14 +147,7 @@ class Envs:
         # 70 MiB of zeros, gzip-compressed a thousandfold.
         bomb = zeros_archive(work / "archives" / "bomb.tar.gz", 70 << 20)
         write_model(repo, "env_bomb", IN_MODEL_DIR, {"env.tar.gz": bomb})
-        self.server = TritonServer(
-            repo,
-            work,
-            args=[
-                "--model-control-mode=explicit",
-                f"--backend-config=tritonpy,env-cache-dir={self.cache}",
-            ],
-        )
+        self.server = env_server(repo, work, self.cache)
 
     def place(self, text: str) -> str:
         return text.format(outside=self.outside)
@@ -333,15 +337,12 @@ def tight(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TritonServ
     )
     many = pack(None, archives / "many.tar.gz", [(f"share/f{i}", REG, "") for i in range(80)])
     write_model(repo, "env_many", IN_MODEL_DIR, {"env.tar.gz": many})
-    server = TritonServer(
+    server = env_server(
         repo,
         work,
-        args=[
-            "--model-control-mode=explicit",
-            f"--backend-config=tritonpy,env-cache-dir={work / 'cache'}",
-            "--backend-config=tritonpy,env-unpack-max-bytes=1048576",
-            "--backend-config=tritonpy,env-unpack-max-members=64",
-        ],
+        work / "cache",
+        "--backend-config=tritonpy,env-unpack-max-bytes=1048576",
+        "--backend-config=tritonpy,env-unpack-max-members=64",
     )
     with running(server):
         yield server, work
@@ -443,15 +444,7 @@ def test_extraction_is_logged_as_upstream_once_per_archive_modification(
     (tmp_path / "repo-link").symlink_to(repo)
     model = write_model(repo, "env_tar", IN_MODEL_DIR, {"env.tar.gz": envs.archive})
     archive = os.path.realpath(model / "env.tar.gz")
-    server = TritonServer(
-        tmp_path / "repo-link",
-        tmp_path,
-        args=[
-            "--model-control-mode=explicit",
-            "--log-verbose=1",
-            f"--backend-config=tritonpy,env-cache-dir={tmp_path / 'cache'}",
-        ],
-    )
+    server = env_server(tmp_path / "repo-link", tmp_path, tmp_path / "cache", "--log-verbose=1")
 
     def touch(path: Path) -> None:  # a later modification time, whole seconds later
         st = path.stat()

@@ -21,15 +21,21 @@ from typing import Any
 
 import numpy as np
 import pytest
-import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from checks import infer_json, same_path
-from environments import conda_pack_env, make_venv, numpy_only, pack, write_model
-from server import MODELS, TritonServer, running
+from checks import infer_json, load_models, same_path
+from environments import (
+    IN_MODEL_DIR,
+    conda_pack_env,
+    env_server,
+    make_venv,
+    numpy_only,
+    pack,
+    write_model,
+)
+from server import MODELS, running
 
 ENV_NATIVE = MODELS / "env_native"
-IN_MODEL_DIR = "$$TRITON_MODEL_DIRECTORY/env.tar.gz"
 
 
 class Activated:
@@ -47,22 +53,12 @@ class Activated:
         # The stubs' LD_LIBRARY_PATH before the environment's lib/ is put first.
         self.server_libs = work / "server-libs"
         self.server_libs.mkdir()
-        self.server = TritonServer(
-            repo,
-            work,
-            args=[
-                "--model-control-mode=explicit",
-                f"--backend-config=tritonpy,env-cache-dir={self.cache}",
-            ],
-            prefix=["env", f"LD_LIBRARY_PATH={self.server_libs}"],
+        self.server = env_server(
+            repo, work, self.cache, prefix=["env", f"LD_LIBRARY_PATH={self.server_libs}"]
         )
 
     def load(self, name: str) -> None:
-        c = httpclient.InferenceServerClient(self.server.http_url, network_timeout=120)
-        try:
-            c.load_model(name)
-        finally:
-            c.close()
+        load_models(self.server, name)
 
     def info(self, name: str) -> dict[str, Any]:
         return infer_json(self.server, name, "IN", np.array([1], np.int32), "INT32", "INFO")

@@ -18,14 +18,13 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from checks import ask
-from server import TritonServer, build_repository, running, wait_gone
+from server import TritonServer, build_repository, explicit, running, wait_gone
 
 GRACE = 1  # finalize-grace-seconds of these servers
 EXIT_TIMEOUT = 3
 MODELS = ["crash", "crash_timeout", "crash_loop"]
 ARGS = [
-    "--model-control-mode=explicit",
-    *(f"--load-model={m}" for m in MODELS),
+    *explicit(MODELS),
     f"--backend-config=tritonpy,finalize-grace-seconds={GRACE}",
     "--backend-config=tritonpy,stub-restart-limit=2",
 ]

@@ -17,7 +17,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from checks import ask, server_is_well, wait_for_new_stub
-from server import TritonServer, build_repository, load_failure, running, wait_until
+from server import TritonServer, build_repository, explicit, load_failure, running, wait_until
 
 MODEL = "hostile_barriers"
 
@@ -61,8 +61,7 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
         build_repository(work / "repo", [*models, "hostile_barriers_slow"]),
         work,
         args=[
-            "--model-control-mode=explicit",
-            *(f"--load-model={m}" for m in models),
+            *explicit(models),
             "--backend-config=tritonpy,stub-model-control=false",
         ],
         prefix=["env", f"TRITONPY_TEST_FAULT={FAULTS}"],

@@ -8,7 +8,6 @@ server keeps no mapping or descriptor of the forged arenas."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from checks import add_sub_works, ask, wait_for_new_stub
-from server import TritonServer, build_repository, running
+from server import TritonServer, build_repository, open_files, running
 
 MODEL = "hostile_limits"
 MAX_ARENAS = 32  # set below the default, to show the key is read
@@ -42,13 +41,7 @@ def forged_in_server(server: TritonServer) -> tuple[int, int]:
     pid = server.proc.pid
     with open(f"/proc/{pid}/maps") as f:
         maps = sum("memfd:hostile-limits" in line for line in f)
-    fds = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            fds += "memfd:hostile-limits" in os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            pass
-    return maps, fds
+    return maps, sum("memfd:hostile-limits" in t for t in open_files(pid))
 
 
 def arena_bytes(server: TritonServer) -> int:

@@ -22,7 +22,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from checks import add_sub_works, load_models
-from server import TritonServer, alive, build_repository, load_failure, running, wait_gone
+from server import TritonServer, alive, build_repository, explicit, load_failure, running, wait_gone
 
 MODELS = ["hostile_proc", "add_sub"]
 DEADLINE = 60.0  # generous: a busy 2-core machine
@@ -93,10 +93,6 @@ def unload(srv: TritonServer, model: str) -> None:
             time.sleep(0.05)
     finally:
         c.close()
-
-
-def explicit(names: list[str]) -> list[str]:
-    return ["--model-control-mode=explicit", *(f"--load-model={m}" for m in names)]
 
 
 @pytest.fixture(scope="module")

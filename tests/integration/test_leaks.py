@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository, eventually, running
+from server import TritonServer, build_repository, eventually, open_files, running
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "soak"))
 
@@ -42,15 +42,9 @@ def leak_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServ
 def snapshot(pid: int) -> dict[str, int]:
     with open(f"/proc/{pid}/status") as f:
         status = dict(line.split(":", 1) for line in f if ":" in line)
-    fds = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            fds.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except OSError:
-            pass
     # Client connections come and go with the clients: count the rest.
     return {
-        "fds": sum(not t.startswith("socket:") for t in fds),
+        "fds": sum(not t.startswith("socket:") for t in open_files(pid)),
         "threads": int(status["Threads"].strip()),
         "rss_kib": int(status["VmRSS"].split()[0]),
     }

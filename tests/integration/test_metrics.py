@@ -8,15 +8,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from server import EXAMPLES, TritonServer, build_repository, running, sample, scrape, wait_until
+from server import (
+    TritonServer,
+    build_repository,
+    explicit,
+    run_example_client,
+    running,
+    sample,
+    scrape,
+    wait_until,
+)
 
 MODELS = ["metrics", "metrics_pair"]
 # Low caps, so that the model meets them (the defaults are 10000 and 1000).
@@ -31,8 +38,7 @@ def metrics_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonS
         build_repository(work / "repo", MODELS),
         work,
         args=[
-            "--model-control-mode=explicit",
-            *(f"--load-model={m}" for m in MODELS),
+            *explicit(MODELS),
             f"--backend-config=tritonpy,metric-max-series={MAX_SERIES}",
             f"--backend-config=tritonpy,metric-max-families={MAX_FAMILIES}",
         ],
@@ -268,21 +274,15 @@ def test_example_client(tmp_path_factory: pytest.TempPathFactory) -> None:
     srv = TritonServer(build_repository(work / "repo", ["custom_metrics"]), work)
     try:
         srv.wait_ready()
-        out = subprocess.run(
-            [
-                sys.executable,
-                str(EXAMPLES / "custom_metrics" / "client.py"),
-                "--http",
-                srv.http_url,
-                "--metrics",
-                f"localhost:{srv.metrics_port}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        out = run_example_client(
+            "custom_metrics",
+            "--http",
+            srv.http_url,
+            "--metrics",
+            f"localhost:{srv.metrics_port}",
+            oks=None,
         )
-        assert out.returncode == 0, out.stdout + out.stderr
-        assert 'custom_metrics_requests_total{model="custom_metrics"} 5' in out.stdout, out.stdout
-        assert "custom_metrics_latency_seconds_count" in out.stdout
+        assert 'custom_metrics_requests_total{model="custom_metrics"} 5' in out, out
+        assert "custom_metrics_latency_seconds_count" in out
     finally:
         assert srv.stop() == 0, srv.log()[-3000:]

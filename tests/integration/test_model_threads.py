@@ -21,7 +21,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from server import TritonServer, build_repository, load_failure, running
+from server import TritonServer, build_repository, explicit, load_failure, running
 
 MODELS = ["add_sub", "held_sync", "held_stream", "wait_stream", "bls_for_gather"]
 LATER = ["held_init", "bls_in_init", "bls_in_finalize"]  # loaded by their tests
@@ -32,7 +32,7 @@ OFFICIAL_BLS_MESSAGE = "BLS is only supported during the 'execute' function."
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("threads")
     repo = build_repository(work / "repo", [*MODELS, *LATER])
-    args = ["--model-control-mode=explicit", *(f"--load-model={m}" for m in MODELS)]
+    args = explicit(MODELS)
     with running(TritonServer(repo, work, args=args)) as s:
         yield s
 

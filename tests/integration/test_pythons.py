@@ -28,7 +28,7 @@ import tritonclient.http as httpclient
 import pythons
 from checks import X, Y, add_sub_inputs, infer_json
 from environments import write_model
-from server import TritonServer, build_repository, running
+from server import TritonServer, build_repository, explicit, running
 
 PYTHONS, _ = pythons.discover()
 MODELS = ["add_sub", "bls_add_sub_async", "env_info"]
@@ -50,8 +50,7 @@ def test_models_are_served_by_a_stub_on_each_python(tmp_path: Path, python: pyth
         repo,
         tmp_path,
         args=[
-            "--model-control-mode=explicit",
-            *(f"--load-model={m}" for m in [*MODELS, "env_info_own"]),
+            *explicit([*MODELS, "env_info_own"]),
             f"--backend-config=tritonpy,python-executable={stub_python}",
             f"--backend-config=tritonpy,env-cache-dir={tmp_path / 'cache'}",
         ],

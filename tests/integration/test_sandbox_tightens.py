@@ -25,12 +25,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_hostile_proc import DEADLINE, ask, explicit, unload
+from test_hostile_proc import DEADLINE, ask, unload
 
 import tritonpy
 
 from checks import add_sub_works, from_a_new_stub
-from server import TritonServer, build_repository, load_failure, running
+from server import TritonServer, build_repository, explicit, load_failure, running
 
 MODELS = ["hostile_proc", "add_sub"]
 GIB = 1 << 30

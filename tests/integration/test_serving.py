@@ -8,8 +8,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository
+from server import TritonServer, build_repository, run_example_client
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ["http", "grpc"]
@@ -332,21 +330,7 @@ def test_failed_initialize_leaves_model_unavailable_with_the_reason(server: Trit
 
 
 def test_example_client(server: TritonServer) -> None:
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "examples" / "add_sub" / "client.py"),
-            "--http",
-            server.http_url,
-            "--grpc",
-            server.grpc_url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.count("ok") == 2
+    run_example_client("add_sub", "--http", server.http_url, "--grpc", server.grpc_url, oks=2)
 
 
 def test_unknown_input_gets_tritons_error(server: TritonServer) -> None:

@@ -138,6 +138,11 @@ class StubHost:
 
     # -- conversation
 
+    def load(self, tmp_path: Path, source: str, **handshake: Any) -> dict[str, Any]:
+        """The model ``source`` written under ``tmp_path`` (write_model) and
+        loaded: ``handshake`` with its version directory."""
+        return self.handshake(write_model(tmp_path, source), **handshake)
+
     def handshake(
         self,
         model_dir: Path,

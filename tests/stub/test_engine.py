@@ -48,7 +48,7 @@ class TritonPythonModel:
 def test_a_batch_leaves_no_reference_cycles(host: StubHost, tmp_path: Path) -> None:
     """Requests, their batch and their senders are freed by reference
     counting when the batch ends, not left for the cyclic collector."""
-    host.handshake(write_model(tmp_path, GARBAGE_COUNTER))
+    host.load(tmp_path, GARBAGE_COUNTER)
     found = []
     for b in range(1, 7):
         reply = host.execute(
@@ -79,7 +79,7 @@ class TritonPythonModel:
 
 
 def test_async_batches_run_concurrently(host: StubHost, tmp_path: Path) -> None:
-    done = host.handshake(write_model(tmp_path, ASYNC_MEET))
+    done = host.load(tmp_path, ASYNC_MEET)
     assert done["execute"] == "async"
     for b in range(20):
         host.send(P.encode(P.EXECUTE, {"requests": [P.request(f"r{b}", [i32("IN", b)])]}, id=b + 1))
@@ -118,7 +118,7 @@ class TritonPythonModel:
 
 
 def test_decoupled_inline_sends_are_coalesced(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, DECOUPLED_REPEAT), settings={"decoupled": True})
+    host.load(tmp_path, DECOUPLED_REPEAT, settings={"decoupled": True})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("inline", [i32("N", 5)])]}, id=1))
     frames = []
     while len(frames) < 2:
@@ -134,7 +134,7 @@ def test_decoupled_inline_sends_are_coalesced(host: StubHost, tmp_path: Path) ->
 
 
 def test_decoupled_thread_after_execute_returned(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, DECOUPLED_REPEAT), settings={"decoupled": True})
+    host.load(tmp_path, DECOUPLED_REPEAT, settings={"decoupled": True})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("thread", [i32("N", 50)])]}, id=3))
     got = host.entries(finals(1))
     tokens = [value(host, e) for e in got if e.get("outputs")]
@@ -143,7 +143,7 @@ def test_decoupled_thread_after_execute_returned(host: StubHost, tmp_path: Path)
 
 
 def test_decoupled_zero_responses(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, DECOUPLED_REPEAT), settings={"decoupled": True})
+    host.load(tmp_path, DECOUPLED_REPEAT, settings={"decoupled": True})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("zero", [i32("N", 0)])]}, id=4))
     got = host.entries(lambda g: any("execute_done" in e for e in g))
     (entry,) = [e for e in got if "batch_id" in e]
@@ -151,16 +151,14 @@ def test_decoupled_zero_responses(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_decoupled_execute_returning_a_list_is_an_error(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 return [pb_utils.InferenceResponse([]) for _ in requests]
     """,
-        ),
         settings={"decoupled": True},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("x")]}, id=1))
@@ -169,10 +167,9 @@ def test_decoupled_execute_returning_a_list_is_an_error(host: StubHost, tmp_path
 
 
 def test_send_after_final_raises_and_harms_nothing(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -188,7 +185,6 @@ def test_send_after_final_raises_and_harms_nothing(host: StubHost, tmp_path: Pat
                 s2.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([len(msg)], np.int32))]),
                         flags=FINAL)
     """,
-        ),
         settings={"decoupled": True},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("a"), P.request("b")]}, id=1))
@@ -199,10 +195,9 @@ def test_send_after_final_raises_and_harms_nothing(host: StubHost, tmp_path: Pat
 
 
 def test_default_mode_answer_through_the_sender(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
@@ -214,7 +209,6 @@ def test_default_mode_answer_through_the_sender(host: StubHost, tmp_path: Path) 
                         flags=FINAL)
                 return None
     """,
-        )
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("a"), P.request("b")]}, id=1))
     got = host.entries(lambda g: any("execute_done" in e for e in g))
@@ -343,7 +337,7 @@ class TritonPythonModel:
 
 
 def test_cancel_wakes_the_task(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, CANCELLABLE), settings={"decoupled": True})
+    host.load(tmp_path, CANCELLABLE, settings={"decoupled": True})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("s", [])]}, id=9))
     host.entries(lambda g: len(g) >= 3, timeout=30)
     host.send(P.encode(P.CANCEL, {"requests": [{"batch_id": 9, "request_index": 0}]}))
@@ -358,16 +352,14 @@ def test_cancel_wakes_the_task(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_cancel_without_handler_ends_with_cancelled(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import asyncio
         class TritonPythonModel:
             async def execute(self, requests):
                 await asyncio.sleep(60)
     """,
-        ),
         settings={"decoupled": True},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("s", [])]}, id=2))
@@ -384,10 +376,9 @@ def test_a_cancellation_from_inside_the_model_is_an_error(
     """Nobody cancelled the request: an async execute that ends in
     CancelledError of its own (an awaited task was cancelled) fails it with
     an error naming the model and the exception, not as 'cancelled'."""
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import asyncio
         class TritonPythonModel:
             async def execute(self, requests):
@@ -395,7 +386,6 @@ def test_a_cancellation_from_inside_the_model_is_an_error(
                 asyncio.get_running_loop().call_later(0.01, helper.cancel)
                 await helper
     """,
-        ),
         settings={"decoupled": decoupled},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("mine", [])]}, id=3))
@@ -408,10 +398,9 @@ def test_a_cancellation_from_inside_the_model_is_an_error(
 
 
 def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import asyncio
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -429,7 +418,6 @@ def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
                     pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([len(seen)], np.int32))]),
                     flags=FINAL)
     """,
-        ),
         settings={"decoupled": True},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("w", []), P.request("v", [])]}, id=5))
@@ -442,10 +430,9 @@ def test_wait_cancelled_and_callbacks(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_reschedule_in_decoupled_mode(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
@@ -453,7 +440,6 @@ def test_reschedule_in_decoupled_mode(host: StubHost, tmp_path: Path) -> None:
                     r.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
                 return None
     """,
-        ),
         settings={"decoupled": True},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("a")]}, id=1))
@@ -463,10 +449,9 @@ def test_reschedule_in_decoupled_mode(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_reschedule_in_default_mode(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -480,7 +465,6 @@ def test_reschedule_in_default_mode(host: StubHost, tmp_path: Path) -> None:
                         out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([1], np.int32))]))
                 return out
     """,
-        )
     )
     reply = host.execute(1, [P.request("again"), P.request("done")])
     flags = [e["response_flags"] for e in reply["body"]["responses"]]
@@ -497,16 +481,14 @@ def test_reschedule_in_default_mode(host: StubHost, tmp_path: Path) -> None:
     ],
 )
 def test_is_ready(host: StubHost, tmp_path: Path, source: str, ready: int, needle: str) -> None:
-    done = host.handshake(
-        write_model(
-            tmp_path,
-            f"""
+    done = host.load(
+        tmp_path,
+        f"""
 class TritonPythonModel:
     def execute(self, requests):
         return []
     {source}
 """,
-        )
     )
     assert done["is_ready"] is True
     host.send(P.encode(P.IS_READY, {}, id=77))
@@ -516,10 +498,9 @@ class TritonPythonModel:
 
 
 def test_unload_with_streams_in_flight(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import asyncio
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -527,7 +508,6 @@ def test_unload_with_streams_in_flight(host: StubHost, tmp_path: Path) -> None:
                 requests[0].get_response_sender().send(pb_utils.InferenceResponse([]))
                 await asyncio.Event().wait()  # never set: only the unload ends it
     """,
-        ),
         settings={"decoupled": True, "finalize_grace_seconds": 0.3},
     )
     for b in range(3):
@@ -550,10 +530,9 @@ def test_unload_with_streams_in_flight(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import asyncio
         import time
         import numpy as np
@@ -577,7 +556,6 @@ def test_send_error_surfaces_on_next_send(host: StubHost, tmp_path: Path) -> Non
                 s.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([code], np.int32))]),
                        flags=FINAL)
     """,
-        ),
         settings={"decoupled": True},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("e")]}, id=1))
@@ -616,7 +594,7 @@ class TritonPythonModel:
 
 
 def test_many_streams_every_token_in_order(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, STRESS), settings={"decoupled": True})
+    host.load(tmp_path, STRESS, settings={"decoupled": True})
     streams, tokens = 128, 50
     for b in range(streams):
         host.send(

@@ -41,7 +41,7 @@ class TritonPythonModel:
 
 
 def test_add_sub_inline(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, ADD_SUB))["ok"] is True
+    assert host.load(tmp_path, ADD_SUB)["ok"] is True
     reply = host.execute(7, [P.request("r1", [f32("A", [1, 2]), f32("B", [0.5, 4])])])
     assert reply["type"] == "RESPONSES" and reply["flags"] == P.FLAG_BATCH_DONE
     (resp,) = reply["body"]["responses"]
@@ -51,7 +51,7 @@ def test_add_sub_inline(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_requested_outputs_only(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     reply = host.execute(
         1, [P.request("r", [f32("A", [1]), f32("B", [2])], requested_outputs=["DIFF"])]
     )
@@ -61,7 +61,7 @@ def test_requested_outputs_only(host: StubHost, tmp_path: Path) -> None:
 def test_large_tensors_go_through_arenas(host: StubHost, tmp_path: Path) -> None:
     """Inputs in the host's memfd arena are read in place; large outputs come
     back in a stub arena (0600 memfd, announced first) and are freed on RELEASE."""
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     n = 1 << 20  # 4 MiB of float32 per tensor
     arena = host.new_arena(5, 16 << 20)
     a = np.arange(n, dtype=np.float32)
@@ -111,7 +111,7 @@ class TritonPythonModel:
 def test_outputs_aliasing_inputs_are_sent_by_reference(host: StubHost, tmp_path: Path) -> None:
     """A large output whose bytes lie inside an input of its batch in a
     backend arena goes back as location 2 (no copy); anything else is copied."""
-    host.handshake(write_model(tmp_path, ALIASES))
+    host.load(tmp_path, ALIASES)
     n = 1 << 20
     arena = host.new_arena(4, 4 << 20)
     data = np.random.default_rng(1).integers(0, 255, n, dtype=np.uint8)
@@ -131,7 +131,7 @@ def test_outputs_aliasing_inputs_are_sent_by_reference(host: StubHost, tmp_path:
 
 
 def test_batch_of_many_requests_each_gets_its_own_answer(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     reqs = [P.request(f"r{i}", [f32("A", [i]), f32("B", [1])]) for i in range(64)]
     reply = host.execute(9, reqs)
     resps = reply["body"]["responses"]
@@ -163,17 +163,15 @@ def test_huge_batch_metadata_travels_in_an_arena(
 ) -> None:
     """A batch whose response frame exceeds MAX_FRAME (many answers, or one
     answer alone) is sent BODY_IN_ARENA."""
-    host.handshake(
-        write_model(
-            tmp_path,
-            f"""
+    host.load(
+        tmp_path,
+        f"""
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 return [{answer} for _ in requests]
     """,
-        )
     )
     reply = host.execute(4, [P.request(f"r{i}") for i in range(n)])
     assert "arena_ref" in reply, "a response frame over MAX_FRAME must travel in the arena"
@@ -287,15 +285,13 @@ def test_one_batch_of_a_few_ms_does_not_stop_answers_waiting(
 
 
 def test_init_failure_reports_traceback(host: StubHost, tmp_path: Path) -> None:
-    res = host.handshake(
-        write_model(
-            tmp_path,
-            """
+    res = host.load(
+        tmp_path,
+        """
         class TritonPythonModel:
             def initialize(self, args):
                 raise RuntimeError("no weights here")
     """,
-        )
     )
     assert res["ok"] is False
     assert "no weights here" in res["error"] and "Traceback" in res["error"]
@@ -316,10 +312,9 @@ def test_execute_raising_fails_the_batch_and_serves_on(
     """Whatever execute() raises, BaseException included, fails its batch
     only (asyncio lets SystemExit and KeyboardInterrupt out of the loop:
     the stub runs its loop on)."""
-    host.handshake(
-        write_model(
-            tmp_path,
-            f"""
+    host.load(
+        tmp_path,
+        f"""
         import asyncio
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -328,7 +323,6 @@ def test_execute_raising_fails_the_batch_and_serves_on(
                     raise {exc}("exploded")
                 return [pb_utils.InferenceResponse([]) for _ in requests]
     """,
-        )
     )
     reply = host.execute(1, [P.request("boom")])
     assert reply["type"] == "EXECUTE_DONE" and reply["body"]["ok"] == 0
@@ -369,16 +363,14 @@ def test_execute_raising_fails_the_batch_and_serves_on(
 def test_bad_execute_results_fail_the_whole_batch(
     host: StubHost, tmp_path: Path, body: str, needle: str
 ) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            f"""
+    host.load(
+        tmp_path,
+        f"""
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 {body}
     """,
-        )
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("a"), P.request("b")]}, id=1))
     done = host.entries(lambda got: any("execute_done" in e for e in got))[-1]
@@ -391,17 +383,15 @@ def test_no_response_and_no_sender_fails_that_request(host: StubHost, tmp_path: 
     nothing can answer it any more, so it fails at once (the official
     backend leaves its client waiting); a request whose sender was taken
     stays open."""
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 self.kept = requests[1].get_response_sender()
                 return None
     """,
-        )
     )
     reply = host.execute(1, [P.request("lost"), P.request("kept")])
     assert reply["flags"] == P.FLAG_BATCH_DONE
@@ -414,10 +404,9 @@ def test_no_response_and_no_sender_fails_that_request(host: StubHost, tmp_path: 
 
 
 def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -431,7 +420,6 @@ def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> No
                     out.append(pb_utils.InferenceResponse([t]))
                 return out
     """,
-        )
     )
     reply = host.execute(1, [P.request("good"), P.request("bad")])
     good, bad = reply["body"]["responses"]
@@ -441,27 +429,24 @@ def test_bad_output_fails_only_its_request(host: StubHost, tmp_path: Path) -> No
 
 
 def test_error_response_keeps_code(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
             def execute(self, requests):
                 err = pb_utils.TritonError("not here", pb_utils.TritonError.NOT_FOUND)
                 return [pb_utils.InferenceResponse(error=err) for _ in requests]
     """,
-        )
     )
     resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
     assert resp["has_error"] and resp["error_code"] == 2 and resp["error_message"] == "not here"
 
 
 def test_async_execute_is_awaited(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import asyncio
         import numpy as np
         import triton_python_backend_utils as pb_utils
@@ -471,7 +456,6 @@ def test_async_execute_is_awaited(host: StubHost, tmp_path: Path) -> None:
                 return [pb_utils.InferenceResponse([pb_utils.Tensor("O", np.ones(2, np.int32))])
                         for _ in requests]
     """,
-        )
     )
     resp = host.execute(1, [P.request("x")])["body"]["responses"][0]
     assert host.tensor_bytes(resp["outputs"][0]) == struct.pack("<2i", 1, 1)
@@ -519,14 +503,14 @@ def test_finalize_then_exit_zero(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_eof_makes_the_stub_leave_at_once(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     host.sock.close()
     # The test process (its parent) lives on: only the EOF can end the stub.
     assert host.wait(30) == 0
 
 
 def test_message_longer_than_a_frame_is_a_protocol_error(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     host.send(b"X" * (P.MAX_FRAME + 1))
     message = host.recv_type("ERROR")["body"]["message"]
     assert message.startswith("protocol error: a message of more than")
@@ -536,7 +520,7 @@ def test_message_longer_than_a_frame_is_a_protocol_error(host: StubHost, tmp_pat
 def test_message_with_too_many_descriptors_is_a_protocol_error(
     host: StubHost, tmp_path: Path
 ) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     fds = [os.open(os.devnull, os.O_RDONLY) for _ in range(40)]
     try:
         host.send(P.encode(P.IS_READY, {}, id=1), tuple(fds))
@@ -560,7 +544,7 @@ def test_message_with_too_many_descriptors_is_a_protocol_error(
 def test_garbage_gets_an_error_frame_and_exit(
     host: StubHost, tmp_path: Path, garbage: bytes
 ) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     frame = bytearray(garbage)
     host.send(bytes(frame))
     reply = host.recv_type("ERROR")
@@ -569,7 +553,7 @@ def test_garbage_gets_an_error_frame_and_exit(
 
 
 def test_forged_arena_offsets_are_rejected(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     host.new_arena(1, 1 << 16)
     req = P.request("x", [P.Tensor("A", FP32, [1 << 20], 4 << 20, 1, b"", 1, 0).to_json()])
     host.send(P.encode(P.EXECUTE, {"requests": [req]}, id=1))
@@ -606,7 +590,7 @@ def test_a_bad_backend_arena_is_refused(
 ) -> None:
     """The stub maps only tmpfs memfds sealed against shrinking, at least
     as long as announced (the seals read before the size)."""
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     fd = make()
     try:
         host.send(P.encode(P.ARENA, {"arena_id": 1, "size": 1 << 16}), (fd,))
@@ -638,8 +622,9 @@ def test_outputs_past_the_backends_arena_limits_fail_and_the_stub_serves_on(
     arena of just the size needed when twice it would not fit, and fails an
     output that would pass the limit instead of announcing it (which would
     get it killed)."""
-    host.handshake(
-        write_model(tmp_path, SIZED),
+    host.load(
+        tmp_path,
+        SIZED,
         settings={"stub_max_arenas": 4, "stub_max_arena_bytes": 96 << 20},
     )
 
@@ -660,7 +645,7 @@ def test_outputs_past_the_backends_arena_limits_fail_and_the_stub_serves_on(
 
 
 def test_descriptors_on_a_non_arena_frame_are_rejected(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     r, w = os.pipe()
     try:
         host.send(P.encode(P.EXECUTE, {"requests": []}, id=1), (r,))
@@ -673,17 +658,16 @@ def test_descriptors_on_a_non_arena_frame_are_rejected(host: StubHost, tmp_path:
 def test_sigint_is_ignored(host: StubHost, tmp_path: Path) -> None:
     """Ctrl-C reaches the whole foreground process group; the server, not the
     stub, decides when the stub goes."""
-    host.handshake(write_model(tmp_path, ADD_SUB))
+    host.load(tmp_path, ADD_SUB)
     host.proc.send_signal(signal.SIGINT)
     reply = host.execute(1, [P.request("r", [f32("A", [1]), f32("B", [1])])])
     assert reply["type"] == "RESPONSES"
 
 
 def test_strings_round_trip(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         import numpy as np
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -695,7 +679,6 @@ def test_strings_round_trip(host: StubHost, tmp_path: Path) -> None:
                         "S", np.array([x[::-1] for x in s], dtype=object))]))
                 return out
     """,
-        )
     )
     words = [b"hello", b"", "h\u00e9".encode()]
     data = b"".join(struct.pack("<I", len(w)) + w for w in words)
@@ -775,7 +758,7 @@ def test_tensor_empty_is_sent_from_shared_memory_without_a_copy(
     bytes by reference (a view of it too, at its offset inside the block),
     and the block is free again once the model dropped it and the backend
     released the frame."""
-    host.handshake(write_model(tmp_path, FILL))
+    host.load(tmp_path, FILL)
     n = 1 << 18  # 1 MiB of float32
     outs = _fill(host, 1, n, 7)
     out, tail = outs
@@ -798,7 +781,7 @@ def test_a_dropped_tensor_empty_stays_reserved_until_released(
     not have read the block yet: the next block must go elsewhere until
     the release comes. A second release of it is a protocol error (the
     space could be in use again), as for any unknown allocation."""
-    host.handshake(write_model(tmp_path, FILL))
+    host.load(tmp_path, FILL)
     n = 1 << 18
     first = _fill(host, 1, n, 1)
     second = _fill(host, 2, n, 2)  # first's array is dead, its frame not released
@@ -817,7 +800,7 @@ def test_a_dropped_tensor_empty_stays_reserved_until_released(
 def test_a_second_release_of_a_kept_tensor_empty_is_refused(host: StubHost, tmp_path: Path) -> None:
     """The model still holds the block: a release with no reference out
     must not free it under the model's array (a protocol error instead)."""
-    host.handshake(write_model(tmp_path, FILL))
+    host.load(tmp_path, FILL)
     first = _fill(host, 1, 1 << 18, 1, keep=1)
     _release(host, first)
     _release(host, first[:1])
@@ -830,7 +813,7 @@ def test_a_kept_tensor_empty_survives_its_release(host: StubHost, tmp_path: Path
     the next block goes elsewhere, and the kept array, sent again later,
     still has its values and its place. Once the model lets go of it
     (after the release), its place is taken by the next block."""
-    host.handshake(write_model(tmp_path, FILL))
+    host.load(tmp_path, FILL)
     n = 1 << 18
     first = _fill(host, 1, n, 1, keep=1)
     _release(host, first)

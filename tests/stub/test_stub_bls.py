@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import protocol_ref as P
-from host import StubHost, f32, write_model
+from host import StubHost, f32
 
 FP32 = 11
 
@@ -79,7 +79,7 @@ def bls_arena(host: StubHost, arena_id: int, size: int) -> mmap.mmap:
 
 
 def test_sync_exec_from_sync_execute(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, CALLER))["ok"] is True
+    assert host.load(tmp_path, CALLER)["ok"] is True
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1, 2])])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
     body = req["body"]
@@ -95,7 +95,7 @@ def test_sync_exec_from_sync_execute(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_error_response_reaches_the_model(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, CALLER))
+    host.load(tmp_path, CALLER)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1])])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
     bls_reply(host, req["id"], [], error=(2, "unknown model 'target'"))
@@ -111,7 +111,7 @@ def test_output_bytes_disagreeing_with_its_shape_fail_that_call(
     """A BLS response whose tensor carries the wrong byte count is an error
     response naming the tensor, for that call only; its arena outputs go
     back to the backend; the stub goes on."""
-    host.handshake(write_model(tmp_path, CALLER))
+    host.load(tmp_path, CALLER)
     bls_arena(host, 1, 1 << 16)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1])])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
@@ -156,7 +156,7 @@ class TritonPythonModel:
 
 
 def test_arena_outputs_are_read_in_place_and_released(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ZERO_COPY))
+    host.load(tmp_path, ZERO_COPY)
     m = bls_arena(host, 1, 1 << 20)
     data = np.arange(1024, dtype=np.float32)
     m[4096 : 4096 + data.nbytes] = data.tobytes()
@@ -194,7 +194,7 @@ class TritonPythonModel:
 
 
 def test_decoupled_exec_streams_until_final(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, DECOUPLED))
+    host.load(tmp_path, DECOUPLED)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
     for i in range(3):
@@ -224,7 +224,7 @@ class TritonPythonModel:
 
 
 def test_200_async_exec_in_flight(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, ASYNC_MANY))
+    host.load(tmp_path, ASYNC_MANY)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     reqs = [host.recv_type("BLS_REQUEST") for _ in range(200)]
     for req in reversed(reqs):  # answered in any order
@@ -249,7 +249,7 @@ class TritonPythonModel:
 
 
 def test_self_call_fails_instead_of_deadlocking(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, SELF_CALL), config={"name": "m"})
+    host.load(tmp_path, SELF_CALL, config={"name": "m"})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     resp = host.recv_type("RESPONSES", timeout=30)["body"]["responses"][0]
     assert resp["has_error"] and "deadlock" in resp["error_message"]
@@ -267,7 +267,7 @@ class TritonPythonModel:
 
 
 def test_timeout_is_enforced_when_no_answer_comes(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, TIMEOUT))
+    host.load(tmp_path, TIMEOUT)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
     # The test never answers: only the stub's own timer can cancel it.
@@ -297,7 +297,7 @@ class TritonPythonModel:
 
 
 def test_model_control_round_trips(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, CONTROL))
+    host.load(tmp_path, CONTROL)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     seen = []
     for reply in (
@@ -335,7 +335,7 @@ class TritonPythonModel:
 
 
 def test_exec_from_threads_while_execute_blocks(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(write_model(tmp_path, THREADS))
+    host.load(tmp_path, THREADS)
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     for _ in range(4):
         req = host.recv_type("BLS_REQUEST")
@@ -372,7 +372,7 @@ def test_tensor_empty_inputs_are_sent_by_reference(host: StubHost, tmp_path: Pat
     """A BLS input the model wrote in place goes out as a reference to its
     block, each time it is used; the block is free again once the model
     dropped it and the backend released both references."""
-    host.handshake(write_model(tmp_path, IN_PLACE_INPUT))
+    host.load(tmp_path, IN_PLACE_INPUT)
     places = []
     for batch in (1, 2):
         host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=batch))
@@ -430,7 +430,7 @@ def test_a_request_that_fails_to_build_gives_its_arena_space_back(
     bad second input, or a field out of range when the frame is written)
     gives that space back: the next good call's input lands where the
     first one's did."""
-    host.handshake(write_model(tmp_path, HALF_BUILT))
+    host.load(tmp_path, HALF_BUILT)
     places = []
     cases = ["good", "bad_input", "good", "bad_sequence", "good"]
     for batch, case in enumerate(cases, 1):
@@ -478,7 +478,7 @@ def test_bls_request_names_the_request_whose_trace_it_passes(
     """A call built with trace=request.trace() names that request (batch id,
     position); one with a fresh InferenceTrace() names none. The model sees
     the trace context EXECUTE carried."""
-    host.handshake(write_model(tmp_path, TRACER))
+    host.load(tmp_path, TRACER)
     requests = [
         P.request("plain"),
         P.request("traced", trace_context='{"traceparent":"00-ab-cd-01"}'),

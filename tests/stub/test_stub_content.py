@@ -43,7 +43,7 @@ def seen(host: StubHost, entry: dict) -> str:
 
 
 def test_texts_that_are_not_utf8_reach_the_model_replaced(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, ECHO))["ok"] is True
+    assert host.load(tmp_path, ECHO)["ok"] is True
     odd = P.request(
         b"id-\xff\xfe",
         [P.inline(b"A\xc3", INT32, [1], bytes(4))],
@@ -86,7 +86,7 @@ class TritonPythonModel:
 def test_an_input_that_disagrees_with_its_shape_fails_its_request_alone(
     host: StubHost, tmp_path: Path
 ) -> None:
-    assert host.handshake(write_model(tmp_path, SHAPES), config={"name": "shapes"})["ok"] is True
+    assert host.load(tmp_path, SHAPES, config={"name": "shapes"})["ok"] is True
     pid = host.proc.pid
     # Three FP32 elements in eight bytes; and a shape whose size overflows.
     short = P.request("short", [P.inline("A", 11, [3], bytes(8))])
@@ -137,7 +137,7 @@ class TritonPythonModel:
 
 
 def test_texts_larger_than_a_frame_travel_in_an_arena(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, RAISES_BIG))["ok"] is True
+    assert host.load(tmp_path, RAISES_BIG)["ok"] is True
     done = host.execute(1, [P.request("raise", [])])
     assert done["type"] == "EXECUTE_DONE" and "arena_ref" in done, done.get("flags")
     assert BIG in done["body"]["error"]
@@ -162,7 +162,7 @@ def test_texts_past_the_backends_body_limit_are_cut_with_a_marker(
 ) -> None:
     limit = 200_000
     settings = {"stub_max_body_bytes": limit}
-    assert host.handshake(write_model(tmp_path, RAISES_BIG), settings=settings)["ok"] is True
+    assert host.load(tmp_path, RAISES_BIG, settings=settings)["ok"] is True
     done = host.execute(1, [P.request("raise", [])])
     error = done["body"]["error"]
     assert "BIG-START" in error and "BIG-END" not in error
@@ -204,7 +204,7 @@ class TritonPythonModel:
     def execute(self, requests):
         return []
 """
-    done = host.handshake(write_model(tmp_path, source))
+    done = host.load(tmp_path, source)
     assert done["ok"] is False and BIG in done["error"]
     assert [log["message"] for log in host.logs if BIG in log["message"]] == [BIG]
 
@@ -224,7 +224,7 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([])]
 """
     settings = {"stub_max_body_bytes": 200_000}
-    assert host.handshake(write_model(tmp_path, source), settings=settings)["ok"] is True
+    assert host.load(tmp_path, source, settings=settings)["ok"] is True
     entry = host.execute(1, [P.request("load", [])])["body"]["responses"][0]
     assert "more than the backend takes (stub-max-body-bytes=200000)" in entry["error_message"]
     assert host.proc.poll() is None

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import protocol_ref as P
-from host import StubHost, write_model
+from host import StubHost
 
 NOT_A_BOOL = "is_ready() must return a boolean value"
 
@@ -29,10 +29,9 @@ def test_is_ready_answers_while_a_sync_execute_holds_the_loop(
     host: StubHost, tmp_path: Path
 ) -> None:
     started, release = tmp_path / "started", tmp_path / "release"
-    host.handshake(
-        write_model(
-            tmp_path,
-            f"""
+    host.load(
+        tmp_path,
+        f"""
         import os, time
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -44,7 +43,6 @@ def test_is_ready_answers_while_a_sync_execute_holds_the_loop(
             def is_ready(self):
                 return True
     """,
-        ),
         settings={"sync_prefetch_batches": 0},
     )
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r")]}, id=1))
@@ -60,17 +58,15 @@ def test_is_ready_answers_while_a_sync_execute_holds_the_loop(
 
 
 def test_an_answer_that_is_not_a_bool_is_not_ready(host: StubHost, tmp_path: Path) -> None:
-    host.handshake(
-        write_model(
-            tmp_path,
-            """
+    host.load(
+        tmp_path,
+        """
         class TritonPythonModel:
             def execute(self, requests):
                 return []
             def is_ready(self):
                 return 1
     """,
-        )
     )
     host.send(P.encode(P.IS_READY, {}, id=3))
     reply = host.recv_type("READY")
@@ -81,10 +77,9 @@ def test_an_answer_that_is_not_a_bool_is_not_ready(host: StubHost, tmp_path: Pat
 
 def test_queries_during_a_call_share_its_answer(host: StubHost, tmp_path: Path) -> None:
     calls, release = tmp_path / "calls", tmp_path / "release"
-    host.handshake(
-        write_model(
-            tmp_path,
-            f"""
+    host.load(
+        tmp_path,
+        f"""
         import os, time
         import triton_python_backend_utils as pb_utils
         class TritonPythonModel:
@@ -97,7 +92,6 @@ def test_queries_during_a_call_share_its_answer(host: StubHost, tmp_path: Path) 
                     time.sleep(0.01)
                 return True
     """,
-        )
     )
     host.send(P.encode(P.IS_READY, {}, id=1))
     wait_file(calls)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 import protocol_ref as P
-from host import StubHost, f32, write_model
+from host import StubHost, f32
 
 OVERWRITER = """
 import numpy as np
@@ -53,7 +53,7 @@ class TritonPythonModel:
 def test_a_model_that_assigns_a_field_gets_an_attribute_error(
     host: StubHost, tmp_path: Path
 ) -> None:
-    assert host.handshake(write_model(tmp_path, OVERWRITER))["ok"] is True
+    assert host.load(tmp_path, OVERWRITER)["ok"] is True
     reply = host.execute(3, [P.request("r1", [f32("A", [1, 2])])])
     (resp,) = reply["body"]["responses"]
     assert not resp["has_error"], resp["error_message"]

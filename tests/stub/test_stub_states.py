@@ -208,7 +208,7 @@ def test_ready(host: StubHost, tmp_path: Path, frame: str) -> None:
 
 
 def test_draining(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, HOLD), settings=LONG_GRACE)["ok"]
+    assert host.load(tmp_path, HOLD, settings=LONG_GRACE)["ok"]
     host.send(execute(1))  # in flight for good: DRAINING lasts
     # A second DRAIN is ignored; EXECUTE is still taken.
     serves_on(host, P.encode(P.DRAIN, {}), P.encode(P.DRAIN, {}), execute(2))
@@ -216,7 +216,7 @@ def test_draining(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_unloading(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, HOLD), settings=LONG_GRACE)["ok"]
+    assert host.load(tmp_path, HOLD, settings=LONG_GRACE)["ok"]
     host.send(execute(1))  # in flight for good: UNLOADING lasts
     # FINALIZE again and DRAIN are ignored; no new EXECUTE.
     serves_on(host, P.encode(P.FINALIZE, {}), P.encode(P.FINALIZE, {}), P.encode(P.DRAIN, {}))
@@ -224,7 +224,7 @@ def test_unloading(host: StubHost, tmp_path: Path) -> None:
 
 
 def test_finalizing(host: StubHost, tmp_path: Path) -> None:
-    assert host.handshake(write_model(tmp_path, SLOW_FINALIZE))["ok"]
+    assert host.load(tmp_path, SLOW_FINALIZE)["ok"]
     host.send(P.encode(P.FINALIZE, {}))
     # finalize() has started once its log line is in (the queries that
     # bring it are answered in any state).

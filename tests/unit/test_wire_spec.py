@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -41,6 +42,7 @@ def test_generated_files_match_the_spec() -> None:
 HAND_EDITS = [
     (G.CPP_HEADER, "kMaxFrame = 131072", "kMaxFrame = 131073"),
     (G.PXI, "MAX_FRAME = 131072", "MAX_FRAME = 131073"),
+    (G.PXD, "WIRE_MAX_FRAME = 131072", "WIRE_MAX_FRAME = 131073"),
     (G.PYI, "MAX_FRAME: int\n", ""),
     (G.REF, "MAX_FRAME = 131072", "MAX_FRAME = 131073"),
     (G.DOC, "| 29 | `LOG_LEVELS` |", "| 30 | `LOG_LEVELS` |"),
@@ -98,3 +100,33 @@ def test_the_installed_codec_holds_the_spec() -> None:
     for name, value, _ in G.python_constants(spec):
         assert getattr(C, name) == ast.literal_eval(value), name
     assert {getattr(C, c.name) for c in spec.json_frames} == C.JSON_TYPES
+
+
+def test_the_frame_size_is_written_once() -> None:
+    """Outside the generated files no source under src/ or backend/ keeps a
+    copy of the frame size (an alias or the number): a copy would go on
+    with the old value when the spec changes."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout")
+    found = subprocess.run(
+        [
+            "git",
+            "grep",
+            "-n",
+            "--untracked",
+            "-e",
+            "MAX_FRAME = ",
+            "-e",
+            "131072",
+            "--",
+            "src",
+            "backend",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    files = {line.split(":", 1)[0] for line in found}
+    assert set(G.WHOLE_FILES) <= files, "the generated copies are the grep's own check"
+    assert [line for line in found if line.split(":", 1)[0] not in G.WHOLE_FILES] == []

@@ -32,6 +32,7 @@ from tritonpy.stub._codec cimport (
     out_arena,
     out_inline,
 )
+from tritonpy.stub._wire cimport WIRE_INLINE_LIMIT, WIRE_MAX_FRAME
 
 import numpy as np
 
@@ -64,8 +65,6 @@ cdef unsigned int _RESP_FINAL = C.RESP_FINAL
 cdef unsigned int _RESP_RESCHEDULE = C.RESP_RESCHEDULE
 cdef unsigned int _RESP_NO_RESPONSE = C.RESP_NO_RESPONSE
 cdef unsigned int _RESP_BATCH_END = C.RESP_BATCH_END
-cdef Py_ssize_t _INLINE_LIMIT = C.INLINE_LIMIT
-cdef Py_ssize_t _MAX_FRAME = C.MAX_FRAME
 # Bytes kept free in a frame for the fixed part of an entry, and per tensor.
 cdef Py_ssize_t _ENTRY_RESERVE = 1024
 cdef Py_ssize_t _TENSOR_RESERVE = 128
@@ -373,7 +372,7 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
     cdef object wanted = req._requested_output_names
     cdef list out = []
     cdef list allocated = []
-    cdef Py_ssize_t budget = _MAX_FRAME - frame_size - _ENTRY_RESERVE
+    cdef Py_ssize_t budget = WIRE_MAX_FRAME - frame_size - _ENTRY_RESERVE
     cdef Py_ssize_t n
     cdef TensorCore t
     cdef object small
@@ -396,7 +395,7 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
             except Exception as e:  # noqa: BLE001
                 raise ValueError(f"output '{t._name}': {e}") from e
             n = mv.nbytes
-            if n <= _INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
+            if n <= WIRE_INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
                 budget -= n + _TENSOR_RESERVE
                 out.append(out_inline(name, dtype, tuple(dims), bytes(mv)))
                 continue
@@ -426,7 +425,7 @@ cdef object _small_wire_bytes(TensorCore t):
     arr = t._array
     if t._buf is not None or arr is None or t._dtype == _TYPE_BYTES:
         return None
-    if arr.nbytes > _INLINE_LIMIT or arr.dtype.byteorder == ">":
+    if arr.nbytes > WIRE_INLINE_LIMIT or arr.dtype.byteorder == ">":
         return None
     return arr.tobytes()
 
@@ -514,7 +513,7 @@ def write_entries(writer, list entries, Py_ssize_t start):
     cdef Entry entry
     while i < n:
         entry = entries[i]
-        if i > start and size + entry_size(entry) > _MAX_FRAME:
+        if i > start and size + entry_size(entry) > WIRE_MAX_FRAME:
             break
         writer.entry(entry)
         size = writer.size()

@@ -12,6 +12,7 @@ from libc.stdint cimport uint64_t
 
 from tritonpy.pb_utils._seam cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
 from tritonpy.stub._codec cimport WireTensor
+from tritonpy.stub._wire cimport WIRE_INLINE_LIMIT, WIRE_MAX_FRAME
 
 import math
 
@@ -19,8 +20,6 @@ from tritonpy.pb_utils._seam import ITEMSIZE, TYPE_BYTES, WIRE_NAMES, Tensor, Tr
 from tritonpy.stub import _codec as C
 
 cdef object _tensor_cls = Tensor
-cdef Py_ssize_t _MAX_FRAME = C.MAX_FRAME
-cdef Py_ssize_t _INLINE_LIMIT = C.INLINE_LIMIT
 cdef int _LOC_INLINE = C.LOC_INLINE
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _BLS_REQUEST = C.BLS_REQUEST
@@ -37,7 +36,7 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
     sent by reference."""
     cdef list inputs = []
     cdef list taken = []
-    cdef Py_ssize_t budget = _MAX_FRAME - _FIXED_RESERVE
+    cdef Py_ssize_t budget = WIRE_MAX_FRAME - _FIXED_RESERVE
     cdef Py_ssize_t n
     cdef TensorCore t
     try:
@@ -47,7 +46,7 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
             if mv.ndim != 1 or mv.format != "B":
                 mv = mv.cast("B")
             n = mv.nbytes
-            if n <= _INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
+            if n <= WIRE_INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
                 budget -= n + _TENSOR_RESERVE
                 inputs.append((name, dtype, tuple(dims), mv, 0, 0, n))
                 continue
@@ -124,7 +123,7 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
         else:
             w.tensor_arena(name, dtype, dims, n, aid, off)
     w.string("")  # trace_context: the backend takes the trace from trace_batch_id
-    if w.size() > _MAX_FRAME:
+    if w.size() > WIRE_MAX_FRAME:
         if own is None:
             raise ValueError("BLS_REQUEST too large for a frame")
         body = w.body_bytes()

@@ -31,6 +31,8 @@ from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
 from libc.string cimport memset
 
+from tritonpy.stub._wire cimport WIRE_MAX_FRAME
+
 from tritonpy.stub import _codec
 
 cdef extern from "<sys/socket.h>" nogil:
@@ -83,10 +85,9 @@ cdef enum:
     # batches ahead and refills at half: a read of up to 8 answers a burst
     # in one frame while the batches after it keep the stub busy.
     SLOTS = 8
-cdef Py_ssize_t _MAX_FRAME = _codec.MAX_FRAME
 # A slot holds one byte more than a frame may have, so an oversized message
 # shows; rounded to whole pages.
-cdef Py_ssize_t _SLOT = (_MAX_FRAME + 1 + 4095) & ~4095
+cdef Py_ssize_t _SLOT = (WIRE_MAX_FRAME + 1 + 4095) & ~4095
 cdef object _ProtocolError = _codec.ProtocolError
 
 
@@ -225,10 +226,10 @@ cdef class Channel:
                 _close_all(fds)
                 self._eof("the backend closed the socket")
                 return
-            if msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) or <Py_ssize_t>n > _MAX_FRAME:
+            if msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC) or <Py_ssize_t>n > WIRE_MAX_FRAME:
                 _close_all(fds)
                 self._on_violation(
-                    f"protocol error: a message of more than {_MAX_FRAME} bytes "
+                    f"protocol error: a message of more than {WIRE_MAX_FRAME} bytes "
                     "or with too many descriptors"
                 )
                 return

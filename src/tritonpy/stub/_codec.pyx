@@ -27,15 +27,28 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
 
+# The limits and header offsets as C constants (docs/protocol.toml).
+from tritonpy.stub._wire cimport (
+    WIRE_ARENA_REF_SIZE,
+    WIRE_HEADER_BODY_LEN_OFFSET,
+    WIRE_HEADER_FLAGS_OFFSET,
+    WIRE_HEADER_ID_OFFSET,
+    WIRE_HEADER_MAGIC_OFFSET,
+    WIRE_HEADER_RESERVED_OFFSET,
+    WIRE_HEADER_SIZE,
+    WIRE_HEADER_TYPE_OFFSET,
+    WIRE_HEADER_VERSION_OFFSET,
+    WIRE_MAX_FRAME,
+    WIRE_MAX_NDIM,
+)
+
 if sys.byteorder != "little":  # pragma: no cover
     raise ImportError("tritonpy's frame codec assumes a little-endian host")
 
-# Frame types, flags, locations, limits, header offsets (docs/protocol.toml).
+# Frame types, flags, locations and limits as the module's Python names.
 include "_wire.pxi"
 
 cdef uint32_t _MAGIC = MAGIC
-cdef Py_ssize_t _HDR = HEADER_SIZE
-cdef Py_ssize_t _MAX_FRAME = MAX_FRAME
 cdef int _LAST_TYPE = MAX_FRAME_TYPE
 cdef int _EXECUTE_TYPE = EXECUTE  # as a C int: compared without a Python lookup
 cdef int _RESPONSES_TYPE = RESPONSES
@@ -213,14 +226,14 @@ cdef class FrameWriter:
 
     cpdef begin(self, int ftype, uint64_t fid=0, uint16_t flags=0):
         self.pos = 0
-        self.reserve(_HDR)
-        memset(self.buf, 0, _HDR)
-        memcpy(self.buf + _HEADER_MAGIC_OFFSET, &_MAGIC, 4)
-        self.buf[_HEADER_VERSION_OFFSET] = VERSION
-        self.buf[_HEADER_TYPE_OFFSET] = <uint8_t>ftype
-        memcpy(self.buf + _HEADER_FLAGS_OFFSET, &flags, 2)
-        memcpy(self.buf + _HEADER_ID_OFFSET, &fid, 8)
-        self.pos = _HDR
+        self.reserve(WIRE_HEADER_SIZE)
+        memset(self.buf, 0, WIRE_HEADER_SIZE)
+        memcpy(self.buf + WIRE_HEADER_MAGIC_OFFSET, &_MAGIC, 4)
+        self.buf[WIRE_HEADER_VERSION_OFFSET] = VERSION
+        self.buf[WIRE_HEADER_TYPE_OFFSET] = <uint8_t>ftype
+        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, 2)
+        memcpy(self.buf + WIRE_HEADER_ID_OFFSET, &fid, 8)
+        self.pos = WIRE_HEADER_SIZE
         self.open = True
 
     cpdef begin_responses(self, uint32_t count=0, uint64_t batch_id=0, bint batch_done=False):
@@ -232,17 +245,17 @@ cdef class FrameWriter:
 
     cpdef set_count(self, uint32_t count):
         """The entry count of the RESPONSES frame begun by begin_responses."""
-        memcpy(self.buf + _HDR, &count, 4)
+        memcpy(self.buf + WIRE_HEADER_SIZE, &count, 4)
 
     cpdef set_flags(self, uint16_t flags):
-        memcpy(self.buf + _HEADER_FLAGS_OFFSET, &flags, 2)
+        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, 2)
 
     cpdef Py_ssize_t size(self):
         return self.pos
 
     cpdef patch_u32(self, Py_ssize_t at, uint32_t v):
         """Overwrite 4 bytes already written (e.g. a count known only later)."""
-        if at < _HDR or at + 4 > self.pos:
+        if at < WIRE_HEADER_SIZE or at + 4 > self.pos:
             raise IndexError(f"patch_u32 at {at} outside the body written so far")
         memcpy(self.buf + at, &v, 4)
 
@@ -369,24 +382,25 @@ cdef class FrameWriter:
 
     cpdef bytes body_bytes(self):
         """The body written so far (to move it into an arena)."""
-        return PyBytes_FromStringAndSize(<const char*>(self.buf + _HDR), self.pos - _HDR)
+        return PyBytes_FromStringAndSize(
+            <const char*>(self.buf + WIRE_HEADER_SIZE), self.pos - WIRE_HEADER_SIZE)
 
     cpdef bytes finish(self):
-        cdef uint32_t body_len = <uint32_t>(self.pos - _HDR)
-        memcpy(self.buf + _HEADER_BODY_LEN_OFFSET, &body_len, 4)
+        cdef uint32_t body_len = <uint32_t>(self.pos - WIRE_HEADER_SIZE)
+        memcpy(self.buf + WIRE_HEADER_BODY_LEN_OFFSET, &body_len, 4)
         self.open = False
         return PyBytes_FromStringAndSize(<const char*>self.buf, self.pos)
 
     cpdef bytes finish_in_arena(self, uint32_t arena_id, uint64_t offset):
         """Replace the body by a reference to the copy the caller placed
         in its arena, and return the short frame."""
-        cdef uint32_t body_len = <uint32_t>(self.pos - _HDR)
+        cdef uint32_t body_len = <uint32_t>(self.pos - WIRE_HEADER_SIZE)
         cdef uint16_t flags
-        memcpy(&flags, self.buf + _HEADER_FLAGS_OFFSET, 2)
+        memcpy(&flags, self.buf + WIRE_HEADER_FLAGS_OFFSET, 2)
         flags |= FLAG_BODY_IN_ARENA
-        memcpy(self.buf + _HEADER_FLAGS_OFFSET, &flags, 2)
-        memcpy(self.buf + _HEADER_BODY_LEN_OFFSET, &body_len, 4)
-        self.pos = _HDR
+        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, 2)
+        memcpy(self.buf + WIRE_HEADER_BODY_LEN_OFFSET, &body_len, 4)
+        self.pos = WIRE_HEADER_SIZE
         self.u32(arena_id)
         self.u32(0)
         self.u64(offset)

@@ -47,14 +47,14 @@ def json_writer(int ftype, dict obj, uint64_t fid=0):
 
 def body_in_arena(bytes frame):
     """Whether the finished ``frame`` carries its body in an arena."""
-    return (frame[_HEADER_FLAGS_OFFSET] & FLAG_BODY_IN_ARENA) != 0
+    return (frame[WIRE_HEADER_FLAGS_OFFSET] & FLAG_BODY_IN_ARENA) != 0
 
 
 # ------------------------------------------------------------------ RELEASE
 
 # Arena references one RELEASE frame holds: what the header and the count
 # leave.
-cdef Py_ssize_t _REFS_PER_FRAME = (MAX_FRAME - HEADER_SIZE - 4) // ARENA_REF_SIZE
+cdef Py_ssize_t _REFS_PER_FRAME = (WIRE_MAX_FRAME - WIRE_HEADER_SIZE - 4) // WIRE_ARENA_REF_SIZE
 
 
 def encode_releases(int ftype, list refs):
@@ -70,7 +70,7 @@ def encode_releases(int ftype, list refs):
 # Observations per OBSERVE op, so that one op always fits in a frame.
 cdef Py_ssize_t _OBSERVE_CHUNK = 8192
 # Bytes of ops a METRIC frame carries: what the header and the count leave.
-cdef Py_ssize_t _METRIC_ROOM = MAX_FRAME - HEADER_SIZE - 4
+cdef Py_ssize_t _METRIC_ROOM = WIRE_MAX_FRAME - WIRE_HEADER_SIZE - 4
 
 
 cdef Py_ssize_t _text_size(object s) except -1:

@@ -175,7 +175,7 @@ cdef class _Reader:
         if dtype < 1 or dtype > 14:
             raise ProtocolError(f"tensor '{name}': unknown data type {dtype}")
         cdef uint32_t ndim = self.u32()
-        if ndim > MAX_NDIM:
+        if ndim > WIRE_MAX_NDIM:
             raise ProtocolError(f"tensor '{name}': {ndim} dimensions, at most {MAX_NDIM}")
         cdef list dims = []
         cdef int64_t d
@@ -279,24 +279,24 @@ def decode_header(buf):
 
 
 cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
-    if n < _HDR:
+    if n < WIRE_HEADER_SIZE:
         raise ProtocolError(f"a {n}-byte message is shorter than the frame header")
-    if n > _MAX_FRAME:
+    if n > WIRE_MAX_FRAME:
         raise ProtocolError(f"a {n}-byte message is longer than MAX_FRAME")
     cdef uint32_t magic, body_len, reserved
     cdef uint16_t flags
     cdef uint64_t fid
-    memcpy(&magic, p + _HEADER_MAGIC_OFFSET, 4)
-    memcpy(&flags, p + _HEADER_FLAGS_OFFSET, 2)
-    memcpy(&fid, p + _HEADER_ID_OFFSET, 8)
-    memcpy(&body_len, p + _HEADER_BODY_LEN_OFFSET, 4)
-    memcpy(&reserved, p + _HEADER_RESERVED_OFFSET, 4)
+    memcpy(&magic, p + WIRE_HEADER_MAGIC_OFFSET, 4)
+    memcpy(&flags, p + WIRE_HEADER_FLAGS_OFFSET, 2)
+    memcpy(&fid, p + WIRE_HEADER_ID_OFFSET, 8)
+    memcpy(&body_len, p + WIRE_HEADER_BODY_LEN_OFFSET, 4)
+    memcpy(&reserved, p + WIRE_HEADER_RESERVED_OFFSET, 4)
     if magic != _MAGIC:
         raise ProtocolError(f"bad magic {magic:#x}")
-    cdef uint8_t version = p[_HEADER_VERSION_OFFSET]
+    cdef uint8_t version = p[WIRE_HEADER_VERSION_OFFSET]
     if version != VERSION:
         raise ProtocolError(f"protocol version {version}, this stub speaks {VERSION}")
-    cdef int ftype = p[_HEADER_TYPE_OFFSET]
+    cdef int ftype = p[WIRE_HEADER_TYPE_OFFSET]
     if ftype < 1 or ftype > _LAST_TYPE:
         raise ProtocolError(f"unknown frame type {ftype}")
     cdef uint16_t allowed = FLAG_BODY_IN_ARENA
@@ -307,10 +307,11 @@ cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
     if reserved != 0:
         raise ProtocolError("the header's reserved field is not zero")
     if flags & FLAG_BODY_IN_ARENA:
-        if n != _HDR + 16:
+        if n != WIRE_HEADER_SIZE + 16:
             raise ProtocolError("a BODY_IN_ARENA frame must carry exactly an arena reference")
-    elif body_len != n - _HDR:
-        raise ProtocolError(f"body_len {body_len} does not match the {n - _HDR} bytes received")
+    elif body_len != n - WIRE_HEADER_SIZE:
+        raise ProtocolError(
+            f"body_len {body_len} does not match the {n - WIRE_HEADER_SIZE} bytes received")
     return ftype, flags, fid, body_len
 
 
@@ -323,7 +324,7 @@ def decode_arena_ref(buf):
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         r.p = <const uint8_t*>view.buf
-        r.pos = _HDR
+        r.pos = WIRE_HEADER_SIZE
         r.end = view.len
         aid = r.u32()
         r.zero32()

@@ -82,13 +82,3 @@ JSON_TYPES = {
     AUTO_COMPLETE,
     AUTO_COMPLETE_DONE,
 }
-
-# The header's fields, at these offsets (all little-endian): C constants.
-cdef enum:
-    _HEADER_MAGIC_OFFSET = 0  # u32
-    _HEADER_VERSION_OFFSET = 4  # u8
-    _HEADER_TYPE_OFFSET = 5  # u8
-    _HEADER_FLAGS_OFFSET = 6  # u16
-    _HEADER_ID_OFFSET = 8  # u64
-    _HEADER_BODY_LEN_OFFSET = 16  # u32
-    _HEADER_RESERVED_OFFSET = 20  # u32

@@ -38,7 +38,6 @@ from tritonpy.stub import _codec as C
 from tritonpy.stub._channel import Channel
 from tritonpy.stub.arena import OwnArenas
 
-_MAX_FRAME = C.MAX_FRAME
 # The largest body that travels inline.
 _INLINE_BODY = C.MAX_FRAME - C.HEADER_SIZE
 # Characters of text a frame surely carries inline: a character takes at
@@ -101,7 +100,7 @@ class Outbound:
     def send_built(self, w: C.FrameWriter) -> None:
         """Finish the frame open in ``w`` (the loop's RESPONSES writer,
         say) and send it."""
-        if self._announce or w.size() > _MAX_FRAME:
+        if self._announce or w.size() > C.MAX_FRAME:
             self.send_referring(self.finish(w))
         else:
             self._send(w.finish())
@@ -110,7 +109,7 @@ class Outbound:
         """``w``'s frame (any thread): a body larger than a frame is placed
         in an arena (announced by the next send_referring) and the frame
         refers to it."""
-        if w.size() > _MAX_FRAME:
+        if w.size() > C.MAX_FRAME:
             body = w.body_bytes()
             aid, off, view = self.own.alloc(len(body))
             view[:] = body
@@ -148,7 +147,7 @@ class Outbound:
         if inline or not self.arenas_ok:
             return _fit(build, text, _INLINE_BODY).finish()
         w = _fit(build, text, self.body_limit)
-        if w.size() <= _MAX_FRAME:
+        if w.size() <= C.MAX_FRAME:
             return w.finish()
         try:
             return self.finish(w)
