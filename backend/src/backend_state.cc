@@ -525,9 +525,8 @@ BackendState::Create(
       " stub-python-logging=" + (s.python_logging ? "true" : "false") +
       " metric-max-families=" + std::to_string(s.metric_max_families) +
       " metric-max-series=" + std::to_string(s.metric_max_series) +
-      " stub-fork=" + (s.stub_fork ? "true" : "false") +
-      " stub-preload=" + JoinNames(s.stub_preload) +
-      " stub-memory-interval-seconds=" +
+      " stub-fork=" + (s.stub_fork ? "true" : "false") + " stub-preload=" +
+      JoinNames(s.stub_preload) + " stub-memory-interval-seconds=" +
       json::FormatNumber(s.stub_memory_interval_seconds) +
       (s.sandbox.enabled ? " stub-sandbox=true" : "") +
       (s.env_allowlist.empty()

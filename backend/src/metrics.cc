@@ -143,8 +143,9 @@ MetricStore::AcquireSeries(
   if (it != series_.end() && it->second.series->owner != model) {
     return Status::InvalidArg(
         "this series of metric family '" + family->name + "' belongs to " +
-        (it->second.series->owner.empty() ? std::string("tritonpy itself")
-                                   : "model '" + it->second.series->owner + "'") +
+        (it->second.series->owner.empty()
+             ? std::string("tritonpy itself")
+             : "model '" + it->second.series->owner + "'") +
         ": a model cannot use another model's series (tritonpy)");
   }
   if (it == series_.end()) {

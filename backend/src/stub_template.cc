@@ -244,7 +244,8 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
         {"version", ""},
         {"instance", "template pid " + std::to_string(t->pid)}};
     t->memory = MemoryReporter::Registration(
-        memory_, memory_->Add(t->pid, labels, "stub template (" + t->describe + ")"));
+        memory_,
+        memory_->Add(t->pid, labels, "stub template (" + t->describe + ")"));
   }
 
   // The request: the stub's argv (`python -m tritonpy.stub ...`).

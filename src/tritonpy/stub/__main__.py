@@ -2,6 +2,17 @@
 # Copyright (c) The tritonpy authors.
 import sys
 
-from tritonpy.stub.main import main
 
-sys.exit(main())
+def _run() -> int:
+    if sys.argv[1:2] == ["--template"]:
+        # The stub template (template.py), which forks stubs: it imports
+        # main for them, so main does not import it back.
+        from tritonpy.stub.template import serve
+
+        return serve(sys.argv[2:])
+    from tritonpy.stub.main import main
+
+    return main()
+
+
+sys.exit(_run())

@@ -110,10 +110,6 @@ def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None
     """``forked``: what a stub forked from the template does once its ids
     are its own, before anything else (template.py)."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--template"]:
-        from tritonpy.stub.template import serve
-
-        return serve(argv[1:])
     fd, instance, lifeline, real_uid = parse_args(argv)
     if real_uid >= 0:
         from tritonpy.stub import _lifetime
