@@ -20,6 +20,11 @@ PSS = "tritonpy_stub_memory_pss_bytes"
 PRIVATE = "tritonpy_stub_memory_private_bytes"
 MiB = 1 << 20
 HOG_MIB = 200
+# How much more memory_big must show than memory_hog: the block, less a
+# margin. Two stubs' own pages differ by a few MiB (forked stubs copy
+# different pages of the template on write), so the whole 200 MiB is not a
+# floor; without the block the difference is near 0.
+SEEN = (HOG_MIB - 32) * MiB
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +74,7 @@ def test_gauges_report_each_stub(memory_server: TritonServer) -> None:
 
     def settled() -> bool:
         small, big = readings(srv, "memory_hog"), readings(srv, "memory_big")
-        return None not in (*small, *big) and big[1] >= small[1] + HOG_MIB * MiB  # type: ignore[operator]
+        return None not in (*small, *big) and big[1] >= small[1] + SEEN  # type: ignore[operator]
 
     # The readings follow the load at once (a stub is read when it starts,
     # after initialize()): waiting on them, never on the clock.
@@ -83,8 +88,8 @@ def test_gauges_report_each_stub(memory_server: TritonServer) -> None:
         assert 0 < private <= pss, (pss, private)
     # A stub is an interpreter with numpy: tens of MiB, not KiB, not GiB.
     assert 5 * MiB < small_pss < 1024 * MiB, small_pss
-    assert big_private - small_private >= HOG_MIB * MiB, (big_private, small_private)
-    assert big_pss - small_pss >= HOG_MIB * MiB, (big_pss, small_pss)
+    assert big_private - small_private >= SEEN, (big_private, small_private)
+    assert big_pss - small_pss >= SEEN, (big_pss, small_pss)
 
 
 def test_debug_lines_name_the_stub(memory_server: TritonServer) -> None:
