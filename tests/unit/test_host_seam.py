@@ -208,7 +208,7 @@ def test_the_import_reader_sees_every_way_of_naming_a_pb_utils_module() -> None:
     source = textwrap.dedent(
         """
         from tritonpy import pb_utils
-        from tritonpy.pb_utils import _core as _req, _seam
+        from tritonpy.pb_utils import _core as core, _seam
         from tritonpy.pb_utils._core cimport (
             RequestCore,  # a comment
             TensorCore,

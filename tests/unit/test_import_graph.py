@@ -115,3 +115,17 @@ def test_pb_utils_never_imports_the_stub() -> None:
     }
     assert not back
     assert any(d.startswith("tritonpy.pb_utils") for d in graph["tritonpy.stub.runtime"])
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A module's name says what it is wherever it is read: no two modules
+    of src/ share one (outside the package files ``__init__`` and
+    ``__main__``), so the stub's frame codec (stub/_codec.pyx) is not
+    confused with pb_utils' BYTES helpers (pb_utils/_bytes_tensor.py)."""
+    where: dict[str, list[str]] = {}
+    for p in SRC.rglob("*"):
+        if p.suffix in (".py", ".pyx") and "__pycache__" not in p.parts:
+            if p.stem not in ("__init__", "__main__"):
+                where.setdefault(p.stem, []).append(module_name(p))
+    shared = {stem: names for stem, names in where.items() if len(names) > 1}
+    assert not shared, shared

@@ -6,7 +6,7 @@ Same names and semantics as the official Triton Python backend's module.
 """
 
 from ._bls import ResponseIterator, is_model_ready, load_model, unload_model
-from ._codec import deserialize_bytes_tensor, serialize_byte_tensor
+from ._bytes_tensor import deserialize_bytes_tensor, serialize_byte_tensor
 from ._config import (
     get_input_config_by_name,
     get_input_tensor_by_name,

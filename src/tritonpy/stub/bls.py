@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tritonpy.pb_utils import _seam as _req
+from tritonpy.pb_utils import _seam
 from tritonpy.pb_utils._seam import pb_utils
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
@@ -195,7 +195,7 @@ class BlsClient:
             except Exception as e:  # noqa: BLE001 - a bad response fails this call only
                 resp = _Response(error=_TritonError(f"BLS response: {e}"))
             if body.parameters:
-                _req.set_parameters_json(resp, body.parameters)
+                _seam.set_parameters_json(resp, body.parameters)
         if final:
             self._calls.pop(call_id, None)
         self._push(call, resp, final)
@@ -315,7 +315,7 @@ class BlsClient:
 
     def _self_call(self, request: Any) -> bool:
         return (
-            _req.model_name(request) == self.names.model
+            _seam.model_name(request) == self.names.model
             and self.instance_count <= 1
             and threading.get_ident() == self._loop_thread
         )
@@ -329,7 +329,7 @@ class BlsClient:
         if self._self_call(request):
             err = _Response(
                 error=_TritonError(
-                    f"model '{_req.model_name(request)}' called itself with a blocking exec() from its "
+                    f"model '{_seam.model_name(request)}' called itself with a blocking exec() from its "
                     "only instance: the request could never run (it would deadlock). Use more "
                     "instances, or 'async def execute' with 'await async_exec()'",
                     _TritonError.UNAVAILABLE,

@@ -33,7 +33,7 @@ import traceback
 import types
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from tritonpy.pb_utils import _seam as _req
+from tritonpy.pb_utils import _seam
 from tritonpy.pb_utils._seam import execute_failed, pb_utils
 from tritonpy.stub import _batch
 from tritonpy.stub import _codec as C
@@ -143,7 +143,7 @@ class Engine:
                 self._queue(
                     req, _Response(error=pb_utils.TritonError(why, _INVALID_ARG)), C.RESP_FINAL
                 )
-        batch.given = [r for r in batch.requests if not _req.is_closed(r)]
+        batch.given = [r for r in batch.requests if not _seam.is_closed(r)]
         self.flush()
         if batch.given:
             return True
@@ -158,7 +158,7 @@ class Engine:
             # unload has answered them all; any other cancellation came from
             # inside the model (an awaited task cancelled, CancelledError
             # raised): a failure of execute(), not a cancelled request.
-            if all(r.is_cancelled() or _req.is_closed(r) for r in batch.requests):
+            if all(r.is_cancelled() or _seam.is_closed(r) for r in batch.requests):
                 self._execute_cancelled(batch)
                 return
             try:
@@ -189,7 +189,7 @@ class Engine:
             )
             return
         for req in batch.requests:
-            if _req.rescheduled(req) and self._close(req):
+            if _seam.rescheduled(req) and self._close(req):
                 self._queue(req, None, C.RESP_RESCHEDULE | C.RESP_NO_RESPONSE)
         self.flush()
         self.out.execute_done(batch.id, True)
@@ -280,7 +280,7 @@ class Engine:
         with ``message``, after the official backend's words."""
         batch.returned = True
         for req in batch.requests:
-            _req.close(req)
+            _seam.close(req)
         self.flush()
         self.out.execute_done(batch.id, False, _execute_failed_text(self.names.instance, message))
         self._forget(batch)
@@ -306,7 +306,7 @@ class Engine:
 
     def _close(self, req: Any) -> bool:
         """Mark the request complete; False if it already was."""
-        return _req.close(req)
+        return _seam.close(req)
 
     # ---------------------------------------------------------------- senders
 
@@ -317,7 +317,7 @@ class Engine:
         if schedule:
             self._call_on_loop(self.flush)
         if done:
-            self._call_on_loop(self._maybe_forget, _req.batch_of(req))
+            self._call_on_loop(self._maybe_forget, _seam.batch_of(req))
 
     def broke_rule(self, req: Any, message: str) -> NoReturn:
         """A default-mode sender was asked for a second response, or for the
@@ -331,10 +331,10 @@ class Engine:
                 f"TritonModelException: {message}\n\ntritonpy: request '{req.request_id()}' "
                 "ends with this error",
             )
-            if _req.batch_of(req).returned:
+            if _seam.batch_of(req).returned:
                 self._log(2, text)  # nobody catches what send() raises now
             self._queue(req, _Response(error=pb_utils.TritonError(text)), C.RESP_FINAL)
-            self._call_on_loop(self._maybe_forget, _req.batch_of(req))
+            self._call_on_loop(self._maybe_forget, _seam.batch_of(req))
         raise pb_utils.TritonModelException(message)
 
     def _queue(self, req: Any, response: Any, wire_flags: int) -> None:
@@ -385,7 +385,7 @@ class Engine:
             for batch_id, index in items:
                 batch = self.batches.get(batch_id)
                 if batch is not None and index < len(batch.requests):
-                    _req.set_cancelled(batch.requests[index])
+                    _seam.set_cancelled(batch.requests[index])
             self.loop.call_soon_threadsafe(self.on_cancel, items)
             return
         touched = []
@@ -395,7 +395,7 @@ class Engine:
                 continue  # already complete: nothing to tell
             req = batch.requests[index]
             try:
-                _req.cancel(req)
+                _seam.cancel(req)
             except Exception:  # noqa: BLE001 - a callback's error must not stop the others
                 self._log(
                     2,
@@ -415,7 +415,7 @@ class Engine:
     def on_send_error(self, batch_id: int, index: int, code: int, message: str) -> None:
         batch = self.batches.get(batch_id)
         if batch is not None and index < len(batch.requests):
-            _req.send_failed(batch.requests[index], message)
+            _seam.send_failed(batch.requests[index], message)
 
     # ---------------------------------------------------------------- shutdown
 
