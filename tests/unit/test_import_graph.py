@@ -124,8 +124,8 @@ def test_no_two_modules_share_a_name() -> None:
     confused with pb_utils' BYTES helpers (pb_utils/_bytes_tensor.py)."""
     where: dict[str, list[str]] = {}
     for p in SRC.rglob("*"):
-        if p.suffix in (".py", ".pyx") and "__pycache__" not in p.parts:
-            if p.stem not in ("__init__", "__main__"):
-                where.setdefault(p.stem, []).append(module_name(p))
+        package_file = p.stem in ("__init__", "__main__")
+        if p.suffix in (".py", ".pyx") and "__pycache__" not in p.parts and not package_file:
+            where.setdefault(p.stem, []).append(module_name(p))
     shared = {stem: names for stem, names in where.items() if len(names) > 1}
     assert not shared, shared
