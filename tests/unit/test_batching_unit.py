@@ -9,6 +9,7 @@ import asyncio
 import subprocess
 import sys
 import threading
+import time
 import traceback
 
 import pytest
@@ -402,22 +403,42 @@ def test_the_stepping_thread_runs_at_most_one_step_ahead_of_the_loop() -> None:
     """While the loop is busy, the thread finishes the next step but does
     not start the one after: outputs wait for the loop, not pile up."""
     rec = Recorder()
+    handed: list[int] = []  # on_step: once per hand-out the loop took
 
-    async def main():
-        b = ContinuousBatcher(rec, max_active=1)
+    def on_step(active: int, outputs: int) -> None:
+        if outputs:  # not the report of an idle batcher
+            handed.append(outputs)
+
+    async def main() -> tuple[int, int]:
+        b = ContinuousBatcher(rec, max_active=1, on_step=on_step)
         stream = b.generate("a", steps=100)
         assert await stream.__anext__() == "a0"
-        # Block the loop until the thread has had ample chance to run on.
-        await asyncio.to_thread(lambda: None)
-        threading.Event().wait(0.2)
-        ahead = len(rec.log)
+        # Block the loop until the thread waits for it and nothing but the
+        # loop can let it go on: it waits in the hand-out's semaphore, which
+        # is at zero (a release not yet seen would let it run on).
+        stepper = b._stepper
+        deadline = time.monotonic() + 30
+        while not (parked(stepper._thread) and stepper._handed._value == 0):
+            assert time.monotonic() < deadline, "the stepping thread never waited"
+            time.sleep(0.001)
+        ahead, taken = len(rec.log), len(handed)
         await stream.aclose()
-        return ahead
+        return ahead, taken
 
-    # Step 0 was taken. While the loop was blocked, step 1's outputs were
-    # handed to it and step 2 may have run, but step 3 waits until the loop
-    # has taken step 1's.
-    assert run(main()) <= 3
+    # The loop took step 0's outputs and was blocked before it let the
+    # thread hand out again: the thread ran step 1, and not step 2.
+    assert run(main()) == (2, 1)
+
+
+def parked(thread: threading.Thread) -> bool:
+    """Whether ``thread`` waits in a threading.Condition (a semaphore at
+    zero, nothing to do)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return (
+        frame is not None
+        and frame.f_code.co_name == "wait"
+        and frame.f_code.co_filename == threading.__file__
+    )
 
 
 def test_the_interpreter_exits_cleanly_while_a_torch_step_runs() -> None:
