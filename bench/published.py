@@ -306,6 +306,33 @@ def _budget_rows(doc: dict) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _sse_rows(doc: dict) -> str:
+    """docs/llm-serving.md's table of what a token of stream_async costs
+    over gRPC and over SSE."""
+    rows = [
+        "",
+        "| streams | system | gRPC tokens/s | SSE tokens/s | gRPC server CPU µs/token "
+        "| SSE server CPU µs/token | gRPC TTFT p50 | SSE TTFT p50 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for n in (64, 256):
+        for system in ("tritonpy", "official"):
+            ids = (f"stream_async_s{n}", f"sse_stream_async_s{n}")
+            tok_s = [_median(doc, sid, "tok_s", system) for sid in ids]
+            cpu = [_median(doc, sid, "cpu_s_per_1k", system) for sid in ids]
+            ttft = [_median(doc, sid, "ttft_p50_ms", system) for sid in ids]
+            cells = [_num(None if v is None else v / 1000, ".1f", "k") for v in tok_s]
+            cells += [_num(None if v is None else 1000 * v, ".0f") for v in cpu]
+            cells += [_num(v, ".0f", " ms") for v in ttft]
+            rows.append(f"| {n} | {system} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _sse_floor_errors(doc: dict) -> str:
+    got = [_median(doc, f"sse_stream_async_s{n}", "errors", "floor") for n in (64, 256)]
+    return " and ".join(_num(v, "g") for v in got)
+
+
 def _above_floor(sid: str, key: str, system: str, scale: float) -> Callable[[dict], str]:
     def render(doc: dict) -> str:
         own, floor = (_median(doc, sid, key, s) for s in (system, "floor"))
@@ -338,6 +365,8 @@ FIGURES: dict[str, Callable[[dict], str]] = {
     "stream_async_256_cpu": _per_1k_us("stream_async_s256", "tritonpy"),
     "stream_async_256_floor_cpu": _per_1k_us("stream_async_s256", "floor"),
     "add_sub_budget": _budget_rows,
+    "sse_costs": _sse_rows,
+    "sse_floor_errors": _sse_floor_errors,
     "http_cpu_above_floor": _above_floor("http_add_sub_c64", "cpu_s_per_1k", "tritonpy", 1000),
     "official_cpu_above_floor": _above_floor("http_add_sub_c64", "cpu_s_per_1k", "official", 1000),
     "http_p50_above_floor": _above_floor("http_add_sub_c1", "p50_us", "tritonpy", 1),
