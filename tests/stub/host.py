@@ -136,6 +136,15 @@ class StubHost:
             if f["type"] != "ARENA":
                 raise AssertionError(f"expected {ftype}, got {f}")
 
+    def nothing_more(self, timeout: float = 30.0) -> None:
+        """A round trip: IS_READY, answered once the stub has read every
+        frame before it. Fails if anything but its READY (an ARENA or LOG
+        aside) comes first: a state, not a window of time, shows that
+        nothing followed what was received before."""
+        self.send(P.encode(P.IS_READY, {}, id=0xFFFF))
+        ready = self.recv_type("READY", timeout)
+        assert ready["id"] == 0xFFFF, ready
+
     # -- conversation
 
     def load(self, tmp_path: Path, source: str, **handshake: Any) -> dict[str, Any]:

@@ -160,17 +160,26 @@ def test_texts_larger_than_a_frame_travel_in_an_arena(host: StubHost, tmp_path: 
 def test_texts_past_the_backends_body_limit_are_cut_with_a_marker(
     host: StubHost, tmp_path: Path
 ) -> None:
+    # The same model's error whole, from a stub without the limit: the cut
+    # text must be its beginning, and its marker must give its length.
+    unlimited = StubHost()
+    try:
+        assert unlimited.load(tmp_path, RAISES_BIG)["ok"] is True
+        whole = unlimited.execute(1, [P.request("raise", [])])["body"]["error"]
+    finally:
+        unlimited.close()
     limit = 200_000
     settings = {"stub_max_body_bytes": limit}
     assert host.load(tmp_path, RAISES_BIG, settings=settings)["ok"] is True
     done = host.execute(1, [P.request("raise", [])])
     error = done["body"]["error"]
     assert "BIG-START" in error and "BIG-END" not in error
-    whole = len(BIG.encode())
-    assert f"... [truncated, {whole} bytes]" in error or "[truncated, " in error, error[-200:]
+    marker = f"... [truncated, {len(whole.encode())} bytes]"
+    assert error.endswith(marker), (error[-200:], marker)
+    assert whole.startswith(error[: -len(marker)])
     assert len(error.encode()) <= limit
     entry = host.execute(2, [P.request("error", [])])["body"]["responses"][0]
-    assert entry["error_message"].endswith(f"... [truncated, {whole} bytes]")
+    assert entry["error_message"].endswith(f"... [truncated, {len(BIG.encode())} bytes]")
     assert host.proc.poll() is None
 
 
