@@ -15,6 +15,7 @@ dies)."""
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,6 +155,18 @@ def with_params(model: str, params: dict[Any, Any]) -> dict[str, Any]:
     return {**PROBES[model], "parameters": params}
 
 
+def echoed(params: dict[str, Any]) -> Callable[[Answer], bool]:
+    """params answered with exactly ``params``: its PARAMS output (the JSON
+    of the model's ``request.parameters()``) and its response parameter
+    ``count``."""
+
+    def check(a: Answer) -> bool:
+        got = json.loads(a.output("PARAMS")[0])
+        return bool(got == params and a.body["parameters"]["count"] == len(params))
+
+    return check
+
+
 def good(a: Answer) -> bool:
     """add_sub answered 1..4 + 1..4."""
     return bool(a.output("OUTPUT0") == [2, 4, 6, 8])
@@ -168,6 +181,9 @@ def incomplete(name: str, length: int, left: int) -> Expect:
 
 
 PARAMS_JSON = dumps(PROBES["params"])[:-1]  # params' request, still open
+REPLACED = NOT_UTF8.decode("utf-8", "replace")
+EVERY_SCALAR = {"b": True, "i": -(2**63), "u": 2**63 - 1, "s": "", "f": 0.5}
+MANY_PARAMS = {f"k{i}": i for i in range(2000)}
 ALL_BYTES = [bytes(range(256)), b"", NOT_UTF8]
 
 CASES: dict[str, Case] = {
@@ -203,20 +219,23 @@ CASES: dict[str, Case] = {
     # gRPC's parser refuses any string field that is not UTF-8.
     "grpc_id_not_utf8": Case("add_sub", grpc_id_not_utf8, Err("Unable to parse request")),
     # --- request parameters
+    # Bytes that are not UTF-8 reach the model replaced (U+FFFD).
     "param_key_and_value_not_utf8": http_case(
-        "params", with_params("params", {NOT_UTF8: NOT_UTF8}), OK()
+        "params",
+        with_params("params", {NOT_UTF8: NOT_UTF8}),
+        OK(echoed({REPLACED: REPLACED})),
     ),
     "param_huge_key_and_value": http_case(
-        "params", with_params("params", {"k" * HUGE: "v" * HUGE}), OK()
+        "params",
+        with_params("params", {"k" * HUGE: "v" * HUGE}),
+        OK(echoed({"k" * HUGE: "v" * HUGE})),
     ),
     "param_every_scalar_type": http_case(
         "params",
-        with_params("params", {"b": True, "i": -(2**63), "u": 2**63 - 1, "s": "", "f": 0.5}),
-        OK(),
+        with_params("params", EVERY_SCALAR),
+        OK(echoed(EVERY_SCALAR)),
     ),
-    "param_many": http_case(
-        "params", with_params("params", {f"k{i}": i for i in range(2000)}), OK()
-    ),
+    "param_many": http_case("params", with_params("params", MANY_PARAMS), OK(echoed(MANY_PARAMS))),
     "param_null": http_case(
         "params", with_params("params", {"n": None}), Err("parameter 'n' has invalid type")
     ),
@@ -494,7 +513,9 @@ CASES: dict[str, Case] = {
     "http_body_cut_short": Case(
         "add_sub", lambda srv: half_sent(srv, "add_sub", dumps(add_sub()), 40), Err()
     ),
-    "client_disconnect_after_sending": Case("async_sleep", disconnect_after_sending, OK()),
+    "client_disconnect_after_sending": Case(
+        "async_sleep", disconnect_after_sending, OK(lambda a: a.body == {"success": 1, "fail": 0})
+    ),
     "client_disconnect_mid_stream": Case("repeat", disconnect_mid_stream, OK()),
     "stream_cancelled_mid_way": Case("repeat", stream_cancel("hostile-cancel"), OK()),
     # The model logs the cancellation with the request id: a log line past

@@ -7,9 +7,11 @@ well-formed request each model must still answer (`probe`)."""
 
 from __future__ import annotations
 
+import json
 import queue
 import socket
 import struct
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -248,13 +250,30 @@ def _post(srv: TritonServer, path: str, body: bytes) -> socket.socket:
     return s
 
 
+def ended(srv: TritonServer, model: str) -> tuple[int, int]:
+    """How many requests ``model`` has ended so far, (successes, failures):
+    Triton's statistics (``/v2/models/<model>/stats``)."""
+    url = f"http://127.0.0.1:{srv.http_port}/v2/models/{model}/stats"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        stats = json.loads(r.read())["model_stats"][0]["inference_stats"]
+    return stats["success"]["count"], stats["fail"]["count"]
+
+
 def disconnect_after_sending(srv: TritonServer) -> Answer:
     """A request to async_sleep (300 ms) whose client closes the
-    connection as soon as the request is out."""
+    connection as soon as the request is out. The model still runs it to
+    the end: the answer's body is how many more requests of async_sleep
+    succeeded and failed once it ended (the official backend: one success)."""
     body = _one("IN", "INT32", [1], [1])
     body["inputs"].append({"name": "SLEEP_MS", "shape": [1], "datatype": "FP32", "data": [300]})
+    before = ended(srv, "async_sleep")
     _post(srv, "/v2/models/async_sleep/infer", dumps(body)).close()
-    return Answer(True, "OK")
+    try:
+        wait_until(lambda: ended(srv, "async_sleep") != before, timeout=60)
+    except AssertionError:
+        return Answer(False, 0, "the request never ended in Triton's statistics")
+    after = ended(srv, "async_sleep")
+    return Answer(True, "OK", body={"success": after[0] - before[0], "fail": after[1] - before[1]})
 
 
 def disconnect_mid_stream(srv: TritonServer) -> Answer:
