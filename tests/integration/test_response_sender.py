@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,9 +56,8 @@ FINAL_FIRST = (
 )
 SECOND = "Unable to send response. Non-decoupled model cannot send more than one response."
 CLOSED = "Unable to send response. Response sender has been closed."
-# Late sends begin 0.3 s after execute returned (plan.LATER_S): a stream
-# that should carry nothing more is watched this long past that.
-QUIET_S = 1.5
+# plan.py logs this, then the request's id, once its plan is over.
+PLAN_DONE = "plan done: "
 
 
 def _repository(dest: Path) -> Path:
@@ -88,19 +88,35 @@ def _plan(text: str, mod: Any = grpcclient) -> list[Any]:
 
 def stream(srv: TritonServer, model: str, plans: list[str], count: int) -> list[tuple[Any, Any]]:
     """Send ``plans`` on one gRPC stream; wait for ``count`` answers (each
-    (INDEX or None, error or None)), then make sure no more come."""
+    (INDEX or None, error or None)), then make sure no more come: once the
+    model has logged that every plan is over, one more request on the same
+    stream (the ping, answered by the same instance) must be answered with
+    nothing else before it. Anything else gets ("more", error)."""
+    tag = uuid.uuid4().hex[:12]
+    ids = [f"{tag}-{i}" for i in range(len(plans))]
     got: queue.Queue = queue.Queue()
     answers: list[tuple[Any, Any]] = []
     with grpcclient.InferenceServerClient(srv.grpc_url) as c:
         c.start_stream(lambda result, error: got.put((result, error)))
-        for text in plans:
-            c.async_stream_infer(model, _plan(text))
+        for text, request_id in zip(plans, ids, strict=True):
+            c.async_stream_infer(model, _plan(text), request_id=request_id)
         deadline = time.monotonic() + 30
         while len(answers) < count:
             result, error = got.get(timeout=max(0.1, deadline - time.monotonic()))
             index = None if result is None else int(result.as_numpy("INDEX").ravel()[0])
             answers.append((index, error))
-        time.sleep(QUIET_S)
+        for request_id in ids:
+            wait_for_log(srv, PLAN_DONE + request_id, 0)
+        decoupled = "decoupled: true" in COPIES[model][1]
+        ping = f"{tag}-ping"
+        c.async_stream_infer(
+            model, _plan("pre=1,pre_final" if decoupled else "ret"), request_id=ping
+        )
+        while True:
+            result, error = got.get(timeout=30)
+            if result is not None and result.get_response().id == ping:
+                break
+            answers.append((None if result is None else "more", error))
         c.stop_stream()
     while not got.empty():
         result, error = got.get()
@@ -109,7 +125,7 @@ def stream(srv: TritonServer, model: str, plans: list[str], count: int) -> list[
 
 
 def indexes(answers: list[tuple[Any, Any]]) -> list[int]:
-    assert all(error is None for _, error in answers), answers
+    assert all(error is None and index != "more" for index, error in answers), answers
     return sorted(index for index, _ in answers)
 
 

@@ -8,7 +8,9 @@ PLAN is a comma-separated list: ``pre=N`` responses sent during execute,
 responses sent after execute returned, ``post_final`` then the final flag.
 Each response's INDEX says where it came from: 0 returned, 1000 + i sent
 during execute, 2000 + i sent afterwards. What a send after execute returned
-raises is logged ("send raised: ..."); during execute it propagates."""
+raises is logged ("send raised: ..."); during execute it propagates. Once
+a request's plan is over (its late sends done, or execute raised), "plan
+done: <request id>" is logged."""
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -39,17 +41,26 @@ def send(sender, count, final, base):
         sender.send(flags=FINAL)
 
 
+def done(requests):
+    for request in requests:
+        pb_utils.Logger.log_info(f"plan done: {request.request_id()}")
+
+
 def execute(requests, later):
     """``later(fn)`` calls fn once execute has returned."""
     post, returned = [], []
-    for request in requests:
-        p = plan_of(request)
-        sender = None
-        if p["pre"] or p["pre_final"] or p["post"] or p["post_final"]:
-            sender = request.get_response_sender()
-        send(sender, p["pre"], p["pre_final"], 1000)
-        post.append((sender, p["post"], p["post_final"]))
-        returned.append(indexed(0) if p["ret"] else None)
+    try:
+        for request in requests:
+            p = plan_of(request)
+            sender = None
+            if p["pre"] or p["pre_final"] or p["post"] or p["post_final"]:
+                sender = request.get_response_sender()
+            send(sender, p["pre"], p["pre_final"], 1000)
+            post.append((sender, p["post"], p["post_final"]))
+            returned.append(indexed(0) if p["ret"] else None)
+    except Exception:
+        done(requests)  # nothing is sent late
+        raise
 
     def send_late():
         for sender, count, final in post:
@@ -57,6 +68,7 @@ def execute(requests, later):
                 send(sender, count, final, 2000)
             except pb_utils.TritonModelException as e:
                 pb_utils.Logger.log_info(f"send raised: {e}")
+        done(requests)
 
     later(send_late)
     return None if all(r is None for r in returned) else returned
