@@ -21,6 +21,12 @@ prompt + max_tokens summed over active streams). Past either, new streams
 wait their turn. The gauge ``llm_active_sequences`` and the counters
 ``llm_tokens_total`` and ``llm_step_seconds_total`` (time in steps: its rate
 is the share of time the model computes) show the batcher at work.
+
+For debugging, ``debug_pause_file`` names a file (relative to the model's
+directory, or absolute): while it exists no decode step starts, and the
+model logs when it pauses (with the tokens the paused streams have so far)
+and each cancellation it is told of. tests/integration/test_llm.py pauses
+the batch this way to cancel a stream at a known token.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import asyncio
 import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -42,8 +49,8 @@ FIRST_TEXT, LAST_TEXT = 32, 126  # printable ASCII: what greedy decoding may pic
 
 
 class Config:
-    """The network's size: 3.2 M parameters. One decode step of 64 streams
-    takes 11 to 15 ms of one CPU core (docs/llm-serving.md)."""
+    """The network's size: 3.2 M parameters. What a decode step costs at
+    1, 16 and 64 streams: docs/llm-serving.md."""
 
     vocab = 256  # bytes
     dim = 256
@@ -241,6 +248,8 @@ class TritonPythonModel:
         params = _parameters(args["model_config"])
         slots = int(params.get("max_active_sequences", 64))
         budget = params.get("cache_budget_tokens")
+        pause = params.get("debug_pause_file")
+        self.pause_file = Path(args["model_repository"], pause) if pause else None
         self.generator = Generator(slots)
         # The families are kept: on the official backend a metric stops
         # working once its family object is gone.
@@ -263,11 +272,21 @@ class TritonPythonModel:
         )
 
     def _step(self, batch: list[Sequence[Stream]]) -> list[int]:
+        if self.pause_file is not None and self.pause_file.exists():
+            self._pause(batch)
         start = time.perf_counter()
         try:
             return self.generator.step(batch)
         finally:
             self.step_seconds += time.perf_counter() - start
+
+    def _pause(self, batch: list[Sequence[Stream]]) -> None:
+        """The stepping thread waits while ``debug_pause_file`` exists."""
+        tokens = [seq.steps for seq in batch]
+        pb_utils.Logger.log_info(f"llm: decode paused, streams at tokens {tokens}")
+        while self.pause_file is not None and self.pause_file.exists():
+            time.sleep(0.005)
+        pb_utils.Logger.log_info("llm: decode resumed")
 
     def _observe(self, active: int, tokens: int) -> None:
         self.active.set(active)
@@ -286,6 +305,8 @@ class TritonPythonModel:
 
     async def _generate(self, request) -> None:
         sender = request.get_response_sender()
+        if self.pause_file is not None:
+            request.add_cancel_callback(_log_cancelled)
         prompt = _scalar(request, "text_input", b"")
         if isinstance(prompt, str):
             prompt = prompt.encode()
@@ -305,6 +326,10 @@ class TritonPythonModel:
             sender.send(_text(bytes(text)), flags=FINAL)
         elif sent < count or count == 0:
             sender.send(flags=FINAL)  # cancelled, or nothing to generate
+
+
+def _log_cancelled(request) -> None:
+    pb_utils.Logger.log_info(f"llm: request '{request.request_id()}' cancelled")
 
 
 def _parameters(config_json: str) -> dict[str, str]:

@@ -8,6 +8,7 @@ model decoding each prompt alone, over gRPC streams, HTTP SSE and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import importlib.util
 import json
@@ -16,7 +17,7 @@ import queue
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -46,6 +47,7 @@ PROMPTS = [
     "zzz",
 ]
 TOKENS = 24
+PAUSE = "debug_pause"  # the example's debug_pause_file, in its directory
 MARGIN = 0.04  # logits are of order 1; float32 batching noise is ~1e-5
 
 
@@ -71,7 +73,13 @@ def expected() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     work = tmp_path_factory.mktemp("llm")
-    server = TritonServer(build_repository(work / "repo", ["llm"]), work)
+    repo = build_repository(work / "repo", ["llm"])
+    config = repo / "llm" / "config.pbtxt"
+    config.write_text(
+        config.read_text()
+        + f'parameters [{{ key: "debug_pause_file", value: {{ string_value: "{PAUSE}" }} }}]\n'
+    )
+    server = TritonServer(repo, work)
     try:
         server.wait_ready(timeout=180)
         yield server
@@ -185,72 +193,71 @@ def test_example_client(srv: TritonServer, flag: str) -> None:
 
 # The longest a stream of these tests can be: the context less the prompt.
 LONG = 240
-BACKGROUND = 15
+PAUSED = re.compile(r"llm: decode paused, streams at tokens \[(\d+)\]")
 
 
-class Background:
-    """BACKGROUND streams of LONG tokens on a gRPC stream of their own, so
-    that each step of the batch takes many times a lone stream's: a stream
-    cancelled after a few tokens is then far from its natural end whatever
-    the machine's pace. ``tokens()`` waits until they all ended and says
-    how many tokens they got."""
+@contextlib.contextmanager
+def paused(srv: TritonServer) -> Iterator[int]:
+    """The example's decode steps paused (its debug_pause_file exists) while
+    one stream runs: yields how many tokens that stream had when the
+    stepping thread stopped; the steps go on when the block is left."""
+    before = srv.log_size()
+    pause = srv.repo / "llm" / PAUSE
+    pause.touch()
+    try:
+        assert srv.wait_log("llm: decode paused", after=before), srv.log()[-3000:]
+        (tokens,) = PAUSED.findall(srv.log()[before:])
+        yield int(tokens)
+    finally:
+        pause.unlink()
 
-    def __init__(self, srv: TritonServer) -> None:
-        self.results: queue.Queue = queue.Queue()
-        self.client = grpcclient.InferenceServerClient(srv.grpc_url)
-        self.client.start_stream(callback=lambda result, error: self.results.put((result, error)))
-        for _ in range(BACKGROUND):
-            self.client.async_stream_infer("llm", llm_inputs(grpcclient, "busy " * 3, LONG))
-        self.got = 0
-        for _ in range(BACKGROUND):  # every one is in the batch
-            self._take()
 
-    def _take(self) -> None:
-        result, error = self.results.get(timeout=120)
-        assert error is None, error
-        self.got += 1
-
-    def tokens(self) -> int:
-        while self.got < BACKGROUND * LONG:
-            self._take()
-        self.client.stop_stream()
-        self.client.close()
-        return self.got
+def cancelled_early(srv: TritonServer, request_id: str, go_away: Callable[[], None]) -> int:
+    """A stream of LONG tokens (``request_id``) whose client goes away
+    (``go_away()``) while the batch is paused after its first tokens: once
+    the model was told, it takes at most two more steps (the one that was
+    waiting and the one the stepping thread runs ahead), not its remaining
+    ~237. Returns the tokens it had when the batch paused."""
+    with paused(srv) as tokens:
+        assert tokens >= 3  # the client had three
+        go_away()
+        assert srv.wait_log(f"llm: request '{request_id}' cancelled"), srv.log()[-3000:]
+    wait_metric(srv, "llm_active_sequences", 0)
+    return tokens
 
 
 def test_grpc_cancel_takes_the_stream_out_of_the_batch(srv: TritonServer) -> None:
     wait_metric(srv, "llm_active_sequences", 0)
     before = metric(srv, "llm_tokens_total")
-    background = Background(srv)
     results: queue.Queue = queue.Queue()
     c = grpcclient.InferenceServerClient(srv.grpc_url)
     c.start_stream(callback=lambda result, error: results.put((result, error)))
     try:
-        c.async_stream_infer("llm", llm_inputs(grpcclient, "Once upon a time", LONG))
+        inputs = llm_inputs(grpcclient, "Once upon a time", LONG)
+        c.async_stream_infer("llm", inputs, request_id="cancelled-grpc")
         for _ in range(3):  # it is in the batch
             assert results.get(timeout=120)[1] is None
+        tokens = cancelled_early(srv, "cancelled-grpc", lambda: c.stop_stream(cancel_requests=True))
     finally:
-        c.stop_stream(cancel_requests=True)
         c.close()
-    others = background.tokens()
-    wait_metric(srv, "llm_active_sequences", 0)
-    # It left long before its tokens were all made.
-    assert 3 <= metric(srv, "llm_tokens_total") - before - others < LONG
+    assert tokens <= metric(srv, "llm_tokens_total") - before <= tokens + 2
 
 
 def test_sse_disconnect_takes_the_stream_out_of_the_batch(srv: TritonServer) -> None:
     wait_metric(srv, "llm_active_sequences", 0)
     before = metric(srv, "llm_tokens_total")
-    background = Background(srv)
-    conn, resp = sse(srv, {"text_input": "Triton", "max_tokens": LONG, "stream": True})
+    body = {"id": "cancelled-sse", "text_input": "Triton", "max_tokens": LONG, "stream": True}
+    conn, resp = sse(srv, body)
     events = sse_events(resp)
     for _ in range(3):  # it is in the batch
         assert "text_output" in next(events)
-    conn.sock.close()  # the client goes away mid-stream
-    conn.close()
-    others = background.tokens()
-    wait_metric(srv, "llm_active_sequences", 0)
-    assert 3 <= metric(srv, "llm_tokens_total") - before - others < LONG
+
+    def go_away() -> None:  # the client goes away mid-stream
+        conn.sock.close()
+        conn.close()
+
+    tokens = cancelled_early(srv, "cancelled-sse", go_away)
+    assert tokens <= metric(srv, "llm_tokens_total") - before <= tokens + 2
 
 
 # ------------------------------------------------------------------ load
