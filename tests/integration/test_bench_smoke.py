@@ -36,14 +36,17 @@ def test_bench_smoke(tmp_path: Path) -> None:
         timeout=580,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
-
     doc = json.loads((out / "bench.json").read_text())
-    table = (out / "bench.md").read_text()
-    assert doc["systems"] == SYSTEMS and doc["rounds"] == 1
     if os.geteuid() == 0:
         # root can install libgrpc++-dev: the C++ gRPC client must have run
         # (the Python fallback is the client-bound instrument it replaced)
         assert doc["config"]["grpc_client"] == "c++", proc.stderr[-4000:]
+    check_results(doc, (out / "bench.md").read_text())
+
+
+def check_results(doc: dict, table: str) -> None:
+    """What a smoke run's bench.json (``doc``) and bench.md (``table``) must hold."""
+    assert doc["systems"] == SYSTEMS and doc["rounds"] == 1
     expected = [s.id for s in build(make_config(parse_args(["--smoke"])))]
     assert [s["id"] for s in doc["scenarios"]] == expected
     models = {s["model"] for s in doc["scenarios"]}
@@ -64,11 +67,12 @@ def test_bench_smoke(tmp_path: Path) -> None:
                 assert res["status"] == "n/a", where
             elif system == "official" and "_exec_" in sc["id"]:
                 assert res["status"] == "n/a", where  # a tritonpy setting
-            elif res["status"] == "skipped" and "no stub-fork key" in res.get("reason", ""):
-                # A tritonpy without stub templates has no forked stubs to
-                # measure; its stub-fork=false rows must still be there.
-                assert system == "tritonpy" and sc["id"].startswith("many_"), where
             else:
+                # The many_ rows too, never "skipped": tritonpy has the
+                # stub-fork key, so both ways of starting stubs are measured.
+                # bench/many.py also skips a size that would leave less than
+                # RESERVE_GIB (6 GiB) available: this test needs that much
+                # free memory, and fails without it.
                 assert res["status"] == "ok", where
             if res["status"] == "ok":
                 values = [v["median"] for v in res["metrics"].values()]
