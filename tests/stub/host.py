@@ -137,13 +137,16 @@ class StubHost:
                 raise AssertionError(f"expected {ftype}, got {f}")
 
     def nothing_more(self, timeout: float = 30.0) -> None:
-        """A round trip: IS_READY, answered once the stub has read every
-        frame before it. Fails if anything but its READY (an ARENA or LOG
-        aside) comes first: a state, not a window of time, shows that
-        nothing followed what was received before."""
-        self.send(P.encode(P.IS_READY, {}, id=0xFFFF))
-        ready = self.recv_type("READY", timeout)
-        assert ready["id"] == 0xFFFF, ready
+        """Two round trips: IS_READY, answered once the stub has read every
+        frame before it, then another once the first is answered (by then
+        the stub's loop has also run what it had scheduled for its next
+        turn). Fails if anything but their READY (an ARENA or LOG aside)
+        comes first: a state, not a window of time, shows that nothing
+        followed what was received before."""
+        for query in (0xFFFE, 0xFFFF):
+            self.send(P.encode(P.IS_READY, {}, id=query))
+            ready = self.recv_type("READY", timeout)
+            assert ready["id"] == query, ready
 
     # -- conversation
 
