@@ -263,7 +263,8 @@ def disconnect_after_sending(srv: TritonServer) -> Answer:
     """A request to async_sleep (300 ms) whose client closes the
     connection as soon as the request is out. The model still runs it to
     the end: the answer's body is how many more requests of async_sleep
-    succeeded and failed once it ended (the official backend: one success)."""
+    succeeded and failed once it ended (Triton does not cancel a request
+    whose HTTP client left: one success)."""
     body = _one("IN", "INT32", [1], [1])
     body["inputs"].append({"name": "SLEEP_MS", "shape": [1], "datatype": "FP32", "data": [300]})
     before = ended(srv, "async_sleep")
