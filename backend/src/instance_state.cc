@@ -47,7 +47,7 @@ InstanceState::InstanceState(
       arenas_(model->backend().settings().arena_byte_size),
       table_(model, instance, &stub_, &gate_, &arenas_),
       readiness_(
-          Describe(), &stub_,
+          Describe(), name_, &stub_,
           model->backend().settings().ready_timeout_seconds),
       reader_(
           Describe(),
