@@ -29,10 +29,13 @@ struct BackendSettings {
   std::string python_executable = "python3";
   int stub_timeout_seconds = 30;
   uint64_t arena_byte_size = 64ull << 20;
-  // How long the stub lets in-flight work finish on FINALIZE before it
-  // cancels it (passed to the stub as settings.finalize_grace_seconds).
-  // Fractions are allowed ("0.5").
-  double finalize_grace_seconds = 5;
+  // 0: an unload or a shutdown leaves work in flight alone, as the
+  // official backend does (Triton keeps the instance while its requests
+  // live; its exit timeout bounds a shutdown). More than 0: such work gets
+  // this long, then the stub cancels it and answers its requests (passed
+  // to the stub as settings.finalize_grace_seconds, which also bounds what
+  // is left at FINALIZE). Fractions are allowed ("0.5").
+  double finalize_grace_seconds = 0;
   // How long a readiness query waits for the model's is_ready().
   double ready_timeout_seconds = 5;
   // A batch whose execute runs longer than this gets its stub killed and

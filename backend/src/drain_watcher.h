@@ -4,13 +4,17 @@
 // DrainWatcher: notices that a model is being unloaded while its requests
 // are still in flight.
 //
-// Triton 2.51 finalizes a model instance only once none of its requests is
-// alive, so an unload (or shutdown) with open streams or async batches would
-// never reach the backend. One thread per backend polls
-// TRITONSERVER_ServerModelIsReady for the instances that have requests in
-// flight; a model that stops being ready while it has work is unloading,
-// and its instances are told to drain (the stub gives in-flight work
-// finalize-grace-seconds, then cancels it and answers every open request).
+// Triton finalizes a model instance only once none of its requests (nor
+// their response factories) is alive: an unload or a shutdown with open
+// streams or async batches waits for them, and at shutdown Triton gives up
+// after its exit timeout and exits. That is what happens by default, as on
+// the official backend. With finalize-grace-seconds set (more than 0),
+// instances register here: one thread per backend polls
+// TRITONSERVER_ServerModelIsReady for those that have requests in flight;
+// a model that stops being ready while it has work is unloading (or the
+// server is exiting), and its instances are told to drain (the stub gives
+// in-flight work finalize-grace-seconds, then cancels it and answers every
+// open request).
 //
 // The watcher never calls into an InstanceState: it only sets a flag on a
 // shared DrainTarget that the instance's reader thread reads. It calls the

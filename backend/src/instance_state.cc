@@ -47,7 +47,7 @@ InstanceState::InstanceState(
       arenas_(model->backend().settings().arena_byte_size),
       table_(model, instance, &stub_, &gate_, &arenas_),
       readiness_(
-          Describe(), &stub_,
+          Describe(), name_, &stub_,
           model->backend().settings().ready_timeout_seconds),
       reader_(
           Describe(),
@@ -94,7 +94,10 @@ InstanceState::Create(
   state->drain_->server = server;
   state->drain_->model_name = model->name();
   state->drain_->model_version = static_cast<int64_t>(model->version());
-  model->backend().drain_watcher().Register(state->drain_);
+  // Without a grace, Triton alone decides when work in flight ends.
+  if (model->backend().settings().finalize_grace_seconds > 0) {
+    model->backend().drain_watcher().Register(state->drain_);
+  }
   state->reader_.Start();
   *out = std::move(state);
   return Status();

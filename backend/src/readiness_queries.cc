@@ -12,9 +12,30 @@
 
 namespace tritonpy {
 
+namespace {
+
+// The official backend's texts (TRITONBACKEND_ModelInstanceReady and its
+// wait for is_ready()); tritonpy's detail follows them.
+std::string
+NotHealthy(const std::string& instance)
+{
+  return "Stub process '" + instance + "' is not healthy. ";
+}
+constexpr char kGoneWhileAsked[] =
+    "Stub process is not healthy while waiting for user-defined is_ready() "
+    "response. ";
+constexpr char kTimedOut[] =
+    "Timed out waiting for user-defined is_ready() response. ";
+
+}  // namespace
+
 ReadinessQueries::ReadinessQueries(
-    std::string describe, StubSupervisor* stub, double timeout_s)
-    : describe_(std::move(describe)), stub_(stub), timeout_s_(timeout_s)
+    std::string describe, std::string instance, StubSupervisor* stub,
+    double timeout_s)
+    : describe_(std::move(describe)),
+      instance_(std::move(instance)),
+      stub_(stub),
+      timeout_s_(timeout_s)
 {
 }
 
@@ -39,7 +60,7 @@ ReadinessQueries::Check()
     MutexLock lock(&stub_->mu);
     if (!stub_->serving()) {
       return Status::Unavailable(
-          "tritonpy: " + describe_ + " is not ready: " +
+          NotHealthy(instance_) + "tritonpy: " + describe_ + " is not ready: " +
           stub_->UnavailableReason("the stub is restarting"));
     }
     if (!stub_->traits().has_is_ready) return Status();
@@ -64,13 +85,15 @@ ReadinessQueries::Check()
   queries_.erase(query_id);
   auto it = answers_.find(query_id);
   if (it == answers_.end()) {
-    std::string why = !sent.ok() || gone()
-                          ? "the stub went away during the readiness check"
-                          : "is_ready() did not answer within " +
-                                json::FormatNumber(timeout_s_) +
-                                " s (ready-timeout-seconds)";
+    if (!sent.ok() || gone()) {
+      return Status::Unavailable(
+          kGoneWhileAsked + std::string("tritonpy: ") + describe_ +
+          " is not ready: the stub went away during the readiness check");
+    }
     return Status::Unavailable(
-        "tritonpy: " + describe_ + " is not ready: " + why);
+        kTimedOut + std::string("tritonpy: ") + describe_ +
+        " is not ready: is_ready() did not answer within " +
+        json::FormatNumber(timeout_s_) + " s (ready-timeout-seconds)");
   }
   proto::ReadyBody answer = it->second;
   answers_.erase(it);

@@ -25,13 +25,18 @@ namespace tritonpy {
 
 class ReadinessQueries {
  public:
-  // `describe`: "model 'm' instance 'i'", for messages; `timeout_s`:
-  // ready-timeout-seconds.
+  // `describe`: "model 'm' instance 'i'", for messages; `instance`:
+  // Triton's name of the instance ("m_0_0"), for the official texts;
+  // `timeout_s`: ready-timeout-seconds.
   ReadinessQueries(
-      std::string describe, StubSupervisor* stub, double timeout_s);
+      std::string describe, std::string instance, StubSupervisor* stub,
+      double timeout_s);
 
   // OK when the stub runs and, if the model defines is_ready(), that
   // answered true within the timeout; else UNAVAILABLE with the reason.
+  // With no stub running, or one that went away while asked, the official
+  // backend's text comes first ("Stub process '<instance>' is not
+  // healthy."), then tritonpy's.
   Status Check() EXCLUDES(stub_->mu);
   // Reader thread: the stub's READY frame for `query_id`. Answers to
   // queries that timed out are dropped.
@@ -40,6 +45,7 @@ class ReadinessQueries {
 
  private:
   const std::string describe_;
+  const std::string instance_;
   StubSupervisor* const stub_;
   const double timeout_s_;
   uint64_t next_query_id_ GUARDED_BY(stub_->mu) = 1;

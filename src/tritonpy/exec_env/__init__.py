@@ -19,8 +19,10 @@ An unpacked tree is made read-only and its manifest (every entry's type,
 mode, size, times and inode) is written beside it; a tree that no longer
 matches its manifest is unpacked again before it is used.
 
-As the official backend does, the environment's ``bin/activate`` (if any)
-is sourced by bash, and what it set and removed is what its stubs get,
+As the official backend did up to r24.10, the environment's ``bin/activate``
+(if any) is sourced by bash (upstream's current backend only sets the
+variables a virtualenv's script would; docs/migration.md says why tritonpy
+keeps running it), and what it set and removed is what its stubs get,
 with the environment's ``lib/`` first on ``LD_LIBRARY_PATH`` (the stub
 takes that entry off the variable again once it runs: see
 ``tritonpy.stub.main``).

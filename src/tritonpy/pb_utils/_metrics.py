@@ -56,9 +56,14 @@ def _need_client() -> _host.Metrics:
 class MetricFamily:
     """A named metric of one kind; ``Metric(labels)`` adds one labelled series.
 
-    ``kind`` is ``MetricFamily.COUNTER``, ``.GAUGE`` or ``.HISTOGRAM``. Two
-    families of the same name and kind (in this model or another) share
-    their series in Triton, as in the official backend.
+    ``kind`` is ``MetricFamily.COUNTER``, ``.GAUGE`` or ``.HISTOGRAM``.
+    Families of the same name and kind share their series within one model
+    (its instances included), as in the official backend. Across models
+    tritonpy differs on purpose: a series belongs to the model that created
+    it, and another model's ``Metric`` with the same labels raises ("... a
+    model cannot use another model's series"); a family name another model
+    registered with another description is refused (docs/hardening.md,
+    *Custom metrics*).
     """
 
     __slots__ = (

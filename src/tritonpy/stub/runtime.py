@@ -53,6 +53,8 @@ _PROTOCOL_ERRORS = (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError)
 _LOOP_ONLY = frozenset((C.DRAIN, C.INIT, C.AUTO_COMPLETE, C.FINALIZE))
 
 LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
+# For a host that sends no grace (test hosts); the backend always sends
+# finalize-grace-seconds, 0 unless set.
 DEFAULT_FINALIZE_GRACE = 5.0
 # The backend's stub-max-body-bytes default, for a backend that does not say.
 DEFAULT_MAX_BODY = 64 << 20
