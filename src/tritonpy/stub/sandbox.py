@@ -169,7 +169,7 @@ def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
     os.environ["TMPDIR"] = SCRATCH
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
-        tempfile.tempdir = None  # chosen again, from TMPDIR
+        vars(tempfile)["tempdir"] = None  # chosen again, from TMPDIR
     _lifetime.landlock(handled, scoped, rules(read, write, handled))
     # Root of its user namespace no more: no mount_setattr to undo the
     # read-only view (Landlock stops the other mount calls), no raw
