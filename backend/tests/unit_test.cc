@@ -15,12 +15,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -833,10 +835,106 @@ TestFrontEndPacer()
   }
 }
 
+// The pacer caps a send's wait however slowly a queue drains: a queue
+// its thread reads one command at a time, never stalling and never down
+// to a quarter within the cap, holds a send kMaxWaitMs, not until it is.
+void
+TestFrontEndPacerWaitCapped()
+{
+  FrontEndPacer& pacer = FrontEndPacer::Get();
+  int dgram[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
+  FillDatagrams(dgram[0]);
+  pacer.WatchForTest({dgram[0]});
+  std::atomic<bool> stop{false};
+  std::thread drip([&] {  // a command every 40 ms: a quarter takes seconds
+    char buf[64];
+    while (!stop.load()) {
+      (void)!recv(dgram[1], buf, sizeof(buf), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  pacer.BeforeSend();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  stop.store(true);
+  drip.join();
+  CHECK(waited < std::chrono::milliseconds(FrontEndPacer::kMaxWaitMs + 1500));
+  CHECK(waited >= std::chrono::milliseconds(FrontEndPacer::kMaxWaitMs / 2));
+  pacer.WatchForTest({});
+  close(dgram[0]);
+  close(dgram[1]);
+}
+
+// A sender waiting for a queue holds no lock: the pacer answers others
+// (here its counters, which take its lock) while the wait goes on.
+void
+TestFrontEndPacerWaitsUnlocked()
+{
+  FrontEndPacer& pacer = FrontEndPacer::Get();
+  int dgram[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
+  FillDatagrams(dgram[0]);  // nobody drains it: the wait lasts kStallMs
+  pacer.WatchForTest({dgram[0]});
+  const uint64_t refills = pacer.counters().refills;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point done;
+  std::thread sender([&] {
+    pacer.BeforeSend();
+    done = Clock::now();
+  });
+  Clock::time_point seen;
+  while (true) {
+    const uint64_t now = pacer.counters().refills;
+    seen = Clock::now();
+    if (now != refills) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  sender.join();
+  // Seen while the sender was still waiting, well before it returned.
+  CHECK(seen + std::chrono::milliseconds(300) < done);
+  pacer.WatchForTest({});
+  close(dgram[0]);
+  close(dgram[1]);
+}
+
+// A queue's descriptor closed and its number reused by another socket is
+// not measured as the queue: the pacer sees another (st_dev, st_ino),
+// drops it, and does not wait for the stranger however full it is.
+void
+TestFrontEndPacerReusedDescriptor()
+{
+  FrontEndPacer& pacer = FrontEndPacer::Get();
+  int dgram[2], other[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, other) == 0);
+  pacer.WatchForTest({dgram[0]});
+  pacer.BeforeSend();  // measured: an empty queue
+  CHECK(pacer.counters().queues == 1);
+  FillDatagrams(other[0]);
+  CHECK(dup2(other[0], dgram[0]) == dgram[0]);  // the number, reused
+  const uint64_t refills = pacer.counters().refills;
+  const uint64_t waits = pacer.counters().waits;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100000 && pacer.counters().refills == refills; ++i) {
+    pacer.BeforeSend();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(pacer.counters().refills == refills + 1);
+  CHECK(pacer.counters().waits == waits);
+  CHECK(pacer.counters().queues == 0);
+  CHECK(took < std::chrono::milliseconds(FrontEndPacer::kStallMs / 2));
+  pacer.WatchForTest({});
+  for (int fd : {dgram[0], dgram[1], other[0], other[1]}) close(fd);
+}
+
 int
 main()
 {
   TestFrontEndPacer();  // first: it scans this process's descriptors
+  TestFrontEndPacerWaitCapped();
+  TestFrontEndPacerWaitsUnlocked();
+  TestFrontEndPacerReusedDescriptor();
   TestText();
   TestJson();
   TestAllocator();
