@@ -31,6 +31,7 @@
 #include "arena.h"
 #include "channel.h"
 #include "check.h"
+#include "fd_closer.h"
 #include "frontend_pacer.h"
 #include "json.h"
 #include "log_limiter.h"
@@ -363,17 +364,78 @@ TestChannel()
   close(wake);
 }
 
-// Descriptors passed with a frame: a memfd is kept, any other kind is
-// handed to the closer thread at once and stands as -1; more than the
-// 8 the receive buffer once held arrive whole (no MSG_CTRUNC, so the
-// kernel closes none on the reader's thread).
+// Sends one message "arena" carrying `fds` on `fd`.
+void
+SendDescriptors(int fd, const std::vector<int>& fds)
+{
+  std::vector<char> control(CMSG_SPACE(fds.size() * sizeof(int)));
+  struct iovec iov = {const_cast<char*>("arena"), 5};
+  struct msghdr msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  memcpy(CMSG_DATA(cm), fds.data(), fds.size() * sizeof(int));
+  CHECK(sendmsg(fd, &msg, 0) == 5);
+}
+
+// Whether the pipe whose write end is `w` has lost its reader, waiting
+// up to `ms` for it.
+bool
+ReaderGone(int w, int ms)
+{
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  struct pollfd p = {w, POLLOUT, 0};
+  do {
+    p.revents = 0;
+    if (poll(&p, 1, ms == 0 ? 0 : 100) < 0 && errno != EINTR) return false;
+  } while ((p.revents & POLLERR) == 0 &&
+           std::chrono::steady_clock::now() < deadline);
+  return (p.revents & POLLERR) != 0;
+}
+
+// Descriptors passed with a frame. Memfds are kept, more than the 8 the
+// receive buffer once held arriving whole (no MSG_CTRUNC, so the kernel
+// closes none on the reader's thread). A message with any other kind is
+// a protocol violation: its pipes and eventfds are closed before Receive
+// returns, its socket (whose close may block) goes to the closer alone,
+// and the peer is read no further: a message sent after it stays unread
+// until the channel is destroyed, when the closer closes the socket with
+// it.
 void
 TestChannelPassedDescriptors()
 {
   using tritonpy::Channel;
+  using tritonpy::CloserState;
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
-  Channel ch(sv[0]);
+  auto ch = std::make_unique<Channel>(sv[0]);
+  std::vector<uint8_t> buf;
+  std::vector<int> fds;
+  size_t len = 0;
+  Status err;
+
+  std::vector<int> memfds;
+  for (int i = 0; i < 20; ++i) {
+    memfds.push_back(memfd_create("unit", MFD_CLOEXEC));
+  }
+  SendDescriptors(sv[1], memfds);
+  for (int fd : memfds) close(fd);
+  CHECK(
+      ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kFrame);
+  CHECK(fds.size() == 20);
+  for (int fd : fds) {
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+  }
+
+  const long handed = CloserState().handed;
   std::vector<int> passed;
   passed.push_back(memfd_create("unit", MFD_CLOEXEC));
   std::vector<int> writers;
@@ -383,42 +445,41 @@ TestChannelPassedDescriptors()
     passed.push_back(p[0]);
     writers.push_back(p[1]);
   }
-  alignas(struct cmsghdr) char control[CMSG_SPACE(21 * sizeof(int))];
-  struct iovec iov = {const_cast<char*>("arena"), 5};
-  struct msghdr msg;
-  memset(&msg, 0, sizeof(msg));
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(passed.size() * sizeof(int));
-  memcpy(CMSG_DATA(cm), passed.data(), passed.size() * sizeof(int));
-  CHECK(sendmsg(sv[1], &msg, 0) == 5);
+  passed.push_back(eventfd(0, EFD_CLOEXEC));
+  int sp[2];  // a socket: its close may block, the closer takes it
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0);
+  passed.push_back(sp[0]);
+  SendDescriptors(sv[1], passed);
   for (int fd : passed) close(fd);  // the channel's copies are the last
-  std::vector<uint8_t> buf;
-  std::vector<int> fds;
-  size_t len = 0;
-  Status err;
   CHECK(
-      ch.Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kFrame);
-  CHECK(fds.size() == 21 && fds[0] >= 0);
-  for (size_t i = 1; i < fds.size(); ++i) CHECK(fds[i] == -1);
-  if (!fds.empty() && fds[0] >= 0) close(fds[0]);
-  // The closer closes the pipes' read ends: their writers see no reader.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (int w : writers) {
-    struct pollfd p = {w, POLLOUT, 0};
-    do {
-      p.revents = 0;
-      if (poll(&p, 1, 100) < 0 && errno != EINTR) break;
-    } while ((p.revents & POLLERR) == 0 &&
-             std::chrono::steady_clock::now() < deadline);
-    CHECK((p.revents & POLLERR) != 0);
-    close(w);
-  }
+      ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kError);
+  CHECK(fds.empty());
+  CHECK(Says(err, "is not a memfd on tmpfs; nothing more it sends is read"));
+  // Closed at once, on this thread: their writers see no reader now.
+  for (int w : writers) CHECK(ReaderGone(w, 0));
+  CHECK(CloserState().handed == handed + 1);
+  char c;
+  struct pollfd p = {sp[1], POLLIN, 0};
+  CHECK(poll(&p, 1, 30000) == 1 && read(sp[1], &c, 1) == 0);  // closed
+
+  // Read no further: the next message stays in the socket.
+  int later[2];
+  CHECK(pipe2(later, O_CLOEXEC) == 0);
+  SendDescriptors(sv[1], {later[0]});
+  close(later[0]);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(
+      ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kError);
+  CHECK(
+      std::chrono::steady_clock::now() - start <
+      std::chrono::milliseconds(500));
+  CHECK(!ReaderGone(later[1], 0));
+  ch.reset();  // its socket, and the unread message, go to the closer
+  CHECK(CloserState().handed == handed + 2);
+  CHECK(ReaderGone(later[1], 30000));
+  for (int w : writers) close(w);
+  close(later[1]);
+  close(sp[1]);
   close(sv[1]);
 }
 
@@ -443,7 +504,7 @@ TestChannelSendQueue()
     CHECK(ch.Send(big).ok());
   }
   CHECK(ch.queued_bytes() == big.size());
-  int memfd = eventfd(0, EFD_CLOEXEC);
+  int memfd = memfd_create("unit", MFD_CLOEXEC);
   std::vector<uint8_t> tagged(16, 0xAB);
   Status s;
   CHECK(ch.Send(tagged, memfd).ok());  // queued: the socket is full
