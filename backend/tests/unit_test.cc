@@ -125,6 +125,51 @@ TestAllocator()
   CHECK(alloc.Unannounced().size() == 2);
 }
 
+// Under a room (what a stub with an address-space limit can map), no arena
+// is larger than the room left: a new one shrinks to what fits, down to
+// the pages needed; past that an allocation fails saying why, and one
+// larger than the whole room is refused as such. Two allocators (batch
+// and BLS arenas) share the room, and one gives its arenas' bytes back
+// when it goes.
+void
+TestAllocatorRoom()
+{
+  using tritonpy::ArenaRoom;
+  const uint64_t kib = 1024;
+  auto room = std::make_shared<ArenaRoom>(1024 * kib, "test room");
+  auto batch = std::make_unique<ArenaAllocator>(256 * kib, room);
+  Allocation a, b, c;
+  CHECK(batch->Allocate(100 * kib, &a).ok());
+  CHECK(room->used() == 256 * kib);
+  // 2 x 600 KiB would pass the room: the arena is what is left, 768 KiB.
+  CHECK(batch->Allocate(600 * kib, &b).ok());
+  CHECK(batch->arena_count() == 2 && room->used() == 1024 * kib);
+  CHECK(batch->Unannounced().size() == 2);
+  CHECK(batch->Unannounced()[1]->size() == 768 * kib);
+  // Room in the arenas made: no new arena needed.
+  CHECK(batch->Allocate(100 * kib, &c).ok());
+  Allocation d;
+  Status s = batch->Allocate(200 * kib, &d);
+  CHECK(!s.ok() && s.code() == TRITONSERVER_ERROR_UNAVAILABLE);
+  CHECK(
+      s.message().find(
+          "hold 1048576 bytes of the 1048576 it can map "
+          "(test room), and none has that much free") != std::string::npos);
+  s = batch->Allocate(2048 * kib, &d);
+  CHECK(!s.ok() && s.code() == TRITONSERVER_ERROR_INVALID_ARG);
+  CHECK(
+      s.message().find(
+          "2097152 bytes are more than the stub can map: "
+          "the backend's arenas shared with it may take "
+          "1048576 bytes (test room)") != std::string::npos);
+  // The BLS allocator finds the room taken, until the batch one goes.
+  ArenaAllocator bls(64 * kib, room);
+  CHECK(!bls.Allocate(10, &d).ok());
+  batch.reset();
+  CHECK(room->used() == 0);
+  CHECK(bls.Allocate(10, &d).ok() && room->used() == 64 * kib);
+}
+
 void
 TestPeerArenas()
 {
@@ -999,6 +1044,7 @@ main()
   TestText();
   TestJson();
   TestAllocator();
+  TestAllocatorRoom();
   TestPeerArenas();
   TestPeerArenaChecks();
   TestPeerArenaLimits();
