@@ -4,9 +4,11 @@
 tritonpy_unit_test (backend/tests/unit_test.cc: JSON, the arena allocator,
 peer arena bounds, codec round trips, the socket end's receive) and
 tritonpy_bls_test (backend/tests/bls_test.cc, with ASan and UBSan: the BLS
-bookkeeping under Triton's callbacks played from several threads) and
+bookkeeping under Triton's callbacks played from several threads),
 tritonpy_readiness_test (backend/tests/readiness_test.cc, with ASan and
-UBSan: the instance readiness answer's texts)."""
+UBSan: the instance readiness answer's texts) and
+tritonpy_metrics_test (backend/tests/metrics_test.cc, the same way: every
+custom metric handle counts against the caps)."""
 
 from __future__ import annotations
 
@@ -37,3 +39,9 @@ def test_cpp_readiness_tests_pass_under_asan() -> None:
     """Among them: an instance with no stub answers a readiness query with
     the official text first ("Stub process '<instance>' is not healthy.")."""
     run("tritonpy_readiness_test")
+
+
+def test_cpp_metrics_tests_pass_under_asan() -> None:
+    """A stub that makes handle after handle of one family or series meets
+    metric-max-families / metric-max-series like one that makes new ones."""
+    run("tritonpy_metrics_test")
