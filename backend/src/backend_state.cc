@@ -207,6 +207,72 @@ ParseSandboxUid(
   return Status();
 }
 
+Status
+ParseSandboxNetwork(
+    const std::string& name, const std::string& text,
+    const std::string& bound_prefix, StubSandbox* sandbox)
+{
+  if (text != "none" && text != "host") {
+    return Status::InvalidArg(
+        bound_prefix + name + " must be none or host, got '" + text + "'");
+  }
+  sandbox->own_network = text == "none";
+  return Status();
+}
+
+Status
+ParseSandboxTmpBytes(
+    const std::string& name, const std::string& text,
+    const std::string& bound_prefix, StubSandbox* sandbox)
+{
+  uint64_t v;
+  TRITONPY_RETURN_IF_ERROR(ParseUnsigned(name, text, 1ull << 48, &v));
+  if (v < 4096) {
+    return Status::InvalidArg(bound_prefix + name + " must be at least 4096");
+  }
+  sandbox->tmp_bytes = v;
+  return Status();
+}
+
+// Absolute paths, separated by ':'.
+Status
+ParsePaths(
+    const std::string& name, const std::string& text,
+    std::vector<std::string>* out)
+{
+  out->clear();
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(':', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string path = text.substr(start, end - start);
+    if (!path.empty() && path[0] != '/') {
+      return Status::InvalidArg(
+          "tritonpy: " + name + " takes absolute paths separated by ':', " +
+          "got '" + path + "'");
+    }
+    if (!path.empty()) out->push_back(path);
+    start = end + 1;
+  }
+  return Status();
+}
+
+Status
+ParseSandboxReadPaths(
+    const std::string& name, const std::string& text, const std::string&,
+    StubSandbox* sandbox)
+{
+  return ParsePaths(name, text, &sandbox->read_paths);
+}
+
+Status
+ParseSandboxWritePaths(
+    const std::string& name, const std::string& text, const std::string&,
+    StubSandbox* sandbox)
+{
+  return ParsePaths(name, text, &sandbox->write_paths);
+}
+
 const SandboxKey*
 FindSandboxSetting(const std::string& key)
 {
@@ -231,15 +297,19 @@ EnvAllowed(const std::vector<std::string>& allowlist, const std::string& name)
   return false;
 }
 
-// A root server's stubs take stub-sandbox-uid whatever the model: no
-// model parameter.
-const std::array<SandboxKey, 4> kSandboxKeys = {{
+// A root server's stubs take stub-sandbox-uid whatever the model, and
+// the paths the operator opens: no model parameter.
+const std::array<SandboxKey, 8> kSandboxKeys = {{
     {"stub-sandbox", "stub_sandbox", ParseSandboxEnabled},
     {"stub-sandbox-max-processes", "stub_sandbox_max_processes",
      ParseSandboxMaxProcesses},
     {"stub-sandbox-address-space-bytes", "stub_sandbox_address_space_bytes",
      ParseSandboxAddressSpace},
     {"stub-sandbox-uid", nullptr, ParseSandboxUid},
+    {"stub-sandbox-network", "stub_sandbox_network", ParseSandboxNetwork},
+    {"stub-sandbox-tmp-bytes", "stub_sandbox_tmp_bytes", ParseSandboxTmpBytes},
+    {"stub-sandbox-read-paths", nullptr, ParseSandboxReadPaths},
+    {"stub-sandbox-write-paths", nullptr, ParseSandboxWritePaths},
 }};
 
 void
@@ -528,7 +598,12 @@ BackendState::Create(
       " stub-fork=" + (s.stub_fork ? "true" : "false") + " stub-preload=" +
       JoinNames(s.stub_preload) + " stub-memory-interval-seconds=" +
       json::FormatNumber(s.stub_memory_interval_seconds) +
-      (s.sandbox.enabled ? " stub-sandbox=true" : "") +
+      (s.sandbox.enabled
+           ? std::string(" stub-sandbox=true stub-sandbox-network=") +
+                 (s.sandbox.own_network ? "none" : "host") +
+                 " stub-sandbox-tmp-bytes=" +
+                 std::to_string(s.sandbox.tmp_bytes)
+           : "") +
       (s.env_allowlist.empty()
            ? ""
            : " stub-env-allowlist=" + std::to_string(s.env_allowlist.size()) +

@@ -106,7 +106,7 @@ struct SandboxKey {
       const std::string& name, const std::string& text,
       const std::string& bound_prefix, StubSandbox* sandbox);
 };
-extern const std::array<SandboxKey, 4> kSandboxKeys;
+extern const std::array<SandboxKey, 8> kSandboxKeys;
 
 class BackendState {
  public:

@@ -120,6 +120,9 @@ StepText(int step)
       return "the parent-death signal (prctl PR_SET_PDEATHSIG)";
     case TRITONPY_STEP_DESCRIPTORS:
       return "setting up its descriptors (dup2)";
+    case TRITONPY_STEP_LOOPBACK:
+      return "bringing up the loopback of its network namespace "
+             "(ioctl SIOCSIFFLAGS on lo)";
   }
   return "an unknown step";
 }
@@ -249,6 +252,7 @@ StartChild(
   setup.go_fd = go[0];
   setup.parent = getpid();
   setup.sandbox = sandbox;
+  setup.own_network = sandbox && plan.sandbox.own_network;
   setup.max_processes = plan.sandbox.max_processes;
   setup.address_space = plan.sandbox.address_space_bytes;
   for (const auto& p : plan.place) {
@@ -268,10 +272,13 @@ StartChild(
         ChildFork{&plan, report[1], go[0], setup.parent}, &fork_errno);
   }
   if (pid == 0 && sandbox) {
-    // A fork into new user, pid and mount namespaces: the child is pid 1
-    // of its own pid namespace, and everything in it dies with it.
+    // A fork into new user, pid, mount (and network) namespaces: the
+    // child is pid 1 of its own pid namespace, and everything in it dies
+    // with it.
     pid = static_cast<pid_t>(syscall(
-        SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | SIGCHLD,
+        SYS_clone,
+        CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS |
+            (setup.own_network ? CLONE_NEWNET : 0) | SIGCHLD,
         nullptr, nullptr, nullptr, nullptr));
     fork_errno = errno;
   } else if (pid == 0) {
@@ -287,9 +294,11 @@ StartChild(
     if (sandbox) {
       return Status::Unavailable(
           prefix + SandboxName(plan) + " could not be set " +
-          "up: the kernel refused new user, pid and mount namespaces " +
-          "(clone CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS): " +
-          strerror(fork_errno) +
+          "up: the kernel refused new user, pid, mount" +
+          (setup.own_network ? " and network" : "") + " namespaces " +
+          "(clone CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS" +
+          (setup.own_network ? "|CLONE_NEWNET" : "") +
+          "): " + strerror(fork_errno) +
           " (are user namespaces disabled, e.g. by sysctl " +
           "user.max_user_namespaces or a container's seccomp profile?)");
     }

@@ -14,11 +14,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <signal.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -35,6 +39,7 @@ enum tritonpy_child_step {
   TRITONPY_STEP_PROCESS_GROUP = 6,
   TRITONPY_STEP_DEATH_SIGNAL = 7,
   TRITONPY_STEP_DESCRIPTORS = 8,
+  TRITONPY_STEP_LOOPBACK = 9,
 };
 
 struct tritonpy_step_failure {
@@ -49,6 +54,7 @@ struct tritonpy_child_setup {
   int go_fd;      // sandbox: read end, a byte once the ids are mapped
   pid_t parent;   // the server
   int sandbox;
+  int own_network;  // sandbox in a network namespace of its own (CLONE_NEWNET)
   rlim_t max_processes;
   rlim_t address_space;  // 0: unlimited
   // {descriptor now, descriptor in the child}
@@ -66,6 +72,28 @@ tritonpy_child_fail(const struct tritonpy_child_setup* s, int step)
   ssize_t n = write(s->report_fd, &f, sizeof(f));
   (void)n;
   _exit(125);
+}
+
+// Brings up the loopback of the child's own network namespace (down when
+// the namespace is made): 127.0.0.1 then reaches the stub's own sockets
+// only.
+static inline int
+tritonpy_loopback_up(void)
+{
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof(ifr));
+  memcpy(ifr.ifr_name, "lo", 3);
+  int r = ioctl(fd, SIOCGIFFLAGS, &ifr);
+  if (r == 0) {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+  }
+  int err = errno;
+  close(fd);
+  errno = err;
+  return r;
 }
 
 // Takes every step; a refused one is reported and ends the child (exit
@@ -88,6 +116,9 @@ tritonpy_child_setup_run(const struct tritonpy_child_setup* s)
     if (syscall(SYS_setresgid, 0, 0, 0) != 0 ||
         syscall(SYS_setresuid, 0, 0, 0) != 0) {
       tritonpy_child_fail(s, TRITONPY_STEP_SET_IDS);
+    }
+    if (s->own_network && tritonpy_loopback_up() != 0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_LOOPBACK);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
       tritonpy_child_fail(s, TRITONPY_STEP_NO_NEW_PRIVS);

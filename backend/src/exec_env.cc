@@ -200,6 +200,8 @@ PrepareExecutionEnv(
   }
   launch->python = json::GetString(doc, "python");
   launch->env = StubEnvironment(*set, *unset);
+  // A sandboxed stub reads the environment (tritonpy/stub/sandbox.py).
+  launch->sandbox.read_paths.push_back(json::GetString(doc, "root"));
 
   const std::string changed = json::GetString(doc, "changed");
   if (!changed.empty()) {

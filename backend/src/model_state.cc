@@ -82,6 +82,19 @@ CheckOnlyTightens(
         " is above the backend's stub-sandbox-address-space-bytes=" +
         std::to_string(backend.address_space_bytes) + why);
   }
+  if (backend.own_network && !wanted.own_network) {
+    return Status::InvalidArg(
+        prefix +
+        "stub_sandbox_network=host is looser than the backend's "
+        "stub-sandbox-network=none" +
+        why);
+  }
+  if (wanted.tmp_bytes > backend.tmp_bytes) {
+    return Status::InvalidArg(
+        prefix + "stub_sandbox_tmp_bytes=" + std::to_string(wanted.tmp_bytes) +
+        " is above the backend's stub-sandbox-tmp-bytes=" +
+        std::to_string(backend.tmp_bytes) + why);
+  }
   return Status();
 }
 
@@ -276,6 +289,12 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   TRITONPY_RETURN_IF_ERROR(ApplySandboxPolicy(
       state->name_, state->backend_->settings(),
       json::Find(config, "parameters"), &state->stub_launch_));
+  // What a sandboxed stub reads of the repository: its model's own
+  // directory (and a Python-based backend's), no other model's.
+  state->stub_launch_.sandbox.read_paths.push_back(state->repository_);
+  if (state->model_dir_ != state->version_dir_) {
+    state->stub_launch_.sandbox.read_paths.push_back(state->model_dir_);
+  }
   const bool exec_env =
       Parameter(json::Find(config, "parameters"), "EXECUTION_ENV_PATH", &text);
   if (exec_env) {

@@ -74,6 +74,19 @@ StubProcess::Spawn(
     plan.args.push_back("--sandbox-real-uid");
     plan.args.push_back(std::to_string(kSandboxRealUid));
   }
+  if (launch.sandbox.enabled) {
+    // The stub confines its own files (tritonpy/stub/sandbox.py).
+    plan.args.push_back("--sandbox-tmp-bytes");
+    plan.args.push_back(std::to_string(launch.sandbox.tmp_bytes));
+    for (const std::string& path : launch.sandbox.read_paths) {
+      plan.args.push_back("--sandbox-read");
+      plan.args.push_back(path);
+    }
+    for (const std::string& path : launch.sandbox.write_paths) {
+      plan.args.push_back("--sandbox-write");
+      plan.args.push_back(path);
+    }
+  }
   plan.env = launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
   plan.sandbox = launch.sandbox;
   plan.place = {{sv[1], kStubFd}, {life[0], kLifelineFd}};

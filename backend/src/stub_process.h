@@ -19,7 +19,9 @@ namespace tritonpy {
 class StubTemplates;
 
 // The opt-in sandbox of a model's stubs (stub-sandbox, docs/hardening.md):
-// user, pid and mount namespaces, no_new_privs and rlimits.
+// user, pid, mount and (stub-sandbox-network=none) network namespaces,
+// no_new_privs, rlimits, and a Landlock ruleset the stub applies to itself
+// (tritonpy/stub/_lifetime.pyx) over a private scratch tmpfs.
 struct StubSandbox {
   bool enabled = false;
   // RLIMIT_NPROC inside the stub's user namespace (threads count too).
@@ -30,6 +32,17 @@ struct StubSandbox {
   // ignores RLIMIT_NPROC); files stay readable as root. A server that is
   // not root runs its stubs as itself.
   uint32_t uid = 65534;
+  // stub-sandbox-network=none: a network namespace of the stub's own, with
+  // only its loopback; false (host): the server's network.
+  bool own_network = true;
+  // stub-sandbox-tmp-bytes: the size of the stub's private scratch (a
+  // tmpfs on /dev/shm, TMPDIR), the only place it may write by default.
+  uint64_t tmp_bytes = 256ull << 20;
+  // stub-sandbox-read-paths, stub-sandbox-write-paths: what the operator
+  // adds to what a stub may read, and write. The model's own directories
+  // are added to read_paths per model (model_state.cc).
+  std::vector<std::string> read_paths;
+  std::vector<std::string> write_paths;
 };
 
 // What runs the stubs of one model: the interpreter, and the environment

@@ -266,6 +266,7 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
     json::Value sandbox = json::Value::object();
     sandbox["max_processes"] = plan.sandbox.max_processes;
     sandbox["address_space"] = plan.sandbox.address_space_bytes;
+    sandbox["own_network"] = plan.sandbox.own_network;
     request["sandbox"] = std::move(sandbox);
   } else {
     request["sandbox"] = nullptr;

@@ -306,6 +306,12 @@ def test_the_environment_allowlist_keeps_the_rest_from_stubs(tmp_path: Path) -> 
         ("stub-sandbox-uid=0", "stub-sandbox-uid must not be 0"),
         ("stub-sandbox-max-processes=0", "stub-sandbox-max-processes must be at least 1"),
         ("stub-env-allowlist=PATH,A=B", "stub-env-allowlist takes variable names"),
+        ("stub-sandbox-network=open", "stub-sandbox-network must be none or host, got 'open'"),
+        ("stub-sandbox-tmp-bytes=10", "stub-sandbox-tmp-bytes must be at least 4096"),
+        (
+            "stub-sandbox-read-paths=relative/dir",
+            "stub-sandbox-read-paths takes absolute paths separated by ':', got 'relative/dir'",
+        ),
     ],
 )
 def test_a_bad_sandbox_setting_names_the_key(tmp_path: Path, setting: str, expected: str) -> None:

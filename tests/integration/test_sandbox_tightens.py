@@ -71,6 +71,16 @@ LOOSER = {
         {"stub_sandbox_address_space_bytes": str(128 * GIB)},
         f"parameter stub_sandbox_address_space_bytes={128 * GIB} is above",
     ),
+    "network": (
+        {"stub_sandbox_network": "host"},
+        "parameter stub_sandbox_network=host is looser than the backend's "
+        "stub-sandbox-network=none",
+    ),
+    "scratch": (
+        {"stub_sandbox_tmp_bytes": str(GIB)},
+        f"parameter stub_sandbox_tmp_bytes={GIB} is above the backend's "
+        f"stub-sandbox-tmp-bytes={256 << 20}",
+    ),
 }
 
 

@@ -176,3 +176,138 @@ def keep_real_uid(unsigned int uid) -> None:
             else "a seccomp filter against uid changes (prctl PR_SET_SECCOMP)"
         )
         raise OSError(errno, f"the kernel refused {what}: {os.strerror(errno)}")
+
+
+cdef extern from *:
+    """
+    #include <errno.h>
+    #include <fcntl.h>
+    #include <stdint.h>
+    #include <sys/mount.h>
+    #include <sys/stat.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+
+    /* Landlock's system calls have one number on every architecture. */
+    #define TRITONPY_LANDLOCK_CREATE_RULESET 444
+    #define TRITONPY_LANDLOCK_ADD_RULE 445
+    #define TRITONPY_LANDLOCK_RESTRICT_SELF 446
+    #define TRITONPY_LANDLOCK_VERSION 1u
+    #define TRITONPY_LANDLOCK_RULE_PATH_BENEATH 1
+
+    /* struct landlock_ruleset_attr as of ABI 6, and the rule of a path:
+       spelled here, as system headers may predate them. */
+    struct tritonpy_landlock_ruleset {
+      uint64_t handled_access_fs;
+      uint64_t handled_access_net;
+      uint64_t scoped;
+    };
+    struct tritonpy_landlock_path {
+      uint64_t allowed_access;
+      int32_t parent_fd;
+    } __attribute__((packed));
+
+    /* The rights a rule on a file (not a directory) may carry: execute,
+       write, read, truncate, ioctl on a device. */
+    #define TRITONPY_LANDLOCK_FILE_RIGHTS \
+      ((1ull << 0) | (1ull << 1) | (1ull << 2) | (1ull << 14) | (1ull << 15))
+
+    /* The kernel's Landlock ABI version; -1 with errno without one. */
+    static int tritonpy_landlock_abi(void)
+    {
+      return (int)syscall(TRITONPY_LANDLOCK_CREATE_RULESET, NULL, 0,
+                          TRITONPY_LANDLOCK_VERSION);
+    }
+
+    static int tritonpy_landlock_ruleset(uint64_t fs, uint64_t scoped)
+    {
+      struct tritonpy_landlock_ruleset attr = {fs, 0, scoped};
+      /* The size of the struct as far as the ABI knows it. */
+      size_t size = scoped ? sizeof(attr) : sizeof(uint64_t);
+      return (int)syscall(TRITONPY_LANDLOCK_CREATE_RULESET, &attr, size, 0);
+    }
+
+    /* Allows `access` beneath `path` (only the file rights if it is not a
+       directory). 1 when the path does not exist or cannot be reached (no
+       rule), 0 on success, -1 with errno. */
+    static int tritonpy_landlock_allow(int ruleset, const char* path, uint64_t access)
+    {
+      struct tritonpy_landlock_path rule;
+      struct stat st;
+      int fd = open(path, O_PATH | O_CLOEXEC);
+      if (fd < 0) return (errno == ENOENT || errno == EACCES || errno == ENOTDIR) ? 1 : -1;
+      if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+      }
+      rule.allowed_access = S_ISDIR(st.st_mode) ? access : access & TRITONPY_LANDLOCK_FILE_RIGHTS;
+      rule.parent_fd = fd;
+      int r = (int)syscall(TRITONPY_LANDLOCK_ADD_RULE, ruleset,
+                           TRITONPY_LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+      int err = errno;
+      close(fd);
+      errno = err;
+      return r;
+    }
+
+    static int tritonpy_landlock_restrict(int ruleset)
+    {
+      return (int)syscall(TRITONPY_LANDLOCK_RESTRICT_SELF, ruleset, 0);
+    }
+
+    /* The stub's scratch: a tmpfs of `bytes` on `path`, in the stub's own
+       mount namespace. */
+    static int tritonpy_mount_scratch(const char* path, const char* options)
+    {
+      return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options);
+    }
+    """
+    int tritonpy_landlock_abi()
+    int tritonpy_landlock_ruleset(unsigned long long fs, unsigned long long scoped)
+    int tritonpy_landlock_allow(int ruleset, const char* path, unsigned long long access)
+    int tritonpy_landlock_restrict(int ruleset)
+    int tritonpy_mount_scratch(const char* path, const char* options)
+
+
+def _refused(int err, what: str) -> OSError:
+    return OSError(err, f"the kernel refused {what}: {os.strerror(err)}")
+
+
+def mount_scratch(str path, unsigned long long size) -> None:
+    """Mounts a private tmpfs of ``size`` bytes on ``path`` (the stub's
+    own mount namespace: nobody else sees it). OSError naming the step."""
+    options = f"size={size},mode=1777".encode()
+    if tritonpy_mount_scratch(os.fsencode(path), options) != 0:
+        raise _refused(errno, f"a private scratch tmpfs on {path} (mount -t tmpfs)")
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version. OSError naming the step where it
+    has none."""
+    cdef int abi = tritonpy_landlock_abi()
+    if abi < 0:
+        raise _refused(errno, "a Landlock ruleset (landlock_create_ruleset)")
+    return abi
+
+
+def landlock(unsigned long long handled, unsigned long long scoped, list rules) -> None:
+    """Restricts this process, and all it starts from now on, to the
+    ``rules`` ((path, rights) pairs: rights beneath each path, of the
+    ``handled`` ones; a path that does not exist is left out), and to the
+    ``scoped`` scopes (abstract unix sockets, signals). Needs no_new_privs.
+    OSError naming the step the kernel refused."""
+    cdef int ruleset = tritonpy_landlock_ruleset(handled, scoped)
+    cdef bytes path
+    if ruleset < 0:
+        raise _refused(errno, "a Landlock ruleset (landlock_create_ruleset)")
+    try:
+        for name, rights in rules:
+            path = os.fsencode(name)
+            if tritonpy_landlock_allow(ruleset, path, rights) < 0:
+                raise _refused(errno, f"a Landlock rule for {name} (landlock_add_rule)")
+        if tritonpy_landlock_restrict(ruleset) != 0:
+            raise _refused(errno, "the Landlock ruleset (landlock_restrict_self)")
+    finally:
+        os.close(ruleset)

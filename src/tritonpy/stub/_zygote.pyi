@@ -13,5 +13,6 @@ def fork_stub(
     place: list[tuple[int, int]],
     null_stdin: bool,
     max_fd: int,
+    own_network: bool = True,
 ) -> int: ...
 def clear_death_signal() -> None: ...

@@ -35,6 +35,7 @@ cdef extern from "child_steps.h" nogil:
         int go_fd
         int parent
         int sandbox
+        int own_network
         rlim_t max_processes
         rlim_t address_space
         int place[6][2]
@@ -71,11 +72,13 @@ cdef extern from *:
     }
 
     /* Forks a sibling of this process (CLONE_PARENT), in new user, pid and
-       mount namespaces with `sandbox`. Returns as fork does; -1 with errno. */
-    static long tritonpy_clone_sibling(int sandbox, int* tid)
+       mount namespaces with `sandbox`, and a network namespace too with
+       `own_network`. Returns as fork does; -1 with errno. */
+    static long tritonpy_clone_sibling(int sandbox, int own_network, int* tid)
     {
       uint64_t flags = CLONE_PARENT | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
       if (sandbox) flags |= CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS;
+      if (sandbox && own_network) flags |= CLONE_NEWNET;
       long r = -1;
       errno = ENOSYS;
     #ifdef SYS_clone3
@@ -96,7 +99,7 @@ cdef extern from *:
     }
     """
     int* tritonpy_tid_address()
-    long tritonpy_clone_sibling(int sandbox, int* tid)
+    long tritonpy_clone_sibling(int sandbox, int own_network, int* tid)
 
 
 def can_fork() -> str:
@@ -116,12 +119,15 @@ def fork_stub(
     list place,
     bint null_stdin,
     int max_fd,
+    bint own_network=True,
 ) -> int:
     """Forks a child of this process's parent. The child takes the steps of
     child_steps.h (the sandbox after the go byte on ``go_fd``, a failure
     reported on ``report_fd``), keeps only the descriptors of ``place``
     ((fd, target) pairs) and 0 to 2, and returns 0; the parent returns the
-    child's pid. OSError when the kernel refuses the clone."""
+    child's pid. A sandboxed child gets a network namespace of its own
+    unless ``own_network`` is false (stub-sandbox-network=host). OSError
+    when the kernel refuses the clone."""
     cdef tritonpy_child_setup s
     cdef int* tid = tritonpy_tid_address()
     cdef long pid
@@ -136,6 +142,7 @@ def fork_stub(
     s.go_fd = go_fd
     s.parent = parent
     s.sandbox = sandbox
+    s.own_network = sandbox and own_network
     s.max_processes = max_processes
     s.address_space = address_space
     for fd, target in place:
@@ -144,7 +151,7 @@ def fork_stub(
         s.placed += 1
     s.null_stdin = null_stdin
     PyOS_BeforeFork()
-    pid = tritonpy_clone_sibling(sandbox, tid)
+    pid = tritonpy_clone_sibling(sandbox, own_network, tid)
     if pid == 0:
         last = tritonpy_child_setup_run(&s)
         tritonpy_child_finish(last + 1, max_fd)

@@ -14,6 +14,10 @@ import signal
 import sys
 from collections.abc import Callable
 
+# What a sandboxed stub may read, and write, and the size of its scratch
+# (tritonpy/stub/sandbox.py).
+Confinement = tuple[list[str], list[str], int]
+
 
 def _new_loop() -> asyncio.AbstractEventLoop:
     if os.environ.get("TRITONPY_LOOP", "uvloop") == "asyncio":
@@ -66,16 +70,29 @@ backend. Started by the backend, not by hand.
   --sandbox-real-uid UID
                    (sandboxed stubs of a root server) the real uid to take
                    before anything else runs, kept for good
+  --sandbox-tmp-bytes N
+                   (sandboxed stubs) confine the stub's files before any
+                   model code runs: a private scratch of N bytes, and
+  --sandbox-read PATH, --sandbox-write PATH
+                   (repeated) what it may read, and write, beyond what
+                   every stub needs (tritonpy/stub/sandbox.py)
 
 python -m tritonpy.stub --template ... runs the stub template instead
 (tritonpy/stub/template.py), which forks stubs.
 """
 
 
-def parse_args(argv: list[str]) -> tuple[int, str, int, int]:
+def parse_args(argv: list[str]) -> tuple[int, str, int, int, Confinement | None]:
     """The options the backend passes. (Not argparse: importing it
     costs every stub about 0.35 MiB of resident memory.)"""
-    values = {"--fd": "", "--instance": "", "--server-lifeline": "-1", "--sandbox-real-uid": "-1"}
+    values = {
+        "--fd": "",
+        "--instance": "",
+        "--server-lifeline": "-1",
+        "--sandbox-real-uid": "-1",
+        "--sandbox-tmp-bytes": "-1",
+    }
+    paths: dict[str, list[str]] = {"--sandbox-read": [], "--sandbox-write": []}
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -83,26 +100,34 @@ def parse_args(argv: list[str]) -> tuple[int, str, int, int]:
             sys.stdout.write(USAGE)
             sys.exit(0)
         key, eq, value = arg.partition("=")
-        if key not in values:
+        if key not in values and key not in paths:
             sys.exit(f"{USAGE}\nerror: unknown argument {arg!r}")
         if not eq:
             i += 1
             if i == len(argv):
                 sys.exit(f"{USAGE}\nerror: {key} needs a value")
             value = argv[i]
-        values[key] = value
+        if key in paths:
+            paths[key].append(value)
+        else:
+            values[key] = value
         i += 1
     numbers = {}
-    for key in ("--fd", "--server-lifeline", "--sandbox-real-uid"):
+    for key in ("--fd", "--server-lifeline", "--sandbox-real-uid", "--sandbox-tmp-bytes"):
         try:
             numbers[key] = int(values[key])
         except ValueError:
             sys.exit(f"{USAGE}\nerror: {key} needs a number, not {values[key]!r}")
+    tmp_bytes = numbers["--sandbox-tmp-bytes"]
+    confinement = (
+        (paths["--sandbox-read"], paths["--sandbox-write"], tmp_bytes) if tmp_bytes >= 0 else None
+    )
     return (
         numbers["--fd"],
         values["--instance"],
         numbers["--server-lifeline"],
         numbers["--sandbox-real-uid"],
+        confinement,
     )
 
 
@@ -110,7 +135,7 @@ def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None
     """``forked``: what a stub forked from the template does once its ids
     are its own, before anything else (template.py)."""
     argv = sys.argv[1:] if argv is None else argv
-    fd, instance, lifeline, real_uid = parse_args(argv)
+    fd, instance, lifeline, real_uid, confinement = parse_args(argv)
     if real_uid >= 0:
         from tritonpy.stub import _lifetime
 
@@ -122,6 +147,18 @@ def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None
             )
     if forked is not None:
         forked()
+    if confinement is not None:
+        # Before any model code: from here on the stub reads what it
+        # needs and writes only its scratch.
+        from tritonpy.stub import sandbox
+
+        try:
+            sandbox.confine(*confinement)
+        except OSError as e:
+            sys.exit(
+                f"tritonpy stub {instance}: the stub sandbox (stub-sandbox=true) "
+                f"could not be set up: {e.strerror}"
+            )
     _restore_library_path()
     # Model code sees the argv of the official stub's embedded interpreter,
     # [""]: unittest.main() or argparse with defaults find no stub options.

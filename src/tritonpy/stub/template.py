@@ -248,6 +248,7 @@ def _fork(
             list(zip(fds[setup:], targets, strict=True)),
             bool(request.get("null_stdin")),
             max_fd,
+            own_network=bool(sandbox and sandbox.get("own_network", True)),
         )
     except OSError as e:
         return {"errno": e.errno or 0}

@@ -1,0 +1,149 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The files of a sandboxed stub (stub-sandbox=true, docs/hardening.md).
+
+Before any model code runs, the stub mounts a private tmpfs of its own on
+/dev/shm (in its own mount namespace: the host's /dev/shm is out of sight),
+points TMPDIR at it, then restricts itself with Landlock: from then on it,
+and everything it starts, may read the interpreter and its packages, the
+system's libraries, a few files of /etc, /proc, parts of /sys, /dev and
+the directories the backend names (the model's own, its execution
+environment, what the operator adds), and may write only its scratch,
+a few devices and what the operator adds. Landlock also keeps it from
+mounting anything over that view, from abstract unix sockets made outside
+the sandbox and from signalling processes outside it. The backend applies
+the namespaces and no_new_privs before the stub runs
+(backend/src/child_steps.h).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tritonpy.stub import _lifetime
+
+SCRATCH = "/dev/shm"
+
+# Landlock's filesystem rights (ABI 1 to 5) and scopes (ABI 6).
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+IOCTL_DEV = 1 << 15  # ABI 5
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+SCOPE_SIGNAL = 1 << 1
+
+READ = READ_FILE | READ_DIR
+RUN = READ | EXECUTE
+# Everything in a directory of its own but device nodes.
+WRITE = (
+    READ
+    | WRITE_FILE
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SOCK
+    | MAKE_FIFO
+    | MAKE_SYM
+    | REFER
+    | TRUNCATE
+)
+
+# The system: programs and libraries.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# What programs read of /etc (the loader, the C library's name services,
+# time zone, TLS roots, locales); never shadow or gshadow.
+ETC = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.preload",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/hosts",
+    "/etc/hostname",
+    "/etc/resolv.conf",
+    "/etc/gai.conf",
+    "/etc/protocols",
+    "/etc/services",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/etc/lsb-release",
+    "/etc/debian_version",
+    "/etc/locale.alias",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/alternatives",
+)
+# What numpy, OpenBLAS, torch and the C library read of the machine: the
+# stub's own /proc (its pid namespace's), the processors, memory nodes and
+# cgroup limits.
+MACHINE = (
+    "/proc",
+    "/sys/devices/system",
+    "/sys/fs/cgroup",
+    "/sys/kernel/mm",
+    "/sys/bus",
+    "/sys/class",
+)
+# Devices a program writes to: the sink, the sources, a terminal.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+def interpreter() -> list[str]:
+    """The interpreter's prefixes and every directory on its path but the
+    server's working directory, which ``python -m`` put first and the stub
+    takes off (runtime.py)."""
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    paths.append(os.path.dirname(os.path.realpath(sys.executable)))
+    cwd = os.getcwd()
+    paths.extend(p for p in sys.path if os.path.isabs(p) and p != cwd)
+    return paths
+
+
+def rules(read: list[str], write: list[str], handled: int) -> list[tuple[str, int]]:
+    """(path, rights) of the sandboxed stub, each within ``handled``."""
+    out = [(p, RUN) for p in (*SYSTEM, *interpreter(), *read)]
+    out += [(p, READ) for p in (*ETC, *MACHINE)]
+    out.append(("/dev", READ | IOCTL_DEV))
+    out += [(p, READ_FILE | WRITE_FILE | IOCTL_DEV) for p in DEVICES]
+    out += [(p, WRITE) for p in (SCRATCH, *write)]
+    return [(p, rights & handled) for p, rights in out]
+
+
+def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
+    """Mounts the scratch and restricts the stub (see the module). OSError
+    naming the step the kernel refused."""
+    abi = _lifetime.landlock_abi()
+    handled = (1 << 13) - 1  # ABI 1
+    if abi >= 2:
+        handled |= REFER
+    if abi >= 3:
+        handled |= TRUNCATE
+    if abi >= 5:
+        handled |= IOCTL_DEV
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    _lifetime.mount_scratch(SCRATCH, tmp_bytes)
+    os.environ["TMPDIR"] = SCRATCH
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile.tempdir = None  # chosen again, from TMPDIR
+    _lifetime.landlock(handled, scoped, rules(read, write, handled))

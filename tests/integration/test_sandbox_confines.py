@@ -1,0 +1,187 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Under stub-sandbox=true a stub reads only what it needs and writes only
+its own scratch (a private tmpfs with a size cap, TMPDIR) and the paths
+the operator adds; it has no network but its own loopback unless the
+operator says stub-sandbox-network=host, and a model may only tighten
+either. Model code that tries each wall fails, and the stub serves on.
+(docs/hardening.md, "Process lifetime and the sandbox".)"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from test_sandbox_tightens import SANDBOX
+
+import tritonpy
+
+from checks import add_sub_works
+from server import TritonServer, build_repository, explicit, running
+
+MODELS = ["sandbox_probe", "add_sub"]
+MIB = 1 << 20
+TMP_BYTES = 8 * MIB
+
+
+def probe(srv: TritonServer, mode: str, arg: str = "") -> dict:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        inputs = [httpclient.InferInput("MODE", [1], "BYTES")]
+        inputs[0].set_data_from_numpy(np.array([mode.encode()], dtype=object))
+        inputs.append(httpclient.InferInput("ARG", [1], "BYTES"))
+        inputs[1].set_data_from_numpy(np.array([arg.encode()], dtype=object))
+        return json.loads(c.infer("sandbox_probe", inputs).as_numpy("OUT")[0])
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("sandbox_confines")
+    build_repository(work / "repo", MODELS)
+    # A model directory the server has but did not load: another model's.
+    build_repository(work / "repo", ["identity"])
+    for d in ("granted_read", "granted_write", "home"):
+        (work / d).mkdir()
+    (work / "granted_read" / "data").write_text("operator's data\n")
+    (work / "secret").write_text("not for models\n")
+    return work
+
+
+@pytest.fixture(scope="module")
+def sandboxed(work: Path) -> Iterator[TritonServer]:
+    args = [
+        *explicit(MODELS),
+        *SANDBOX,
+        f"--backend-config=tritonpy,stub-sandbox-tmp-bytes={TMP_BYTES}",
+        f"--backend-config=tritonpy,stub-sandbox-read-paths={work}/granted_read",
+        f"--backend-config=tritonpy,stub-sandbox-write-paths={work}/granted_write",
+    ]
+    with running(TritonServer(work / "repo", work, args=args)) as srv:
+        yield srv
+
+
+def refused(out: dict) -> bool:
+    """A Landlock refusal (or, for a directory the server cannot see at
+    all, its absence)."""
+    return out.get("error", "").split(":")[0] in ("EACCES", "EPERM", "EROFS")
+
+
+SITE = sysconfig.get_paths()["purelib"]
+WRITES = {
+    "site-packages": SITE,
+    "numpy": str(Path(np.__file__).parent),
+    "stdlib": str(Path(os.__file__).parent),
+    "tritonpy": str(Path(tritonpy.__file__).parent),
+    "interpreter": str(Path(sys.executable).resolve().parent),
+    "own_model": "{repo}/sandbox_probe",
+    "own_version": "{repo}/sandbox_probe/1",
+    "other_model": "{repo}/identity",
+    "repository": "{repo}",
+    "etc": "/etc",
+    "root_home": os.path.expanduser("~root"),
+    "a_home": "{work}/home",
+    "host_tmp": "/tmp",
+    "var_tmp": "/var/tmp",
+}
+
+
+@pytest.mark.parametrize("where", list(WRITES))
+def test_a_sandboxed_model_cannot_write_outside_its_scratch(
+    sandboxed: TritonServer, work: Path, where: str
+) -> None:
+    target = WRITES[where].format(repo=work / "repo", work=work)
+    out = probe(sandboxed, "write", target)
+    assert refused(out), out
+    assert not list(Path(target).glob("planted_*"))
+    add_sub_works(sandboxed)
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/shadow", "/etc/gshadow", "{repo}/identity/config.pbtxt", "{work}/secret"]
+)
+def test_a_sandboxed_model_cannot_read_secrets_or_other_models(
+    sandboxed: TritonServer, work: Path, path: str
+) -> None:
+    target = path.format(repo=work / "repo", work=work)
+    out = probe(sandboxed, "read", target)
+    assert refused(out) or out.get("error", "").startswith("ENOENT"), out
+    assert refused(probe(sandboxed, "list", str(work / "repo"))), target
+
+
+def test_a_sandboxed_model_reads_what_it_needs(sandboxed: TritonServer, work: Path) -> None:
+    for path in (
+        work / "repo" / "sandbox_probe" / "config.pbtxt",
+        Path("/etc/passwd"),
+        Path("/proc/cpuinfo"),
+        Path("/sys/devices/system/cpu/online"),
+        Path(np.__file__),
+        work / "granted_read" / "data",
+    ):
+        out = probe(sandboxed, "read", str(path))
+        assert out.get("ok", 0) > 0, (path, out)
+    # The usual devices are written.
+    assert "ok" in probe(sandboxed, "device", "/dev/null"), probe(sandboxed, "device", "/dev/null")
+
+
+def test_a_sandboxed_model_writes_its_scratch_up_to_the_cap(
+    sandboxed: TritonServer, work: Path
+) -> None:
+    where = probe(sandboxed, "where")
+    assert where["tmpdir"] == "/dev/shm", where
+    assert "ok" in probe(sandboxed, "write", where["tmpdir"])
+    filled = probe(sandboxed, "fill", where["tmpdir"])
+    assert filled["error"].startswith("ENOSPC"), filled
+    assert TMP_BYTES - 2 * MIB <= filled["written"] <= TMP_BYTES, filled
+    # The operator's writable path.
+    assert "ok" in probe(sandboxed, "write", str(work / "granted_write"))
+    add_sub_works(sandboxed)
+
+
+def test_a_sandboxed_model_has_only_its_own_loopback(sandboxed: TritonServer) -> None:
+    assert probe(sandboxed, "where")["interfaces"] == ["lo"]
+    # Its own loopback is up.
+    assert "ok" in probe(sandboxed, "loopback"), probe(sandboxed, "loopback")
+    # The server's own ports are out of reach.
+    for port in (sandboxed.http_port, sandboxed.grpc_port, sandboxed.metrics_port):
+        out = probe(sandboxed, "connect", f"127.0.0.1:{port}")
+        assert out.get("error", "").startswith("ECONNREFUSED"), out
+    add_sub_works(sandboxed)
+
+
+def test_a_sandboxed_model_cannot_reach_the_hosts_abstract_sockets(
+    sandboxed: TritonServer,
+) -> None:
+    name = f"tritonpy-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as host:
+        host.bind(f"\0{name}")
+        host.listen(1)
+        out = probe(sandboxed, "abstract", name)
+    assert out.get("error", "").split(":")[0] in ("ECONNREFUSED", "EPERM"), out
+
+
+def test_with_the_host_network_the_abstract_sockets_stay_out_of_reach(tmp_path: Path) -> None:
+    """stub-sandbox-network=host: today's network (the server's ports
+    answer), but Landlock still scopes abstract unix sockets to the
+    sandbox."""
+    repo = build_repository(tmp_path / "repo", MODELS)
+    args = [*explicit(MODELS), *SANDBOX, "--backend-config=tritonpy,stub-sandbox-network=host"]
+    with running(TritonServer(repo, tmp_path, args=args)) as srv:
+        assert probe(srv, "where")["interfaces"] != ["lo"]
+        assert "ok" in probe(srv, "connect", f"127.0.0.1:{srv.http_port}")
+        name = f"tritonpy-test-host-{os.getpid()}"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as host:
+            host.bind(f"\0{name}")
+            host.listen(1)
+            out = probe(srv, "abstract", name)
+        assert out.get("error", "").startswith("EPERM"), out
+        add_sub_works(srv)
