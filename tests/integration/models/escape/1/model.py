@@ -552,7 +552,7 @@ def dev_shm_seen_by_host(t: Tries, ctx: dict, model) -> None:
 
 
 def tmp_seen_by_host(t: Tries, ctx: dict, model) -> None:
-    path = os.path.join(tempfile.gettempdir(), f"tritonpy-escape-{ctx['token']}")
+    path = os.path.join(tempfile.gettempdir(), f"tritonpy-escape-{ctx['token']}-tmpdir")
     t.run(f"create {path}", create, path, b"x", True)
     path = f"/tmp/tritonpy-escape-{ctx['token']}-tmp"
     t.run(f"create {path}", create, path, b"x", True)
@@ -767,7 +767,9 @@ def open_by_handle_at(t: Tries, ctx: dict, model) -> None:
     # A file handle of the root directory's inode 2 (ext4's root), as the
     # "shocker" exploit forged one: opening it needs no path at all.
     handle = ctypes.create_string_buffer(struct.pack("IiQ", 8, 1, 2))
-    mount_fd = os.open("/", os.O_RDONLY)
+    # Any readable directory of the filesystem (not O_PATH, which the call
+    # refuses with EBADF).
+    mount_fd = os.open(os.path.dirname(os.__file__), os.O_RDONLY)
     try:
         LIBC.open_by_handle_at.restype = ctypes.c_int
         t.run(
