@@ -757,10 +757,26 @@ def sysrq_and_cgroup(t: Tries, ctx: dict, model) -> None:
         t.run(f"open {path} for writing", open_for_writing, path)
 
 
+def type_into(fd: int) -> dict:
+    fcntl.ioctl(fd, termios.TIOCSTI, b"#")  # a comment, should it land in a shell
+    return {"typed": fd}
+
+
 def tiocsti(t: Tries, ctx: dict, model) -> None:
-    t.run("open /dev/tty", lambda: {"fd": os.close(os.open("/dev/tty", os.O_RDWR))})
+    """Types into the server's controlling terminal (what an operator's
+    shell reads once the server exits), and into the descriptors the stub
+    shares with the server."""
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR)
+    except OSError as e:
+        t.tries.append({"what": "open /dev/tty", "errno": e.errno, "error": str(e)})
+    else:
+        try:
+            t.run("ioctl(/dev/tty, TIOCSTI)", type_into, tty)
+        finally:
+            os.close(tty)
     for fd in (0, 1, 2):
-        t.run(f"ioctl({fd}, TIOCSTI)", lambda d=fd: {"done": fcntl.ioctl(d, termios.TIOCSTI, b"#")})
+        t.run(f"ioctl({fd}, TIOCSTI)", type_into, fd)
 
 
 def open_by_handle_at(t: Tries, ctx: dict, model) -> None:
