@@ -241,6 +241,41 @@ def read_test_files(t: Tries, ctx: dict, model) -> None:
     t.run(f"read {ctx['victim']}", read_file, ctx["victim"])
 
 
+def read_head(path: str, flags: int = os.O_RDONLY) -> dict:
+    fd = os.open(path, flags | os.O_NONBLOCK)
+    try:
+        return {"read": len(os.read(fd, 512))}
+    except OSError as e:  # opened: the open is what the sandbox must refuse
+        return {"read": 0, "then": str(e)}
+    finally:
+        os.close(fd)
+
+
+def read_devices(t: Tries, ctx: dict, model) -> None:
+    """The host's disks (every file on them, whatever Landlock says of
+    their paths), the kernel log, memory, and device nodes of root only."""
+    for name in sorted(os.listdir("/dev")):
+        path = f"/dev/{name}"
+        try:
+            if stat.S_ISBLK(os.stat(path).st_mode):
+                t.run(f"read {path}", read_head, path)
+        except OSError:
+            continue
+    for path in ("/dev/kmsg", "/dev/mem", "/dev/port"):
+        if os.path.exists(path):
+            t.run(f"read {path}", read_head, path)
+    for path in ("/dev/kvm", "/dev/fuse", "/dev/console"):
+        if os.path.exists(path):
+            t.run(f"open {path} read-write", read_head, path, os.O_RDWR)
+
+
+def reopen_log_for_reading(t: Tries, ctx: dict, model) -> None:
+    """The stub's stdout is the server's log, open for writing only; a
+    reopen for reading would show what every model logged."""
+    for fd in (1, 2):
+        t.run(f"read /proc/self/fd/{fd}", read_head, f"/proc/self/fd/{fd}")
+
+
 # The network.
 
 
@@ -819,6 +854,8 @@ ATTEMPTS = {
         read_etc_shadow,
         read_other_model,
         read_test_files,
+        read_devices,
+        reopen_log_for_reading,
         http_api,
         grpc_api,
         host_tcp_listener,
