@@ -123,6 +123,9 @@ StepText(int step)
     case TRITONPY_STEP_LOOPBACK:
       return "bringing up the loopback of its network namespace "
              "(ioctl SIOCSIFFLAGS on lo)";
+    case TRITONPY_STEP_LANDLOCK:
+      return "a Landlock ruleset, which confines the stub's files "
+             "(landlock_create_ruleset)";
   }
   return "an unknown step";
 }

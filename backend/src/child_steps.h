@@ -40,6 +40,7 @@ enum tritonpy_child_step {
   TRITONPY_STEP_DEATH_SIGNAL = 7,
   TRITONPY_STEP_DESCRIPTORS = 8,
   TRITONPY_STEP_LOOPBACK = 9,
+  TRITONPY_STEP_LANDLOCK = 10,
 };
 
 struct tritonpy_step_failure {
@@ -48,6 +49,10 @@ struct tritonpy_step_failure {
 };
 
 #define TRITONPY_MAX_PLACED 6
+
+// landlock_create_ruleset: one number on every architecture (system
+// headers may predate it).
+#define TRITONPY_SYS_LANDLOCK_CREATE_RULESET 444
 
 struct tritonpy_child_setup {
   int report_fd;  // write end of the failure pipe
@@ -119,6 +124,12 @@ tritonpy_child_setup_run(const struct tritonpy_child_setup* s)
     }
     if (s->own_network && tritonpy_loopback_up() != 0) {
       tritonpy_child_fail(s, TRITONPY_STEP_LOOPBACK);
+    }
+    // The stub confines its files with Landlock (tritonpy/stub/sandbox.py)
+    // once its interpreter runs; a kernel without it fails here, where
+    // the backend can say so.
+    if (syscall(TRITONPY_SYS_LANDLOCK_CREATE_RULESET, NULL, 0, 1u) < 0) {
+      tritonpy_child_fail(s, TRITONPY_STEP_LANDLOCK);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
       tritonpy_child_fail(s, TRITONPY_STEP_NO_NEW_PRIVS);

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -256,13 +257,35 @@ def test_a_model_parameter_sandboxes_one_model(tmp_path: Path) -> None:
         assert stub_of(srv, "add_sub")  # add_sub's stub is a plain child of the server
 
 
-def test_a_sandbox_the_kernel_refuses_fails_the_load_saying_what(tmp_path: Path) -> None:
-    """A /proc with something mounted over part of it (as in most
-    containers) may not be mounted again in a user namespace: the load
-    fails naming that step, and the server serves on."""
+# Kernels that refuse a step of the sandbox: the command that runs the
+# server as on such a kernel, the step the load error names, and the error.
+REFUSING_KERNELS = {
+    # A /proc with something mounted over part of it (as in most
+    # containers) may not be mounted again in a user namespace.
+    "proc": (
+        [
+            *("unshare", "--mount", "--propagation", "private", "sh", "-c"),
+            'mount -t tmpfs none /proc/sys && exec "$0" "$@"',
+        ],
+        "mounting a /proc of the stub's own pid namespace (mount -t proc)",
+        "Operation not permitted",
+    ),
+    # No Landlock (a seccomp filter answers as an older kernel would).
+    "landlock": (
+        [sys.executable, str(Path(__file__).parent / "no_landlock.py")],
+        "a Landlock ruleset, which confines the stub's files (landlock_create_ruleset)",
+        "Function not implemented",
+    ),
+}
+
+
+@pytest.mark.parametrize("kernel", list(REFUSING_KERNELS))
+def test_a_sandbox_the_kernel_refuses_fails_the_load_saying_what(
+    tmp_path: Path, kernel: str
+) -> None:
+    """The load fails naming the step, and the server serves on."""
+    prefix, step, error = REFUSING_KERNELS[kernel]
     repo = build_repository(tmp_path / "repo", MODELS)
-    cover = 'mount -t tmpfs none /proc/sys && exec "$0" "$@"'
-    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c", cover]
     srv = TritonServer(
         repo,
         tmp_path,
@@ -274,11 +297,9 @@ def test_a_sandbox_the_kernel_refuses_fails_the_load_saying_what(tmp_path: Path)
             f.write('parameters { key: "stub_sandbox" value { string_value: "true" } }\n')
         message = load_failure(srv, "hostile_proc")
         assert (
-            "the stub sandbox (stub-sandbox=true) could not be set up: the kernel refused"
-            in message
-        )
-        assert "mounting a /proc of the stub's own pid namespace (mount -t proc)" in message
-        assert "Operation not permitted" in message
+            "the stub sandbox (stub-sandbox=true) could not be set up: the kernel refused "
+            f"{step}: {error}"
+        ) in message, message
         add_sub_works(srv)
 
 

@@ -13,18 +13,19 @@ import json
 import os
 import socket
 import sys
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+import uvloop
 from test_sandbox_tightens import SANDBOX
 
 import tritonpy
 
-from checks import add_sub_works
+from checks import add_sub_works, infer_json, load_models, same_path
+from environments import IN_MODEL_DIR, SITE, env_server, make_venv, pack, write_model
 from server import TritonServer, build_repository, explicit, running
 
 MODELS = ["sandbox_probe", "add_sub"]
@@ -76,9 +77,8 @@ def refused(out: dict) -> bool:
     return out.get("error", "").split(":")[0] in ("EACCES", "EPERM", "EROFS")
 
 
-SITE = sysconfig.get_paths()["purelib"]
 WRITES = {
-    "site-packages": SITE,
+    "site-packages": str(SITE),
     "numpy": str(Path(np.__file__).parent),
     "stdlib": str(Path(os.__file__).parent),
     "tritonpy": str(Path(tritonpy.__file__).parent),
@@ -185,3 +185,37 @@ def test_with_the_host_network_the_abstract_sockets_stay_out_of_reach(tmp_path: 
             out = probe(srv, "abstract", name)
         assert out.get("error", "").startswith("EPERM"), out
         add_sub_works(srv)
+
+
+def test_a_sandboxed_model_runs_in_an_execution_environment(tmp_path: Path) -> None:
+    """A directory environment (its own interpreter) and an archive one
+    (unpacked into the cache, tritonpy lent): the sandboxed stub reads
+    the environment, and nothing else it did not read before."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    # numpy and uvloop, wherever this installation has them (linked: the
+    # sandbox must follow the links), and nothing else.
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for module in (np, uvloop):
+        where = Path(module.__file__).resolve().parents[1]
+        for name in (module.__name__, f"{module.__name__}.libs"):
+            if (where / name).exists():
+                (deps / name).symlink_to(where / name)
+    venv_dir = make_venv(tmp_path / "dir-env", SITE, copies=False)
+    with open(next(venv_dir.glob("lib/python3*/site-packages/extra-site.pth")), "a") as f:
+        f.write(f"{deps}\n")
+    tar_src = make_venv(tmp_path / "tar-env", deps, copies=True)
+    write_model(repo, "env_dir", str(venv_dir))
+    write_model(repo, "env_tar", IN_MODEL_DIR, {"env.tar.gz": pack(tar_src, tmp_path / "e.tgz")})
+    cache = tmp_path / "cache"
+    with running(env_server(repo, tmp_path, cache, *SANDBOX)) as srv:
+        for name, prefix in (("env_dir", venv_dir), ("env_tar", None)):
+            load_models(srv, name)
+            info = infer_json(srv, name, "IN", np.array([1], np.int32), "INT32", "INFO")
+            assert (
+                same_path(info["prefix"], prefix)
+                if prefix
+                else same_path(Path(info["prefix"]).parent, cache)
+            ), info
+            assert same_path(info["numpy"], np.__file__), info

@@ -115,8 +115,23 @@ def interpreter() -> list[str]:
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     paths.append(os.path.dirname(os.path.realpath(sys.executable)))
     cwd = os.getcwd()
-    paths.extend(p for p in sys.path if os.path.isabs(p) and p != cwd)
+    for entry in sys.path:
+        if os.path.isabs(entry) and entry != cwd:
+            paths.append(entry)
+            paths.extend(linked(entry))
     return paths
+
+
+def linked(directory: str) -> list[str]:
+    """Where the symbolic links of ``directory`` lead (a package linked
+    into a path directory): Landlock judges a file where it is, not by
+    the link that led there."""
+    try:
+        with os.scandir(directory) as entries:
+            links = [e.path for e in entries if e.is_symlink()]
+    except OSError:
+        return []
+    return [os.path.realpath(p) for p in links]
 
 
 def rules(read: list[str], write: list[str], handled: int) -> list[tuple[str, int]]:
