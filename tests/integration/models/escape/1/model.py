@@ -433,6 +433,50 @@ def plant_and_preload(t: Tries, ctx: dict, model) -> dict:
     return {"load_error": error, "planted": planted}
 
 
+LOADED_MODEL = """import os
+
+# Runs as the loaded model's stub imports it: where the sandbox holds, it
+# can write nothing outside its scratch, the marker directory included.
+try:
+    with open(os.path.join({marker!r}, "loaded-%d" % os.getpid()), "w") as f:
+        with open("/proc/self/status") as s:
+            f.write(s.read())
+except OSError:
+    pass
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return []
+"""
+
+
+def load_other_backend(t: Tries, ctx: dict, model) -> dict:
+    """Loads a model of its own making under each backend name tritonpy
+    may be installed as (its drop-in "python" is another backend to
+    Triton, with backend settings of its own), and with its own config
+    saying nothing of the sandbox; the model's code marks where it ran."""
+    source = LOADED_MODEL.format(marker=ctx["marker_dir"]).encode()
+    errors = {}
+    for backend in ("python", "tritonpy"):
+        config = {
+            "backend": backend,
+            "max_batch_size": 0,
+            "input": [{"name": "ATTEMPT", "data_type": "TYPE_STRING", "dims": [1]}],
+            "output": [{"name": "OUT", "data_type": "TYPE_STRING", "dims": [1]}],
+        }
+        name = f"loaded_{backend}_{ctx['token']}"
+        try:
+            pb_utils.load_model(name, config=json.dumps(config), files={"file:1/model.py": source})
+        except Exception as e:
+            errors[backend] = str(e)
+        else:
+            errors[backend] = ""
+            pb_utils.unload_model(name)
+    t.tries.append({"what": "load models of its own", "errno": 0, "error": ""})
+    return {"load_errors": errors}
+
+
 # Other processes.
 
 PTRACE_SEIZE = 0x4206
@@ -866,6 +910,7 @@ ATTEMPTS = {
         raw_socket,
         packet_socket,
         plant_and_preload,
+        load_other_backend,
         ptrace_server,
         ptrace_other_stub,
         proc_mem_other_stub,
