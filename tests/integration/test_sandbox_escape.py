@@ -32,7 +32,9 @@ from test_sandbox_tightens import NOBODY, SANDBOX, SITE, as_nobody, python_for_n
 
 from server import TritonServer, build_repository, explicit, free_ports, running
 
-MODELS = ["escape", "add_sub"]
+# add_sub_python keeps the backend named "python" (tritonpy's drop-in) loaded
+# for the whole run, as an operator who serves unchanged models has it.
+MODELS = ["escape", "add_sub", "add_sub_python"]
 
 WRITE = frozenset({"EACCES", "EROFS", "EPERM"})  # Landlock, a read-only mount, seccomp
 READ = frozenset({"EACCES", "EPERM", "ENOENT"})  # or not there at all in the stub's view
@@ -178,6 +180,7 @@ def server_for(uid: str, work: Path, repo: Path) -> TritonServer:
         pytest.skip("no interpreter that uid 65534 can run with this installation")
     args += [
         f"--backend-config=tritonpy,python-executable={python}",
+        f"--backend-config=python,python-executable={python}",
         f"--backend-config=tritonpy,env-cache-dir={work}/cache",
     ]
     prefix = [*as_nobody(), f"HOME={work}", f"PYTHONPATH={SITE}", python, "-c", WITH_TERMINAL]
