@@ -106,6 +106,19 @@ def test_a_sandboxed_model_cannot_write_outside_its_scratch(
     add_sub_works(sandboxed)
 
 
+@pytest.mark.parametrize("where", ["/etc/shadow", "/usr/bin", "{repo}/sandbox_probe/config.pbtxt"])
+def test_a_sandboxed_model_cannot_change_modes_outside_its_scratch(
+    sandboxed: TritonServer, work: Path, where: str
+) -> None:
+    """Landlock has no right for chmod: the stub's view of the filesystem
+    is read-only (its mount namespace), its scratch and the operator's
+    paths excepted, and it cannot undo that."""
+    target = where.format(repo=work / "repo")
+    out = probe(sandboxed, "chmod", target)
+    assert out.get("error", "").split(":")[0] in ("EROFS", "EPERM"), out
+    assert "ok" in probe(sandboxed, "chmod", str(work / "granted_write"))
+
+
 @pytest.mark.parametrize(
     "path", ["/etc/shadow", "/etc/gshadow", "{repo}/identity/config.pbtxt", "{work}/secret"]
 )
@@ -138,6 +151,12 @@ def test_a_sandboxed_model_writes_its_scratch_up_to_the_cap(
 ) -> None:
     where = probe(sandboxed, "where")
     assert where["tmpdir"] == "/dev/shm", where
+    # What it keeps of the capabilities of its user namespace's root:
+    # reading (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH); nothing it executes
+    # gets more.
+    caps = where["capabilities"]
+    assert caps["CapEff"] == caps["CapPrm"] == caps["CapBnd"] == 0b110, where
+    assert caps["CapInh"] == caps["CapAmb"] == 0, where
     assert "ok" in probe(sandboxed, "write", where["tmpdir"])
     filled = probe(sandboxed, "fill", where["tmpdir"])
     assert filled["error"].startswith("ENOSPC"), filled

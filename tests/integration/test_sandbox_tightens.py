@@ -215,13 +215,15 @@ def as_nobody() -> list[str]:
 
 
 def test_the_sandbox_of_a_server_that_is_not_root() -> None:
+    from test_sandbox_confines import probe  # which imports this module
+
     python = python_for_nobody()
     if python is None:
         pytest.skip("no interpreter that uid 65534 can run with this installation")
     work = Path(tempfile.mkdtemp(prefix="tritonpy-nobody-"))
     try:
         work.chmod(0o777)
-        repo = build_repository(work / "repo", [*MODELS, "env_info"])
+        repo = build_repository(work / "repo", [*MODELS, "env_info", "sandbox_probe"])
         env = hostile_probe_env(work)
         with open(repo / "env_info" / "config.pbtxt", "a") as f:
             f.write(
@@ -230,12 +232,13 @@ def test_the_sandbox_of_a_server_that_is_not_root() -> None:
         for path in [work, *work.rglob("*")]:
             path.chmod(0o777)
         args = [
-            *explicit(MODELS),
+            *explicit([*MODELS, "sandbox_probe"]),
             *SANDBOX,
             f"--backend-config=tritonpy,python-executable={python}",
             f"--backend-config=tritonpy,env-cache-dir={work}/cache",
         ]
-        prefix = [*as_nobody(), f"HOME={work}", f"PYTHONPATH={SITE}"]
+        # asyncio's loop: the system interpreter may lack uvloop.
+        prefix = [*as_nobody(), f"HOME={work}", f"PYTHONPATH={SITE}", "TRITONPY_LOOP=asyncio"]
         with running(TritonServer(repo, work, args=args, prefix=prefix)) as srv:
             assert os.stat(f"/proc/{srv.proc.pid}").st_uid == NOBODY
             facts = ask(srv, "facts")
@@ -249,6 +252,13 @@ def test_the_sandbox_of_a_server_that_is_not_root() -> None:
             assert {fd: d for fd, d in out.items() if d["reaches"]} == {}, out
             killed = ask(srv, "kill_server", arg=srv.proc.pid)
             assert killed == {f"server pid {srv.proc.pid}": "[Errno 3] No such process"}, killed
+            # Files and network: its model directory, writable by all,
+            # is not by the stub; nor is the server's port in reach.
+            wrote = probe(srv, "write", str(repo / "sandbox_probe"))
+            assert wrote.get("error", "").split(":")[0] in ("EACCES", "EROFS"), wrote
+            port = probe(srv, "connect", f"127.0.0.1:{srv.http_port}")
+            assert port.get("error", "").startswith("ECONNREFUSED"), port
+            assert "ok" in probe(srv, "write", probe(srv, "where")["tmpdir"])
             # The probe of an environment's interpreter: sandboxed too.
             assert "gave an unexpected answer" in load_failure(srv, "env_info")
             assert int((work / "facts" / "pid").read_text()) < 10

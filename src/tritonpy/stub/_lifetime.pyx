@@ -263,12 +263,40 @@ cdef extern from *:
     {
       return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options);
     }
+
+    /* struct mount_attr and mount_setattr's number (the same on every
+       architecture), spelled here as headers may predate them. */
+    struct tritonpy_mount_attr {
+      uint64_t attr_set, attr_clr, propagation, userns_fd;
+    };
+    #define TRITONPY_SYS_MOUNT_SETATTR 442
+    #define TRITONPY_MOUNT_ATTR_RDONLY 0x1ull
+    #define TRITONPY_AT_RECURSIVE 0x8000
+
+    /* Makes the mounts at and beneath `path` read-only (`read_only`) or
+       writable again, in this mount namespace. */
+    static int tritonpy_read_only(const char* path, int read_only)
+    {
+      struct tritonpy_mount_attr attr = {0, 0, 0, 0};
+      if (read_only) attr.attr_set = TRITONPY_MOUNT_ATTR_RDONLY;
+      else attr.attr_clr = TRITONPY_MOUNT_ATTR_RDONLY;
+      return (int)syscall(TRITONPY_SYS_MOUNT_SETATTR, AT_FDCWD, path,
+                          TRITONPY_AT_RECURSIVE, &attr, sizeof(attr));
+    }
+
+    /* `path` mounted on itself, so that it can stay writable. */
+    static int tritonpy_bind_self(const char* path)
+    {
+      return mount(path, path, NULL, MS_BIND | MS_REC, NULL);
+    }
     """
     int tritonpy_landlock_abi()
     int tritonpy_landlock_ruleset(unsigned long long fs, unsigned long long scoped)
     int tritonpy_landlock_allow(int ruleset, const char* path, unsigned long long access)
     int tritonpy_landlock_restrict(int ruleset)
     int tritonpy_mount_scratch(const char* path, const char* options)
+    int tritonpy_read_only(const char* path, int read_only)
+    int tritonpy_bind_self(const char* path)
 
 
 def _refused(int err, what: str) -> OSError:
@@ -281,6 +309,75 @@ def mount_scratch(str path, unsigned long long size) -> None:
     options = f"size={size},mode=1777".encode()
     if tritonpy_mount_scratch(os.fsencode(path), options) != 0:
         raise _refused(errno, f"a private scratch tmpfs on {path} (mount -t tmpfs)")
+
+
+def read_only_view(list writable) -> None:
+    """Makes every mount of this mount namespace read-only but the
+    directories ``writable`` (each mounted on itself first; those that do
+    not exist are left out): chmod, chown, utime, links, where Landlock
+    has no say, fail with EROFS. OSError naming the step."""
+    cdef bytes path
+    kept = []
+    for name in writable:
+        path = os.fsencode(name)
+        if not os.path.isdir(name):
+            continue
+        if tritonpy_bind_self(path) != 0:
+            raise _refused(errno, f"keeping {name} writable (mount --bind)")
+        kept.append(path)
+    if tritonpy_read_only(b"/", 1) != 0:
+        raise _refused(errno, "a read-only view of the filesystem (mount_setattr MOUNT_ATTR_RDONLY)")
+    for path in kept:
+        if tritonpy_read_only(path, 0) != 0:
+            raise _refused(errno, f"keeping {os.fsdecode(path)} writable (mount_setattr)")
+
+
+cdef extern from *:
+    """
+    #include <linux/capability.h>
+    #include <sys/prctl.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+
+    /* Keeps only the capabilities of `keep` (a mask), for this process
+       and whatever it executes: the bounding set loses the rest, then the
+       permitted and effective sets. */
+    static int tritonpy_keep_capabilities(uint64_t keep, int* step)
+    {
+      struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+      struct __user_cap_data_struct data[2];
+      *step = 1;
+      for (int cap = 0; cap < 64; ++cap) {
+        if (keep & (1ull << cap)) continue;
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+          if (errno == EINVAL) break; /* past the kernel's last */
+          return -1;
+        }
+      }
+      *step = 2;
+      if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+        return -1;
+      }
+      *step = 3;
+      data[0].effective = data[0].permitted = (uint32_t)keep;
+      data[1].effective = data[1].permitted = (uint32_t)(keep >> 32);
+      data[0].inheritable = data[1].inheritable = 0;
+      return (int)syscall(SYS_capset, &header, data);
+    }
+    """
+    int tritonpy_keep_capabilities(unsigned long long keep, int* step)
+
+
+def keep_capabilities(unsigned long long keep) -> None:
+    """Drops every capability but those of the mask ``keep``, for good
+    (the bounding set too). OSError naming the step."""
+    cdef int step = 0
+    if tritonpy_keep_capabilities(keep, &step) != 0:
+        what = {
+            1: "dropping capabilities from the bounding set (prctl PR_CAPBSET_DROP)",
+            2: "clearing the ambient capabilities (prctl PR_CAP_AMBIENT)",
+        }.get(step, "dropping its capabilities (capset)")
+        raise _refused(errno, what)
 
 
 def landlock_abi() -> int:

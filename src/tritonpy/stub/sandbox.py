@@ -2,16 +2,20 @@
 # Copyright (c) The tritonpy authors.
 """The files of a sandboxed stub (stub-sandbox=true, docs/hardening.md).
 
-Before any model code runs, the stub mounts a private tmpfs of its own on
-/dev/shm (in its own mount namespace: the host's /dev/shm is out of sight),
-points TMPDIR at it, then restricts itself with Landlock: from then on it,
+Before any model code runs, the stub makes its view of the filesystem
+read-only (its own mount namespace: chmod, chown and links fail too,
+which Landlock does not cover) but for the operator's writable paths,
+mounts a private tmpfs of its own on /dev/shm (the host's /dev/shm is out
+of sight), points TMPDIR at it, then restricts itself with Landlock: from then on it,
 and everything it starts, may read the interpreter and its packages, the
 system's libraries, a few files of /etc, /proc, parts of /sys, /dev and
 the directories the backend names (the model's own, its execution
 environment, what the operator adds), and may write only its scratch,
 a few devices and what the operator adds. Landlock also keeps it from
 mounting anything over that view, from abstract unix sockets made outside
-the sandbox and from signalling processes outside it. The backend applies
+the sandbox and from signalling processes outside it. Last, the stub
+drops its capabilities but those to read files as its uid may. The
+backend applies
 the namespaces and no_new_privs before the stub runs
 (backend/src/child_steps.h).
 """
@@ -44,6 +48,10 @@ TRUNCATE = 1 << 14  # ABI 3
 IOCTL_DEV = 1 << 15  # ABI 5
 SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
 SCOPE_SIGNAL = 1 << 1
+
+# The capabilities a sandboxed stub keeps: reading files as its uid may
+# (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), within Landlock's rules.
+KEEP_CAPABILITIES = (1 << 1) | (1 << 2)
 
 READ = READ_FILE | READ_DIR
 RUN = READ | EXECUTE
@@ -156,9 +164,14 @@ def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
     if abi >= 5:
         handled |= IOCTL_DEV
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    _lifetime.read_only_view(write)
     _lifetime.mount_scratch(SCRATCH, tmp_bytes)
     os.environ["TMPDIR"] = SCRATCH
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
-        tempfile.tempdir = None  # chosen again, from TMPDIR
+        vars(tempfile)["tempdir"] = None  # chosen again, from TMPDIR
     _lifetime.landlock(handled, scoped, rules(read, write, handled))
+    # Root of its user namespace no more: no mount_setattr to undo the
+    # read-only view (Landlock stops the other mount calls), no raw
+    # sockets, no ptrace. Reading stays as the stub's uid may.
+    _lifetime.keep_capabilities(KEEP_CAPABILITIES)

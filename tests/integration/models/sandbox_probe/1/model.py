@@ -5,11 +5,11 @@ network. MODE with ARG (a path, an address or a name): "write" creates a
 file in the directory ARG; "read" reads the file ARG; "list" lists the
 directory ARG; "connect" opens a TCP connection to ARG (host:port);
 "abstract" binds and then connects to the abstract unix socket ARG;
-"loopback" connects to a listener of its own on 127.0.0.1; "device"
+"chmod" sets the mode the file ARG has; "loopback" connects to a listener of its own on 127.0.0.1; "device"
 writes a byte to the device ARG;
 "fill" writes into the directory ARG until refused and answers how much;
-"where" answers TMPDIR, the network interfaces and what the model's own
-directory is. Each answers {"ok": ...} or {"error": "<errno name>: ..."}
+"where" answers TMPDIR, the network interfaces, what the model's own
+directory is, its path and capabilities. Each answers {"ok": ...} or {"error": "<errno name>: ..."}
 as JSON."""
 
 import errno
@@ -70,6 +70,12 @@ def device(path: str) -> dict:
     return {"ok": path}
 
 
+def chmod(path: str) -> dict:
+    """Sets the mode ``path`` already has (changes nothing if allowed)."""
+    os.chmod(path, os.stat(path).st_mode & 0o7777)
+    return {"ok": path}
+
+
 def fill(directory: str) -> dict:
     path = os.path.join(directory, "fill")
     chunk = b"\0" * (1 << 20)
@@ -88,17 +94,24 @@ def fill(directory: str) -> dict:
     return {"written": done}
 
 
+def capabilities() -> dict:
+    with open("/proc/self/status") as f:
+        fields = dict(line.split(":\t", 1) for line in f if line.startswith("Cap"))
+    return {k: int(v, 16) for k, v in fields.items()}
+
+
 def where() -> dict:
     return {
         "tmpdir": os.environ.get("TMPDIR", ""),
         "interfaces": sorted(name for _, name in socket.if_nameindex()),
         "model_dir": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         "path": sys.path,
+        "capabilities": capabilities(),
     }
 
 
 MODES = {"write": write, "read": read, "list": os.listdir, "connect": connect}
-MODES.update(abstract=abstract, fill=fill, loopback=loopback, device=device)
+MODES.update(abstract=abstract, fill=fill, loopback=loopback, device=device, chmod=chmod)
 
 
 class TritonPythonModel:
