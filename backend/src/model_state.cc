@@ -127,10 +127,20 @@ ApplyForkPolicy(
     const std::string& model, const BackendState& backend,
     const json::Value* params, bool exec_env, StubLaunch* launch)
 {
+  std::string text;
+  const bool own = Parameter(params, "stub_preload", &text);
+  if (own && launch->sandbox.enabled) {
+    // Its template would import them outside the sandbox: a model
+    // (or a config given to pb_utils.load_model) names no such module.
+    return Status::InvalidArg(
+        "tritonpy: model '" + model +
+        "' parameter: stub_preload is refused for a sandboxed model "
+        "(stub-sandbox): only the backend's stub-preload names modules "
+        "that sandboxed stubs' template imports");
+  }
   if (backend.templates() == nullptr) return Status();
   launch->preload = backend.settings().stub_preload;
-  std::string text;
-  if (Parameter(params, "stub_preload", &text)) {
+  if (own) {
     TRITONPY_RETURN_IF_ERROR(
         BackendState::ParseModules("stub_preload", text, &launch->preload)
             .WithPrefix("tritonpy: model '" + model + "' parameter: "));

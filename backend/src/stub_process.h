@@ -80,9 +80,9 @@ class StubProcess {
   // user, pid and mount namespaces (docs/hardening.md); a step the kernel
   // refuses fails the spawn with a message naming it. With
   // launch.templates, the child is forked from a stub template instead
-  // (stub_template.h), and is otherwise the same; exec'd when the template
-  // cannot fork it. Returns the backend's end (close-on-exec) in
-  // *backend_fd.
+  // (stub_template.h), and is otherwise the same; exec'd, with a socket
+  // and a lifeline of its own, when the template does not fork it. Returns the
+  // backend's end (close-on-exec) in *backend_fd.
   Status Spawn(
       const StubLaunch& launch, const std::string& instance_name,
       int* backend_fd);
@@ -106,6 +106,11 @@ class StubProcess {
   static std::string DescribeStatus(int status);
 
  private:
+  // Spawn, forked by `templates` (nullptr: exec'd). *abandoned: the
+  // template did not fork it; Spawn then execs it with new descriptors.
+  Status SpawnOnce(
+      const StubLaunch& launch, const std::string& instance_name,
+      StubTemplates* templates, int* backend_fd, bool* abandoned);
   // Reaps the exited child after killing what is left of its group.
   void ReapExited(int* status);
 

@@ -2,8 +2,12 @@
 # Copyright (c) The tritonpy authors.
 """The stub template ("zygote"): ``python -m tritonpy.stub --template``.
 
-The backend starts one per interpreter, environment and preload list
-(backend/src/stub_template.h), the way it starts a stub. It imports the
+The backend starts one per interpreter, environment, preload list and
+sandbox (backend/src/stub_template.h), the way it starts a stub, but
+isolated: ``python -s -c BOOT``, where BOOT drops the working directory
+from ``sys.path`` before it runs this package's ``__main__``, so that no
+directory a stub may write (the server's working directory, the user
+site) is on the template's path. It imports the
 stub's own modules and the ``stub-preload`` modules once, freezes the
 garbage collector's view of them (``gc.freeze``: collections in the
 forks do not touch, and so copy, their pages), tells the backend it is
@@ -24,7 +28,10 @@ The messages, one SOCK_SEQPACKET message each, JSON:
         "tritonpy.stub", ...], "env": ["K=V", ...],
         "cwd": "...", "parent": pid, "sandbox": {...} or null,
         "targets": [3, 4], "null_stdin": false} with descriptors (the set-up's
-        report pipe, its go pipe when sandboxed, then one per target)
+        report pipe, its go pipe, then one per target). The child waits for
+        a byte on the go pipe before it takes any other step: a child the
+        backend gave up on (the template died before its reply) reads end of
+        file and exits.
     template -> backend: {"pid": N}, {"errno": E} (the kernel refused the
         clone), or {"refused": "..."} (the backend execs this stub instead)
 """
@@ -38,6 +45,7 @@ import json
 import os
 import resource
 import select
+import site
 import socket
 import sys
 from collections.abc import Callable
@@ -179,9 +187,53 @@ def _retitle(argv: list[str]) -> None:
     ctypes.memmove(arg_start, data, len(data))
 
 
-def _become_stub(
-    sock: socket.socket, request: dict[str, Any], path: list[str], blas: _Blas
-) -> None:
+class _Path:
+    """The ``sys.path`` an exec'd stub (``python -m tritonpy.stub``) would
+    start with, which the template's lacks: the working directory in
+    front, and the user site-packages where site.py would add them (the
+    template runs with ``-s``)."""
+
+    def __init__(self) -> None:
+        self.base = list(sys.path)
+        self.user_site = False
+        if sys.prefix == sys.base_prefix:
+            self.user_site = True
+        else:  # a virtual environment: only with the system's site-packages
+            try:
+                with open(os.path.join(sys.prefix, "pyvenv.cfg")) as f:
+                    for line in f:
+                        key, _, value = line.partition("=")
+                        if key.strip().lower() == "include-system-site-packages":
+                            self.user_site = value.strip().lower() == "true"
+            except OSError:
+                pass
+
+    def apply(self, cwd: str) -> None:
+        """In the forked stub, once its environment is its own."""
+        sys.path[:] = self.base
+        if not (sys.version_info >= (3, 11) and os.environ.get("PYTHONSAFEPATH")):
+            sys.path.insert(0, cwd)
+        if not (
+            self.user_site
+            and not os.environ.get("PYTHONNOUSERSITE")
+            and os.getuid() == os.geteuid()
+            and os.getgid() == os.getegid()
+        ):
+            return
+        site.USER_BASE = site.USER_SITE = None  # computed again from this environment
+        user = site.getusersitepackages()
+        if not os.path.isdir(user):
+            return
+        before = list(sys.path)
+        site.ENABLE_USER_SITE = True
+        site.addsitedir(user)
+        added = sys.path[len(before) :]
+        system = set(site.getsitepackages())
+        at = next((i for i, p in enumerate(before) if p in system), len(before))
+        sys.path[:] = before[:at] + added + before[at:]
+
+
+def _become_stub(sock: socket.socket, request: dict[str, Any], path: _Path, blas: _Blas) -> None:
     """In the forked child: the stub an exec'd one would be, then its main.
     Never returns."""
     code = 1
@@ -190,7 +242,7 @@ def _become_stub(
         os.environ.clear()
         os.environ.update(entry.split("=", 1) for entry in request["env"] if "=" in entry)
         os.chdir(request["cwd"])
-        sys.path[:] = path
+        path.apply(request["cwd"])
         argv = request["argv"]
         sys.orig_argv[:] = argv
         _retitle(argv)
@@ -212,18 +264,25 @@ def _become_stub(
 
 def _reseed(blas: _Blas) -> None:
     """What a fresh interpreter would have done at import, once the stub's
-    ids are its own (OpenBLAS's threads are then the stub's, not root's)."""
+    ids are its own (OpenBLAS's threads are then the stub's, not root's).
+    ``random`` was reseeded by its at-fork hook; what a fork copies and
+    cannot renew is listed in docs/hardening.md."""
     blas.restore()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # the legacy global RandomState, seeded by a fresh import
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        # Drawn at import: a stub's managers and listeners must not accept
+        # another stub's key.
+        process.current_process().authkey = os.urandom(32)
 
 
 def _fork(
     sock: socket.socket,
     request: dict[str, Any],
     fds: list[int],
-    path: list[str],
+    path: _Path,
     blas: _Blas,
     max_fd: int,
 ) -> dict[str, Any]:
@@ -231,7 +290,7 @@ def _fork(
     if threads:
         return {"refused": f"the template has threads ({', '.join(threads)})"}
     sandbox = request.get("sandbox")
-    setup = 2 if sandbox else 1
+    setup = 2  # the report and go pipes
     targets = request["targets"]
     if len(fds) != setup + len(targets) or request["argv"][1:3] != ["-m", "tritonpy.stub"]:
         return {"refused": f"the request carried {len(fds)} descriptors"}
@@ -240,7 +299,7 @@ def _fork(
     try:
         pid = _zygote.fork_stub(
             fds[0],
-            fds[1] if sandbox else -1,
+            fds[1],
             request["parent"],
             bool(sandbox),
             sandbox["max_processes"] if sandbox else 0,
@@ -268,8 +327,9 @@ def serve(argv: list[str]) -> int:
         lifeline = int(values["--server-lifeline"])
     except ValueError:
         sys.exit(f"{USAGE}\nerror: --fd and --server-lifeline need numbers")
-    path = list(sys.path)  # what a fresh stub starts with
-    own = sys.orig_argv
+    path = _Path()
+    # What it runs as, without the boot code and the room for stubs' titles.
+    own = [sys.orig_argv[0], "-s", "-m", "tritonpy.stub", *sys.argv[1:]]
     _retitle(own[: own.index("--title-room")] if "--title-room" in own else own)
     blas = _Blas()
     sock = socket.socket(fileno=fd)

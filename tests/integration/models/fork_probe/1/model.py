@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """Says what its stub process is: ids, group, descriptors, environment,
-argv, path, sandbox, random state. For tests that compare a stub forked
+argv, path, sandbox, random state, multiprocessing's authkey. For tests that compare a stub forked
 from the template with an exec'd one (test_stub_fork.py)."""
 
 import json
+import multiprocessing
 import os
 import random
 import sys
@@ -65,6 +66,7 @@ class TritonPythonModel:
             "cwd": os.getcwd(),
             "random": FIRST_RANDOM,
             "numpy_random": FIRST_NUMPY,
+            "authkey": multiprocessing.current_process().authkey.hex(),
             "status": _status("NoNewPrivs", "Seccomp", "SigBlk", "SigIgn", "Threads"),
             "uid_map": _read("/proc/self/uid_map"),
             "limits": _read("/proc/self/limits"),
