@@ -762,15 +762,17 @@ def unshare(t: Tries, ctx: dict, model) -> None:
 
 
 def setns(t: Tries, ctx: dict, model) -> None:
-    """Joins namespaces again through /proc/1/ns (pid 1 of its own
-    namespace: the stub itself): a namespace fd is what setns takes."""
+    """Joins its own mount and network namespaces again (a descriptor of a
+    namespace is what setns takes, and its own are the ones it can open):
+    the kernel asks for CAP_SYS_ADMIN over them, which a stub keeps none
+    of."""
     for kind, flag in (("mnt", CLONE_NEWNS), ("net", CLONE_NEWNET)):
 
         def join(k=kind, f=flag) -> None:
-            fd = os.open(f"/proc/1/ns/{k}", os.O_RDONLY)
+            fd = os.open(f"/proc/self/ns/{k}", os.O_RDONLY)
             libc("setns", ctypes.c_int(fd), ctypes.c_int(f))
 
-        t.in_child(f"setns(/proc/1/ns/{kind})", join)
+        t.in_child(f"setns(/proc/self/ns/{kind})", join)
 
 
 def chroot(t: Tries, ctx: dict, model) -> None:
