@@ -30,6 +30,7 @@ import tritonclient.http as httpclient
 from test_hostile_proc import stub_of
 from test_sandbox_tightens import NOBODY, SANDBOX, SITE, as_nobody, python_for_nobody
 
+from checks import add_sub_works, load_models
 from server import TritonServer, build_repository, explicit, free_ports, running
 
 # add_sub_python keeps the backend named "python" (tritonpy's drop-in) loaded
@@ -56,6 +57,7 @@ class Case:
     unseen: bool = False
     bound: bool = False
     loaded: bool = False
+    controls: bool = False
 
 
 CASES = {
@@ -84,6 +86,10 @@ CASES = {
     # Loading is allowed (stub-model-control): what it loads must be
     # sandboxed too, which the marker its code leaves (or not) tells.
     "load_other_backend": Case(frozenset(), loaded=True),
+    # The model loading API is the server's: a sandboxed model must not
+    # put its code under another model's name, nor take that model away.
+    "replace_other_model": Case(frozenset(), controls=True),
+    "unload_other_model": Case(frozenset(), controls=True),
     # Other processes.
     "ptrace_server": Case(OTHER_PROCESS),
     "ptrace_other_stub": Case(OTHER_PROCESS),
@@ -171,6 +177,16 @@ os.execvp(sys.argv[1], sys.argv[1:])
 """
 
 
+def model_config(srv: TritonServer, name: str) -> dict:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        config = c.get_model_config(name)
+        assert isinstance(config, dict)
+        return config
+    finally:
+        c.close()
+
+
 def server_for(uid: str, work: Path, repo: Path) -> TritonServer:
     args = [*explicit(MODELS), *SANDBOX]
     if uid == "root":
@@ -225,6 +241,7 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 "server_pid": srv.proc.pid,
                 "other_stub": stub_of(srv, "add_sub"),
                 "other_model": "add_sub",
+                "other_config": model_config(srv, "add_sub"),
                 "victim": str(victim),
                 "marker_dir": str(work / "marker"),
                 "abstract": f"tritonpy-escape-host-{token}",
@@ -273,7 +290,11 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
     expected = CASES[case]
     # A port free now: serve_tcp binds it (the one the fixture chose may be
     # taken since by another process of the machine).
-    context = {**escape.context, "serve_tcp": free_ports(1)[0]}
+    context = {
+        **escape.context,
+        "serve_tcp": free_ports(1)[0],
+        "other_stub": stub_of(escape.srv, escape.context["other_model"]),
+    }
     markers = set(os.listdir(escape.work / "marker"))
     files = digest(Path(escape.srv.repo), Path(escape.context["victim"]))
     out = attempt(escape.srv, case, context)
@@ -285,6 +306,9 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
             if os.path.lexists(left):
                 escapes.append(f"{t['what']}: the host sees {left}")
                 os.unlink(left)
+        elif expected.controls:
+            if not t["refused"]:
+                escapes.append(f"{t['what']}: done")
         elif t["errno"] == 0 and (expected.bound or expected.loaded):
             pass  # a listener of its own: asked from the host below
         elif name_of(t["errno"]) not in expected.refused:
@@ -301,6 +325,13 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
         if os.path.lexists(path):
             escapes.append(f"the planted {path} is still there")
             os.unlink(path)
+    if expected.controls:
+        # The other model answers its own sums, whatever was tried.
+        try:
+            add_sub_works(escape.srv)
+        except Exception as e:
+            escapes.append(f"{escape.context['other_model']} no longer answers as itself: {e}")
+            load_models(escape.srv, escape.context["other_model"])  # from the repository
     for marker in sorted(set(os.listdir(escape.work / "marker")) - markers):
         status = (escape.work / "marker" / marker).read_text().splitlines()
         seen = [line for line in status if line.split(":")[0] in ("Uid", "NoNewPrivs", "NSpid")]

@@ -473,6 +473,43 @@ def load_other_backend(t: Tries, ctx: dict, model) -> dict:
     return {"load_errors": errors}
 
 
+IMPOSTOR = b"""import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        zeros = np.zeros(4, np.float32)
+        out = [pb_utils.Tensor("OUTPUT0", zeros), pb_utils.Tensor("OUTPUT1", zeros)]
+        return [pb_utils.InferenceResponse(out) for _ in requests]
+"""
+
+
+def model_control(what: str, fn, *args) -> dict:
+    """A model loading API call, its error as the answer ("" if done)."""
+    try:
+        fn(*args)
+    except Exception as e:
+        return {"what": what, "errno": 0, "error": str(e), "refused": True}
+    return {"what": what, "errno": 0, "error": "", "refused": False}
+
+
+def replace_other_model(t: Tries, ctx: dict, model) -> None:
+    """Loads another model's name with code of its own (an impostor that
+    answers zeros): the other model's clients would get its answers."""
+    other = ctx["other_model"]
+    config = json.dumps(ctx["other_config"])
+    files = {"file:1/model.py": IMPOSTOR}
+    t.tries.append(
+        model_control(f"load_model({other}, files=...)", pb_utils.load_model, other, config, files)
+    )
+
+
+def unload_other_model(t: Tries, ctx: dict, model) -> None:
+    other = ctx["other_model"]
+    t.tries.append(model_control(f"unload_model({other})", pb_utils.unload_model, other))
+
+
 # Other processes.
 
 PTRACE_SEIZE = 0x4206
@@ -909,6 +946,8 @@ ATTEMPTS = {
         packet_socket,
         plant_and_preload,
         load_other_backend,
+        replace_other_model,
+        unload_other_model,
         ptrace_server,
         ptrace_other_stub,
         proc_mem_other_stub,
