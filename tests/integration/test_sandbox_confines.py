@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 from collections.abc import Iterator
@@ -20,9 +21,11 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 import uvloop
+from test_python_based_backend import BACKEND, CONFIG
 from test_sandbox_tightens import SANDBOX
 
 import tritonpy
+from tritonpy import install as inst
 
 from checks import add_sub_works, infer_json, load_models, same_path
 from environments import IN_MODEL_DIR, SITE, env_server, make_venv, pack, write_model
@@ -119,8 +122,17 @@ def test_a_sandboxed_model_cannot_change_modes_outside_its_scratch(
     assert "ok" in probe(sandboxed, "chmod", str(work / "granted_write"))
 
 
+def a_disk() -> str:
+    """The device node of one of the machine's block devices."""
+    for name in sorted(os.listdir("/sys/block")):
+        if os.path.exists(f"/dev/{name}") and not name.startswith(("loop", "ram")):
+            return f"/dev/{name}"
+    return "/dev/no-disk"
+
+
 @pytest.mark.parametrize(
-    "path", ["/etc/shadow", "/etc/gshadow", "{repo}/identity/config.pbtxt", "{work}/secret"]
+    "path",
+    [a_disk(), "/etc/shadow", "/etc/gshadow", "{repo}/identity/config.pbtxt", "{work}/secret"],
 )
 def test_a_sandboxed_model_cannot_read_secrets_or_other_models(
     sandboxed: TritonServer, work: Path, path: str
@@ -238,3 +250,18 @@ def test_a_sandboxed_model_runs_in_an_execution_environment(tmp_path: Path) -> N
                 else same_path(Path(info["prefix"]).parent, cache)
             ), info
             assert same_path(info["numpy"], np.__file__), info
+
+
+def test_a_sandboxed_python_based_backend_reads_its_own_directory(tmp_path: Path) -> None:
+    """backends/<name>/model.py is the model's code: the sandboxed stub
+    reads it there (and its model's directory in the repository)."""
+    backends = inst.backend_dir(tmp_path / "backends")
+    shutil.copytree(BACKEND, backends / "shout")
+    repo = tmp_path / "repo"
+    (repo / "shout_a" / "1").mkdir(parents=True)
+    text = CONFIG.format(name="shout_a", backend="shout", suffix="!")
+    (repo / "shout_a" / "config.pbtxt").write_text(text)
+    args = ["--backend-config=python,stub-sandbox=true"]
+    with running(TritonServer(repo, tmp_path, backend_dir=backends, args=args)) as srv:
+        out = infer_json(srv, "shout_a", "TEXT", np.array([b"quiet"], dtype=object), "BYTES", "OUT")
+        assert out["text"] == "QUIET!" and out["tritonpy_stub"], out

@@ -8,8 +8,8 @@ which Landlock does not cover) but for the operator's writable paths,
 mounts a private tmpfs of its own on /dev/shm (the host's /dev/shm is out
 of sight), points TMPDIR at it, then restricts itself with Landlock: from then on it,
 and everything it starts, may read the interpreter and its packages, the
-system's libraries, a few files of /etc, /proc, parts of /sys, /dev and
-the directories the backend names (the model's own, its execution
+system's libraries, a few files of /etc, /proc, parts of /sys, a few
+devices and the directories the backend names (the model's own, its execution
 environment, what the operator adds), and may write only its scratch,
 a few devices and what the operator adds. Landlock also keeps it from
 mounting anything over that view, from abstract unix sockets made outside
@@ -112,8 +112,17 @@ MACHINE = (
     "/sys/bus",
     "/sys/class",
 )
-# Devices a program writes to: the sink, the sources, a terminal.
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+# The devices a stub opens: the sink, the sources, a terminal. Others
+# (GPUs) only as the operator adds them.
+DEVICES = (
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/pts",
+)
 
 
 def interpreter() -> list[str]:
@@ -146,7 +155,9 @@ def rules(read: list[str], write: list[str], handled: int) -> list[tuple[str, in
     """(path, rights) of the sandboxed stub, each within ``handled``."""
     out = [(p, RUN) for p in (*SYSTEM, *interpreter(), *read)]
     out += [(p, READ) for p in (*ETC, *MACHINE)]
-    out.append(("/dev", READ | IOCTL_DEV))
+    # /dev listed, but of its devices only these opened: a disk's device
+    # node would give a root server's stub every byte of the disk.
+    out.append(("/dev", READ_DIR))
     out += [(p, READ_FILE | WRITE_FILE | IOCTL_DEV) for p in DEVICES]
     out += [(p, WRITE) for p in (SCRATCH, *write)]
     return [(p, rights & handled) for p, rights in out]
