@@ -85,12 +85,32 @@ MappedArena::~MappedArena()
   if (fd_ >= 0) close(fd_);
 }
 
-ArenaAllocator::ArenaAllocator(uint64_t default_arena_size)
+uint64_t
+ArenaRoom::Take(uint64_t least, uint64_t most)
+{
+  uint64_t used = used_.load();
+  while (true) {
+    const uint64_t left = used < limit_ ? limit_ - used : 0;
+    const uint64_t take = most < left ? most : left;
+    if (take < least) return 0;
+    if (used_.compare_exchange_weak(used, used + take)) return take;
+  }
+}
+
+ArenaAllocator::ArenaAllocator(
+    uint64_t default_arena_size, std::shared_ptr<ArenaRoom> room)
     : default_size_(RoundUp(
           default_arena_size < kArenaAlignment ? kArenaAlignment
                                                : default_arena_size,
-          4096))
+          4096)),
+      room_(std::move(room))
 {
+}
+
+ArenaAllocator::~ArenaAllocator()
+{
+  if (room_ == nullptr) return;
+  for (const Slot& slot : arenas_) room_->Give(slot.arena->size());
 }
 
 bool
@@ -127,8 +147,30 @@ ArenaAllocator::Allocate(uint64_t size, Allocation* out)
   }
   uint64_t arena_size = need * 2 > default_size_ ? need * 2 : default_size_;
   arena_size = RoundUp(arena_size, 4096);
+  if (room_ != nullptr) {
+    // No larger than the stub can map, down to just the pages needed.
+    const uint64_t least = RoundUp(need, 4096);
+    if (least > room_->limit()) {
+      return Status::InvalidArg(
+          std::to_string(size) + " bytes are more than the stub can map: " +
+          "the backend's arenas shared with it may take " +
+          std::to_string(room_->limit()) + " bytes (" + room_->why() + ")");
+    }
+    arena_size = room_->Take(least, arena_size);
+    if (arena_size == 0) {
+      return Status::Unavailable(
+          std::to_string(size) + " bytes do not fit: the backend's arenas " +
+          "shared with the stub hold " + std::to_string(room_->used()) +
+          " bytes of the " + std::to_string(room_->limit()) + " it can map (" +
+          room_->why() + "), and none has that much free");
+    }
+  }
   std::unique_ptr<MappedArena> arena;
-  TRITONPY_RETURN_IF_ERROR(MappedArena::Create(next_id_, arena_size, &arena));
+  Status made = MappedArena::Create(next_id_, arena_size, &arena);
+  if (!made.ok()) {
+    if (room_ != nullptr) room_->Give(arena_size);
+    return made;
+  }
   ++next_id_;
   uint64_t earlier = 0;
   for (const Slot& s : arenas_) earlier += s.arena->size();

@@ -6,7 +6,8 @@
 // ArenaAllocator owns the backend's arenas: anonymous memfds (mode 0600,
 // close-on-exec, never named in /dev/shm) mapped read-write, carved by a
 // first-fit allocator with coalescing and 64-byte alignment. When nothing
-// fits it adds an arena of max(default_size, 2 * request). Freed space in
+// fits it adds an arena of max(default_size, 2 * request), or less when
+// the stub could not map that much (ArenaRoom). Freed space in
 // the first kKeepResidentBytes of the arenas (in creation order) stays
 // resident: first-fit reuses it, so repeated large tensors touch pages
 // that are already mapped in both processes (no page faults, no zeroing).
@@ -22,10 +23,12 @@
 // documents which).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "error.h"
@@ -95,6 +98,32 @@ class MappedArena {
   uint64_t size_;
 };
 
+// The bytes of backend arenas one stub maps (batch inputs and BLS outputs
+// together), and the most it can map: under the sandbox's address-space
+// limit (RLIMIT_AS) half of it, the other half left to the interpreter,
+// its libraries and the model. Shared by an instance's allocators: an
+// arena takes its size when made and gives it back with its allocator.
+class ArenaRoom {
+ public:
+  // `why` says where `limit` comes from, for errors.
+  ArenaRoom(uint64_t limit, std::string why)
+      : limit_(limit), why_(std::move(why))
+  {
+  }
+  // Takes the most of `most` bytes there is room for, if at least
+  // `least`: the bytes taken, or 0.
+  uint64_t Take(uint64_t least, uint64_t most);
+  void Give(uint64_t bytes) { used_.fetch_sub(bytes); }
+  uint64_t limit() const { return limit_; }
+  uint64_t used() const { return used_.load(); }
+  const std::string& why() const { return why_; }
+
+ private:
+  const uint64_t limit_;
+  const std::string why_;
+  std::atomic<uint64_t> used_{0};
+};
+
 struct Allocation {
   uint32_t arena_id = 0;
   uint64_t offset = 0;
@@ -104,10 +133,20 @@ struct Allocation {
 
 class ArenaAllocator {
  public:
-  explicit ArenaAllocator(uint64_t default_arena_size);
+  // `room`: what the stub can map, shared with the instance's other
+  // allocator (none: no limit but the memory's).
+  explicit ArenaAllocator(
+      uint64_t default_arena_size, std::shared_ptr<ArenaRoom> room = nullptr);
+  ~ArenaAllocator();  // gives its arenas' bytes back to the room
+  ArenaAllocator(const ArenaAllocator&) = delete;
+  ArenaAllocator& operator=(const ArenaAllocator&) = delete;
 
   // Allocates `size` bytes (rounded up to 64). Creates an arena when
-  // nothing fits; new arenas are remembered as unannounced.
+  // nothing fits; new arenas are remembered as unannounced. An arena is
+  // never larger than the room left: past it the allocation fails
+  // (INVALID_ARG when `size` alone is more than the room's limit,
+  // UNAVAILABLE when the arenas made meanwhile took the room), saying
+  // why, without the official prefix (the caller names the tensor).
   Status Allocate(uint64_t size, Allocation* out);
   // Frees an allocation made by Allocate. Unknown references are ignored.
   void Free(uint32_t arena_id, uint64_t offset);
@@ -135,6 +174,7 @@ class ArenaAllocator {
   void PunchHole(Slot* slot, uint64_t offset, uint64_t size);
 
   uint64_t default_size_;
+  std::shared_ptr<ArenaRoom> room_;
   uint32_t next_id_ = 1;
   std::vector<Slot> arenas_;
   uint64_t allocated_bytes_ = 0;

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 
 #include "arena.h"
 #include "batch.h"
@@ -17,7 +19,12 @@
 namespace tritonpy {
 
 struct BatchArenas {
-  explicit BatchArenas(uint64_t arena_byte_size) : allocator(arena_byte_size) {}
+  // `room`: what the stub can map (arena.h), shared with the BLS arenas.
+  explicit BatchArenas(
+      uint64_t arena_byte_size, std::shared_ptr<ArenaRoom> room = nullptr)
+      : allocator(arena_byte_size, std::move(room))
+  {
+  }
 
   // Frees the arena space of `batch`.
   void Free(Batch* batch) EXCLUDES(mu)

@@ -24,10 +24,12 @@ constexpr auto kDrainWait = std::chrono::seconds(5);
 
 Bls::Bls(
     TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size,
-    bool model_control, const StubLimits& limits)
+    bool model_control, const StubLimits& limits,
+    std::shared_ptr<ArenaRoom> room)
     : model_control_(model_control),
       core_(
-          std::make_shared<BlsCore>(server, describe, arena_byte_size, limits)),
+          std::make_shared<BlsCore>(
+              server, describe, arena_byte_size, limits, std::move(room))),
       control_(server, std::move(describe))
 {
   TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(

@@ -52,10 +52,12 @@ class Bls {
   // `describe` names the model and instance in messages.
   // `model_control`: whether MODEL_CONTROL may load and unload models
   // (stub-model-control; is_ready is always answered). `limits`: the BLS
-  // caps (max_bls_calls, max_bls_bytes).
+  // caps (max_bls_calls, max_bls_bytes). `room`: what the stub can map of
+  // the BLS arenas and the batch arenas together (arena.h).
   Bls(TRITONSERVER_Server* server, std::string describe,
       uint64_t arena_byte_size, bool model_control,
-      const StubLimits& limits = StubLimits());
+      const StubLimits& limits = StubLimits(),
+      std::shared_ptr<ArenaRoom> room = nullptr);
   // Cancels every call in flight, waits (bounded) for Triton to finish
   // them, and joins the model-control worker.
   ~Bls();

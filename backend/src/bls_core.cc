@@ -18,11 +18,11 @@ BlsCall::Cancel()
 
 BlsCore::BlsCore(
     TRITONSERVER_Server* server, std::string describe, uint64_t size,
-    const StubLimits& limits)
+    const StubLimits& limits, std::shared_ptr<ArenaRoom> room)
     : server(server),
       describe(std::move(describe)),
       limits(limits),
-      allocator(size)
+      allocator(size, std::move(room))
 {
 }
 

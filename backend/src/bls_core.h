@@ -70,7 +70,7 @@ class BlsCore {
  public:
   BlsCore(
       TRITONSERVER_Server* server, std::string describe, uint64_t size,
-      const StubLimits& limits);
+      const StubLimits& limits, std::shared_ptr<ArenaRoom> room = nullptr);
   ~BlsCore();  // deletes triton_allocator
   BlsCore(const BlsCore&) = delete;
   BlsCore& operator=(const BlsCore&) = delete;

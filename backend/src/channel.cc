@@ -24,6 +24,14 @@ namespace {
 // inside recvmsg, on the reader's thread, where a lingering close would
 // block it; so all are taken, and too many is a protocol error.
 constexpr size_t kMaxFds = 253;
+
+Status
+Refused()
+{
+  return Status::InvalidArg(
+      "tritonpy protocol violation: the stub passed a file descriptor that "
+      "is not a memfd on tmpfs; nothing more it sends is read");
+}
 }  // namespace
 
 Channel::Channel(int fd, uint64_t send_queue_bytes)
@@ -43,21 +51,26 @@ Channel::~Channel()
   if (queue_wake_fd_ >= 0) close(queue_wake_fd_);
   if (fd_ >= 0) {
     // Descriptors still in unread messages would be released by the close
-    // below, on this thread: take them first, so that those whose close may
-    // block go to the closer (fd_closer.h).
+    // below, on this thread. An honest peer's are memfds: they are taken
+    // out and closed here. Once the peer passed anything else it is read
+    // no further, and the socket, with what its queue holds, is closed
+    // by the closer (fd_closer.h), where a close that blocks stalls no
+    // reader, kill or unload.
     std::vector<uint8_t> buf(proto::kMaxFrame);
     std::vector<int> fds;
     size_t len = 0;
     Status ignored;
-    for (int i = 0; i < 4096; ++i) {
+    for (int i = 0; i < 4096 && !refused_; ++i) {
       fds.clear();
       RecvResult r = Read(&buf, &len, &fds, &ignored, MSG_DONTWAIT);
-      for (int fd : fds) {
-        if (fd >= 0) close(fd);
-      }
+      for (int fd : fds) close(fd);
       if (r != RecvResult::kFrame && fds.empty()) break;
     }
-    close(fd_);
+    if (refused_) {
+      CloseUntrusted(fd_);
+    } else {
+      close(fd_);
+    }
   }
 }
 
@@ -222,13 +235,16 @@ Channel::Receive(
   return RecvResult::kTimeout;
 }
 
-void
+bool
 Channel::TakeDescriptors(struct msghdr* msg, std::vector<int>* fds)
 {
-  // Collected first so that they are closed by the caller even when the
-  // message itself is rejected. Only a memfd (a file on tmpfs) is kept; any
-  // other descriptor is closed at once on the closer's thread (its close
-  // may block: fd_closer.h) and stands as -1, which no frame accepts.
+  // Collected first so that they are closed even when the message itself
+  // is rejected. Only memfds (files on tmpfs) are accepted. When another
+  // kind came along, the whole message's descriptors are closed: those
+  // whose close cannot block here and now, the others on the closer's
+  // thread (fd_closer.h).
+  const size_t first = fds->size();
+  bool all_memfds = true;
   for (struct cmsghdr* cm = CMSG_FIRSTHDR(msg); cm != nullptr;
        cm = CMSG_NXTHDR(msg, cm)) {
     if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
@@ -236,13 +252,14 @@ Channel::TakeDescriptors(struct msghdr* msg, std::vector<int>* fds)
     for (size_t i = 0; i < count; ++i) {
       int fd;
       memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (!IsTmpfsFile(fd)) {
-        CloseUntrusted(fd);
-        fd = -1;
-      }
+      if (!IsTmpfsFile(fd)) all_memfds = false;
       fds->push_back(fd);
     }
   }
+  if (all_memfds) return true;
+  for (size_t i = first; i < fds->size(); ++i) CloseReceived((*fds)[i]);
+  fds->resize(first);
+  return false;
 }
 
 Channel::RecvResult
@@ -251,6 +268,10 @@ Channel::Read(
     Status* error, int flags)
 {
   last_was_frame_ = false;
+  if (refused_) {
+    *error = Refused();
+    return RecvResult::kError;
+  }
   struct iovec iov;
   iov.iov_base = buf->data();
   iov.iov_len = buf->size();
@@ -273,7 +294,11 @@ Channel::Read(
     *error = Status::Internal(std::string("recvmsg: ") + strerror(errno));
     return RecvResult::kError;
   }
-  TakeDescriptors(&msg, fds);
+  if (!TakeDescriptors(&msg, fds)) {
+    refused_ = true;
+    *error = Refused();
+    return RecvResult::kError;
+  }
   if (n == 0 && fds->empty()) return RecvResult::kEof;
   if ((msg.msg_flags & MSG_TRUNC) != 0) {
     *error = Status::InvalidArg(

@@ -57,10 +57,13 @@ class Channel {
   uint64_t queued_bytes() EXCLUDES(send_mu_);
 
   // Receives one message into `buf` (resized to kMaxFrame once), setting
-  // `len`, and any passed descriptors into `fds` (close-on-exec; the caller
-  // owns them): a memfd, or -1 for any other kind of descriptor, which was
-  // handed to the closer's thread (fd_closer.h), as are those of messages
-  // left unread when the channel is destroyed. timeout_ms < 0 blocks. When
+  // `len`, and any passed descriptors into `fds` (close-on-exec, memfds;
+  // the caller owns them). A message that carries any other kind of
+  // descriptor is a protocol violation (kError), and the peer is read no
+  // further: every later call returns kError at once, and the messages
+  // left unread go with the socket, which the closer's thread closes
+  // (fd_closer.h). That message's descriptors are closed at once where
+  // their close cannot block, else by the closer. timeout_ms < 0 blocks. When
   // `wake_fd` (an eventfd) is given and becomes readable first, it is drained
   // and kTimeout returned: another thread wants the reader's attention. On
   // kError, `error` says why (including MSG_TRUNC / MSG_CTRUNC). Right after a
@@ -81,8 +84,9 @@ class Channel {
   RecvResult Read(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
       Status* error, int flags);
-  // Appends the descriptors `msg` carried to `fds` (see Receive).
-  static void TakeDescriptors(struct msghdr* msg, std::vector<int>* fds);
+  // Appends the descriptors `msg` carried to `fds` (see Receive); when one
+  // is not a memfd, closes them all instead and returns false.
+  static bool TakeDescriptors(struct msghdr* msg, std::vector<int>* fds);
   // One non-blocking sendmsg: 0, or the errno.
   int SendNow(const std::vector<uint8_t>& frame, int fd_to_pass);
   // Sends queued frames until the socket is full or the queue empty
@@ -97,6 +101,9 @@ class Channel {
   int fd_;
   const uint64_t send_queue_bytes_;
   bool last_was_frame_ = false;  // the reader's own: Receive's caller only
+  // The peer passed a descriptor that is not a memfd: it is read no
+  // further (Receive's caller only, and the destructor).
+  bool refused_ = false;
   // Written when the queue becomes non-empty: the receiver then polls for
   // POLLOUT too.
   int queue_wake_fd_ = -1;

@@ -23,6 +23,7 @@ namespace {
 struct PendingInput {
   proto::Tensor* tensor;
   std::vector<std::pair<const uint8_t*, uint64_t>> parts;
+  uint32_t request = 0;  // its index in the batch's requests
 };
 
 // Triton's names of the wire data types (TRITONSERVER_DataType values).
@@ -344,13 +345,27 @@ BuildExecute(
     body.requests.push_back(std::move(wire));
     breq->wire_pos = static_cast<uint32_t>(batch->wire_index.size());
     batch->wire_index.push_back(i);
-    for (PendingInput& in : mine) inputs.push_back(std::move(in));
+    for (PendingInput& in : mine) {
+      in.request = i;
+      inputs.push_back(std::move(in));
+    }
   }
   // Placement: inline while the frame fits, the rest in the arena.
   int64_t budget = static_cast<int64_t>(proto::kMaxFrame - proto::kHeaderSize) -
                    static_cast<int64_t>(MetadataSize(body));
+  // A request whose input finds no arena space fails alone (its
+  // allocations are given back), with the official text first.
+  std::vector<bool> dropped;  // by request index, once one is
+  bool any_dropped = false;
+  uint32_t current = count;    // the request whose inputs are being placed
+  size_t its_allocations = 0;  // where its allocations start
   for (PendingInput& in : inputs) {
     proto::Tensor* t = in.tensor;
+    if (in.request != current) {
+      current = in.request;
+      its_allocations = batch->allocations.size();
+    }
+    if (any_dropped && dropped[in.request]) continue;
     int64_t extra = static_cast<int64_t>(t->byte_size) + 7 -
                     static_cast<int64_t>(proto::kArenaRefSize);
     if (t->byte_size <= proto::kMaxInlineTensor && extra <= budget) {
@@ -366,7 +381,26 @@ BuildExecute(
       continue;
     }
     Allocation a;
-    TRITONPY_RETURN_IF_ERROR(allocator->Allocate(t->byte_size, &a));
+    Status placed = allocator->Allocate(t->byte_size, &a);
+    if (!placed.ok()) {
+      BatchRequest* breq = &batch->requests[in.request];
+      RespondWithError(
+          breq,
+          placed.WithPrefix(
+              "Failed to increase the shared memory pool size: "
+              "tritonpy: model '" +
+              model.name() + "' request '" + breq->id + "': input '" + t->name +
+              "' of " + std::to_string(t->byte_size) + " bytes: "));
+      for (size_t k = its_allocations; k < batch->allocations.size(); ++k) {
+        allocator->Free(
+            batch->allocations[k].arena_id, batch->allocations[k].offset);
+      }
+      batch->allocations.resize(its_allocations);
+      dropped.resize(count);
+      dropped[in.request] = true;
+      any_dropped = true;
+      continue;
+    }
     batch->allocations.push_back(a);
     CopyParts(in, a.ptr);
     t->location = proto::kLocationArena;
@@ -375,6 +409,20 @@ BuildExecute(
     t->ref.offset = a.offset;
   }
 
+  if (any_dropped) {
+    std::vector<proto::Request> kept;
+    std::vector<size_t> index;
+    for (size_t w = 0; w < batch->wire_index.size(); ++w) {
+      const size_t i = batch->wire_index[w];
+      if (dropped[i]) continue;
+      batch->requests[i].wire_pos = static_cast<uint32_t>(index.size());
+      index.push_back(i);
+      kept.push_back(std::move(body.requests[w]));
+    }
+    body.requests = std::move(kept);
+    batch->wire_index = std::move(index);
+    if (batch->wire_index.empty()) return Status();  // nothing to send
+  }
   proto::BeginFrame(frame);
   proto::EncodeExecute(body, frame);
   proto::FinishFrame(proto::FrameType::kExecute, 0, batch->id, frame);

@@ -14,13 +14,20 @@
 
 #include "mutex.h"
 
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC 0x01021994
-#endif
+#include <linux/magic.h>
 
 namespace tritonpy {
 
 namespace {
+
+// A socket made to close without lingering (an abortive close): its close
+// then waits for nothing. Harmless on other descriptors.
+void
+NoLinger(int fd)
+{
+  struct linger off = {1, 0};
+  (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+}
 
 class Closer {
  public:
@@ -32,6 +39,7 @@ class Closer {
       std::thread(&Closer::Loop, this).detach();
       started_ = true;
     }
+    ++handed_;
     if (static_cast<int>(queue_.size()) + busy_ >= kCloserQueue) {
       ++leaked_;
       return;
@@ -43,7 +51,7 @@ class Closer {
   CloserCounts Counts() EXCLUDES(mu_)
   {
     MutexLock lock(&mu_);
-    return {static_cast<int>(queue_.size()) + busy_, leaked_};
+    return {static_cast<int>(queue_.size()) + busy_, leaked_, handed_};
   }
 
  private:
@@ -60,6 +68,10 @@ class Closer {
         queue_.pop_front();
         busy_ = 1;
       }
+      // Once more right before the close: the sender may have set
+      // SO_LINGER again since CloseUntrusted (it is usually dead by now,
+      // and no one else can).
+      NoLinger(fd);
       close(fd);
     }
   }
@@ -69,6 +81,7 @@ class Closer {
   std::deque<int> queue_ GUARDED_BY(mu_);
   int busy_ GUARDED_BY(mu_) = 0;
   long leaked_ GUARDED_BY(mu_) = 0;
+  long handed_ GUARDED_BY(mu_) = 0;
   bool started_ GUARDED_BY(mu_) = false;
 };
 
@@ -86,13 +99,44 @@ void
 CloseUntrusted(int fd)
 {
   if (fd < 0) return;
-  // A socket is made to close without lingering (an abortive close) while
-  // the stub may still hold it: usually the close then cannot block at
-  // all. The stub can set SO_LINGER again before the closer gets to it,
-  // hence the thread.
-  struct linger off = {1, 0};
-  (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &off, sizeof(off));
+  // A socket is made to close without lingering while the stub may still
+  // hold it: usually the close then cannot block at all. The stub can set
+  // SO_LINGER again before the closer gets to it, hence the thread.
+  NoLinger(fd);
   TheCloser().Push(fd);
+}
+
+void
+CloseReceived(int fd)
+{
+  if (fd < 0) return;
+  if (CannotBlockOnClose(fd)) {
+    close(fd);
+  } else {
+    CloseUntrusted(fd);
+  }
+}
+
+bool
+CannotBlockOnClose(int fd)
+{
+  struct stat st;
+  struct statfs fs;
+  if (fstat(fd, &st) != 0 || fstatfs(fd, &fs) != 0) return false;
+  // A pipe's or FIFO's close only wakes its other end (the FIFO's own
+  // file system is not asked: no FUSE flush).
+  if (S_ISFIFO(st.st_mode)) return true;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case TMPFS_MAGIC:
+    case RAMFS_MAGIC:
+    case HUGETLBFS_MAGIC:
+      // Memory file systems: nothing to write back, no server to ask.
+      return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode);
+    case ANON_INODE_FS_MAGIC:
+      return true;  // eventfd, epoll, timerfd, signalfd, ...
+    default:
+      return false;  // sockets, FUSE and network files, devices: may block
+  }
 }
 
 bool

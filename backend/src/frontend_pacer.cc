@@ -113,6 +113,20 @@ IsFrontEndQueue(int fd)
 
 }  // namespace
 
+namespace {
+
+// Whether `fd` is still the socket (dev, ino) names: a descriptor number
+// may have been closed and reused since it was found.
+bool
+StillSocket(int fd, dev_t dev, ino_t ino)
+{
+  struct stat st;
+  return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == dev &&
+         st.st_ino == ino;
+}
+
+}  // namespace
+
 FrontEndPacer&
 FrontEndPacer::Get()
 {
@@ -136,7 +150,11 @@ FrontEndPacer::WatchForTest(const std::vector<int>& fds)
 {
   MutexLock lock(&mu_);
   queues_.clear();
-  for (int fd : fds) queues_.push_back(Queue{fd, SendBuffer(fd)});
+  for (int fd : fds) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) continue;
+    queues_.push_back(Queue{fd, st.st_dev, st.st_ino, SendBuffer(fd)});
+  }
   fixed_ = !fds.empty();
   scanned_ = fixed_;
   budget_.store(0);
@@ -154,9 +172,13 @@ FrontEndPacer::Scan()
       const long fd = strtol(e->d_name, &end, 10);
       if (end == e->d_name || *end != '\0' || fd == own) continue;
       if (!IsFrontEndQueue(static_cast<int>(fd))) continue;
-      Queue q{static_cast<int>(fd), SendBuffer(static_cast<int>(fd))};
+      struct stat st;
+      if (fstat(static_cast<int>(fd), &st) != 0) continue;
+      Queue q{
+          static_cast<int>(fd), st.st_dev, st.st_ino,
+          SendBuffer(static_cast<int>(fd))};
       for (const Queue& old : queues_) {
-        if (old.fd == q.fd) q.stalled_at = old.stalled_at;
+        if (old.dev == q.dev && old.ino == q.ino) q.stalled_at = old.stalled_at;
       }
       if (q.sndbuf > 0) found.push_back(q);
     }
@@ -167,88 +189,145 @@ FrontEndPacer::Scan()
   last_scan_ = Clock::now();
 }
 
-void
-FrontEndPacer::WaitForRoom(std::vector<Queue*> full)
+std::vector<FrontEndPacer::Watched>
+FrontEndPacer::WaitForRoom(
+    const std::vector<Queue>& full, Clock::time_point deadline)
 {
   // Every full queue is watched at once: queues of threads that stopped
   // together cost one kStallMs, not one each.
   struct Watch {
-    Queue* q;
-    int64_t low;  // the fewest bytes seen queued
+    size_t index;  // in `out`
+    int64_t low;   // the fewest bytes seen queued
     Clock::time_point progress_at;
   };
+  std::vector<Watched> out;
   std::vector<Watch> watching;
   const auto start = Clock::now();
-  for (Queue* q : full) watching.push_back(Watch{q, QueuedBytes(q->fd), start});
+  for (const Queue& q : full) {
+    watching.push_back(Watch{out.size(), QueuedBytes(q.fd), start});
+    out.push_back(Watched{q});
+  }
   std::vector<pollfd> fds;
   while (!watching.empty()) {
-    fds.clear();
-    for (const Watch& w : watching) fds.push_back(pollfd{w.q->fd, POLLOUT, 0});
-    const int r = poll(fds.data(), fds.size(), kPollSliceMs);
-    const auto now = Clock::now();
+    // Each descriptor is checked to be its socket before each poll.
     size_t kept = 0;
+    for (const Watch& w : watching) {
+      Watched& o = out[w.index];
+      if (StillSocket(o.queue.fd, o.queue.dev, o.queue.ino)) {
+        watching[kept++] = w;
+      } else {
+        o.gone = true;
+      }
+    }
+    watching.resize(kept);
+    if (watching.empty()) break;
+    fds.clear();
+    for (const Watch& w : watching) {
+      fds.push_back(pollfd{out[w.index].queue.fd, POLLOUT, 0});
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - Clock::now());
+    const int slice = static_cast<int>(
+        std::max<int64_t>(0, std::min<int64_t>(kPollSliceMs, left.count())));
+    const int r = poll(fds.data(), fds.size(), slice);
+    const auto now = Clock::now();
+    kept = 0;
     for (size_t i = 0; i < watching.size(); ++i) {
       Watch& w = watching[i];
+      Watched& o = out[w.index];
       const short ev = r > 0 ? fds[i].revents : 0;
       if ((ev & POLLOUT) != 0) continue;  // down to a quarter: done
-      const int64_t queued = QueuedBytes(w.q->fd);
+      const int64_t queued = StillSocket(o.queue.fd, o.queue.dev, o.queue.ino)
+                                 ? QueuedBytes(o.queue.fd)
+                                 : -1;
       if ((ev & (POLLNVAL | POLLERR | POLLHUP)) != 0 || queued < 0) {
-        scanned_ = false;  // gone: scan again at the next refill
+        o.gone = true;
         continue;
       }
       if (queued < w.low) {
         w.low = queued;
         w.progress_at = now;
       } else if (now - w.progress_at >= std::chrono::milliseconds(kStallMs)) {
-        w.q->stalled_at = queued;
-        ++counters_.stalls;
-        if (LogFn log = log_.load()) {
-          log(true,
-              "tritonpy: a queue of Triton's HTTP front end (descriptor " +
-                  std::to_string(w.q->fd) + ", " + std::to_string(queued) +
-                  " bytes queued) made no progress for " +
-                  std::to_string(kStallMs) +
-                  " ms; responses no longer wait for it until it moves");
-        }
+        o.stalled = true;
+        o.queued = queued;
         continue;
       }
       watching[kept++] = w;
     }
     watching.resize(kept);
+    if (now >= deadline) break;  // the most one send waits
+  }
+  return out;
+}
+
+void
+FrontEndPacer::Apply(const std::vector<Watched>& watched)
+{
+  for (const Watched& w : watched) {
+    if (w.gone) scanned_ = false;  // scan again at the next refill
+    if (!w.stalled) continue;
+    for (Queue& q : queues_) {
+      if (q.dev != w.queue.dev || q.ino != w.queue.ino) continue;
+      q.stalled_at = w.queued;
+    }
+    ++counters_.stalls;
+    if (LogFn log = log_.load()) {
+      log(true, "tritonpy: a queue of Triton's HTTP front end (descriptor " +
+                    std::to_string(w.queue.fd) + ", " +
+                    std::to_string(w.queued) +
+                    " bytes queued) made no progress for " +
+                    std::to_string(kStallMs) +
+                    " ms; responses no longer wait for it until it moves");
+    }
   }
 }
 
 void
 FrontEndPacer::Refill()
 {
-  MutexLock lock(&mu_);
-  // Another sender may have refilled while this one waited for the lock.
-  if (budget_.load(std::memory_order_relaxed) > 0) {
-    budget_.fetch_sub(1, std::memory_order_relaxed);
-    return;
-  }
-  ++counters_.refills;
+  std::vector<Queue> full;
   const auto start = Clock::now();
-  if (!fixed_ && (!scanned_ ||
-                  start - last_scan_ >= std::chrono::milliseconds(kRescanMs))) {
-    Scan();
-  }
-  std::vector<Queue*> full;
-  for (Queue& q : queues_) {
-    const int64_t queued = QueuedBytes(q.fd);
-    if (queued < 0) {
-      scanned_ = false;
-      continue;
+  {
+    MutexLock lock(&mu_);
+    // Another sender may have refilled while this one waited for the lock.
+    if (budget_.load(std::memory_order_relaxed) > 0) {
+      budget_.fetch_sub(1, std::memory_order_relaxed);
+      return;
     }
-    if (q.stalled_at >= 0 && queued != q.stalled_at) q.stalled_at = -1;
-    if (q.stalled_at < 0 && queued * 4 > q.sndbuf) full.push_back(&q);
+    ++counters_.refills;
+    if (!fixed_ && (!scanned_ || start - last_scan_ >=
+                                     std::chrono::milliseconds(kRescanMs))) {
+      Scan();
+    }
+    size_t kept = 0;
+    for (Queue& q : queues_) {
+      if (!StillSocket(q.fd, q.dev, q.ino)) {
+        scanned_ = false;  // closed, or its number reused: dropped
+        continue;
+      }
+      const int64_t queued = QueuedBytes(q.fd);
+      if (queued < 0) {
+        scanned_ = false;
+        continue;
+      }
+      if (q.stalled_at >= 0 && queued != q.stalled_at) q.stalled_at = -1;
+      if (q.stalled_at < 0 && queued * 4 > q.sndbuf) full.push_back(q);
+      queues_[kept++] = q;
+    }
+    queues_.resize(kept);
   }
   const bool waited = !full.empty();
-  if (waited) WaitForRoom(std::move(full));
+  std::vector<Watched> watched;
+  if (waited) {
+    watched = WaitForRoom(full, start + std::chrono::milliseconds(kMaxWaitMs));
+  }
+  MutexLock lock(&mu_);
+  Apply(watched);
   int64_t room = std::numeric_limits<int64_t>::max();
   for (const Queue& q : queues_) {
+    if (q.stalled_at >= 0 || !StillSocket(q.fd, q.dev, q.ino)) continue;
     const int64_t queued = QueuedBytes(q.fd);
-    if (queued < 0 || q.stalled_at >= 0) continue;  // gone, or stopped
+    if (queued < 0) continue;  // gone
     // A quarter of each buffer stays free for other senders (other
     // backends' responses, the front end's own commands).
     room = std::min(room, q.sndbuf * 3 / 4 - queued);

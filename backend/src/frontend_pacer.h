@@ -25,20 +25,27 @@
 // out the pacer measures the queues again (SIOCOUTQ: the bytes queued)
 // and, when one is more than a quarter full, waits (poll for POLLOUT,
 // which a Unix socket reports at a quarter full) for the HTTP
-// thread to drain it. A queue that makes no progress for kStallMs (its
-// thread stopped, at shutdown) is skipped until it moves again; the full
-// queues are watched together, so a sender never waits longer than that
-// past the last progress of any of them. On a front end whose queues
-// never fill (a newer Triton that retries) nothing waits; without an HTTP
-// front end no socket matches and nothing waits either (the re-scan is
-// rate-limited to once per kRescanMs). Another socket pair of the process
-// that matches is harmless unless it stays over a quarter full while it
-// moves: sends would then follow its pace.
+// thread to drain it. The wait holds no lock (senders that run out
+// together each wait, none behind another's wait), and one send waits
+// kMaxWaitMs at most in all, however slowly a queue drains. A queue that
+// makes no progress for kStallMs (its thread stopped, at shutdown) is
+// skipped until it moves again; the full queues are watched together. On
+// a front end whose queues never fill (a newer Triton that retries)
+// nothing waits; without an HTTP front end no socket matches and nothing
+// waits either (the re-scan is rate-limited to once per kRescanMs).
+// Another socket pair of the process that matches is harmless unless it
+// stays over a quarter full while it moves: sends would then follow its
+// pace.
 //
 // Only read-only calls touch the sockets (fstat, getsockopt, ioctl,
-// poll): on a descriptor closed and reused meanwhile they are harmless.
-// Thread-safe; one per process (Get).
+// poll), and a queue is known by its socket, not by its descriptor
+// number: before each use the descriptor's (st_dev, st_ino) must still be
+// the socket's found by the scan, else the queue is dropped (its number
+// was closed, maybe reused by another file) and the next refill scans
+// again. Thread-safe; one per process (Get).
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -55,6 +62,9 @@ class FrontEndPacer {
   // How long a queue may make no progress before it is taken for a
   // stopped thread's and skipped.
   static constexpr int kStallMs = 1000;
+  // The longest one send waits for the queues, in all: kStallMs and a
+  // little, so that a queue that stopped is taken for stopped within it.
+  static constexpr int kMaxWaitMs = kStallMs + 200;
   // How often the process's descriptors are scanned again at most.
   static constexpr int kRescanMs = 1000;
   // Commands one response may queue: a chunk and, when final, the end.
@@ -95,17 +105,30 @@ class FrontEndPacer {
 
   struct Queue {
     int fd;
+    dev_t dev;  // the socket it was found to be
+    ino_t ino;
     int64_t sndbuf;           // the socket's send-buffer limit (bytes)
     int64_t stalled_at = -1;  // its queued bytes when taken for stopped
   };
+  // What one wait found of a queue it watched.
+  struct Watched {
+    Queue queue;        // as found before the wait
+    bool gone = false;  // closed, or no longer the same socket
+    bool stalled = false;
+    int64_t queued = 0;
+  };
 
-  void Refill();
+  void Refill() EXCLUDES(mu_);
   // Re-reads the process's descriptors into queues_.
   void Scan() REQUIRES(mu_);
-  // Waits until each of the `full` queues has fallen to a quarter of its
-  // buffer, gone, or made no progress for kStallMs (then it is marked
-  // stalled).
-  void WaitForRoom(std::vector<Queue*> full) REQUIRES(mu_);
+  // Waits, holding no lock, until each of the `full` queues (copies) has
+  // fallen to a quarter of its buffer, gone, or made no progress for
+  // kStallMs, or until `deadline`.
+  std::vector<Watched> WaitForRoom(
+      const std::vector<Queue>& full,
+      std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
+  // Marks the queues a wait found stalled or gone.
+  void Apply(const std::vector<Watched>& watched) REQUIRES(mu_);
 
   std::atomic<int64_t> budget_{0};
   Mutex mu_;

@@ -10,6 +10,24 @@
 
 namespace tritonpy {
 
+namespace {
+
+// What the model's stubs can map of the backend's arenas: half of their
+// address-space limit under the sandbox (arena.h); no limit without one.
+std::shared_ptr<ArenaRoom>
+RoomOf(const ModelState& model)
+{
+  const StubSandbox& sandbox = model.stub_launch().sandbox;
+  if (!sandbox.enabled || sandbox.address_space_bytes == 0) return nullptr;
+  return std::make_shared<ArenaRoom>(
+      sandbox.address_space_bytes / 2,
+      "half of the stub's address-space limit " +
+          std::to_string(sandbox.address_space_bytes) +
+          ", stub-sandbox-address-space-bytes");
+}
+
+}  // namespace
+
 InstanceState::InstanceState(
     ModelState* model, TRITONBACKEND_ModelInstance* instance, std::string name,
     std::string kind, int32_t device_id, TRITONSERVER_Server* server)
@@ -18,11 +36,12 @@ InstanceState::InstanceState(
       name_(std::move(name)),
       kind_(std::move(kind)),
       device_id_(device_id),
+      arena_room_(RoomOf(*model)),
       bls_(
           std::make_unique<Bls>(
               server, Describe(), model->backend().settings().arena_byte_size,
               model->backend().settings().model_control,
-              model->backend().settings().stub_limits)),
+              model->backend().settings().stub_limits, arena_room_)),
       metrics_(
           std::make_unique<InstanceMetrics>(
               &model->backend().metric_store(), "model '" + model->name() + "'",
@@ -44,7 +63,7 @@ InstanceState::InstanceState(
           Describe(), &stub_, model->max_inflight_batches(),
           model->sync_prefetch_batches(),
           2 * model->backend().settings().stub_timeout_seconds),
-      arenas_(model->backend().settings().arena_byte_size),
+      arenas_(model->backend().settings().arena_byte_size, arena_room_),
       table_(model, instance, &stub_, &gate_, &arenas_),
       readiness_(
           Describe(), &stub_,

@@ -111,6 +111,9 @@ class InstanceState {
   const std::string kind_;
   const int32_t device_id_;
 
+  // What the stub can map of the backend's arenas, BLS and batch ones
+  // together (arena.h); null: no limit.
+  const std::shared_ptr<ArenaRoom> arena_room_;
   // BLS calls and model control (bls.h); frames from the reader thread
   // (and the creating thread during the first handshake).
   std::unique_ptr<Bls> bls_;

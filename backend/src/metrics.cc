@@ -54,8 +54,12 @@ MetricStore::AcquireFamily(
   AppendKeyPart(name, &key);
   MutexLock lock(&mu_);
   auto it = families_.find(key);
-  bool holds = it != families_.end() && it->second.users.count(model) != 0;
-  if (it != families_.end() && !holds &&
+  const FamilyUser* user = nullptr;
+  if (it != families_.end()) {
+    auto found = it->second.users.find(model);
+    if (found != it->second.users.end()) user = &found->second;
+  }
+  if (it != families_.end() && user == nullptr &&
       it->second.family->description != description) {
     // Models share a family only when they agree on what it is.
     std::string other = it->second.users.begin()->first;
@@ -65,8 +69,11 @@ MetricStore::AcquireFamily(
         "'; another model may use it only with the same kind and "
         "description (tritonpy)");
   }
-  // The backend's own families (model "") count against no model's limit.
-  if (!holds && !model.empty() && usage_[model].families >= max_families_) {
+  // Every handle counts, a second one of a family already held too; a
+  // family held through its series alone counts once already. The
+  // backend's own families (model "") count against no model's limit.
+  const bool adds = user == nullptr || user->handles != 0;
+  if (adds && !model.empty() && usage_[model].families >= max_families_) {
     return Status::Unavailable(
         "model '" + model + "' holds " + std::to_string(max_families_) +
         " metric families, the most a model may hold (backend setting "
@@ -84,36 +91,45 @@ MetricStore::AcquireFamily(
     it = families_.emplace(key, FamilyEntry()).first;
     it->second.family = std::move(family);
   }
-  HoldFamilyLocked(model, &it->second);
+  HoldFamilyLocked(model, &it->second, /*handle=*/true);
   *out = it->second.family.get();
   return Status();
 }
 
 void
-MetricStore::HoldFamilyLocked(const std::string& model, FamilyEntry* entry)
+MetricStore::HoldFamilyLocked(
+    const std::string& model, FamilyEntry* entry, bool handle)
 {
   ++entry->refs;
-  if (entry->users[model]++ == 0) ++usage_[model].families;
+  FamilyUser& user = entry->users[model];
+  const uint64_t before = user.weight();
+  ++(handle ? user.handles : user.series);
+  usage_[model].families += user.weight() - before;
 }
 
 void
 MetricStore::ReleaseFamily(const std::string& model, Family* family)
 {
   MutexLock lock(&mu_);
-  ReleaseFamilyLocked(model, family);
+  ReleaseFamilyLocked(model, family, /*handle=*/true);
 }
 
 void
-MetricStore::ReleaseFamilyLocked(const std::string& model, const Family* family)
+MetricStore::ReleaseFamilyLocked(
+    const std::string& model, const Family* family, bool handle)
 {
   auto it = families_.find(family->key);
   if (it == families_.end()) return;
   FamilyEntry& entry = it->second;
   auto user = entry.users.find(model);
-  if (user != entry.users.end() && --user->second == 0) {
-    entry.users.erase(user);
+  if (user != entry.users.end()) {
+    FamilyUser& u = user->second;
+    const uint64_t before = u.weight();
+    uint64_t& held = handle ? u.handles : u.series;
+    if (held != 0) --held;
     Usage& usage = usage_[model];
-    --usage.families;
+    usage.families -= before - u.weight();
+    if (u.handles == 0 && u.series == 0) entry.users.erase(user);
     if (usage.families == 0 && usage.series == 0) usage_.erase(model);
   }
   if (--entry.refs > 0) return;
@@ -148,18 +164,21 @@ MetricStore::AcquireSeries(
              : "model '" + it->second.series->owner + "'") +
         ": a model cannot use another model's series (tritonpy)");
   }
+  // Every handle counts, a second one of a series already held too.
+  const bool histogram = family->kind == TRITONSERVER_METRIC_KIND_HISTOGRAM;
+  const uint64_t count = it != series_.end() ? it->second.series->count
+                         : histogram         ? buckets.size() + 2
+                                             : 1;
+  const uint64_t held = model.empty() ? 0 : usage_[model].series;
+  if (!model.empty() && (count > max_series_ || held > max_series_ - count)) {
+    return Status::Unavailable(
+        "model '" + model + "' holds " + std::to_string(held) +
+        " metric series and this metric would add " + std::to_string(count) +
+        ", past the most a model may hold, " + std::to_string(max_series_) +
+        " (backend setting metric-max-series; a histogram counts its "
+        "buckets plus two, and each Metric object counts)");
+  }
   if (it == series_.end()) {
-    const bool histogram = family->kind == TRITONSERVER_METRIC_KIND_HISTOGRAM;
-    const uint64_t count = histogram ? buckets.size() + 2 : 1;
-    const uint64_t held = usage_[model].series;
-    if (!model.empty() && held + count > max_series_) {
-      return Status::Unavailable(
-          "model '" + model + "' holds " + std::to_string(held) +
-          " metric series and this metric would add " + std::to_string(count) +
-          ", past the most a model may hold, " + std::to_string(max_series_) +
-          " (backend setting metric-max-series; a histogram counts its "
-          "buckets plus two)");
-    }
     std::vector<TRITONSERVER_Parameter*> params;
     for (const auto& label : sorted) {
       params.push_back(TRITONSERVER_ParameterNew(
@@ -189,12 +208,12 @@ MetricStore::AcquireSeries(
     series->key = key;
     series->owner = model;
     series->count = count;
-    usage_[model].series += count;
     // The family outlives its series.
-    HoldFamilyLocked(model, &families_.at(family->key));
+    HoldFamilyLocked(model, &families_.at(family->key), /*handle=*/false);
     it = series_.emplace(key, SeriesEntry()).first;
     it->second.series = std::move(series);
   }
+  usage_[model].series += count;
   ++it->second.refs;
   *out = it->second.series.get();
   return Status();
@@ -205,7 +224,10 @@ MetricStore::ReleaseSeries(Series* series)
 {
   MutexLock lock(&mu_);
   auto it = series_.find(series->key);
-  if (it == series_.end() || --it->second.refs > 0) return;
+  if (it == series_.end()) return;
+  const std::string owner = series->owner;
+  usage_[owner].series -= series->count;  // each handle counted it
+  if (--it->second.refs > 0) return;
   Status s = FromTriton(TRITONSERVER_MetricDelete(series->metric));
   if (!s.ok()) {
     TRITONPY_LOG_ERROR(
@@ -213,10 +235,8 @@ MetricStore::ReleaseSeries(Series* series)
         "': " + s.message());
   }
   const Family* family = series->family;
-  const std::string owner = series->owner;
-  usage_[owner].series -= series->count;
   series_.erase(it);  // frees `series`
-  ReleaseFamilyLocked(owner, family);
+  ReleaseFamilyLocked(owner, family, /*handle=*/false);
 }
 
 size_t

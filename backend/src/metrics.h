@@ -17,9 +17,12 @@
 //   so no model can change another model's counters;
 // - a family is shared (Triton has one registry) only by models that give
 //   it the same kind and description;
-// - each model may hold at most `max_families` families and `max_series`
-//   series, a histogram counting one series per bucket plus two (_sum and
-//   _count), as Prometheus counts them.
+// - each model may hold at most `max_families` family handles and
+//   `max_series` series handles, a histogram's handle counting one series
+//   per bucket plus two (_sum and _count), as Prometheus counts them. Every
+//   handle counts, also a second one of a family or series the model
+//   already holds (each is an entry in InstanceMetrics' maps); a family the
+//   model holds only through its series counts once.
 //
 // InstanceMetrics (one per instance) maps one stub's handles to store
 // entries and runs the ops of its METRIC frames.
@@ -90,25 +93,35 @@ class MetricStore {
   size_t series_count() EXCLUDES(mu_);
 
  private:
-  // What one model holds.
+  // What one model holds, as counted against the caps.
   struct Usage {
     uint64_t families = 0;
     uint64_t series = 0;
   };
+  // One model's holds on a family: its handles, and its series in it.
+  struct FamilyUser {
+    uint64_t handles = 0;
+    uint64_t series = 0;
+    // What it counts against metric-max-families: each handle, or one
+    // for a family held through its series alone.
+    uint64_t weight() const { return handles != 0 ? handles : series != 0; }
+  };
   // A family and who holds it.
   struct FamilyEntry {
     std::unique_ptr<Family> family;
-    int refs = 0;                      // handles and series
-    std::map<std::string, int> users;  // model -> its part of refs
+    uint64_t refs = 0;                        // handles and series
+    std::map<std::string, FamilyUser> users;  // model -> its part of refs
   };
   // A series and its handles.
   struct SeriesEntry {
     std::unique_ptr<Series> series;
-    int refs = 0;
+    uint64_t refs = 0;
   };
-  void HoldFamilyLocked(const std::string& model, FamilyEntry* entry)
-      REQUIRES(mu_);
-  void ReleaseFamilyLocked(const std::string& model, const Family* family)
+  // `handle`: a family handle, else a series made in the family.
+  void HoldFamilyLocked(
+      const std::string& model, FamilyEntry* entry, bool handle) REQUIRES(mu_);
+  void ReleaseFamilyLocked(
+      const std::string& model, const Family* family, bool handle)
       REQUIRES(mu_);
 
   Mutex mu_;

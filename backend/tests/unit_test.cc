@@ -15,12 +15,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -29,6 +31,7 @@
 #include "arena.h"
 #include "channel.h"
 #include "check.h"
+#include "fd_closer.h"
 #include "frontend_pacer.h"
 #include "json.h"
 #include "log_limiter.h"
@@ -120,6 +123,51 @@ TestAllocator()
   CHECK(whole.arena_id == a.arena_id && whole.offset == 0);
   alloc.MarkAllUnannounced();
   CHECK(alloc.Unannounced().size() == 2);
+}
+
+// Under a room (what a stub with an address-space limit can map), no arena
+// is larger than the room left: a new one shrinks to what fits, down to
+// the pages needed; past that an allocation fails saying why, and one
+// larger than the whole room is refused as such. Two allocators (batch
+// and BLS arenas) share the room, and one gives its arenas' bytes back
+// when it goes.
+void
+TestAllocatorRoom()
+{
+  using tritonpy::ArenaRoom;
+  const uint64_t kib = 1024;
+  auto room = std::make_shared<ArenaRoom>(1024 * kib, "test room");
+  auto batch = std::make_unique<ArenaAllocator>(256 * kib, room);
+  Allocation a, b, c;
+  CHECK(batch->Allocate(100 * kib, &a).ok());
+  CHECK(room->used() == 256 * kib);
+  // 2 x 600 KiB would pass the room: the arena is what is left, 768 KiB.
+  CHECK(batch->Allocate(600 * kib, &b).ok());
+  CHECK(batch->arena_count() == 2 && room->used() == 1024 * kib);
+  CHECK(batch->Unannounced().size() == 2);
+  CHECK(batch->Unannounced()[1]->size() == 768 * kib);
+  // Room in the arenas made: no new arena needed.
+  CHECK(batch->Allocate(100 * kib, &c).ok());
+  Allocation d;
+  Status s = batch->Allocate(200 * kib, &d);
+  CHECK(!s.ok() && s.code() == TRITONSERVER_ERROR_UNAVAILABLE);
+  CHECK(
+      s.message().find(
+          "hold 1048576 bytes of the 1048576 it can map "
+          "(test room), and none has that much free") != std::string::npos);
+  s = batch->Allocate(2048 * kib, &d);
+  CHECK(!s.ok() && s.code() == TRITONSERVER_ERROR_INVALID_ARG);
+  CHECK(
+      s.message().find(
+          "2097152 bytes are more than the stub can map: "
+          "the backend's arenas shared with it may take "
+          "1048576 bytes (test room)") != std::string::npos);
+  // The BLS allocator finds the room taken, until the batch one goes.
+  ArenaAllocator bls(64 * kib, room);
+  CHECK(!bls.Allocate(10, &d).ok());
+  batch.reset();
+  CHECK(room->used() == 0);
+  CHECK(bls.Allocate(10, &d).ok() && room->used() == 64 * kib);
 }
 
 void
@@ -361,17 +409,78 @@ TestChannel()
   close(wake);
 }
 
-// Descriptors passed with a frame: a memfd is kept, any other kind is
-// handed to the closer thread at once and stands as -1; more than the
-// 8 the receive buffer once held arrive whole (no MSG_CTRUNC, so the
-// kernel closes none on the reader's thread).
+// Sends one message "arena" carrying `fds` on `fd`.
+void
+SendDescriptors(int fd, const std::vector<int>& fds)
+{
+  std::vector<char> control(CMSG_SPACE(fds.size() * sizeof(int)));
+  struct iovec iov = {const_cast<char*>("arena"), 5};
+  struct msghdr msg;
+  memset(&msg, 0, sizeof(msg));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(fds.size() * sizeof(int));
+  memcpy(CMSG_DATA(cm), fds.data(), fds.size() * sizeof(int));
+  CHECK(sendmsg(fd, &msg, 0) == 5);
+}
+
+// Whether the pipe whose write end is `w` has lost its reader, waiting
+// up to `ms` for it.
+bool
+ReaderGone(int w, int ms)
+{
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  struct pollfd p = {w, POLLOUT, 0};
+  do {
+    p.revents = 0;
+    if (poll(&p, 1, ms == 0 ? 0 : 100) < 0 && errno != EINTR) return false;
+  } while ((p.revents & POLLERR) == 0 &&
+           std::chrono::steady_clock::now() < deadline);
+  return (p.revents & POLLERR) != 0;
+}
+
+// Descriptors passed with a frame. Memfds are kept, more than the 8 the
+// receive buffer once held arriving whole (no MSG_CTRUNC, so the kernel
+// closes none on the reader's thread). A message with any other kind is
+// a protocol violation: its pipes and eventfds are closed before Receive
+// returns, its socket (whose close may block) goes to the closer alone,
+// and the peer is read no further: a message sent after it stays unread
+// until the channel is destroyed, when the closer closes the socket with
+// it.
 void
 TestChannelPassedDescriptors()
 {
   using tritonpy::Channel;
+  using tritonpy::CloserState;
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
-  Channel ch(sv[0]);
+  auto ch = std::make_unique<Channel>(sv[0]);
+  std::vector<uint8_t> buf;
+  std::vector<int> fds;
+  size_t len = 0;
+  Status err;
+
+  std::vector<int> memfds;
+  for (int i = 0; i < 20; ++i) {
+    memfds.push_back(memfd_create("unit", MFD_CLOEXEC));
+  }
+  SendDescriptors(sv[1], memfds);
+  for (int fd : memfds) close(fd);
+  CHECK(
+      ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kFrame);
+  CHECK(fds.size() == 20);
+  for (int fd : fds) {
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+  }
+
+  const long handed = CloserState().handed;
   std::vector<int> passed;
   passed.push_back(memfd_create("unit", MFD_CLOEXEC));
   std::vector<int> writers;
@@ -381,42 +490,41 @@ TestChannelPassedDescriptors()
     passed.push_back(p[0]);
     writers.push_back(p[1]);
   }
-  alignas(struct cmsghdr) char control[CMSG_SPACE(21 * sizeof(int))];
-  struct iovec iov = {const_cast<char*>("arena"), 5};
-  struct msghdr msg;
-  memset(&msg, 0, sizeof(msg));
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(passed.size() * sizeof(int));
-  memcpy(CMSG_DATA(cm), passed.data(), passed.size() * sizeof(int));
-  CHECK(sendmsg(sv[1], &msg, 0) == 5);
+  passed.push_back(eventfd(0, EFD_CLOEXEC));
+  int sp[2];  // a socket: its close may block, the closer takes it
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0);
+  passed.push_back(sp[0]);
+  SendDescriptors(sv[1], passed);
   for (int fd : passed) close(fd);  // the channel's copies are the last
-  std::vector<uint8_t> buf;
-  std::vector<int> fds;
-  size_t len = 0;
-  Status err;
   CHECK(
-      ch.Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kFrame);
-  CHECK(fds.size() == 21 && fds[0] >= 0);
-  for (size_t i = 1; i < fds.size(); ++i) CHECK(fds[i] == -1);
-  if (!fds.empty() && fds[0] >= 0) close(fds[0]);
-  // The closer closes the pipes' read ends: their writers see no reader.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (int w : writers) {
-    struct pollfd p = {w, POLLOUT, 0};
-    do {
-      p.revents = 0;
-      if (poll(&p, 1, 100) < 0 && errno != EINTR) break;
-    } while ((p.revents & POLLERR) == 0 &&
-             std::chrono::steady_clock::now() < deadline);
-    CHECK((p.revents & POLLERR) != 0);
-    close(w);
-  }
+      ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kError);
+  CHECK(fds.empty());
+  CHECK(Says(err, "is not a memfd on tmpfs; nothing more it sends is read"));
+  // Closed at once, on this thread: their writers see no reader now.
+  for (int w : writers) CHECK(ReaderGone(w, 0));
+  CHECK(CloserState().handed == handed + 1);
+  char c;
+  struct pollfd p = {sp[1], POLLIN, 0};
+  CHECK(poll(&p, 1, 30000) == 1 && read(sp[1], &c, 1) == 0);  // closed
+
+  // Read no further: the next message stays in the socket.
+  int later[2];
+  CHECK(pipe2(later, O_CLOEXEC) == 0);
+  SendDescriptors(sv[1], {later[0]});
+  close(later[0]);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(
+      ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kError);
+  CHECK(
+      std::chrono::steady_clock::now() - start <
+      std::chrono::milliseconds(500));
+  CHECK(!ReaderGone(later[1], 0));
+  ch.reset();  // its socket, and the unread message, go to the closer
+  CHECK(CloserState().handed == handed + 2);
+  CHECK(ReaderGone(later[1], 30000));
+  for (int w : writers) close(w);
+  close(later[1]);
+  close(sp[1]);
   close(sv[1]);
 }
 
@@ -441,7 +549,7 @@ TestChannelSendQueue()
     CHECK(ch.Send(big).ok());
   }
   CHECK(ch.queued_bytes() == big.size());
-  int memfd = eventfd(0, EFD_CLOEXEC);
+  int memfd = memfd_create("unit", MFD_CLOEXEC);
   std::vector<uint8_t> tagged(16, 0xAB);
   Status s;
   CHECK(ch.Send(tagged, memfd).ok());  // queued: the socket is full
@@ -833,13 +941,110 @@ TestFrontEndPacer()
   }
 }
 
+// The pacer caps a send's wait however slowly a queue drains: a queue
+// its thread reads one command at a time, never stalling and never down
+// to a quarter within the cap, holds a send kMaxWaitMs, not until it is.
+void
+TestFrontEndPacerWaitCapped()
+{
+  FrontEndPacer& pacer = FrontEndPacer::Get();
+  int dgram[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
+  FillDatagrams(dgram[0]);
+  pacer.WatchForTest({dgram[0]});
+  std::atomic<bool> stop{false};
+  std::thread drip([&] {  // a command every 40 ms: a quarter takes seconds
+    char buf[64];
+    while (!stop.load()) {
+      (void)!recv(dgram[1], buf, sizeof(buf), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  pacer.BeforeSend();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  stop.store(true);
+  drip.join();
+  CHECK(waited < std::chrono::milliseconds(FrontEndPacer::kMaxWaitMs + 1500));
+  CHECK(waited >= std::chrono::milliseconds(FrontEndPacer::kMaxWaitMs / 2));
+  pacer.WatchForTest({});
+  close(dgram[0]);
+  close(dgram[1]);
+}
+
+// A sender waiting for a queue holds no lock: the pacer answers others
+// (here its counters, which take its lock) while the wait goes on.
+void
+TestFrontEndPacerWaitsUnlocked()
+{
+  FrontEndPacer& pacer = FrontEndPacer::Get();
+  int dgram[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
+  FillDatagrams(dgram[0]);  // nobody drains it: the wait lasts kStallMs
+  pacer.WatchForTest({dgram[0]});
+  const uint64_t refills = pacer.counters().refills;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point done;
+  std::thread sender([&] {
+    pacer.BeforeSend();
+    done = Clock::now();
+  });
+  Clock::time_point seen;
+  while (true) {
+    const uint64_t now = pacer.counters().refills;
+    seen = Clock::now();
+    if (now != refills) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  sender.join();
+  // Seen while the sender was still waiting, well before it returned.
+  CHECK(seen + std::chrono::milliseconds(300) < done);
+  pacer.WatchForTest({});
+  close(dgram[0]);
+  close(dgram[1]);
+}
+
+// A queue's descriptor closed and its number reused by another socket is
+// not measured as the queue: the pacer sees another (st_dev, st_ino),
+// drops it, and does not wait for the stranger however full it is.
+void
+TestFrontEndPacerReusedDescriptor()
+{
+  FrontEndPacer& pacer = FrontEndPacer::Get();
+  int dgram[2], other[2];
+  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0, other) == 0);
+  pacer.WatchForTest({dgram[0]});
+  pacer.BeforeSend();  // measured: an empty queue
+  CHECK(pacer.counters().queues == 1);
+  FillDatagrams(other[0]);
+  CHECK(dup2(other[0], dgram[0]) == dgram[0]);  // the number, reused
+  const uint64_t refills = pacer.counters().refills;
+  const uint64_t waits = pacer.counters().waits;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100000 && pacer.counters().refills == refills; ++i) {
+    pacer.BeforeSend();
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(pacer.counters().refills == refills + 1);
+  CHECK(pacer.counters().waits == waits);
+  CHECK(pacer.counters().queues == 0);
+  CHECK(took < std::chrono::milliseconds(FrontEndPacer::kStallMs / 2));
+  pacer.WatchForTest({});
+  for (int fd : {dgram[0], dgram[1], other[0], other[1]}) close(fd);
+}
+
 int
 main()
 {
   TestFrontEndPacer();  // first: it scans this process's descriptors
+  TestFrontEndPacerWaitCapped();
+  TestFrontEndPacerWaitsUnlocked();
+  TestFrontEndPacerReusedDescriptor();
   TestText();
   TestJson();
   TestAllocator();
+  TestAllocatorRoom();
   TestPeerArenas();
   TestPeerArenaChecks();
   TestPeerArenaLimits();

@@ -4,7 +4,9 @@
 tritonpy_unit_test (backend/tests/unit_test.cc: JSON, the arena allocator,
 peer arena bounds, codec round trips, the socket end's receive) and
 tritonpy_bls_test (backend/tests/bls_test.cc, with ASan and UBSan: the BLS
-bookkeeping under Triton's callbacks played from several threads)."""
+bookkeeping under Triton's callbacks played from several threads) and
+tritonpy_metrics_test (backend/tests/metrics_test.cc, the same way: every
+custom metric handle counts against the caps)."""
 
 from __future__ import annotations
 
@@ -29,3 +31,9 @@ def test_cpp_bls_tests_pass_under_asan() -> None:
     """Among them: a BLS call's final response and its request release on two
     threads free the call once, never while the other callback uses it."""
     run("tritonpy_bls_test")
+
+
+def test_cpp_metrics_tests_pass_under_asan() -> None:
+    """A stub that makes handle after handle of one family or series meets
+    metric-max-families / metric-max-series like one that makes new ones."""
+    run("tritonpy_metrics_test")

@@ -49,10 +49,12 @@ from tritonpy.pb_utils._seam import (
     TritonError,
 )
 from tritonpy.stub import _codec as C
+from tritonpy.stub.arena import UnmappedArena
 
 cdef object _request_cls = InferenceRequest
 cdef object _tensor_cls = Tensor
 cdef object _response_cls = InferenceResponse
+cdef object _UnmappedArena = UnmappedArena
 cdef object _default_memory = DEFAULT_MEMORY
 cdef dict _itemsize = ITEMSIZE
 cdef int _TYPE_BYTES = TYPE_BYTES
@@ -131,7 +133,17 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
             if t.location == _LOC_INLINE:
                 data = view[t.offset : t.offset + <Py_ssize_t>t.byte_size]
             else:
-                data = peer.view(t.arena_id, t.arena_offset, t.byte_size)
+                try:
+                    data = peer.view(t.arena_id, t.arena_offset, t.byte_size)
+                except _UnmappedArena as e:
+                    # Its arena could not be mapped here: this request
+                    # fails alone, the stub serves on.
+                    problem = (
+                        f"tritonpy: model '{model_name}' request '{q.request_id}': input "
+                        f"'{t.name}' of {t.byte_size} bytes: {e}"
+                    )
+                    inputs.append(_tensor(t.name, t.dtype, t.dims, memoryview(b"")))
+                    continue
                 if batch.arena_inputs is None:
                     batch.arena_inputs = []
                 start = peer.address(t.arena_id) + t.arena_offset

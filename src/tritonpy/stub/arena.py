@@ -349,26 +349,70 @@ class OwnArenas:
             return len(self._live)
 
 
+class UnmappedArena(ValueError):
+    """A backend arena this stub could not map (its address space is
+    limited): what lies in it fails, the stub serves on."""
+
+
 class PeerArenas:
-    """The backend's arenas, mapped read-write so input views are writable."""
+    """The backend's arenas, mapped read-write so input views are writable.
+
+    An arena the kernel refuses to map (``mmap`` fails: the sandbox's
+    address-space limit, stub-sandbox-address-space-bytes) does not end the
+    stub: its descriptor is kept, the mapping is tried again when a frame
+    refers to it, and while it still fails the requests with inputs there
+    fail alone (``UnmappedArena``, naming the arena and the kernel's error).
+    """
 
     def __init__(self) -> None:
         self._views: dict[int, memoryview] = {}
         self._maps: dict[int, mmap.mmap] = {}
         self._bases: dict[int, int] = {}
+        # Arenas announced but not mapped: id -> (size, fd, why)
+        self._unmapped: dict[int, tuple[int, int, str]] = {}
 
     def add(self, arena_id: int, size: int, fd: int) -> None:
         try:
-            if arena_id in self._maps:
+            if arena_id in self._maps or arena_id in self._unmapped:
                 raise ValueError(f"arena {arena_id} announced twice")
             _check_memfd(arena_id, size, fd)
-            m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        try:
+            m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:  # kept: mapped when a frame needs it, if it can be then
+            self._unmapped[arena_id] = (size, fd, str(e))
+            return
+        os.close(fd)
+        self._keep(arena_id, m)
+
+    def _keep(self, arena_id: int, m: mmap.mmap) -> None:
         self._maps[arena_id] = m
         self._views[arena_id] = memoryview(m)
         # The mapping's address: outputs that alias inputs are found by it.
         self._bases[arena_id] = ctypes.addressof(ctypes.c_char.from_buffer(m))
+
+    def _map_late(self, arena_id: int) -> memoryview | None:
+        """Maps an arena that could not be mapped when announced; raises
+        UnmappedArena while it still cannot be; None for an unknown id."""
+        entry = self._unmapped.get(arena_id)
+        if entry is None:
+            return None
+        size, fd, why = entry
+        try:
+            m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except OSError as e:
+            self._unmapped[arena_id] = (size, fd, str(e))
+            raise UnmappedArena(
+                f"backend arena {arena_id} of {size} bytes could not be mapped in the"
+                f" stub ({e}); its address space is limited by"
+                " stub-sandbox-address-space-bytes"
+            ) from None
+        del self._unmapped[arena_id]
+        os.close(fd)
+        self._keep(arena_id, m)
+        return self._views[arena_id]
 
     def address(self, arena_id: int) -> int:
         """The address where backend arena ``arena_id`` is mapped here."""
@@ -377,7 +421,9 @@ class PeerArenas:
     def view(self, arena_id: int, offset: int, n: int) -> memoryview:
         v = self._views.get(arena_id)
         if v is None:
-            raise ValueError(f"unknown backend arena {arena_id}")
+            v = self._map_late(arena_id)
+            if v is None:
+                raise ValueError(f"unknown backend arena {arena_id}")
         if offset > len(v) or n > len(v) - offset:
             raise ValueError(
                 f"{n} bytes at offset {offset} lie outside backend arena {arena_id}"

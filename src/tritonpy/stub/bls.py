@@ -141,6 +141,7 @@ class BlsClient:
         self._calls: dict[int, Call] = {}
         self._ids = itertools.count(1)  # next() is atomic under the GIL
         self._arenas: dict[int, tuple[mmap.mmap, int]] = {}
+        self._unmapped: dict[int, str] = {}  # arena id -> why it is not mapped
         self._releases: list[tuple[int, int]] = []
         self._release_lock = threading.Lock()
         self._release_scheduled = False
@@ -164,7 +165,13 @@ class BlsClient:
                 return  # announced again to a restarted reader: same memfd
             if os.fstat(fd).st_size < size:
                 raise C.ProtocolError(f"BLS arena {arena_id} is shorter than announced")
-            m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            try:
+                m = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            except OSError as e:
+                # The stub's address space is limited: the outputs placed
+                # there fail their calls (_lease), the stub serves on.
+                self._unmapped[arena_id] = f"BLS arena {arena_id} of {size} bytes: {e}"
+                return
         finally:
             os.close(fd)
         addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
@@ -209,6 +216,11 @@ class BlsClient:
 
     def _lease(self, arena_id: int, offset: int, n: int) -> Any:
         entry = self._arenas.get(arena_id)
+        if entry is None and arena_id in self._unmapped:
+            raise MemoryError(
+                f"the stub could not map {self._unmapped[arena_id]}; its address space"
+                " is limited by stub-sandbox-address-space-bytes"
+            )
         if entry is None:
             raise C.ProtocolError(f"unknown BLS arena {arena_id}")
         m, addr = entry

@@ -28,7 +28,7 @@ from tritonpy.pb_utils._seam import ModelConfig
 from tritonpy.stub import _batch, debug
 from tritonpy.stub import _codec as C
 from tritonpy.stub._channel import Channel
-from tritonpy.stub.arena import PeerArenas
+from tritonpy.stub.arena import PeerArenas, UnmappedArena
 from tritonpy.stub.bls import BlsClient
 from tritonpy.stub.engine import Engine
 from tritonpy.stub.lifecycle import Handler, Lifecycle, State
@@ -184,7 +184,14 @@ class Stub:
                 raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
             if flags & _FLAG_BODY_IN_ARENA:
                 aid, off = C.decode_arena_ref(mv)
-                buf: Any = self.peer.view(aid, off, body_len)
+                try:
+                    buf: Any = self.peer.view(aid, off, body_len)
+                except UnmappedArena as e:
+                    if ftype != _EXECUTE:
+                        raise
+                    # Its requests cannot be read: the batch fails alone.
+                    self.out.execute_done(fid, False, f"tritonpy: {self.names.instance}: {e}")
+                    return
                 start = 0
             elif ftype == _EXECUTE:
                 # Inputs are zero-copy views of the frame: give the batch its own copy.
