@@ -169,10 +169,13 @@ def attempt(srv: TritonServer, name: str, context: dict) -> dict:
 # terminal's other end stays open in the server, unread).
 WITH_TERMINAL = """
 import fcntl, os, sys, termios
-terminal, server_end = os.openpty()
-fcntl.ioctl(server_end, termios.TIOCSCTTY, 0)
-os.set_inheritable(terminal, True)
-os.close(server_end)
+try:
+    terminal, server_end = os.openpty()
+    fcntl.ioctl(server_end, termios.TIOCSCTTY, 0)
+    os.set_inheritable(terminal, True)
+    os.close(server_end)
+except OSError as e:  # no pseudo-terminals here: tiocsti then finds none
+    print("no terminal for the server:", e, flush=True)
 os.execvp(sys.argv[1], sys.argv[1:])
 """
 
