@@ -140,7 +140,6 @@ class Escape:
     token: str  # the escape stub's, at the start
     stub: int  # its host pid
     work: Path
-    listeners: list[socket.socket]
 
 
 def digest(root: Path, victim: Path) -> dict[str, str]:
@@ -258,7 +257,6 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 first["token"],
                 stub_of(srv, "escape"),
                 work,
-                listeners,
             )
     finally:
         for s in listeners:
@@ -313,7 +311,7 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
             if not t["refused"]:
                 escapes.append(f"{t['what']}: done")
         elif t["errno"] == 0 and (expected.bound or expected.loaded):
-            pass  # a listener of its own: asked from the host below
+            pass  # asked from the host below: the listener, the marker
         elif name_of(t["errno"]) not in expected.refused:
             escapes.append(f"{t['what']}: {name_of(t['errno'])} {t['error']}".rstrip())
     if (reached := reachable_from_host(case, context)) is not None:

@@ -19,8 +19,9 @@ sysctl or sysfs value is written back as it was read, /proc/sysrq-trigger
 and cgroup.procs are only opened, ptrace seizes from a child that exits,
 signals are SIGCONT. Namespace, mount and root changes are tried in a
 forked child whose exit status is the errno, so that the stub itself stays
-as it was. "ping" answers the token of this stub (made at initialize) and
-closes what serving attempts left open."""
+as it was. Models it loads through pb_utils stay loaded (the server
+unloads them as it stops). "ping" answers the token of this stub (made
+at import) and closes what serving attempts left open."""
 
 import ctypes
 import fcntl
