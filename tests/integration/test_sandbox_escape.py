@@ -129,6 +129,7 @@ CASES = {
     "sysrq_and_cgroup": Case(WRITE | {"ENOENT"}),
     # No terminal of the server's to type into.
     "tiocsti": Case(frozenset({"ENXIO", "ENOTTY", "EIO", "EPERM"})),
+    "host_terminal": Case(READ),
     "open_by_handle_at": Case(frozenset({"EPERM"})),
 }
 
@@ -216,6 +217,10 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
         pytest.skip("the suite starts servers as root and as uid 65534")
     work = Path(tempfile.mkdtemp(prefix=f"tritonpy-escape-{uid}-"))
     listeners: list[socket.socket] = []
+    # A terminal of the host's, as an operator's shell has (no process
+    # reads it: the model's read would find nothing, its open is what must
+    # fail).
+    terminal, host_end = os.openpty()
     try:
         token = secrets.token_hex(6)
         repo = build_repository(work / "repo", MODELS)
@@ -249,6 +254,7 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 "abstract": f"tritonpy-escape-host-{token}",
                 "host_tcp": tcp.getsockname()[1],
                 "serve_abstract": f"tritonpy-escape-serve-{token}",
+                "host_terminal": os.ttyname(host_end),
             }
             first = attempt(srv, "ping", context)
             yield Escape(
@@ -261,6 +267,8 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
     finally:
         for s in listeners:
             s.close()
+        for fd in (terminal, host_end):
+            os.close(fd)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -894,6 +894,13 @@ def tiocsti(t: Tries, ctx: dict, model) -> None:
         t.run(f"ioctl({fd}, TIOCSTI)", type_into, fd)
 
 
+def host_terminal(t: Tries, ctx: dict, model) -> None:
+    """Opens a terminal of the host's that is not the server's (an
+    operator's shell would read from it): reading it takes their keys."""
+    path = ctx["host_terminal"]
+    t.run(f"open {path} read-write", read_head, path, os.O_RDWR | os.O_NOCTTY)
+
+
 def open_by_handle_at(t: Tries, ctx: dict, model) -> None:
     # A file handle of the root directory's inode 2 (ext4's root), as the
     # "shocker" exploit forged one: opening it needs no path at all.
@@ -978,6 +985,7 @@ ATTEMPTS = {
         sysfs_write,
         sysrq_and_cgroup,
         tiocsti,
+        host_terminal,
         open_by_handle_at,
     )
 }
