@@ -79,6 +79,7 @@ CASES = {
     "grpc_api": Case(CONNECT),
     "host_tcp_listener": Case(CONNECT),
     "abstract_unix_connect": Case(frozenset({"ECONNREFUSED", "EPERM"})),
+    "host_unix_socket": Case(frozenset({"EACCES", "EPERM", "ENOENT"})),
     "bind_abstract_taken": Case(frozenset({"EPERM", "EACCES"}), bound=True),
     "serve_abstract": Case(frozenset({"EPERM", "EACCES"}), bound=True),
     "serve_tcp": Case(frozenset({"EPERM", "EACCES"}), bound=True),
@@ -236,7 +237,13 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
         tcp = socket.socket()
         tcp.bind(("127.0.0.1", 0))
         tcp.listen(64)
-        listeners += [abstract, tcp]
+        (work / "sockets").mkdir()
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(work / "sockets" / "host.sock"))
+        unix.listen(64)
+        for path in (work / "sockets", work / "sockets" / "host.sock"):
+            path.chmod(0o777)  # open to uid 65534 too, but for the sandbox
+        listeners += [abstract, tcp, unix]
         with running(server_for(uid, work, repo)) as srv:
             if uid == "nobody":
                 assert os.stat(f"/proc/{srv.proc.pid}").st_uid == NOBODY
@@ -254,6 +261,7 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 "abstract": f"tritonpy-escape-host-{token}",
                 "host_tcp": tcp.getsockname()[1],
                 "serve_abstract": f"tritonpy-escape-serve-{token}",
+                "host_unix": str(work / "sockets" / "host.sock"),
                 "host_terminal": os.ttyname(host_end),
             }
             first = attempt(srv, "ping", context)

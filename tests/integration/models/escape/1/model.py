@@ -331,6 +331,19 @@ def keep_bound(family: int, address, listen: bool) -> dict:
     return {"bound": repr(address)}
 
 
+def connect_unix(path: str) -> dict:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        return {"connected": path}
+
+
+def host_unix_socket(t: Tries, ctx: dict, model) -> None:
+    """A unix socket of the host's bound to a path (what docker, containerd
+    and the system bus listen on): a path, not a network's, so no network
+    namespace keeps it out of reach."""
+    t.run(f"connect {ctx['host_unix']}", connect_unix, ctx["host_unix"])
+
+
 def bind_abstract_taken(t: Tries, ctx: dict, model) -> None:
     """Binding the name the host's listener holds: EADDRINUSE would show
     the host's abstract namespace; in a namespace of its own the bind is
@@ -947,6 +960,7 @@ ATTEMPTS = {
         grpc_api,
         host_tcp_listener,
         abstract_unix_connect,
+        host_unix_socket,
         bind_abstract_taken,
         serve_abstract,
         serve_tcp,
