@@ -190,8 +190,7 @@ FrontEndPacer::Scan()
 }
 
 std::vector<FrontEndPacer::Watched>
-FrontEndPacer::WaitForRoom(
-    const std::vector<Queue>& full, Clock::time_point deadline)
+FrontEndPacer::WaitForRoom(const std::vector<Queue>& full)
 {
   // Every full queue is watched at once: queues of threads that stopped
   // together cost one kStallMs, not one each.
@@ -203,6 +202,9 @@ FrontEndPacer::WaitForRoom(
   std::vector<Watched> out;
   std::vector<Watch> watching;
   const auto start = Clock::now();
+  // The stall window and the cap start together: at the cap, a queue
+  // that never moved is taken for stopped.
+  const auto deadline = start + std::chrono::milliseconds(kMaxWaitMs);
   for (const Queue& q : full) {
     watching.push_back(Watch{out.size(), QueuedBytes(q.fd), start});
     out.push_back(Watched{q});
@@ -318,9 +320,7 @@ FrontEndPacer::Refill()
   }
   const bool waited = !full.empty();
   std::vector<Watched> watched;
-  if (waited) {
-    watched = WaitForRoom(full, start + std::chrono::milliseconds(kMaxWaitMs));
-  }
+  if (waited) watched = WaitForRoom(full);
   MutexLock lock(&mu_);
   Apply(watched);
   int64_t room = std::numeric_limits<int64_t>::max();

@@ -62,9 +62,9 @@ class FrontEndPacer {
   // How long a queue may make no progress before it is taken for a
   // stopped thread's and skipped.
   static constexpr int kStallMs = 1000;
-  // The longest one send waits for the queues, in all: kStallMs and a
-  // little, so that a queue that stopped is taken for stopped within it.
-  static constexpr int kMaxWaitMs = kStallMs + 200;
+  // The longest one send waits for the queues, in all: a queue that made
+  // no progress in that time is taken for stopped.
+  static constexpr int kMaxWaitMs = kStallMs;
   // How often the process's descriptors are scanned again at most.
   static constexpr int kRescanMs = 1000;
   // Commands one response may queue: a chunk and, when final, the end.
@@ -123,10 +123,9 @@ class FrontEndPacer {
   void Scan() REQUIRES(mu_);
   // Waits, holding no lock, until each of the `full` queues (copies) has
   // fallen to a quarter of its buffer, gone, or made no progress for
-  // kStallMs, or until `deadline`.
-  std::vector<Watched> WaitForRoom(
-      const std::vector<Queue>& full,
-      std::chrono::steady_clock::time_point deadline) EXCLUDES(mu_);
+  // kStallMs, and kMaxWaitMs at most.
+  std::vector<Watched> WaitForRoom(const std::vector<Queue>& full)
+      EXCLUDES(mu_);
   // Marks the queues a wait found stalled or gone.
   void Apply(const std::vector<Watched>& watched) REQUIRES(mu_);
 
