@@ -262,9 +262,13 @@ def read_devices(t: Tries, ctx: dict, model) -> None:
                 t.run(f"read {path}", read_head, path)
         except OSError:
             continue
-    for path in ("/dev/kmsg", "/dev/mem", "/dev/port"):
-        if os.path.exists(path):
-            t.run(f"read {path}", read_head, path)
+    # Those the kernel has, whether the stub's /dev shows them or not.
+    try:
+        disks = sorted(os.listdir("/sys/block"))
+    except OSError:
+        disks = []
+    for path in (*(f"/dev/{d}" for d in disks), "/dev/kmsg", "/dev/mem", "/dev/port"):
+        t.run(f"read {path}", read_head, path)
     for path in ("/dev/kvm", "/dev/fuse", "/dev/console"):
         if os.path.exists(path):
             t.run(f"open {path} read-write", read_head, path, os.O_RDWR)
