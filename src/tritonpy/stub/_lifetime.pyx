@@ -273,23 +273,6 @@ cdef extern from *:
     #define TRITONPY_MOUNT_ATTR_RDONLY 0x1ull
     #define TRITONPY_AT_RECURSIVE 0x8000
 
-    /* Makes the mounts at and beneath `path` read-only (`read_only`) or
-       writable again, in this mount namespace. */
-    static int tritonpy_read_only(const char* path, int read_only)
-    {
-      struct tritonpy_mount_attr attr = {0, 0, 0, 0};
-      if (read_only) attr.attr_set = TRITONPY_MOUNT_ATTR_RDONLY;
-      else attr.attr_clr = TRITONPY_MOUNT_ATTR_RDONLY;
-      return (int)syscall(TRITONPY_SYS_MOUNT_SETATTR, AT_FDCWD, path,
-                          TRITONPY_AT_RECURSIVE, &attr, sizeof(attr));
-    }
-
-    /* `path` mounted on itself, so that it can stay writable. */
-    static int tritonpy_bind_self(const char* path)
-    {
-      return mount(path, path, NULL, MS_BIND | MS_REC, NULL);
-    }
-
     #define TRITONPY_MOUNT_ATTR_NOSUID 0x2ull
     #define TRITONPY_MOUNT_ATTR_NODEV 0x4ull
     #define TRITONPY_MOUNT_ATTR_NOEXEC 0x8ull
@@ -332,8 +315,6 @@ cdef extern from *:
     int tritonpy_landlock_allow(int ruleset, const char* path, unsigned long long access)
     int tritonpy_landlock_restrict(int ruleset)
     int tritonpy_mount_scratch(const char* path, const char* options)
-    int tritonpy_read_only(const char* path, int read_only)
-    int tritonpy_bind_self(const char* path)
     int tritonpy_bind(const char* source, const char* target, unsigned long long set, int recursive)
     int tritonpy_set_mount(const char* path, unsigned long long set)
     int tritonpy_pivot_here(const char* put_old)
@@ -354,27 +335,6 @@ def mount_scratch(str path, unsigned long long size) -> None:
     options = f"size={size},mode=1777".encode()
     if tritonpy_mount_scratch(os.fsencode(path), options) != 0:
         raise _refused(errno, f"a private scratch tmpfs on {path} (mount -t tmpfs)")
-
-
-def read_only_view(list writable) -> None:
-    """Makes every mount of this mount namespace read-only but the
-    directories ``writable`` (each mounted on itself first; those that do
-    not exist are left out): chmod, chown, utime, links, where Landlock
-    has no say, fail with EROFS. OSError naming the step."""
-    cdef bytes path
-    kept = []
-    for name in writable:
-        path = os.fsencode(name)
-        if not os.path.isdir(name):
-            continue
-        if tritonpy_bind_self(path) != 0:
-            raise _refused(errno, f"keeping {name} writable (mount --bind)")
-        kept.append(path)
-    if tritonpy_read_only(b"/", 1) != 0:
-        raise _refused(errno, "a read-only view of the filesystem (mount_setattr MOUNT_ATTR_RDONLY)")
-    for path in kept:
-        if tritonpy_read_only(path, 0) != 0:
-            raise _refused(errno, f"keeping {os.fsdecode(path)} writable (mount_setattr)")
 
 
 READ_ONLY = TRITONPY_MOUNT_ATTR_RDONLY
