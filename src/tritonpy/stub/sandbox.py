@@ -211,6 +211,8 @@ class View:
 
     def __init__(self) -> None:
         self.bound: list[tuple[str, bool]] = []  # (path, writable)
+        # Directories made in a private tmpfs on the way to a bound path.
+        self.ways: list[str] = []
 
     def covered(self, path: str, writable: bool) -> bool:
         return any(
@@ -241,6 +243,8 @@ class View:
                 if not os.path.isdir(host):
                     return
                 os.mkdir(here)
+                if os.path.dirname(here) in SCRATCH:
+                    self.ways.append(here)
         if self.covered(here, writable):
             return
         if os.path.isdir(host):
@@ -292,6 +296,10 @@ def own_root(read: list[str], write: list[str], tmp_bytes: int) -> None:
         view.place(path, False)
     for path in writes:
         view.place(path, True)
+    # A directory of the host's on the way to what it reads (a repository
+    # under /tmp) is not a place to write by that name either.
+    for way in view.ways:
+        _lifetime.bind(way, way, _lifetime.READ_ONLY, recursive=False)
     _lifetime.detach(HOST)
     os.rmdir(HOST)
     for directory in ("/", "/dev"):
