@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""Under stub-sandbox=true a stub reads only what it needs and writes only
-its own scratch (a private tmpfs with a size cap, TMPDIR) and the paths
+"""Under stub-sandbox=true a stub sees only what it needs (a root of its
+own: the rest of the host is not there), reads only that and writes only
+its own /tmp and /dev/shm (private tmpfs with a size cap) and the paths
 the operator adds; it has no network but its own loopback unless the
 operator says stub-sandbox-network=host, and a model may only tighten
 either. Model code that tries each wall fails, and the stub serves on.
@@ -75,9 +76,13 @@ def sandboxed(work: Path) -> Iterator[TritonServer]:
 
 
 def refused(out: dict) -> bool:
-    """A Landlock refusal (or, for a directory the server cannot see at
-    all, its absence)."""
+    """A Landlock refusal or a read-only mount."""
     return out.get("error", "").split(":")[0] in ("EACCES", "EPERM", "EROFS")
+
+
+def absent(out: dict) -> bool:
+    """Not in the stub's view at all."""
+    return out.get("error", "").startswith("ENOENT")
 
 
 WRITES = {
@@ -93,7 +98,6 @@ WRITES = {
     "etc": "/etc",
     "root_home": os.path.expanduser("~root"),
     "a_home": "{work}/home",
-    "host_tmp": "/tmp",
     "var_tmp": "/var/tmp",
 }
 
@@ -104,7 +108,7 @@ def test_a_sandboxed_model_cannot_write_outside_its_scratch(
 ) -> None:
     target = WRITES[where].format(repo=work / "repo", work=work)
     out = probe(sandboxed, "write", target)
-    assert refused(out), out
+    assert refused(out) or absent(out), out
     assert not list(Path(target).glob("planted_*"))
     add_sub_works(sandboxed)
 
@@ -118,7 +122,7 @@ def test_a_sandboxed_model_cannot_change_modes_outside_its_scratch(
     paths excepted, and it cannot undo that."""
     target = where.format(repo=work / "repo")
     out = probe(sandboxed, "chmod", target)
-    assert out.get("error", "").split(":")[0] in ("EROFS", "EPERM"), out
+    assert out.get("error", "").split(":")[0] in ("EROFS", "EPERM", "ENOENT"), out
     assert "ok" in probe(sandboxed, "chmod", str(work / "granted_write"))
 
 
@@ -139,8 +143,40 @@ def test_a_sandboxed_model_cannot_read_secrets_or_other_models(
 ) -> None:
     target = path.format(repo=work / "repo", work=work)
     out = probe(sandboxed, "read", target)
-    assert refused(out) or out.get("error", "").startswith("ENOENT"), out
-    assert refused(probe(sandboxed, "list", str(work / "repo"))), target
+    assert refused(out) or absent(out), out
+    # The repository holds, in the stub's view, only the models it runs.
+    listed = probe(sandboxed, "list", str(work / "repo"))
+    assert refused(listed) or "identity" not in listed["ok"], listed
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/shadow", "/home", "/dev/pts", "/dev/sda", "/run", "{work}/secret"],
+)
+def test_what_a_sandboxed_model_does_not_need_is_not_there(
+    sandboxed: TritonServer, work: Path, path: str
+) -> None:
+    """Its root holds only what it reads: the rest of the host (a root
+    server's stub could open much of it with CAP_DAC_OVERRIDE, whatever
+    the modes) does not exist for it."""
+    out = probe(sandboxed, "list", path.format(work=work))
+    assert absent(out), out
+
+
+def test_a_sandboxed_model_has_a_private_tmp(sandboxed: TritonServer, work: Path) -> None:
+    """Code that writes /tmp/x by name works, and the host never sees it;
+    the model's repository (under the host's /tmp here) is still there."""
+    name = f"/tmp/tritonpy-private-{os.getpid()}"
+    assert probe(sandboxed, "put", name).get("ok") == name
+    assert probe(sandboxed, "cat", name)["ok"].startswith("written by")
+    assert not os.path.lexists(name)
+    config = probe(sandboxed, "read", str(work / "repo" / "sandbox_probe" / "config.pbtxt"))
+    assert config.get("ok", 0) > 0, config
+    # /dev/shm is private too, and capped as well.
+    shm = probe(sandboxed, "fill", "/dev/shm")
+    assert shm["error"].startswith("ENOSPC"), shm
+    assert TMP_BYTES - 2 * MIB <= shm["written"] <= TMP_BYTES, shm
+    add_sub_works(sandboxed)
 
 
 def test_a_sandboxed_model_reads_what_it_needs(sandboxed: TritonServer, work: Path) -> None:
@@ -162,7 +198,7 @@ def test_a_sandboxed_model_writes_its_scratch_up_to_the_cap(
     sandboxed: TritonServer, work: Path
 ) -> None:
     where = probe(sandboxed, "where")
-    assert where["tmpdir"] == "/dev/shm", where
+    assert where["tmpdir"] == "/tmp", where
     # What it keeps of the capabilities of its user namespace's root:
     # reading (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH); nothing it executes
     # gets more.

@@ -273,21 +273,41 @@ cdef extern from *:
     #define TRITONPY_MOUNT_ATTR_RDONLY 0x1ull
     #define TRITONPY_AT_RECURSIVE 0x8000
 
-    /* Makes the mounts at and beneath `path` read-only (`read_only`) or
-       writable again, in this mount namespace. */
-    static int tritonpy_read_only(const char* path, int read_only)
+    #define TRITONPY_MOUNT_ATTR_NOSUID 0x2ull
+    #define TRITONPY_MOUNT_ATTR_NODEV 0x4ull
+    #define TRITONPY_MOUNT_ATTR_NOEXEC 0x8ull
+
+    /* `source` and the mounts beneath it bound on `target`, then given
+       the attributes `set` (never taken away: those the source has stay).
+       1 when the bind failed, 2 when the attributes did, with errno. */
+    static int tritonpy_bind(const char* source, const char* target, uint64_t set, int recursive)
     {
-      struct tritonpy_mount_attr attr = {0, 0, 0, 0};
-      if (read_only) attr.attr_set = TRITONPY_MOUNT_ATTR_RDONLY;
-      else attr.attr_clr = TRITONPY_MOUNT_ATTR_RDONLY;
-      return (int)syscall(TRITONPY_SYS_MOUNT_SETATTR, AT_FDCWD, path,
-                          TRITONPY_AT_RECURSIVE, &attr, sizeof(attr));
+      struct tritonpy_mount_attr attr = {set, 0, 0, 0};
+      if (mount(source, target, NULL, MS_BIND | MS_REC, NULL) != 0) return 1;
+      if (set && syscall(TRITONPY_SYS_MOUNT_SETATTR, AT_FDCWD, target,
+                         recursive ? TRITONPY_AT_RECURSIVE : 0, &attr, sizeof(attr)) != 0) {
+        return 2;
+      }
+      return 0;
     }
 
-    /* `path` mounted on itself, so that it can stay writable. */
-    static int tritonpy_bind_self(const char* path)
+    /* The attributes `set` on the mount at `path` alone. */
+    static int tritonpy_set_mount(const char* path, uint64_t set)
     {
-      return mount(path, path, NULL, MS_BIND | MS_REC, NULL);
+      struct tritonpy_mount_attr attr = {set, 0, 0, 0};
+      return (int)syscall(TRITONPY_SYS_MOUNT_SETATTR, AT_FDCWD, path, 0, &attr, sizeof(attr));
+    }
+
+    /* The current directory becomes the root; the old root is mounted
+       on `put_old` (beneath the new one). */
+    static int tritonpy_pivot_here(const char* put_old)
+    {
+      return (int)syscall(SYS_pivot_root, ".", put_old);
+    }
+
+    static int tritonpy_detach(const char* path)
+    {
+      return umount2(path, MNT_DETACH);
     }
     """
     int tritonpy_landlock_abi()
@@ -295,8 +315,14 @@ cdef extern from *:
     int tritonpy_landlock_allow(int ruleset, const char* path, unsigned long long access)
     int tritonpy_landlock_restrict(int ruleset)
     int tritonpy_mount_scratch(const char* path, const char* options)
-    int tritonpy_read_only(const char* path, int read_only)
-    int tritonpy_bind_self(const char* path)
+    int tritonpy_bind(const char* source, const char* target, unsigned long long set, int recursive)
+    int tritonpy_set_mount(const char* path, unsigned long long set)
+    int tritonpy_pivot_here(const char* put_old)
+    int tritonpy_detach(const char* path)
+    unsigned long long TRITONPY_MOUNT_ATTR_RDONLY
+    unsigned long long TRITONPY_MOUNT_ATTR_NOSUID
+    unsigned long long TRITONPY_MOUNT_ATTR_NODEV
+    unsigned long long TRITONPY_MOUNT_ATTR_NOEXEC
 
 
 def _refused(int err, what: str) -> OSError:
@@ -311,25 +337,40 @@ def mount_scratch(str path, unsigned long long size) -> None:
         raise _refused(errno, f"a private scratch tmpfs on {path} (mount -t tmpfs)")
 
 
-def read_only_view(list writable) -> None:
-    """Makes every mount of this mount namespace read-only but the
-    directories ``writable`` (each mounted on itself first; those that do
-    not exist are left out): chmod, chown, utime, links, where Landlock
-    has no say, fail with EROFS. OSError naming the step."""
-    cdef bytes path
-    kept = []
-    for name in writable:
-        path = os.fsencode(name)
-        if not os.path.isdir(name):
-            continue
-        if tritonpy_bind_self(path) != 0:
-            raise _refused(errno, f"keeping {name} writable (mount --bind)")
-        kept.append(path)
-    if tritonpy_read_only(b"/", 1) != 0:
-        raise _refused(errno, "a read-only view of the filesystem (mount_setattr MOUNT_ATTR_RDONLY)")
-    for path in kept:
-        if tritonpy_read_only(path, 0) != 0:
-            raise _refused(errno, f"keeping {os.fsdecode(path)} writable (mount_setattr)")
+READ_ONLY = TRITONPY_MOUNT_ATTR_RDONLY
+NO_SUID = TRITONPY_MOUNT_ATTR_NOSUID
+NO_DEVICES = TRITONPY_MOUNT_ATTR_NODEV
+NO_EXEC = TRITONPY_MOUNT_ATTR_NOEXEC
+
+
+def bind(str source, str target, unsigned long long attributes, bint recursive=True) -> None:
+    """Binds ``source`` (and the mounts beneath it) on ``target``, then
+    sets ``attributes`` (READ_ONLY, NO_SUID, ...) on the new mounts, or on
+    the top one alone. OSError naming the step."""
+    r = tritonpy_bind(os.fsencode(source), os.fsencode(target), attributes, recursive)
+    if r == 1:
+        raise _refused(errno, f"a view of {target} (mount --bind)")
+    if r == 2:
+        raise _refused(errno, f"a read-only view of {target} (mount_setattr)")
+
+
+def set_mount(str path, unsigned long long attributes) -> None:
+    """Sets ``attributes`` on the mount at ``path``. OSError naming it."""
+    if tritonpy_set_mount(os.fsencode(path), attributes) != 0:
+        raise _refused(errno, f"the attributes of the mount at {path} (mount_setattr)")
+
+
+def pivot_here(str put_old) -> None:
+    """Makes the current directory the root, the old root mounted on
+    ``put_old``. OSError naming the step."""
+    if tritonpy_pivot_here(os.fsencode(put_old)) != 0:
+        raise _refused(errno, "a root of the stub's own (pivot_root)")
+
+
+def detach(str path) -> None:
+    """Detaches the mount at ``path`` and those beneath it."""
+    if tritonpy_detach(os.fsencode(path)) != 0:
+        raise _refused(errno, f"detaching {path} (umount2 MNT_DETACH)")
 
 
 cdef extern from *:

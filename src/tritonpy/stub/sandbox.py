@@ -2,32 +2,43 @@
 # Copyright (c) The tritonpy authors.
 """The files of a sandboxed stub (stub-sandbox=true, docs/hardening.md).
 
-Before any model code runs, the stub makes its view of the filesystem
-read-only (its own mount namespace: chmod, chown and links fail too,
-which Landlock does not cover) but for the operator's writable paths,
-mounts a private tmpfs of its own on /dev/shm (the host's /dev/shm is out
-of sight), points TMPDIR at it, then restricts itself with Landlock: from then on it,
-and everything it starts, may read the interpreter and its packages, the
-system's libraries, a few files of /etc, /proc, parts of /sys, a few
-devices and the directories the backend names (the model's own, its execution
-environment, what the operator adds), and may write only its scratch,
-a few devices and what the operator adds. Landlock also keeps it from
-mounting anything over that view, from abstract unix sockets made outside
-the sandbox and from signalling processes outside it. Last, the stub
-drops its capabilities but those to read files as its uid may. The
-backend applies
-the namespaces and no_new_privs before the stub runs
+Before any model code runs, the stub gives up the server's controlling
+terminal, then builds a root of its own (its own mount namespace, as
+bubblewrap and nsjail do): a small read-only tmpfs that holds only bind
+mounts of what it may read (the interpreter and its packages, the
+system's libraries, a few files of /etc, the /proc of its pid namespace,
+/sys, the directories the backend names: the model's own, its execution
+environment, what the operator adds), read-only, without set-user-ID
+files or devices; the operator's writable paths, writable; a /dev of
+null, zero, full, random, urandom and tty alone; and private tmpfs of
+``stub-sandbox-tmp-bytes`` each on /tmp and /dev/shm. Every path keeps
+its host name; the host's root is detached. The rest of the host (its
+unix sockets, terminals, other models, /home) is not there at all.
+Landlock then restricts it within that view: from then on it, and
+everything it starts, may read only those paths and write only /tmp,
+/dev/shm and what the operator adds. Landlock also keeps it from mounting
+anything over that view, from abstract unix sockets made outside the
+sandbox and from signalling processes outside it. Last, the stub drops
+its capabilities but those to read files as its uid may. The backend
+applies the namespaces and no_new_privs before the stub runs
 (backend/src/child_steps.h).
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+import termios
 
 from tritonpy.stub import _lifetime
 
-SCRATCH = "/dev/shm"
+# The private tmpfs of the stub, each of stub-sandbox-tmp-bytes.
+SCRATCH = ("/tmp", "/dev/shm")
+# Where the host's root is while the stub's own is built (then detached).
+HOST = "/.tritonpy-host"
+# The tmpfs of the new root and of its /dev: mount points and links only.
+VIEW_BYTES = 1 << 20
 
 # Landlock's filesystem rights (ABI 1 to 5) and scopes (ABI 6).
 EXECUTE = 1 << 0
@@ -112,7 +123,8 @@ MACHINE = (
     "/sys/bus",
     "/sys/class",
 )
-# The devices a stub opens: the sink, the sources, a terminal. Others
+# The devices a stub opens: the sink, the sources, and /dev/tty, which
+# without a controlling terminal only says there is none (ENXIO). Others
 # (GPUs) only as the operator adds them.
 DEVICES = (
     "/dev/null",
@@ -121,7 +133,13 @@ DEVICES = (
     "/dev/random",
     "/dev/urandom",
     "/dev/tty",
-    "/dev/pts",
+)
+# What /dev holds besides: links into the stub's own /proc.
+DEVICE_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
 )
 
 
@@ -159,8 +177,139 @@ def rules(read: list[str], write: list[str], handled: int) -> list[tuple[str, in
     # node would give a root server's stub every byte of the disk.
     out.append(("/dev", READ_DIR))
     out += [(p, READ_FILE | WRITE_FILE | IOCTL_DEV) for p in DEVICES]
-    out += [(p, WRITE) for p in (SCRATCH, *write)]
+    out += [(p, WRITE) for p in (*SCRATCH, *write)]
     return [(p, rights & handled) for p, rights in out]
+
+
+def leave_terminal() -> None:
+    """Gives up the server's controlling terminal, so that no TIOCSTI
+    types into it: a session of its own, or, as the leader of its process
+    group (which cannot start one), TIOCNOTTY."""
+    try:
+        os.setsid()
+        return
+    except OSError:
+        pass
+    try:
+        tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:  # none to leave
+        return
+    try:
+        fcntl.ioctl(tty, termios.TIOCNOTTY)
+    finally:
+        os.close(tty)
+
+
+def depth(path: str) -> int:
+    return path.rstrip("/").count("/")
+
+
+class View:
+    """The stub's own root, built beneath ``/`` from the host's, which is
+    at HOST meanwhile. Each path is bound at its host name; the symbolic
+    links on the way are made again, and what they lead to bound."""
+
+    def __init__(self) -> None:
+        self.bound: list[tuple[str, bool]] = []  # (path, writable)
+        # Directories made in a private tmpfs on the way to a bound path.
+        self.ways: list[str] = []
+
+    def covered(self, path: str, writable: bool) -> bool:
+        return any(
+            (path == b or path.startswith(b.rstrip("/") + "/")) and (w or not writable)
+            for b, w in self.bound
+        )
+
+    def place(self, path: str, writable: bool, hops: int = 0) -> None:
+        """Binds the host's ``path`` (nothing if it is not there or the
+        stub cannot reach it)."""
+        parts = [p for p in os.path.normpath(path).split("/") if p]
+        if not parts or hops > 40:
+            return
+        here = ""
+        for i, part in enumerate(parts):
+            here += "/" + part
+            host = HOST + here
+            if os.path.islink(host):
+                target = os.readlink(host)
+                if not os.path.lexists(here):
+                    os.symlink(target, here)
+                after = os.path.join(os.path.dirname(here), target, *parts[i + 1 :])
+                self.place(os.path.normpath(after), writable, hops + 1)
+                return
+            if not os.path.lexists(host):
+                return
+            if i < len(parts) - 1 and not os.path.lexists(here):
+                if not os.path.isdir(host):
+                    return
+                os.mkdir(here)
+                if os.path.dirname(here) in SCRATCH:
+                    self.ways.append(here)
+        if self.covered(here, writable):
+            return
+        if os.path.isdir(host):
+            os.makedirs(here, exist_ok=True)
+        elif not os.path.lexists(here):
+            os.close(os.open(here, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        if here == "/dev" or here.startswith("/dev/"):
+            attributes = _lifetime.NO_SUID | _lifetime.NO_EXEC  # a device: opened as it is
+        else:
+            attributes = _lifetime.NO_SUID | _lifetime.NO_DEVICES
+        if not writable:
+            attributes |= _lifetime.READ_ONLY
+        _lifetime.bind(host, here, attributes)
+        self.bound.append((here, writable))
+
+
+def own_root(read: list[str], write: list[str], tmp_bytes: int) -> None:
+    """Makes the view of the module the stub's root (see the module)."""
+    reads = sorted({*SYSTEM, *interpreter(), *read, *ETC}, key=depth)
+    writes = sorted(set(write), key=depth)
+    cwd = os.getcwd()
+    # The new root on the host's /tmp, the host's root beneath it.
+    _lifetime.mount_scratch("/tmp", VIEW_BYTES)
+    os.mkdir("/tmp" + HOST)
+    os.chdir("/tmp")
+    _lifetime.pivot_here(HOST.lstrip("/"))
+    os.chdir("/")
+    view = View()
+    os.mkdir("/tmp")
+    _lifetime.mount_scratch("/tmp", tmp_bytes)
+    os.mkdir("/dev")
+    _lifetime.mount_scratch("/dev", VIEW_BYTES)
+    for device in DEVICES:
+        view.place(device, True)
+    for name, target in DEVICE_LINKS:
+        os.symlink(target, f"/dev/{name}")
+    os.mkdir("/dev/shm")
+    _lifetime.mount_scratch("/dev/shm", tmp_bytes)
+    for system in ("/proc", "/sys"):
+        if os.path.isdir(HOST + system):
+            os.mkdir(system)
+            _lifetime.bind(
+                HOST + system,
+                system,
+                _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_DEVICES | _lifetime.NO_EXEC,
+            )
+            view.bound.append((system, False))
+    for path in reads:
+        view.place(path, False)
+    for path in writes:
+        view.place(path, True)
+    # A directory of the host's on the way to what it reads (a repository
+    # under /tmp) is not a place to write by that name either.
+    for way in view.ways:
+        _lifetime.bind(way, way, _lifetime.READ_ONLY, recursive=False)
+    _lifetime.detach(HOST)
+    os.rmdir(HOST)
+    for directory in ("/", "/dev"):
+        os.chmod(directory, 0o755)
+    _lifetime.set_mount("/", _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_DEVICES)
+    _lifetime.set_mount("/dev", _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_EXEC)
+    try:
+        os.chdir(cwd)
+    except OSError:
+        pass  # not in the view: the root
 
 
 def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
@@ -175,9 +324,9 @@ def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
     if abi >= 5:
         handled |= IOCTL_DEV
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
-    _lifetime.read_only_view(write)
-    _lifetime.mount_scratch(SCRATCH, tmp_bytes)
-    os.environ["TMPDIR"] = SCRATCH
+    leave_terminal()
+    own_root(read, write, tmp_bytes)
+    os.environ["TMPDIR"] = "/tmp"
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         vars(tempfile)["tempdir"] = None  # chosen again, from TMPDIR

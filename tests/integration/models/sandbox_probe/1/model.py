@@ -34,6 +34,18 @@ def write(directory: str) -> dict:
     return {"ok": path}
 
 
+def put(path: str) -> dict:
+    """Writes ``path`` and leaves it (the test looks for it)."""
+    with open(path, "w") as f:
+        f.write(f"written by {os.getpid()}\n")
+    return {"ok": path}
+
+
+def cat(path: str) -> dict:
+    with open(path) as f:
+        return {"ok": f.read()}
+
+
 def read(path: str) -> dict:
     with open(path, "rb") as f:
         return {"ok": len(f.read(4096))}
@@ -112,6 +124,7 @@ def where() -> dict:
 
 MODES = {"write": write, "read": read, "list": os.listdir, "connect": connect}
 MODES.update(abstract=abstract, fill=fill, loopback=loopback, device=device, chmod=chmod)
+MODES.update(put=put, cat=cat)
 
 
 class TritonPythonModel:

@@ -1,0 +1,370 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""A hostile model against the stub sandbox (stub-sandbox=true), as an
+attacker would try it: one model (tests/integration/models/escape) whose
+every request tries one way out, against a real server running as root
+and one running as uid 65534. Every attempt must fail, each with the
+failure that says the sandbox stopped it (an errno, or what it made not
+being on the host afterwards), and the stub must serve on: the next
+request is answered by the same stub (same host pid, same token).
+(docs/hardening.md, "What the sandbox promises".)"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from test_hostile_proc import stub_of
+from test_sandbox_tightens import NOBODY, SANDBOX, SITE, as_nobody, python_for_nobody
+
+from checks import add_sub_works, load_models
+from server import TritonServer, build_repository, explicit, free_ports, running
+
+# add_sub_python keeps the backend named "python" (tritonpy's drop-in) loaded
+# for the whole run, as an operator who serves unchanged models has it.
+MODELS = ["escape", "add_sub", "add_sub_python"]
+
+# Landlock, a read-only mount, seccomp, or not there at all in its view
+WRITE = frozenset({"EACCES", "EROFS", "EPERM", "ENOENT"})
+READ = frozenset({"EACCES", "EPERM", "ENOENT"})  # or not there at all in the stub's view
+CONNECT = frozenset({"ECONNREFUSED", "ENETUNREACH", "EACCES", "EPERM"})
+OTHER_PROCESS = frozenset({"ESRCH", "EPERM", "ENOENT", "EACCES"})  # no such pid in its namespace
+SYSCALL = frozenset({"EPERM", "ENOSYS", "EACCES"})  # no privilege, or filtered out
+NAMESPACES = frozenset({"EPERM", "ENOSPC", "ENOSYS"})  # ENOSPC: user.max_*_namespaces is 0
+
+
+@dataclass(frozen=True)
+class Case:
+    """The errno names that say an attempt was stopped. ``unseen``: a try
+    may succeed where what it made is left for the test, which asserts the
+    host does not see it. ``bound``: a listener of its own may be made,
+    which the host must not reach. ``loaded``: a model it loads may load,
+    if its code runs sandboxed (it then cannot leave its marker)."""
+
+    refused: frozenset[str]
+    unseen: bool = False
+    bound: bool = False
+    loaded: bool = False
+    controls: bool = False
+
+
+CASES = {
+    # The ten of the issue (and their kin).
+    "pth_in_site_packages": Case(WRITE),
+    "write_stdlib": Case(WRITE),
+    "write_tritonpy_package": Case(WRITE),
+    "write_other_model": Case(WRITE),
+    "write_own_model": Case(WRITE),
+    "write_etc": Case(WRITE),
+    "write_root_home": Case(WRITE),
+    "write_home": Case(WRITE),
+    "read_etc_shadow": Case(READ),
+    "read_other_model": Case(READ),
+    "read_test_files": Case(READ),
+    "read_devices": Case(READ),
+    "reopen_log_for_reading": Case(READ),
+    "http_api": Case(CONNECT),
+    "grpc_api": Case(CONNECT),
+    "host_tcp_listener": Case(CONNECT),
+    "abstract_unix_connect": Case(frozenset({"ECONNREFUSED", "EPERM"})),
+    "host_unix_socket": Case(frozenset({"EACCES", "EPERM", "ENOENT"})),
+    "bind_abstract_taken": Case(frozenset({"EPERM", "EACCES"}), bound=True),
+    "serve_abstract": Case(frozenset({"EPERM", "EACCES"}), bound=True),
+    "serve_tcp": Case(frozenset({"EPERM", "EACCES"}), bound=True),
+    "plant_and_preload": Case(WRITE),
+    # Loading is allowed (stub-model-control): what it loads must be
+    # sandboxed too, which the marker its code leaves (or not) tells.
+    "load_other_backend": Case(frozenset(), loaded=True),
+    # The model loading API is the server's: a sandboxed model must not
+    # put its code under another model's name, nor take that model away.
+    "replace_other_model": Case(frozenset(), controls=True),
+    "unload_other_model": Case(frozenset(), controls=True),
+    # Other processes.
+    "ptrace_server": Case(OTHER_PROCESS),
+    "ptrace_other_stub": Case(OTHER_PROCESS),
+    "proc_mem_other_stub": Case(OTHER_PROCESS),
+    "process_vm_readv_other_stub": Case(OTHER_PROCESS),
+    "environ_of_others": Case(OTHER_PROCESS),
+    "kill_server": Case(OTHER_PROCESS),
+    # Files through the scratch directory.
+    "symlink_through_scratch": Case(WRITE | {"ENOENT"}),
+    # EXDEV: another filesystem (a private /tmp), or Landlock's refusal to
+    # link a file where it would gain rights.
+    "hardlink_through_scratch": Case(WRITE | {"EXDEV", "ENOENT"}),
+    "proc_fd_reopen": Case(WRITE | {"ENOENT"}),
+    "setuid_file_for_host": Case(WRITE, unseen=True),
+    "dev_shm_seen_by_host": Case(WRITE, unseen=True),
+    "tmp_seen_by_host": Case(WRITE, unseen=True),
+    # EACCES: Landlock grants no right to make devices.
+    "mknod_device": Case(frozenset({"EPERM", "EACCES"})),
+    # Kernel interfaces a model has no use for.
+    "io_uring_setup": Case(SYSCALL),
+    "userfaultfd": Case(SYSCALL),
+    "bpf": Case(SYSCALL),
+    "perf_event_open": Case(SYSCALL),
+    "keyctl": Case(SYSCALL),
+    "raw_socket": Case(SYSCALL | {"EAFNOSUPPORT"}),
+    "packet_socket": Case(SYSCALL | {"EAFNOSUPPORT"}),
+    "mount": Case(frozenset({"EPERM"})),
+    "unshare": Case(NAMESPACES),
+    "setns": Case(frozenset({"EPERM"})),
+    "chroot": Case(frozenset({"EPERM"})),
+    "pivot_root": Case(frozenset({"EPERM"})),
+    "kernel_code": Case(frozenset({"EPERM", "ENOSYS"})),
+    # EINVAL: in a pid namespace of its own, reboot reaches only that.
+    "reboot": Case(frozenset({"EPERM", "EINVAL"})),
+    "sysctl_write": Case(WRITE),
+    "sysfs_write": Case(WRITE),
+    "sysrq_and_cgroup": Case(WRITE | {"ENOENT"}),
+    # No terminal of the server's to type into.
+    "tiocsti": Case(frozenset({"ENXIO", "ENOTTY", "EIO", "EPERM"})),
+    "host_terminal": Case(READ),
+    "open_by_handle_at": Case(frozenset({"EPERM"})),
+}
+
+
+@dataclass
+class Escape:
+    srv: TritonServer
+    context: dict
+    token: str  # the escape stub's, at the start
+    stub: int  # its host pid
+    work: Path
+
+
+def digest(root: Path, victim: Path) -> dict[str, str]:
+    files = [p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in [*files, victim]}
+
+
+def attempt(srv: TritonServer, name: str, context: dict) -> dict:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        inputs = [
+            httpclient.InferInput("ATTEMPT", [1], "BYTES"),
+            httpclient.InferInput("CONTEXT", [1], "BYTES"),
+        ]
+        inputs[0].set_data_from_numpy(np.array([name.encode()], dtype=object))
+        inputs[1].set_data_from_numpy(np.array([json.dumps(context).encode()], dtype=object))
+        out = json.loads(c.infer("escape", inputs).as_numpy("OUT")[0])
+        assert isinstance(out, dict)
+        return out
+    finally:
+        c.close()
+
+
+# Runs the rest of its command line with a terminal of its own as the
+# controlling terminal, as a tritonserver started from a shell has (the
+# terminal's other end stays open in the server, unread).
+WITH_TERMINAL = """
+import fcntl, os, sys, termios
+try:
+    terminal, server_end = os.openpty()
+    fcntl.ioctl(server_end, termios.TIOCSCTTY, 0)
+    os.set_inheritable(terminal, True)
+    os.close(server_end)
+except OSError as e:  # no pseudo-terminals here: tiocsti then finds none
+    print("no terminal for the server:", e, flush=True)
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+def model_config(srv: TritonServer, name: str) -> dict:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+    try:
+        config = c.get_model_config(name)
+        assert isinstance(config, dict)
+        return config
+    finally:
+        c.close()
+
+
+def server_for(uid: str, work: Path, repo: Path) -> TritonServer:
+    args = [*explicit(MODELS), *SANDBOX]
+    if uid == "root":
+        return TritonServer(repo, work, args=args, prefix=[sys.executable, "-c", WITH_TERMINAL])
+    python = python_for_nobody()
+    if python is None:
+        pytest.skip("no interpreter that uid 65534 can run with this installation")
+    args += [
+        f"--backend-config=tritonpy,python-executable={python}",
+        f"--backend-config=python,python-executable={python}",
+        f"--backend-config=tritonpy,env-cache-dir={work}/cache",
+    ]
+    prefix = [*as_nobody(), f"HOME={work}", f"PYTHONPATH={SITE}", python, "-c", WITH_TERMINAL]
+    return TritonServer(repo, work, args=args, prefix=prefix)
+
+
+@pytest.fixture(scope="module", params=["root", "nobody"])
+def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
+    """One server per uid for the whole module. Its work directory is open
+    to all (mode 777), so that without the sandbox uid 65534 could write
+    the repository, the victim and the marker directory: what stops the
+    model there is the sandbox alone."""
+    uid = request.param
+    if os.geteuid() != 0:
+        pytest.skip("the suite starts servers as root and as uid 65534")
+    work = Path(tempfile.mkdtemp(prefix=f"tritonpy-escape-{uid}-"))
+    listeners: list[socket.socket] = []
+    # A terminal of the host's, as an operator's shell has (no process
+    # reads it: the model's read would find nothing, its open is what must
+    # fail).
+    try:
+        terminals: tuple[int, ...] = os.openpty()
+    except OSError:  # none on this machine: host_terminal is skipped
+        terminals = ()
+    try:
+        token = secrets.token_hex(6)
+        repo = build_repository(work / "repo", MODELS)
+        victim = work / "victim" / "target"
+        victim.parent.mkdir()
+        victim.write_text("untouched\n")
+        (work / "marker").mkdir()
+        for path in [work, *work.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        abstract.bind(f"\0tritonpy-escape-host-{token}")
+        abstract.listen(64)
+        tcp = socket.socket()
+        tcp.bind(("127.0.0.1", 0))
+        tcp.listen(64)
+        (work / "sockets").mkdir()
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(str(work / "sockets" / "host.sock"))
+        unix.listen(64)
+        for path in (work / "sockets", work / "sockets" / "host.sock"):
+            path.chmod(0o777)  # open to uid 65534 too, but for the sandbox
+        listeners += [abstract, tcp, unix]
+        with running(server_for(uid, work, repo)) as srv:
+            if uid == "nobody":
+                assert os.stat(f"/proc/{srv.proc.pid}").st_uid == NOBODY
+            context = {
+                "token": token,
+                "http": srv.http_port,
+                "grpc": srv.grpc_port,
+                "metrics": srv.metrics_port,
+                "server_pid": srv.proc.pid,
+                "other_stub": stub_of(srv, "add_sub"),
+                "other_model": "add_sub",
+                "other_config": model_config(srv, "add_sub"),
+                "victim": str(victim),
+                "marker_dir": str(work / "marker"),
+                "abstract": f"tritonpy-escape-host-{token}",
+                "host_tcp": tcp.getsockname()[1],
+                "serve_abstract": f"tritonpy-escape-serve-{token}",
+                "host_unix": str(work / "sockets" / "host.sock"),
+                "host_terminal": os.ttyname(terminals[1]) if terminals else "",
+            }
+            first = attempt(srv, "ping", context)
+            yield Escape(
+                srv,
+                context,
+                first["token"],
+                stub_of(srv, "escape"),
+                work,
+            )
+    finally:
+        for s in listeners:
+            s.close()
+        for fd in terminals:
+            os.close(fd)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def name_of(code: int) -> str:
+    return errno.errorcode.get(code, str(code)) if code > 0 else "succeeded"
+
+
+def reachable_from_host(case: str, context: dict) -> str | None:
+    """What the host reaches of a listener the model made (None: nothing)."""
+    if case == "serve_tcp":
+        address: object = ("127.0.0.1", context["serve_tcp"])
+        family = socket.AF_INET
+    elif case == "serve_abstract":
+        address, family = "\0" + context["serve_abstract"], socket.AF_UNIX
+    else:
+        return None
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        try:
+            s.connect(address)
+        except ConnectionRefusedError:
+            return None
+        return f"the host connected to the model's listener {address!r}"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_escape_attempt(escape: Escape, case: str) -> None:
+    expected = CASES[case]
+    if case == "host_terminal" and not escape.context["host_terminal"]:
+        pytest.skip("no pseudo-terminals on this machine")
+    # A port free now: serve_tcp binds it (the one the fixture chose may be
+    # taken since by another process of the machine).
+    context = {
+        **escape.context,
+        "serve_tcp": free_ports(1)[0],
+        "other_stub": stub_of(escape.srv, escape.context["other_model"]),
+    }
+    markers = set(os.listdir(escape.work / "marker"))
+    files = digest(Path(escape.srv.repo), Path(escape.context["victim"]))
+    out = attempt(escape.srv, case, context)
+    assert out["tries"], out
+    escapes = []
+    for t in out["tries"]:
+        left = t.get("left")
+        if t["errno"] == 0 and expected.unseen and left:
+            if os.path.lexists(left):
+                escapes.append(f"{t['what']}: the host sees {left}")
+                os.unlink(left)
+        elif expected.controls:
+            if not t["refused"]:
+                escapes.append(f"{t['what']}: done")
+        elif t["errno"] == 0 and (expected.bound or expected.loaded):
+            pass  # asked from the host below: the listener, the marker
+        elif name_of(t["errno"]) not in expected.refused:
+            escapes.append(f"{t['what']}: {name_of(t['errno'])} {t['error']}".rstrip())
+    if (reached := reachable_from_host(case, context)) is not None:
+        escapes.append(reached)
+    if case == "bind_abstract_taken":
+        # The host's listener still takes connections, whoever bound.
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect("\0" + escape.context["abstract"])
+    if case == "plant_and_preload" and "stub_preload" not in out["load_error"]:
+        escapes.append(f"a load with stub_preload was not refused naming it: {out['load_error']!r}")
+    for path in out.get("planted", []):
+        if os.path.lexists(path):
+            escapes.append(f"the planted {path} is still there")
+            os.unlink(path)
+    if expected.controls:
+        # The other model answers its own sums, whatever was tried.
+        try:
+            add_sub_works(escape.srv)
+        except Exception as e:
+            escapes.append(f"{escape.context['other_model']} no longer answers as itself: {e}")
+            load_models(escape.srv, escape.context["other_model"])  # from the repository
+    for marker in sorted(set(os.listdir(escape.work / "marker")) - markers):
+        status = (escape.work / "marker" / marker).read_text().splitlines()
+        seen = [line for line in status if line.split(":")[0] in ("Uid", "NoNewPrivs", "NSpid")]
+        escapes.append(f"the model's code ran outside the sandbox: {marker} {seen}")
+    if (changed := digest(Path(escape.srv.repo), Path(escape.context["victim"]))) != files:
+        escapes.append(f"changed: {sorted(k for k in files if files[k] != changed.get(k))}")
+    # The same stub serves on (this also closes the listeners it made).
+    again = attempt(escape.srv, "ping", escape.context)
+    assert again["token"] == escape.token, "the stub was replaced"
+    assert stub_of(escape.srv, "escape") == escape.stub
+    assert escape.srv.proc.poll() is None
+    tried = [f"{t['what']}: {name_of(t['errno'])}" for t in out["tries"]]
+    assert escapes == [], "\n".join([*escapes, "(all tries:", *tried, ")"])
