@@ -88,6 +88,7 @@ REFUSED = {
     "finit_module": errno.EPERM,
     "swapoff": errno.EPERM,
     "acct": errno.EPERM,
+    "ioctl_tiocsti": errno.EPERM,
 }
 
 

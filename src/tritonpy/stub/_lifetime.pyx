@@ -220,6 +220,11 @@ cdef extern from *:
     #define TRITONPY_SYS_UNSHARE 272u
     #define TRITONPY_SYS_PERSONALITY 135u
     #define TRITONPY_CLONE_NEWUSER 0x10000000u
+    #define TRITONPY_SYS_IOCTL 16u
+    /* ioctl requests that type into a terminal, or reach the console:
+       TIOCSTI, TIOCLINUX (as bubblewrap and Flatpak refuse them). */
+    #define TRITONPY_TIOCSTI 0x5412u
+    #define TRITONPY_TIOCLINUX 0x541Cu
     /* personality(2) flags that turn off address randomisation or make
        memory executable or mappable at 0: ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO,
        ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC. */
@@ -230,7 +235,8 @@ cdef extern from *:
        ABIs than x86_64 are killed, x32 calls get ENOSYS; clone and unshare
        may not ask for a new user namespace (their flags are the first
        argument), clone3 gets ENOSYS (its flags are behind a pointer the
-       filter cannot read; glibc then falls back to clone). 0, or -1 with
+       filter cannot read; glibc then falls back to clone); ioctl may not
+       type into a terminal. 0, or -1 with
        errno (ENOSYS on another architecture). */
     static int tritonpy_refuse_syscalls(void)
     {
@@ -241,11 +247,12 @@ cdef extern from *:
       enum {
         N = sizeof(tritonpy_refused) / sizeof(tritonpy_refused[0]),
         LIST = 5,                /* after: arch, its check, kill, nr, x32 */
-        SPECIAL = LIST + N,      /* clone3, clone, unshare, personality */
-        ALLOW = SPECIAL + 4,
+        SPECIAL = LIST + N,      /* clone3, clone, unshare, personality, ioctl */
+        ALLOW = SPECIAL + 5,
         FLAGS = ALLOW + 1,       /* clone and unshare: load, test, allow */
         PERSONA = FLAGS + 3,     /* load, query, test, allow */
-        EPERM_AT = PERSONA + 4,
+        IOCTL = PERSONA + 4,     /* load the request, two tests, allow */
+        EPERM_AT = IOCTL + 4,
         ENOSYS_AT = EPERM_AT + 1,
         LEN = ENOSYS_AT + 1,
       };
@@ -273,6 +280,8 @@ cdef extern from *:
       f[SPECIAL + 3] = (struct sock_filter)BPF_JUMP(
           BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_SYS_PERSONALITY, TRITONPY_TO(SPECIAL + 3, PERSONA),
           0);
+      f[SPECIAL + 4] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_SYS_IOCTL, TRITONPY_TO(SPECIAL + 4, IOCTL), 0);
       f[ALLOW] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
       /* The low half of the flags: CLONE_NEWUSER is there. */
       f[FLAGS] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg0);
@@ -288,6 +297,14 @@ cdef extern from *:
           BPF_JMP | BPF_JSET | BPF_K, TRITONPY_PERSONALITY_REFUSED,
           TRITONPY_TO(PERSONA + 2, EPERM_AT), 0);
       f[PERSONA + 3] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+      /* The request is an unsigned int: the low half of the argument. */
+      f[IOCTL] = (struct sock_filter)BPF_STMT(
+          BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]));
+      f[IOCTL + 1] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_TIOCSTI, TRITONPY_TO(IOCTL + 1, EPERM_AT), 0);
+      f[IOCTL + 2] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_TIOCLINUX, TRITONPY_TO(IOCTL + 2, EPERM_AT), 0);
+      f[IOCTL + 3] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
       f[EPERM_AT] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
       f[ENOSYS_AT] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
     #undef TRITONPY_TO

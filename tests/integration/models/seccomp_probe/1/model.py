@@ -51,6 +51,7 @@ CALLS = {
     "finit_module": (313, -1, 0, 0),
     "swapoff": (168, 0),
     "acct": (163, 0),
+    "ioctl_tiocsti": (16, 0, 0x5412, 0),  # type into stdin's terminal, if it is one
 }
 
 
