@@ -457,6 +457,10 @@ BackendState::ApplySettings(
             value + "'");
       }
       settings->model_control = value == "true";
+    } else if (key == "stub-sandbox-model-control") {
+      TRITONPY_RETURN_IF_ERROR(ParseFlag(
+          "stub-sandbox-model-control", value,
+          &settings->sandbox_model_control));
     } else if (key == "stub-python-logging") {
       TRITONPY_RETURN_IF_ERROR(
           ParseFlag("stub-python-logging", value, &settings->python_logging));
@@ -592,6 +596,8 @@ BackendState::Create(
       " env-unpack-max-ratio=" + std::to_string(s.env_unpack_max_ratio) +
       " stub-send-queue-bytes=" + std::to_string(s.stub_send_queue_bytes) +
       " stub-model-control=" + (s.model_control ? "true" : "false") +
+      " stub-sandbox-model-control=" +
+      (s.sandbox_model_control ? "true" : "false") +
       " stub-python-logging=" + (s.python_logging ? "true" : "false") +
       " metric-max-families=" + std::to_string(s.metric_max_families) +
       " metric-max-series=" + std::to_string(s.metric_max_series) +

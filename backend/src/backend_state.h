@@ -66,6 +66,9 @@ struct BackendSettings {
   // Whether models may load and unload models (pb_utils.load_model and
   // friends, MODEL_CONTROL).
   bool model_control = true;
+  // stub-sandbox-model-control: whether sandboxed stubs may use the model
+  // loading API (model_control.h, SandboxedControl).
+  bool sandbox_model_control = false;
   // The stubs' sandbox and process limits (kSandboxKeys: stub-sandbox and
   // the keys after it; per model: parameter stub_sandbox and friends).
   // docs/hardening.md.

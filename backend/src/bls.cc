@@ -25,12 +25,13 @@ constexpr auto kDrainWait = std::chrono::seconds(5);
 Bls::Bls(
     TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size,
     bool model_control, const StubLimits& limits,
-    std::shared_ptr<ArenaRoom> room)
+    std::shared_ptr<ArenaRoom> room, SandboxedControl sandboxed)
     : model_control_(model_control),
+      sandbox_refuses_(sandboxed.sandboxed && !sandboxed.allowed),
       core_(
           std::make_shared<BlsCore>(
               server, describe, arena_byte_size, limits, std::move(room))),
-      control_(server, std::move(describe))
+      control_(server, std::move(describe), std::move(sandboxed))
 {
   TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(
       &core_->triton_allocator, BlsOutputAlloc, BlsOutputRelease, nullptr);
@@ -159,13 +160,23 @@ Bls::OnModelControl(
   if (!ps.ok() || !msg->is_object()) {
     return Violation("MODEL_CONTROL body is not a JSON object");
   }
-  if (!model_control_ && json::GetString(*msg, "op") != "is_ready") {
-    // Answered at once: the key is the operator's, not the model's.
-    (void)SendModelControlDone(
-        channel.get(), f.id,
-        ModelControlError(
-            "tritonpy: the model loading API is turned off "
-            "(backend config stub-model-control=false)"));
+  // Refusals are answered at once: the keys are the operator's, not the
+  // model's. A sandboxed model's code must not put code of its own under
+  // another model's name, take a model away, or load one outside the
+  // sandbox.
+  const bool changes = json::GetString(*msg, "op") != "is_ready";
+  const char* refused = nullptr;
+  if (changes && !model_control_) {
+    refused =
+        "tritonpy: the model loading API is turned off "
+        "(backend config stub-model-control=false)";
+  } else if (changes && sandbox_refuses_) {
+    refused =
+        "tritonpy: a sandboxed model may not load or unload models "
+        "(backend config stub-sandbox-model-control=false)";
+  }
+  if (refused != nullptr) {
+    (void)SendModelControlDone(channel.get(), f.id, ModelControlError(refused));
     return Status();
   }
   return control_.Submit(channel, f.id, std::move(msg));

@@ -53,11 +53,13 @@ class Bls {
   // `model_control`: whether MODEL_CONTROL may load and unload models
   // (stub-model-control; is_ready is always answered). `limits`: the BLS
   // caps (max_bls_calls, max_bls_bytes). `room`: what the stub can map of
-  // the BLS arenas and the batch arenas together (arena.h).
+  // the BLS arenas and the batch arenas together (arena.h). `sandboxed`:
+  // the model loading API of a sandboxed stub (SandboxedControl).
   Bls(TRITONSERVER_Server* server, std::string describe,
       uint64_t arena_byte_size, bool model_control,
       const StubLimits& limits = StubLimits(),
-      std::shared_ptr<ArenaRoom> room = nullptr);
+      std::shared_ptr<ArenaRoom> room = nullptr,
+      SandboxedControl sandboxed = SandboxedControl());
   // Cancels every call in flight, waits (bounded) for Triton to finish
   // them, and joins the model-control worker.
   ~Bls();
@@ -106,6 +108,8 @@ class Bls {
       const std::vector<const uint8_t*>& data, const TraceOf& trace_of);
 
   const bool model_control_;  // stub-model-control
+  // Whether a sandboxed stub's loads and unloads are refused at once.
+  const bool sandbox_refuses_;
   std::shared_ptr<BlsCore> core_;
   ModelControlWorker control_;
 };

@@ -26,6 +26,19 @@ RoomOf(const ModelState& model)
           ", stub-sandbox-address-space-bytes");
 }
 
+// The model loading API of the model's stubs, if they are sandboxed.
+SandboxedControl
+SandboxedControlOf(const ModelState& model)
+{
+  const BackendState& backend = model.backend();
+  SandboxedControl policy;
+  policy.sandboxed = model.stub_launch().sandbox.enabled;
+  policy.allowed = backend.settings().sandbox_model_control;
+  policy.backend_sandboxed = backend.settings().sandbox.enabled;
+  policy.backend = backend.name();
+  return policy;
+}
+
 }  // namespace
 
 InstanceState::InstanceState(
@@ -41,7 +54,8 @@ InstanceState::InstanceState(
           std::make_unique<Bls>(
               server, Describe(), model->backend().settings().arena_byte_size,
               model->backend().settings().model_control,
-              model->backend().settings().stub_limits, arena_room_)),
+              model->backend().settings().stub_limits, arena_room_,
+              SandboxedControlOf(*model))),
       metrics_(
           std::make_unique<InstanceMetrics>(
               &model->backend().metric_store(), "model '" + model->name() + "'",

@@ -51,8 +51,48 @@ Base64Decode(const std::string& in, std::string* out)
 
 }  // namespace
 
+Status
+CheckSandboxedLoad(
+    TRITONSERVER_Server* server, const SandboxedControl& policy,
+    const std::string& name, const std::string& config)
+{
+  const std::string who =
+      "tritonpy: load_model('" + name +
+      "') from a sandboxed model (stub-sandbox-model-control=true): ";
+  if (!config.empty()) {
+    json::Value parsed;
+    std::string backend;
+    if (json::Parse(config, &parsed).ok() && parsed.is_object()) {
+      backend = json::GetString(parsed, "backend");
+    }
+    if (backend != policy.backend) {
+      return Status::InvalidArg(
+          who + "its config must name backend '" + policy.backend +
+          "' (this backend, which sandboxes it), not '" + backend + "'");
+    }
+    if (!policy.backend_sandboxed) {
+      return Status::InvalidArg(
+          who + "backend '" + policy.backend +
+          "' has stub-sandbox=false: the model would run unsandboxed");
+    }
+    bool ready = false;
+    if (FromTriton(
+            TRITONSERVER_ServerModelIsReady(server, name.c_str(), -1, &ready))
+            .ok() &&
+        ready) {
+      return Status::InvalidArg(
+          who + "model '" + name +
+          "' is loaded: a sandboxed model does not replace its config or "
+          "files");
+    }
+  }
+  return Status();
+}
+
 json::Value
-RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
+RunModelControl(
+    TRITONSERVER_Server* server, const json::Value& msg,
+    const SandboxedControl& policy)
 {
   const std::string op = json::GetString(msg, "op");
   const std::string name = json::GetString(msg, "model_name");
@@ -82,6 +122,9 @@ RunModelControl(TRITONSERVER_Server* server, const json::Value& msg)
     if (s.ok() && !files.empty() && config.empty()) {
       s = Status::InvalidArg(
           "load_model: 'config' must be given together with 'files'");
+    }
+    if (s.ok() && policy.sandboxed) {
+      s = CheckSandboxedLoad(server, policy, name, config);
     }
     if (s.ok()) {
       std::vector<TRITONSERVER_Parameter*> params;
@@ -157,8 +200,10 @@ struct ModelControlWorker::Shared {
     std::shared_ptr<json::Value> msg;
   };
 
-  Shared(TRITONSERVER_Server* server, std::string describe)
-      : server(server), describe(std::move(describe))
+  Shared(
+      TRITONSERVER_Server* server, std::string describe,
+      SandboxedControl policy)
+      : server(server), describe(std::move(describe)), policy(std::move(policy))
   {
   }
 
@@ -169,6 +214,7 @@ struct ModelControlWorker::Shared {
 
   TRITONSERVER_Server* const server;
   const std::string describe;
+  const SandboxedControl policy;
 
   Mutex mu;
   CondVar cv{&mu};  // signalled when a job is queued or stop is set
@@ -207,7 +253,7 @@ ModelControlWorker::Shared::Answer(const Job& job)
   // frame): it needs no answer.
   const Status s = Guarded("model control", [&] {
     (void)SendModelControlDone(
-        job.channel.get(), job.id, RunModelControl(server, *job.msg));
+        job.channel.get(), job.id, RunModelControl(server, *job.msg, policy));
     return Status();
   });
   if (s.ok()) return;
@@ -220,8 +266,10 @@ ModelControlWorker::Shared::Answer(const Job& job)
 }
 
 ModelControlWorker::ModelControlWorker(
-    TRITONSERVER_Server* server, std::string describe)
-    : shared_(std::make_shared<Shared>(server, std::move(describe)))
+    TRITONSERVER_Server* server, std::string describe, SandboxedControl policy)
+    : shared_(
+          std::make_shared<Shared>(
+              server, std::move(describe), std::move(policy)))
 {
 }
 

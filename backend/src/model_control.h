@@ -23,10 +23,31 @@
 
 namespace tritonpy {
 
+// The model loading API of a sandboxed stub (docs/hardening.md): refused
+// unless the operator turns it on (stub-sandbox-model-control); then a
+// load must keep the new model sandboxed and leave other models' code
+// alone (CheckSandboxedLoad).
+struct SandboxedControl {
+  bool sandboxed = false;          // the stub asking is sandboxed
+  bool allowed = false;            // stub-sandbox-model-control
+  bool backend_sandboxed = false;  // the backend's own stub-sandbox
+  std::string backend;             // this backend's name
+};
+
+// For a sandboxed stub with stub-sandbox-model-control=true: a load is
+// refused unless its `config` names this backend (whose stub-sandbox
+// is true, so that the model it loads runs sandboxed), and unless the
+// name is free (no config or files in place of a loaded model's).
+Status CheckSandboxedLoad(
+    TRITONSERVER_Server* server, const SandboxedControl& policy,
+    const std::string& name, const std::string& config);
+
 // Runs one MODEL_CONTROL operation ("load", "unload", "is_ready") and
 // returns the MODEL_CONTROL_DONE body: {"ok", "error", "ready"}.
+// `policy`: that of a sandboxed stub's requests.
 json::Value RunModelControl(
-    TRITONSERVER_Server* server, const json::Value& msg);
+    TRITONSERVER_Server* server, const json::Value& msg,
+    const SandboxedControl& policy = SandboxedControl());
 
 // The MODEL_CONTROL_DONE body of a failed request: {"ok": false, "error":
 // `message` (clipped to fit a frame), "ready": false}.
@@ -43,7 +64,10 @@ class ModelControlWorker {
   static constexpr size_t kMaxInFlight = 64;
 
   // `describe` names the model and instance in logged errors.
-  ModelControlWorker(TRITONSERVER_Server* server, std::string describe);
+  // `policy`: what a sandboxed stub may load (SandboxedControl).
+  ModelControlWorker(
+      TRITONSERVER_Server* server, std::string describe,
+      SandboxedControl policy = SandboxedControl());
   // Stop().
   ~ModelControlWorker();
   ModelControlWorker(const ModelControlWorker&) = delete;

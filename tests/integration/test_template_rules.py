@@ -47,11 +47,10 @@ def copy_of_probe(repo: Path, name: str, values: dict[str, str]) -> str:
 def test_a_sandboxed_model_cannot_name_modules_for_its_template(tmp_path: Path) -> None:
     repo = build_repository(tmp_path / "repo", ["bls_loader", "fork_probe"])
     copy_of_probe(repo, "own_preload", {"stub_preload": "json"})
-    srv = TritonServer(
-        repo,
-        tmp_path,
-        args=[*explicit(["bls_loader"]), "--backend-config=tritonpy,stub-sandbox=true"],
-    )
+    # stub-sandbox-model-control: a sandboxed model's loads reach the check.
+    sandbox = ["stub-sandbox=true", "stub-sandbox-model-control=true"]
+    args = [*explicit(["bls_loader"]), *(f"--backend-config=tritonpy,{k}" for k in sandbox)]
+    srv = TritonServer(repo, tmp_path, args=args)
     with running(srv):
         # In its config.
         message = load_failure(srv, "own_preload")

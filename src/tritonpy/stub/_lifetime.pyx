@@ -181,6 +181,158 @@ def keep_real_uid(unsigned int uid) -> None:
 cdef extern from *:
     """
     #include <errno.h>
+    #include <linux/audit.h>
+    #include <linux/filter.h>
+    #include <linux/seccomp.h>
+    #include <stddef.h>
+    #include <sys/prctl.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+
+    #if defined(__x86_64__)
+    /* Kernel interfaces a model has no use for, refused with EPERM (the
+       set Docker's default profile, nsjail and Chromium keep from their
+       sandboxes): asynchronous I/O rings, page faults handled in user
+       space, performance counters, the kernel's key store, eBPF, kernels
+       and modules, file handles, other processes' memory, mounts and
+       namespaces once the stub has made its own, swap, reboot, process
+       accounting and quotas, port I/O. Numbers of x86_64. */
+    static const unsigned int tritonpy_refused[] = {
+        425, 426, 427, /* io_uring_setup, io_uring_enter, io_uring_register */
+        323,           /* userfaultfd */
+        298,           /* perf_event_open */
+        248, 249, 250, /* add_key, request_key, keyctl */
+        321,           /* bpf */
+        246, 320,      /* kexec_load, kexec_file_load */
+        175, 313, 176, /* init_module, finit_module, delete_module */
+        303, 304,      /* name_to_handle_at, open_by_handle_at */
+        101, 310, 311, /* ptrace, process_vm_readv, process_vm_writev */
+        165, 166, 155, 161, 308, /* mount, umount2, pivot_root, chroot, setns */
+        428, 429, 430, 431, 432, 433, 442, /* open_tree, move_mount, fsopen,
+                                              fsconfig, fsmount, fspick,
+                                              mount_setattr */
+        167, 168, 169, /* swapon, swapoff, reboot */
+        163, 179, 443, /* acct, quotactl, quotactl_fd */
+        172, 173,      /* iopl, ioperm */
+    };
+    #define TRITONPY_SYS_CLONE 56u
+    #define TRITONPY_SYS_CLONE3 435u
+    #define TRITONPY_SYS_UNSHARE 272u
+    #define TRITONPY_SYS_PERSONALITY 135u
+    #define TRITONPY_CLONE_NEWUSER 0x10000000u
+    #define TRITONPY_SYS_IOCTL 16u
+    /* ioctl requests that type into a terminal, or reach the console:
+       TIOCSTI, TIOCLINUX (as bubblewrap and Flatpak refuse them). */
+    #define TRITONPY_TIOCSTI 0x5412u
+    #define TRITONPY_TIOCLINUX 0x541Cu
+    /* personality(2) flags that turn off address randomisation or make
+       memory executable or mappable at 0: ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO,
+       ADDR_COMPAT_LAYOUT, READ_IMPLIES_EXEC. */
+    #define TRITONPY_PERSONALITY_REFUSED 0x0740000u
+    #endif
+
+    /* Installs the filter above for the process and all it starts. Other
+       ABIs than x86_64 are killed, x32 calls get ENOSYS; clone and unshare
+       may not ask for a new user namespace (their flags are the first
+       argument), clone3 gets ENOSYS (its flags are behind a pointer the
+       filter cannot read; glibc then falls back to clone); ioctl may not
+       type into a terminal. 0, or -1 with
+       errno (ENOSYS on another architecture). */
+    static int tritonpy_refuse_syscalls(void)
+    {
+    #if !defined(__x86_64__)
+      errno = ENOSYS;
+      return -1;
+    #else
+      enum {
+        N = sizeof(tritonpy_refused) / sizeof(tritonpy_refused[0]),
+        LIST = 5,                /* after: arch, its check, kill, nr, x32 */
+        SPECIAL = LIST + N,      /* clone3, clone, unshare, personality, ioctl */
+        ALLOW = SPECIAL + 5,
+        FLAGS = ALLOW + 1,       /* clone and unshare: load, test, allow */
+        PERSONA = FLAGS + 3,     /* load, query, test, allow */
+        IOCTL = PERSONA + 4,     /* load the request, two tests, allow */
+        EPERM_AT = IOCTL + 4,
+        ENOSYS_AT = EPERM_AT + 1,
+        LEN = ENOSYS_AT + 1,
+      };
+      struct sock_filter f[LEN];
+      const unsigned int arg0 = offsetof(struct seccomp_data, args[0]);
+      int i;
+    #define TRITONPY_TO(at, label) ((unsigned char)((label) - (at) - 1))
+      f[0] = (struct sock_filter)BPF_STMT(
+          BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+      f[1] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+      f[2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+      f[3] = (struct sock_filter)BPF_STMT(
+          BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+      f[4] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, TRITONPY_TO(4, ENOSYS_AT), 0);
+      for (i = 0; i < N; ++i)
+        f[LIST + i] = (struct sock_filter)BPF_JUMP(
+            BPF_JMP | BPF_JEQ | BPF_K, tritonpy_refused[i], TRITONPY_TO(LIST + i, EPERM_AT), 0);
+      f[SPECIAL] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_SYS_CLONE3, TRITONPY_TO(SPECIAL, ENOSYS_AT), 0);
+      f[SPECIAL + 1] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_SYS_CLONE, TRITONPY_TO(SPECIAL + 1, FLAGS), 0);
+      f[SPECIAL + 2] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_SYS_UNSHARE, TRITONPY_TO(SPECIAL + 2, FLAGS), 0);
+      f[SPECIAL + 3] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_SYS_PERSONALITY, TRITONPY_TO(SPECIAL + 3, PERSONA),
+          0);
+      f[SPECIAL + 4] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_SYS_IOCTL, TRITONPY_TO(SPECIAL + 4, IOCTL), 0);
+      f[ALLOW] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+      /* The low half of the flags: CLONE_NEWUSER is there. */
+      f[FLAGS] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg0);
+      f[FLAGS + 1] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JSET | BPF_K, TRITONPY_CLONE_NEWUSER, TRITONPY_TO(FLAGS + 1, EPERM_AT), 0);
+      f[FLAGS + 2] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+      /* personality(0xffffffff) only asks for the current persona. */
+      f[PERSONA] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, arg0);
+      f[PERSONA + 1] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffu, TRITONPY_TO(PERSONA + 1, PERSONA + 3),
+          0);
+      f[PERSONA + 2] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JSET | BPF_K, TRITONPY_PERSONALITY_REFUSED,
+          TRITONPY_TO(PERSONA + 2, EPERM_AT), 0);
+      f[PERSONA + 3] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+      /* The request is an unsigned int: the low half of the argument. */
+      f[IOCTL] = (struct sock_filter)BPF_STMT(
+          BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1]));
+      f[IOCTL + 1] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_TIOCSTI, TRITONPY_TO(IOCTL + 1, EPERM_AT), 0);
+      f[IOCTL + 2] = (struct sock_filter)BPF_JUMP(
+          BPF_JMP | BPF_JEQ | BPF_K, TRITONPY_TIOCLINUX, TRITONPY_TO(IOCTL + 2, EPERM_AT), 0);
+      f[IOCTL + 3] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+      f[EPERM_AT] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+      f[ENOSYS_AT] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS);
+    #undef TRITONPY_TO
+      struct sock_fprog prog = {LEN, f};
+      if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+      return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+    #endif
+    }
+    """
+    int tritonpy_refuse_syscalls() nogil
+
+
+def refuse_syscalls() -> None:
+    """For a sandboxed stub, once its own set-up (mounts, Landlock) is done
+    and before model code: the seccomp filter that refuses the kernel
+    interfaces a model has no use for (docs/hardening.md). Raises OSError
+    saying what the kernel refused."""
+    if tritonpy_refuse_syscalls() != 0:
+        raise OSError(
+            errno,
+            "the kernel refused a seccomp filter against unneeded system calls "
+            f"(prctl PR_SET_SECCOMP): {os.strerror(errno)}",
+        )
+
+
+cdef extern from *:
+    """
+    #include <errno.h>
     #include <fcntl.h>
     #include <stdint.h>
     #include <sys/mount.h>

@@ -75,7 +75,9 @@ backend. Started by the backend, not by hand.
                    model code runs: a private scratch of N bytes, and
   --sandbox-read PATH, --sandbox-write PATH
                    (repeated) what it may read, and write, beyond what
-                   every stub needs (tritonpy/stub/sandbox.py)
+                   every stub needs (tritonpy/stub/sandbox.py); then a
+                   seccomp filter refuses the system calls a model has
+                   no use for
 
 python -m tritonpy.stub --template ... runs the stub template instead
 (tritonpy/stub/template.py), which forks stubs.
@@ -150,10 +152,14 @@ def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None
     if confinement is not None:
         # Before any model code: from here on the stub reads what it
         # needs and writes only its scratch.
-        from tritonpy.stub import sandbox
+        from tritonpy.stub import _lifetime, sandbox
 
         try:
             sandbox.confine(*confinement)
+            # Last, once the stub's own mounts are made: no kernel
+            # interface a model has no use for (io_uring, bpf, keys, new
+            # user namespaces, mounts, ...).
+            _lifetime.refuse_syscalls()
         except OSError as e:
             sys.exit(
                 f"tritonpy stub {instance}: the stub sandbox (stub-sandbox=true) "
