@@ -67,6 +67,17 @@ TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend)
   }));
 }
 
+// Instances start in parallel, as the official backend's do: everything
+// InstanceState::Create touches is safe under concurrent calls, and the
+// model bounds how many start at once (instance-start-parallelism).
+TRITONPY_EXPORT TRITONSERVER_Error*
+TRITONBACKEND_GetBackendAttribute(
+    TRITONBACKEND_Backend*, TRITONBACKEND_BackendAttribute* attributes)
+{
+  return TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading(
+      attributes, true);
+}
+
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend)
 {

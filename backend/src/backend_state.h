@@ -87,6 +87,10 @@ struct BackendSettings {
   // stub-memory-interval-seconds: how often each stub's PSS and private
   // memory are read for its metrics (MemoryReporter); 0: never.
   double stub_memory_interval_seconds = 30;
+  // instance-start-parallelism: how many instances of one model may start
+  // (stub start and initialize()) at once; Triton asks for all of them at
+  // once (TRITONBACKEND_GetBackendAttribute), the others wait for a turn.
+  int instance_start_parallelism = 16;
 };
 
 // Whether environment variable `name` is on stub-env-allowlist.
