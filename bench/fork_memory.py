@@ -108,8 +108,9 @@ def read_cost_ms(reads: int = 200) -> float:
 
 
 def table(result: dict) -> str:
-    """The table docs/performance.md shows of a result (--json): the warm
-    process, one child with and without gc.freeze(), and all of them."""
+    """What docs/performance.md shows of a result (--json): when and with
+    what it was measured, and a table of the warm process, one child with
+    and without gc.freeze(), and all of them."""
     warm = result["warm"]
     by_freeze = {r["gc_freeze"]: r for r in result["rounds"]}
     modules = ", ".join(result["modules"])
@@ -117,7 +118,10 @@ def table(result: dict) -> str:
     def mib(x: float) -> str:
         return f"{x:.0f} MiB" if x >= 10 else f"{x:.1f} MiB"
 
+    versions = ", ".join(f"{m} {v}" for m, v in result["versions"].items())
     rows = [
+        f"Measured {result['date']}, CPython {result['python']}, {versions}:",
+        "",
         "| | RSS | PSS | private |",
         "|---|---|---|---|",
         f"| the warm process after `import {modules}` | {mib(warm['rss_mib'])} | "

@@ -158,7 +158,7 @@ def run(setup: many.Setup, *, n: int, requests: int = REQUESTS, mib: int = 1024)
     seen: set[int] = set()
     try:
         server.wait_ready()
-        load_s, failed = many.load(server, [name])
+        load_s, failed = many.load(server, [name], where)
         if failed:
             return {"ok": 0, "error": f"load: {failed}"}
         procs = descendants(server.proc.pid)
