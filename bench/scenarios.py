@@ -408,6 +408,7 @@ SHARED = [
     Metric("load_s", "load to ready (s)", "lower"),
     Metric("rps", "add_sub req/s through all", "higher"),
     Metric("pss_after_mib", "PSS of all stubs after the requests (MiB)", "lower"),
+    Metric("answered", "requests answered before the second PSS", "higher"),
     Metric("errors", "requests failed", "lower"),
 ]
 
