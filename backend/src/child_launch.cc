@@ -231,15 +231,18 @@ CloseIf(int* fd)
 Status
 StartChild(
     const ChildPlan& plan, const std::string& prefix, pid_t* out_pid,
-    std::string* executable, const ChildForker* forker)
+    std::string* executable, const ChildForker* forker, bool* abandoned)
 {
   const bool sandbox = plan.sandbox.enabled;
   int report[2] = {-1, -1};
+  // The go byte: a sandboxed child waits for its ids to be mapped, a
+  // forked one for the template's reply (child_steps.h).
   int go[2] = {-1, -1};
   if (plan.place.size() > kMaxPlaced) {
     return Status::Internal("tritonpy: too many descriptors for a child");
   }
-  if (pipe2(report, O_CLOEXEC) != 0 || (sandbox && pipe2(go, O_CLOEXEC) != 0)) {
+  if (pipe2(report, O_CLOEXEC) != 0 ||
+      ((sandbox || forker != nullptr) && pipe2(go, O_CLOEXEC) != 0)) {
     int err = errno;
     for (int* fd : {&report[0], &report[1]}) CloseIf(fd);
     return Status::Internal(std::string("tritonpy: pipe: ") + strerror(err));
@@ -266,6 +269,15 @@ StartChild(
     // A template forks the child (stub_template.h); 0: do it here.
     pid = (*forker)(
         ChildFork{&plan, report[1], go[0], setup.parent}, &fork_errno);
+    if (pid == 0) {
+      // Not forked, or the template died or gave no answer after it may
+      // have: a child of it would hold these pipes and the plan's
+      // descriptors, read end of file for its go byte and exit. The
+      // caller starts the child again with descriptors of its own.
+      for (int* fd : {&report[0], &report[1], &go[0], &go[1]}) CloseIf(fd);
+      *abandoned = true;
+      return Status::Unavailable(prefix + "the stub template did not fork it");
+    }
   }
   if (pid == 0 && sandbox) {
     // A fork into new user, pid and mount namespaces: the child is pid 1
@@ -304,11 +316,14 @@ StartChild(
           prefix + SandboxName(plan) + " could not be set " +
           "up: the kernel refused to map its user namespace's ids: " +
           s.message());
-    } else if (write(go[1], "g", 1) != 1) {
-      s = Status::Internal(prefix + "the sandboxed child went away");
     }
-    CloseIf(&go[1]);
   }
+  if (s.ok() && go[1] >= 0 && write(go[1], "g", 1) != 1) {
+    s = Status::Internal(
+        prefix + (sandbox ? "the sandboxed child" : "the forked child") +
+        " went away");
+  }
+  CloseIf(&go[1]);
   if (s.ok()) {
     // End of file: the child reached execve.
     tritonpy_step_failure f;

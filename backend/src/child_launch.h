@@ -49,8 +49,8 @@ struct ChildFork {
   pid_t parent;
 };
 // Returns the pid of the child it forked (a child of this process:
-// CLONE_PARENT), 0 to let StartChild fork it itself, or -1 with *err when
-// the kernel refused the clone.
+// CLONE_PARENT), 0 when the child must be exec'd instead, or -1 with *err
+// when the kernel refused the clone.
 using ChildForker = std::function<pid_t(const ChildFork&, int* err)>;
 
 // The uid a sandboxed child of a root server takes as its real uid, inside
@@ -66,10 +66,15 @@ constexpr int kSandboxRealUid = 1;
 // *executable: the program as resolved. With a `forker`, the child is
 // forked by it (from a stub template) instead, and set up by the same
 // steps (child_steps.h) short of execve; the sandbox's ids are mapped here
-// all the same.
+// all the same, and the child goes on only once it got the go byte. When
+// the forker returns 0, StartChild sets *abandoned and fails: the plan's
+// descriptors may be held by a child the template forked before it died
+// (which exits without its go byte), so the caller starts the child again
+// with new descriptors and no forker.
 Status StartChild(
     const ChildPlan& plan, const std::string& prefix, pid_t* pid,
-    std::string* executable, const ChildForker* forker = nullptr);
+    std::string* executable, const ChildForker* forker = nullptr,
+    bool* abandoned = nullptr);
 
 // Runs args[0] as StartChild does with `launch`'s sandbox and environment
 // (launch.env, or the server's own unless launch.env_filtered), stdin

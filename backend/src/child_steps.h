@@ -46,8 +46,10 @@ struct tritonpy_step_failure {
 
 struct tritonpy_child_setup {
   int report_fd;  // write end of the failure pipe
-  int go_fd;      // sandbox: read end, a byte once the ids are mapped
-  pid_t parent;   // the server
+  // Read end, or -1: a byte once the ids are mapped (sandbox) and the
+  // backend has the pid of a forked child; end of file: it gave up.
+  int go_fd;
+  pid_t parent;  // the server
   int sandbox;
   rlim_t max_processes;
   rlim_t address_space;  // 0: unlimited
@@ -74,9 +76,11 @@ tritonpy_child_fail(const struct tritonpy_child_setup* s, int step)
 static inline int
 tritonpy_child_setup_run(const struct tritonpy_child_setup* s)
 {
-  if (s->sandbox) {
+  if (s->go_fd >= 0) {
     char go = 0;
     if (read(s->go_fd, &go, 1) != 1) _exit(125);  // the parent gave up
+  }
+  if (s->sandbox) {
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
       tritonpy_child_fail(s, TRITONPY_STEP_MOUNT_PRIVATE);
     }

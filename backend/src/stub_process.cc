@@ -37,6 +37,22 @@ Status
 StubProcess::Spawn(
     const StubLaunch& launch, const std::string& instance_name, int* backend_fd)
 {
+  bool abandoned = false;
+  Status s = SpawnOnce(
+      launch, instance_name, launch.templates, backend_fd, &abandoned);
+  if (abandoned) {
+    // The template did not fork it: exec'd, with a socket and a lifeline
+    // no child of the template can hold.
+    s = SpawnOnce(launch, instance_name, nullptr, backend_fd, &abandoned);
+  }
+  return s;
+}
+
+Status
+StubProcess::SpawnOnce(
+    const StubLaunch& launch, const std::string& instance_name,
+    StubTemplates* templates, int* backend_fd, bool* abandoned)
+{
   const std::string prefix =
       "tritonpy: stub for instance '" + instance_name + "': ";
   int sv[2];
@@ -81,12 +97,12 @@ StubProcess::Spawn(
   // its stdin (a terminal, perhaps, that it could read or inject into).
   plan.null_stdin = launch.sandbox.enabled;
   pid_t pid = -1;
-  ChildForker forker = [&launch](const ChildFork& fork, int* err) {
-    return launch.templates->Fork(launch, fork, err);
+  ChildForker forker = [&launch, templates](const ChildFork& fork, int* err) {
+    return templates->Fork(launch, fork, err);
   };
   Status s = StartChild(
       plan, prefix, &pid, &executable_,
-      launch.templates != nullptr ? &forker : nullptr);
+      templates != nullptr ? &forker : nullptr, abandoned);
   CloseIf(&sv[1]);
   CloseIf(&life[0]);
   if (!s.ok()) {

@@ -46,6 +46,12 @@ struct StubLaunch {
   // (stub-preload plus the model's stub_preload); nullptr: exec'd.
   StubTemplates* templates = nullptr;
   std::vector<std::string> preload;
+  // The model's own template (stub_template.h): when not empty, the JSON
+  // its template imports the model with (model_file, model_dir, args
+  // without the instance's keys), and the key that names that template
+  // (one per ModelState). Empty: the template of the launch's settings.
+  std::string model;
+  std::string model_key;
 };
 
 class StubProcess {
@@ -67,9 +73,9 @@ class StubProcess {
   // user, pid and mount namespaces (docs/hardening.md); a step the kernel
   // refuses fails the spawn with a message naming it. With
   // launch.templates, the child is forked from a stub template instead
-  // (stub_template.h), and is otherwise the same; exec'd when the template
-  // cannot fork it. Returns the backend's end (close-on-exec) in
-  // *backend_fd.
+  // (stub_template.h), and is otherwise the same; exec'd, with a socket
+  // and a lifeline of its own, when the template does not fork it. Returns the
+  // backend's end (close-on-exec) in *backend_fd.
   Status Spawn(
       const StubLaunch& launch, const std::string& instance_name,
       int* backend_fd);
@@ -93,6 +99,11 @@ class StubProcess {
   static std::string DescribeStatus(int status);
 
  private:
+  // Spawn, forked by `templates` (nullptr: exec'd). *abandoned: the
+  // template did not fork it; Spawn then execs it with new descriptors.
+  Status SpawnOnce(
+      const StubLaunch& launch, const std::string& instance_name,
+      StubTemplates* templates, int* backend_fd, bool* abandoned);
   // Reaps the exited child after killing what is left of its group.
   void ReapExited(int* status);
 

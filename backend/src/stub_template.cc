@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +31,15 @@ constexpr int kLifelineFd = 4;
 // The largest message either side sends (template.py's _MAX_REQUEST).
 constexpr size_t kMaxMessage = 1 << 20;
 constexpr size_t kTitleRoom = 4096;
+// The template's `-c` code: `-m tritonpy.stub` without the working
+// directory that -m puts first on sys.path (Python 3.11's -P, on every
+// version): with `-s` (no user site), no directory a stub may write is on
+// the template's path when it imports.
+constexpr const char* kBoot =
+    "import sys\n"
+    "if sys.path[:1] == ['']: del sys.path[0]\n"
+    "import runpy\n"
+    "runpy.run_module('tritonpy.stub', run_name='__main__', alter_sys=True)\n";
 
 // Sends `text` with `fds` as one message.
 bool
@@ -57,18 +67,26 @@ SendWithFds(int sock, const std::string& text, const std::vector<int>& fds)
 }
 
 // Receives one message within `timeout_ms` into *text; false at end of
-// file, on an error or at the deadline (*why says which).
+// file, on an error, at the deadline, or once the process `pidfd` refers
+// to (-1: none) exited without sending (*why says which). A child it
+// forked holds its socket until that child's go byte: the socket alone
+// does not say that it died.
 bool
-Receive(int sock, int timeout_ms, std::string* text, std::string* why)
+Receive(
+    int sock, int pidfd, int timeout_ms, std::string* text, std::string* why)
 {
-  struct pollfd p = {sock, POLLIN, 0};
+  struct pollfd p[2] = {{sock, POLLIN, 0}, {pidfd, POLLIN, 0}};
   int r;
   do {
-    r = poll(&p, 1, timeout_ms);
+    r = poll(p, 2, timeout_ms);
   } while (r < 0 && errno == EINTR);
   if (r == 0) {
     *why = "no answer within " + std::to_string(timeout_ms / 1000) +
            " s (stub-timeout-seconds)";
+    return false;
+  }
+  if (p[0].revents == 0 && p[1].revents != 0) {
+    *why = "it exited before it answered";
     return false;
   }
   std::vector<char> buf(kMaxMessage);
@@ -93,6 +111,7 @@ struct StubTemplates::Template {
   pid_t pid GUARDED_BY(mu) = -1;
   int control GUARDED_BY(mu) = -1;   // its socket
   int lifeline GUARDED_BY(mu) = -1;  // the write end of its lifeline
+  int pidfd GUARDED_BY(mu) = -1;     // readable once it exited; -1: none
   // Why it cannot serve, for good: its stubs are exec'd.
   std::string refused GUARDED_BY(mu);
   // Its memory metrics, while it runs (reset before it is reaped, so that
@@ -113,6 +132,7 @@ struct StubTemplates::Template {
   {
     CloseIf(&control);
     CloseIf(&lifeline);
+    CloseIf(&pidfd);
     memory.Reset();
     if (pid <= 0) return "";
     kill(-pid, SIGKILL);  // it and what is left of its group
@@ -141,7 +161,7 @@ struct StubTemplates::Template {
     ChildPlan plan;
     plan.program = launch.python;
     plan.args = {
-        launch.python, "-m", "tritonpy.stub", "--template", "--fd",
+        launch.python, "-s", "-c", kBoot, "--template", "--fd",
         std::to_string(kControlFd), "--server-lifeline",
         std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
         // Room for the command lines of the stubs it forks
@@ -164,9 +184,12 @@ struct StubTemplates::Template {
     }
     control = sv[0];
     lifeline = life[1];
+#ifdef SYS_pidfd_open
+    pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#endif
     std::string text, why;
     json::Value hello;
-    if (!Receive(control, timeout_ms, &text, &why)) {
+    if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
       // How it ended says why (a crash at import, a kill).
       const std::string how = End();
       return how.empty() ? why : why + "; the template " + how;
@@ -175,6 +198,19 @@ struct StubTemplates::Template {
       why = "it sent '" + text.substr(0, 200) + "'";
     } else if (!json::GetBool(hello, "ok")) {
       why = json::GetString(hello, "error", "it refused");
+    } else if (!launch.model.empty()) {
+      // A model's own: it imports the model (and runs its
+      // initialize_shared) before it forks.
+      if (!SendWithFds(control, "{\"model\": " + launch.model + "}", {})) {
+        why = std::string("sending it the model: ") + strerror(errno);
+      } else if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
+        const std::string how = End();
+        return how.empty() ? why : why + "; the template " + how;
+      } else if (!json::Parse(text, &hello).ok()) {
+        why = "it sent '" + text.substr(0, 200) + "'";
+      } else if (!json::GetBool(hello, "ok")) {
+        why = json::GetString(hello, "error", "it refused");
+      }
     }
     if (!why.empty()) End();
     return why;
@@ -198,10 +234,20 @@ StubTemplates::~StubTemplates()
 std::shared_ptr<StubTemplates::Template>
 StubTemplates::Find(const StubLaunch& launch)
 {
-  // What makes two templates differ; the sandbox is applied per stub.
-  std::string key = launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
-                    (launch.env_filtered ? "1" : "0") + '\0' +
-                    JoinNames(launch.preload);
+  // What makes two templates differ. The sandbox is applied per stub,
+  // but sandboxed and unsandboxed models never share a template: what one
+  // kind of stub leaves in it (a cache, a module's state) the other does
+  // not see.
+  const StubSandbox& box = launch.sandbox;
+  std::string key =
+      launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
+      (launch.env_filtered ? "1" : "0") + '\0' + JoinNames(launch.preload) +
+      '\0' +
+      (box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
+                         std::to_string(box.address_space_bytes) + " " +
+                         std::to_string(box.uid)
+                   : "no sandbox") +
+      '\0' + launch.model_key;
   MutexLock lock(&mu_);
   std::shared_ptr<Template>& t = templates_[key];
   if (t == nullptr) {
@@ -209,7 +255,9 @@ StubTemplates::Find(const StubLaunch& launch)
     t->launch = launch;
     t->launch.templates = nullptr;
     t->describe = "interpreter '" + launch.python + "', preload '" +
-                  JoinNames(launch.preload) + "'";
+                  JoinNames(launch.preload) + "'" +
+                  (box.enabled ? ", sandboxed stubs" : "") +
+                  (launch.model_key.empty() ? "" : ", " + launch.model_key);
   }
   return t;
 }
@@ -270,8 +318,8 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
   } else {
     request["sandbox"] = nullptr;
   }
-  std::vector<int> fds = {fork.report_fd};
-  if (plan.sandbox.enabled) fds.push_back(fork.go_fd);
+  // Every forked child waits for its go byte (child_steps.h).
+  std::vector<int> fds = {fork.report_fd, fork.go_fd};
   std::vector<int> targets;
   for (const auto& [fd, target] : plan.place) {
     fds.push_back(fd);
@@ -284,7 +332,7 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
   json::Value reply;
   if (!SendWithFds(t->control, json::Write(request), fds)) {
     why = std::string("sending it the request: ") + strerror(errno);
-  } else if (!Receive(t->control, timeout_ms_, &text, &why)) {
+  } else if (!Receive(t->control, t->pidfd, timeout_ms_, &text, &why)) {
   } else if (!json::Parse(text, &reply).ok()) {
     why = "it answered '" + text.substr(0, 200) + "'";
   }
@@ -319,6 +367,28 @@ JoinNames(const std::vector<std::string>& names, const char* sep)
     out += name;
   }
   return out;
+}
+
+void
+StubTemplates::Forget(const std::string& model_key)
+{
+  std::vector<std::shared_ptr<Template>> ended;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = templates_.begin(); it != templates_.end();) {
+      if (it->second->launch.model_key == model_key) {
+        ended.push_back(std::move(it->second));
+        it = templates_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Outside mu_: a fork of another model's template may hold its own lock.
+  for (const std::shared_ptr<Template>& t : ended) {
+    MutexLock tlock(&t->mu);
+    t->End();
+  }
 }
 
 std::vector<StubTemplates::Running>

@@ -2,7 +2,8 @@
 # Copyright (c) The tritonpy authors.
 """Stubs forked from a template (stub-fork, the default) are the stubs an
 exec'd interpreter would be: same ids, group, descriptors, environment,
-argv, path, sandbox and limits, with random state of their own. A module
+argv, path, sandbox and limits, with random state and a multiprocessing
+authkey of their own. A module
 that starts a thread makes its template refuse (its model's stubs are
 exec'd); a template that dies is started again, and running stubs do not
 notice."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,7 +64,8 @@ def comparable(f: dict[str, Any], work: str) -> dict[str, Any]:
     """What must not differ between a forked stub and an exec'd one (the
     server's directory ``work`` written as W)."""
     f = json.loads(json.dumps(f).replace(work, "W"))
-    out = {k: v for k, v in f.items() if k not in ("pid", "ppid", "pgid", "random", "numpy_random")}
+    own = ("pid", "ppid", "pgid", "random", "numpy_random", "authkey")
+    out = {k: v for k, v in f.items() if k not in own}
     out["cmdline"] = [a for a in f["cmdline"] if a]  # a forked one's ends in padding
     out["ns_pid"] = out["ns_user"] = out["ns_mnt"] = None  # each stub's own in the sandbox
     out["forked"] = None
@@ -84,13 +87,18 @@ def test_a_forked_stub_is_the_stub_an_exec_would_start(tmp_path: Path, sandbox: 
     extra = ["stub-sandbox=true", "stub-sandbox-max-processes=64"] if sandbox else []
     seen = {}
     for fork in ("true", "false"):
-        # numpy.random (which numpy imports lazily) in the template: its
-        # global RandomState must be reseeded in each stub.
-        settings = [f"stub-fork={fork}", "stub-preload=numpy,numpy.random", *extra]
+        # numpy.random (which numpy imports lazily) and multiprocessing in
+        # the template: the global RandomState must be reseeded and the
+        # authkey drawn again in each stub.
+        preload = "stub-preload=numpy,numpy.random,multiprocessing"
+        settings = [f"stub-fork={fork}", preload, *extra]
         with running(server_for(tmp_path / fork, *settings)) as srv:
             seen[fork] = facts_of_each(srv)
             templates = children(srv.proc.pid, templates=True)
-            assert len(templates) == (1 if fork == "true" else 0), templates
+            # The shared one (which forked the stub that ran
+            # auto_complete_config) and, not sandboxed, the model's own.
+            expected = 0 if fork == "false" else 1 if sandbox else 2
+            assert len(templates) == expected, templates
             for f in seen[fork].values():
                 assert f["forked"] == (fork == "true"), f
                 if sandbox:
@@ -107,9 +115,11 @@ def test_a_forked_stub_is_the_stub_an_exec_would_start(tmp_path: Path, sandbox: 
         execd = comparable(seen["false"][name], str(tmp_path / "false"))
         for key in execd:
             assert forked[key] == execd[key], (key, forked[key], execd[key])
-    # Each forked stub has random state of its own, not the template's.
+    # Each forked stub has random state and an authkey of its own, not the
+    # template's.
     a, b = (seen["true"][n] for n in sorted(INSTANCES))
-    assert a["random"] != b["random"] and a["numpy_random"] != b["numpy_random"], (a, b)
+    for key in ("random", "numpy_random", "authkey"):
+        assert a[key] != b[key], (key, a, b)
 
 
 def variant(repo: Path, name: str, preload: str) -> None:
@@ -120,6 +130,13 @@ def variant(repo: Path, name: str, preload: str) -> None:
     config = (dest / "config.pbtxt").read_text().replace('"fork_probe"', f'"{name}"')
     config += f'parameters {{ key: "stub_preload" value {{ string_value: "{preload}" }} }}\n'
     (dest / "config.pbtxt").write_text(config)
+
+
+def model_template(srv: TritonServer, model: str) -> int:
+    """The pid of the latest template of ``model``'s own, from its log."""
+    found = re.findall(rf"model '{model}' version \d+ #\d+\) started, pid (\d+)", srv.log())
+    assert found, srv.log()[-3000:]
+    return int(found[-1])
 
 
 def template_preloads(srv: TritonServer) -> set[str]:
@@ -189,7 +206,7 @@ def test_a_dead_template_is_started_again_and_its_stubs_serve_on(
     fork_server: TritonServer,
 ) -> None:
     before = {f["instance"]: f["pid"] for f in facts_of_each(fork_server).values()}
-    (template,) = children(fork_server.proc.pid, templates=True)
+    template = model_template(fork_server, "fork_probe")
     os.kill(template, signal.SIGKILL)
     assert not wait_gone([template])
     # Running stubs are unaffected.
@@ -213,5 +230,5 @@ def test_a_dead_template_is_started_again_and_its_stubs_serve_on(
         "(running stubs are unaffected)",
         after=mark,
     ), fork_server.log()[mark:]
-    (again,) = children(fork_server.proc.pid, templates=True)
-    assert again != template
+    again = model_template(fork_server, "fork_probe")
+    assert again != template and again in children(fork_server.proc.pid, templates=True)

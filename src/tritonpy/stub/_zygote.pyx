@@ -118,7 +118,8 @@ def fork_stub(
     int max_fd,
 ) -> int:
     """Forks a child of this process's parent. The child takes the steps of
-    child_steps.h (the sandbox after the go byte on ``go_fd``, a failure
+    child_steps.h (every one after the go byte on ``go_fd``: without it the
+    child exits, and a child the backend gave up on never runs; a failure
     reported on ``report_fd``), keeps only the descriptors of ``place``
     ((fd, target) pairs) and 0 to 2, and returns 0; the parent returns the
     child's pid. OSError when the kernel refuses the clone."""

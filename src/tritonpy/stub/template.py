@@ -2,8 +2,12 @@
 # Copyright (c) The tritonpy authors.
 """The stub template ("zygote"): ``python -m tritonpy.stub --template``.
 
-The backend starts one per interpreter, environment and preload list
-(backend/src/stub_template.h), the way it starts a stub. It imports the
+The backend starts one per interpreter, environment, preload list and
+sandbox (backend/src/stub_template.h), the way it starts a stub, but
+isolated: ``python -s -c BOOT``, where BOOT drops the working directory
+from ``sys.path`` before it runs this package's ``__main__``, so that no
+directory a stub may write (the server's working directory, the user
+site) is on the template's path. It imports the
 stub's own modules and the ``stub-preload`` modules once, freezes the
 garbage collector's view of them (``gc.freeze``: collections in the
 forks do not touch, and so copy, their pages), tells the backend it is
@@ -12,7 +16,8 @@ template's pages until it writes them, and is otherwise the stub an
 exec'd one would be: its own process group, sandbox, environment,
 descriptors and argv, reseeded random state (docs/hardening.md).
 
-The template runs no model code and has one thread: every import is
+A shared template runs no model code; a model's own runs that model's
+import and initialize_shared, no other. Each has one thread: every import is
 checked for threads it left behind (a module that starts one makes the
 template refuse, naming it: the backend then execs that model's stubs),
 and so is every fork (a fork copies only the thread that calls it, and
@@ -20,11 +25,19 @@ the kernel refuses new user namespaces to a process with more).
 
 The messages, one SOCK_SEQPACKET message each, JSON:
     template -> backend, once: {"ok": true} or {"ok": false, "error": "..."}
+    backend -> template, first, to a model's own template only: {"model":
+        {"model_file": "...", "model_dir": "...", "args": {...}}}: it
+        imports the model file as a stub does and runs the class's
+        initialize_shared(args) (args: initialize's less the instance's
+        keys); answered as the first message
     backend -> template: a fork request {"argv": [python, "-m",
         "tritonpy.stub", ...], "env": ["K=V", ...],
         "cwd": "...", "parent": pid, "sandbox": {...} or null,
         "targets": [3, 4], "null_stdin": false} with descriptors (the set-up's
-        report pipe, its go pipe when sandboxed, then one per target)
+        report pipe, its go pipe, then one per target). The child waits for
+        a byte on the go pipe before it takes any other step: a child the
+        backend gave up on (the template died before its reply) reads end of
+        file and exits.
     template -> backend: {"pid": N}, {"errno": E} (the kernel refused the
         clone), or {"refused": "..."} (the backend execs this stub instead)
 """
@@ -38,6 +51,7 @@ import json
 import os
 import resource
 import select
+import site
 import socket
 import sys
 from collections.abc import Callable
@@ -89,6 +103,11 @@ class _Blas:
         self.limited = "OPENBLAS_NUM_THREADS" not in os.environ
         if self.limited:
             os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        # The same for OpenMP (torch's intra-op pool, MKL), whose pool a
+        # model's initialize_shared may start in the template.
+        self.omp_limited = "OMP_NUM_THREADS" not in os.environ
+        if self.omp_limited:
+            os.environ["OMP_NUM_THREADS"] = "1"
         self.set_threads: Callable[[int], Any] | None = None
 
     def find(self) -> None:
@@ -129,6 +148,24 @@ class _Blas:
         if count > 1:
             self.set_threads(count)
 
+    def restore_torch(self) -> None:
+        """In a forked stub: torch's intra-op threads, as many as it would
+        take in this stub's environment (OMP_NUM_THREADS, MKL_NUM_THREADS,
+        else the CPUs it may run on), when the template limited them."""
+        torch = sys.modules.get("torch")
+        if not self.omp_limited or torch is None:
+            return
+        count = len(os.sched_getaffinity(0))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            try:
+                wanted = int(os.environ.get(name, ""))
+            except ValueError:
+                continue
+            if wanted > 0:
+                count = wanted
+                break
+        torch.set_num_threads(count)
+
 
 def _warm(preload: list[str], blas: _Blas) -> str:
     """Imports the stub's modules and ``preload``; "" or why the template
@@ -148,6 +185,36 @@ def _warm(preload: list[str], blas: _Blas) -> str:
                 "a template with threads cannot fork"
             )
     blas.find()
+    return ""
+
+
+def _prepare(spec: dict[str, Any], blas: _Blas) -> str:
+    """A model's own template: imports the model file as the stub would
+    and runs the class's ``initialize_shared(args)`` once, for every
+    instance to inherit; "" or why the template cannot serve (its stubs
+    are then exec'd, and each imports the model itself)."""
+    from tritonpy.pb_utils._seam import c_utils, pb_utils
+    from tritonpy.stub import runtime
+
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+    sys.modules.setdefault("c_python_backend_utils", c_utils)
+    sys.argv = [""]  # as a stub's model sees it
+    step = f"importing {spec['model_file']}"
+    try:
+        cls = runtime.load_model_class(spec)
+        threads = _threads()
+        if not threads and callable(getattr(cls, "initialize_shared", None)):
+            step = "initialize_shared"
+            cls.initialize_shared(runtime.shared_args(spec["args"]))
+            threads = _threads()
+    except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the step
+        return f"{step} failed: {type(e).__name__}: {e}"
+    if threads:
+        return (
+            f"{step} started a thread ({', '.join(threads)}): a template with threads cannot fork"
+        )
+    blas.find()  # the model may have loaded OpenBLAS
+    runtime.PREPARED = (spec["model_file"], cls)
     return ""
 
 
@@ -179,9 +246,58 @@ def _retitle(argv: list[str]) -> None:
     ctypes.memmove(arg_start, data, len(data))
 
 
-def _become_stub(
-    sock: socket.socket, request: dict[str, Any], path: list[str], blas: _Blas
-) -> None:
+class _Path:
+    """The ``sys.path`` an exec'd stub (``python -m tritonpy.stub``) would
+    start with, which the template's lacks: the working directory in
+    front, and the user site-packages where site.py would add them (the
+    template runs with ``-s``). A model's own template imported the model:
+    its stubs then have the path the stub's import left (the model's
+    directories; no working directory, which the stub drops)."""
+
+    def __init__(self) -> None:
+        self.base = list(sys.path)
+        self.prepared = False
+        self.user_site = False
+        if sys.prefix == sys.base_prefix:
+            self.user_site = True
+        else:  # a virtual environment: only with the system's site-packages
+            try:
+                with open(os.path.join(sys.prefix, "pyvenv.cfg")) as f:
+                    for line in f:
+                        key, _, value = line.partition("=")
+                        if key.strip().lower() == "include-system-site-packages":
+                            self.user_site = value.strip().lower() == "true"
+            except OSError:
+                pass
+
+    def apply(self, cwd: str) -> None:
+        """In the forked stub, once its environment is its own."""
+        sys.path[:] = self.base
+        if not self.prepared and not (
+            sys.version_info >= (3, 11) and os.environ.get("PYTHONSAFEPATH")
+        ):
+            sys.path.insert(0, cwd)
+        if not (
+            self.user_site
+            and not os.environ.get("PYTHONNOUSERSITE")
+            and os.getuid() == os.geteuid()
+            and os.getgid() == os.getegid()
+        ):
+            return
+        site.USER_BASE = site.USER_SITE = None  # computed again from this environment
+        user = site.getusersitepackages()
+        if not os.path.isdir(user):
+            return
+        before = list(sys.path)
+        site.ENABLE_USER_SITE = True
+        site.addsitedir(user)
+        added = sys.path[len(before) :]
+        system = set(site.getsitepackages())
+        at = next((i for i, p in enumerate(before) if p in system), len(before))
+        sys.path[:] = before[:at] + added + before[at:]
+
+
+def _become_stub(sock: socket.socket, request: dict[str, Any], path: _Path, blas: _Blas) -> None:
     """In the forked child: the stub an exec'd one would be, then its main.
     Never returns."""
     code = 1
@@ -190,7 +306,7 @@ def _become_stub(
         os.environ.clear()
         os.environ.update(entry.split("=", 1) for entry in request["env"] if "=" in entry)
         os.chdir(request["cwd"])
-        sys.path[:] = path
+        path.apply(request["cwd"])
         argv = request["argv"]
         sys.orig_argv[:] = argv
         _retitle(argv)
@@ -212,18 +328,26 @@ def _become_stub(
 
 def _reseed(blas: _Blas) -> None:
     """What a fresh interpreter would have done at import, once the stub's
-    ids are its own (OpenBLAS's threads are then the stub's, not root's)."""
+    ids are its own (OpenBLAS's threads are then the stub's, not root's).
+    ``random`` was reseeded by its at-fork hook; what a fork copies and
+    cannot renew is listed in docs/hardening.md."""
     blas.restore()
+    blas.restore_torch()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # the legacy global RandomState, seeded by a fresh import
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        # Drawn at import: a stub's managers and listeners must not accept
+        # another stub's key.
+        process.current_process().authkey = os.urandom(32)
 
 
 def _fork(
     sock: socket.socket,
     request: dict[str, Any],
     fds: list[int],
-    path: list[str],
+    path: _Path,
     blas: _Blas,
     max_fd: int,
 ) -> dict[str, Any]:
@@ -231,7 +355,7 @@ def _fork(
     if threads:
         return {"refused": f"the template has threads ({', '.join(threads)})"}
     sandbox = request.get("sandbox")
-    setup = 2 if sandbox else 1
+    setup = 2  # the report and go pipes
     targets = request["targets"]
     if len(fds) != setup + len(targets) or request["argv"][1:3] != ["-m", "tritonpy.stub"]:
         return {"refused": f"the request carried {len(fds)} descriptors"}
@@ -240,7 +364,7 @@ def _fork(
     try:
         pid = _zygote.fork_stub(
             fds[0],
-            fds[1] if sandbox else -1,
+            fds[1],
             request["parent"],
             bool(sandbox),
             sandbox["max_processes"] if sandbox else 0,
@@ -267,8 +391,9 @@ def serve(argv: list[str]) -> int:
         lifeline = int(values["--server-lifeline"])
     except ValueError:
         sys.exit(f"{USAGE}\nerror: --fd and --server-lifeline need numbers")
-    path = list(sys.path)  # what a fresh stub starts with
-    own = sys.orig_argv
+    path = _Path()
+    # What it runs as, without the boot code and the room for stubs' titles.
+    own = [sys.orig_argv[0], "-s", "-m", "tritonpy.stub", *sys.argv[1:]]
     _retitle(own[: own.index("--title-room")] if "--title-room" in own else own)
     blas = _Blas()
     sock = socket.socket(fileno=fd)
@@ -276,8 +401,8 @@ def serve(argv: list[str]) -> int:
     if why:
         _send(sock, {"ok": False, "error": why})
         return 1
-    if blas.limited:
-        del os.environ["OPENBLAS_NUM_THREADS"]
+    # (The thread limits stay in the template's environment, for a model it
+    # may import: a stub gets its own environment.)
     gc.collect()
     gc.freeze()
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -297,8 +422,20 @@ def serve(argv: list[str]) -> int:
             continue
         if not message:
             return 0  # the backend closed the socket
+        reply: dict[str, Any]
         try:
-            reply = _fork(sock, json.loads(message), fds, path, blas, max_fd)
+            request = json.loads(message)
+            if "model" in request and not path.prepared:
+                why = _prepare(request["model"], blas)
+                if why:
+                    _send(sock, {"ok": False, "error": why})
+                    return 1
+                path.base, path.prepared = list(sys.path), True
+                gc.collect()
+                gc.freeze()
+                reply = {"ok": True}
+            else:
+                reply = _fork(sock, request, fds, path, blas, max_fd)
         except (ValueError, KeyError, TypeError) as e:
             reply = {"refused": f"bad request: {e}"}
         finally:

@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The rules a stub template keeps so that the sandbox means what it says
+(docs/hardening.md, "Stub templates"): a sandboxed model names no module
+of its own for a template to import; sandboxed and plain models never
+share a template; a template imports nothing from a directory a stub can
+write; and a stub whose template died after the clone, before its reply,
+is exec'd with descriptors of its own while the child the template left
+never runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from test_stub_fork import PRELOAD_DIR, facts_of_each
+from tritonclient.utils import InferenceServerException
+
+from server import TritonServer, build_repository, children, explicit, load_failure, running
+
+REFUSED = (
+    "parameter: stub_preload is refused for a sandboxed model (stub-sandbox): only the "
+    "backend's stub-preload names modules that sandboxed stubs' template imports"
+)
+
+
+def parameters(values: dict[str, str]) -> str:
+    return "".join(
+        f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}\n' for k, v in values.items()
+    )
+
+
+def copy_of_probe(repo: Path, name: str, values: dict[str, str]) -> str:
+    """fork_probe as model ``name`` of ``repo`` with the parameters
+    ``values``; returns its config."""
+    os.rename(build_repository(repo.parent / name, ["fork_probe"]) / "fork_probe", repo / name)
+    path = repo / name / "config.pbtxt"
+    config = path.read_text().replace('"fork_probe"', f'"{name}"') + parameters(values)
+    path.write_text(config)
+    return config
+
+
+def test_a_sandboxed_model_cannot_name_modules_for_its_template(tmp_path: Path) -> None:
+    repo = build_repository(tmp_path / "repo", ["bls_loader", "fork_probe"])
+    copy_of_probe(repo, "own_preload", {"stub_preload": "json"})
+    srv = TritonServer(
+        repo,
+        tmp_path,
+        args=[*explicit(["bls_loader"]), "--backend-config=tritonpy,stub-sandbox=true"],
+    )
+    with running(srv):
+        # In its config.
+        message = load_failure(srv, "own_preload")
+        assert f"tritonpy: model 'own_preload' {REFUSED}" in message, message
+        # In a config a sandboxed model gives pb_utils.load_model.
+        config = json.dumps(
+            {
+                "name": "planted",
+                "backend": "tritonpy",
+                "max_batch_size": 0,
+                "input": [{"name": "IN", "data_type": "TYPE_INT32", "dims": [1]}],
+                "output": [{"name": "INFO", "data_type": "TYPE_STRING", "dims": [1]}],
+                "parameters": {"stub_preload": {"string_value": "json"}},
+            }
+        )
+        model_py = (repo / "fork_probe" / "1" / "model.py").read_text()
+        ins = []
+        for key, value in (("OP", "load_files"), ("NAME", "planted"), ("CONFIG", config)):
+            t = httpclient.InferInput(key, [1], "BYTES")
+            t.set_data_from_numpy(np.array([value.encode()], object))
+            ins.append(t)
+        t = httpclient.InferInput("FILE", [1], "BYTES")
+        t.set_data_from_numpy(np.array([model_py.encode()], object))
+        ins.append(t)
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+        try:
+            with pytest.raises(InferenceServerException) as e:
+                c.infer("bls_loader", ins)
+        finally:
+            c.close()
+        assert f"tritonpy: model 'planted' {REFUSED}" in str(e.value), e.value
+        assert not srv.model_ready("planted")
+        # The operator's stub-preload still serves sandboxed stubs.
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+        try:
+            c.load_model("fork_probe")
+        finally:
+            c.close()
+        for f in facts_of_each(srv).values():
+            assert f["forked"], f
+
+
+def test_sandboxed_and_plain_models_never_share_a_template(tmp_path: Path) -> None:
+    repo = build_repository(tmp_path / "repo", ["fork_probe"])
+    copy_of_probe(repo, "fork_probe_boxed", {"stub_sandbox": "true"})
+    with running(TritonServer(repo, tmp_path)) as srv:
+        plain = facts_of_each(srv)
+        boxed = facts_of_each(srv, "fork_probe_boxed")
+        assert all(f["forked"] for f in [*plain.values(), *boxed.values()]), (plain, boxed)
+        assert all(f["pid"] == 1 for f in boxed.values()), boxed  # pid 1 of its namespace
+        # The shared one of each kind, and the plain model's own.
+        assert len(children(srv.proc.pid, templates=True)) == 3
+        assert srv.wait_log("preload 'numpy', sandboxed stubs) started"), srv.log()[-3000:]
+
+
+def test_a_template_imports_nothing_from_the_server_s_directory(tmp_path: Path) -> None:
+    # The server's working directory, where a stub could write (an exec'd
+    # stub has it first on sys.path): the template must not import from it.
+    (tmp_path / "planted_in_cwd.py").write_text("PLANTED = True\n")
+    repo = build_repository(tmp_path / "repo", ["fork_probe"])
+    srv = TritonServer(
+        repo, tmp_path, args=["--backend-config=tritonpy,stub-preload=numpy,planted_in_cwd"]
+    )
+    with running(srv):
+        assert srv.wait_log(
+            "cannot fork stubs: importing 'planted_in_cwd' failed: ModuleNotFoundError"
+        ), srv.log()[-3000:]
+        for f in facts_of_each(srv).values():
+            assert not f["forked"], f
+            # Nor does a stub's model (the stub drops that entry).
+            assert str(tmp_path) not in f["path"], f["path"]
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["plain", "sandboxed"])
+def test_a_template_that_dies_before_its_reply_leaves_no_stub_behind(
+    tmp_path: Path, sandbox: bool
+) -> None:
+    repo = build_repository(tmp_path / "repo", ["fork_probe"])
+    extra = [f"stub-sandbox={'true' if sandbox else 'false'}"]
+    srv = TritonServer(
+        repo,
+        tmp_path,
+        args=[f"--backend-config=tritonpy,{e}" for e in ["stub-preload=dies_after_fork", *extra]],
+        prefix=["env", f"PYTHONPATH={PRELOAD_DIR}"],
+    )
+    with running(srv):
+        seen = facts_of_each(srv)
+        died = "failed to fork a stub: it exited before it answered"
+        assert srv.wait_log(died), srv.log()[-3000:]
+        for f in seen.values():
+            assert not f["forked"], f
+        # Exactly the two stubs that answer run: what the dead templates
+        # cloned never ran a stub (each read end of file for its go byte).
+        stubs = children(srv.proc.pid)
+        assert len(stubs) == 2, (stubs, seen)
+        if not sandbox:
+            assert sorted(stubs) == sorted(f["pid"] for f in seen.values()), (stubs, seen)
