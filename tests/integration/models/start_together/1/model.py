@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """Instances that load only when they start together: each initialize()
-leaves a file named after its instance in started/ beside the model, then
-waits until `together` such files exist (at most `wait_seconds`), and fails
-saying how many it saw if they never do."""
+leaves a mark in started/ and one in running/ beside the model, waits
+until `together` instances have started (at most `wait_seconds`), appends
+how many were running at that moment to seen.txt and removes its running
+mark. With `must_meet` "true" an instance that waited in vain fails,
+saying how many had started."""
 
 import json
 import os
@@ -19,16 +21,25 @@ class TritonPythonModel:
         params = json.loads(args["model_config"])["parameters"]
         together = int(params["together"]["string_value"])
         wait = float(params["wait_seconds"]["string_value"])
-        started = Path(args["model_repository"]) / "started"
-        started.mkdir(exist_ok=True)
-        (started / args["model_instance_name"]).touch()
+        must_meet = params["must_meet"]["string_value"] == "true"
+        here = Path(args["model_repository"])
+        marks = [here / "started" / args["model_instance_name"]]
+        marks.append(here / "running" / args["model_instance_name"])
+        for mark in marks:
+            mark.parent.mkdir(exist_ok=True)
+            mark.touch()
         deadline = time.monotonic() + wait
-        while (seen := len(list(started.iterdir()))) < together:
+        while (started := len(list(marks[0].parent.iterdir()))) < together:
             if time.monotonic() > deadline:
-                raise pb_utils.TritonModelException(
-                    f"only {seen} of {together} instances began initialize() within {wait:g} s"
-                )
+                break
             time.sleep(0.01)
+        with open(here / "seen.txt", "a") as f:
+            f.write(f"{len(list(marks[1].parent.iterdir()))}\n")
+        marks[1].unlink()
+        if started < together and must_meet:
+            raise pb_utils.TritonModelException(
+                f"only {started} of {together} instances began initialize() within {wait:g} s"
+            )
 
     def execute(self, requests):
         return [
