@@ -481,7 +481,7 @@ def separate_section(doc: dict | None) -> str:
     if doc is None:
         return f"{SEPARATE_BEGIN}{SEPARATE_END}"
     return f"""{SEPARATE_BEGIN}
-## many_instances, many_models and shared_weights (separate runs)
+## Many stubs and shared weights (separate runs)
 
 These scenarios start a tritonserver of their own per system and size, and
 load up to 128 stubs each: minutes per run. They are run apart from the
