@@ -88,9 +88,11 @@ struct BackendSettings {
   // memory are read for its metrics (MemoryReporter); 0: never.
   double stub_memory_interval_seconds = 30;
   // instance-start-parallelism: how many instances of one model may start
-  // (stub start and initialize()) at once; Triton asks for all of them at
-  // once (TRITONBACKEND_GetBackendAttribute), the others wait for a turn.
-  int instance_start_parallelism = 16;
+  // (stub start and initialize()) at once. Above 1, Triton asks for all of
+  // them at once (TRITONBACKEND_GetBackendAttribute) and the others wait
+  // for a turn; 1 (the default until forked stubs no longer carry the
+  // death signal of the thread that started their template): one by one.
+  int instance_start_parallelism = 1;
 };
 
 // Whether environment variable `name` is on stub-env-allowlist.

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""A model's instances start in parallel, as the official backend's do
-(Triton's parallel instance loading), at most instance-start-parallelism
-of them at once. The start_together model's 4 instances each wait in
+"""With instance-start-parallelism above 1, a model's instances start in
+parallel, as the official backend's do (Triton's parallel instance
+loading), at most that many at once. The start_together model's 4 instances each wait in
 initialize() until `together` of them are there at once."""
 
 from __future__ import annotations
@@ -46,9 +46,10 @@ def _load_and_read_seen(srv: TritonServer) -> list[int]:
     return [int(x) for x in (srv.repo / "start_together" / "seen.txt").read_text().split()]
 
 
-def test_all_instances_start_together_by_default(tmp_path: Path) -> None:
+def test_all_instances_start_together(tmp_path: Path) -> None:
     # Started one after another, the first would wait for the others in vain.
-    with running(_serve(tmp_path, 4, 60, True)) as srv:
+    four = "--backend-config=tritonpy,instance-start-parallelism=4"
+    with running(_serve(tmp_path, 4, 60, True, four)) as srv:
         assert len(_load_and_read_seen(srv)) == 4
 
 
