@@ -107,6 +107,46 @@ def read_cost_ms(reads: int = 200) -> float:
         os.close(fd)
 
 
+def table(result: dict) -> str:
+    """What docs/performance.md shows of a result (--json): when and with
+    what it was measured, and a table of the warm process, one child with
+    and without gc.freeze(), and all of them."""
+    warm = result["warm"]
+    by_freeze = {r["gc_freeze"]: r for r in result["rounds"]}
+    modules = ", ".join(result["modules"])
+
+    def mib(x: float) -> str:
+        return f"{x:.0f} MiB" if x >= 10 else f"{x:.1f} MiB"
+
+    versions = ", ".join(f"{m} {v}" for m, v in result["versions"].items())
+    rows = [
+        f"Measured {result['date']}, CPython {result['python']}, {versions}:",
+        "",
+        "| | RSS | PSS | private |",
+        "|---|---|---|---|",
+        f"| the warm process after `import {modules}` | {mib(warm['rss_mib'])} | "
+        f"{mib(warm['pss_mib'])} | {mib(warm['private_mib'])} "
+        f"({mib(warm['private_dirty_mib'])} dirty) |",
+    ]
+    for freeze, how in ((True, "after `gc.freeze()`"), (False, "without it")):
+        c = by_freeze[freeze]["child"]
+        rows.append(
+            f"| each child forked {how} | {mib(c['rss_mib'])} | {mib(c['pss_mib'])} | "
+            f"{mib(c['private_mib'])} |"
+        )
+    # Results from before "children" was recorded: the children's PSS over one's.
+    first = result["rounds"][0]
+    children = result.get("children") or round(
+        first["children_pss_mib"] / first["child"]["pss_mib"]
+    )
+    rows.append(
+        f"| parent + {children} children, all PSS together | | "
+        f"{mib(by_freeze[True]['total_pss_mib'])} with `gc.freeze()`, "
+        f"{mib(by_freeze[False]['total_pss_mib'])} without | |"
+    )
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.fork_memory", description=__doc__)
     p.add_argument("--modules", default="numpy,torch")
@@ -121,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "python": platform.python_version(),
         "modules": modules,
+        "children": a.children,
         "versions": {m: getattr(sys.modules[m], "__version__", "?") for m in modules},
         "import_s": time.monotonic() - t0,
         "warm": figures(os.getpid()),

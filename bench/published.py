@@ -20,6 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULT = ROOT / "docs" / "benchmarks" / "bench.json"
+# The result file of the scenarios that start servers of their own
+# (many_instances, many_models, shared_weights), run apart from `make
+# bench` (report.SEPARATE) and published in a section of their own.
+SEPARATE_RESULT = ROOT / "docs" / "benchmarks" / "separate.json"
 # The pages whose figures are marked: the README and every docs page.
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKED = re.compile(r"<!-- bench:(\w+) -->(.*?)<!-- /bench -->", re.DOTALL)
@@ -146,6 +150,11 @@ def result_file(doc: dict) -> dict:
         for res in sc["results"].values():
             res.pop("samples", None)
     return out
+
+
+def load_separate() -> dict | None:
+    """The separate runs' result file; None before there is one."""
+    return load(SEPARATE_RESULT) if SEPARATE_RESULT.exists() else None
 
 
 def load(path: Path = RESULT) -> dict:

@@ -462,7 +462,66 @@ def headline(doc: dict) -> str:
     return "; ".join(parts)
 
 
+# Scenario ids of the runs published apart (servers of their own, minutes
+# each): a run of these alone (`--only many_,shared_weights --publish`)
+# writes docs/benchmarks/separate.json and the section between these
+# marks of docs/benchmarks.md, and leaves the rest of the page alone.
+SEPARATE = ("many_", "shared_weights")
+SEPARATE_BEGIN, SEPARATE_END = "<!-- separate-runs -->", "<!-- /separate-runs -->"
+SEPARATE_PLOT = "many_instances.png"
+
+
+def is_separate(doc: dict) -> bool:
+    return bool(doc["scenarios"]) and all(sc["id"].startswith(SEPARATE) for sc in doc["scenarios"])
+
+
+def separate_section(doc: dict | None) -> str:
+    """The section of docs/benchmarks.md drawn from docs/benchmarks/
+    separate.json (nothing before there is one)."""
+    if doc is None:
+        return f"{SEPARATE_BEGIN}{SEPARATE_END}"
+    return f"""{SEPARATE_BEGIN}
+## Many stubs and shared weights (separate runs)
+
+These scenarios start a tritonserver of their own per system and size, and
+load up to 128 stubs each: minutes per run. They are run apart from the
+table above, by
+
+```sh
+{doc["command"]}
+```
+
+which writes this section and its result file,
+[benchmarks/separate.json](benchmarks/separate.json)
+(`tests/unit/test_bench_separate.py` checks that they agree). The
+tritonpy column forks stubs from templates (`stub-fork=true`, the
+default); the `stub-fork=false` rows exec a fresh interpreter per stub.
+No model sets `stub_preload`. How to read the memory figures:
+[performance.md](performance.md#memory-of-many-stubs).
+
+{markdown(doc)}
+![many instances](benchmarks/{SEPARATE_PLOT})
+{SEPARATE_END}"""
+
+
+def _publish_separate(doc: dict, images: list[Path]) -> Path:
+    """Writes the separate runs' result file and their section of the page."""
+    img_dir = DOCS / "benchmarks"
+    for p in images:
+        if p.name == SEPARATE_PLOT:
+            shutil.copy2(p, img_dir / p.name)
+    result = published.result_file(doc)
+    published.SEPARATE_RESULT.write_text(json.dumps(result, indent=1) + "\n")
+    path = DOCS / "benchmarks.md"
+    text = path.read_text()
+    begin, end = text.index(SEPARATE_BEGIN), text.index(SEPARATE_END) + len(SEPARATE_END)
+    path.write_text(text[:begin] + separate_section(result) + text[end:])
+    return path
+
+
 def publish(doc: dict, md: str, images: list[Path]) -> Path:
+    if is_separate(doc):
+        return _publish_separate(doc, images)
     img_dir = DOCS / "benchmarks"
     img_dir.mkdir(parents=True, exist_ok=True)
     for p in images:
@@ -519,6 +578,8 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
 ## Plots
 
 {pics}
+
+{separate_section(published.load_separate())}
 
 ## How each number is measured
 
@@ -577,13 +638,22 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   process under the server, stub template included, summed once loaded
   (PSS counts a page shared by k processes as 1/k in each, so the sum is
   what they take together). "req/s through all": wrk, N connections,
-  over every model in turn. tritonpy runs with stub templates
-  (`stub-fork=true`, the model naming torch in its `stub_preload`
-  parameter so that the template imports it before forking), and, in the
-  rows marked so, with `stub-fork=false`.
+  over every model in turn. The model imports torch at module level and
+  sets no `stub_preload` (as a new user writes it). tritonpy runs with stub
+  templates (`stub-fork=true`, the default), and, in the rows marked so,
+  with `stub-fork=false`.
   They run in the first {doc["config"].get("many_rounds", 1)} round(s); a run
   that would leave the machine under 6 GiB of free memory is skipped, and
   says so under the table.
+- shared_weights ([bench/shared_weights.py](../bench/shared_weights.py)):
+  one model of N instances ({", ".join(str(n) for n in doc["config"].get("shared_sizes", []))})
+  holding {doc["config"].get("shared_mib", 1024)} MiB of random torch
+  weights (64 tensors, written with `torch.save` at bench time), which it
+  loads in the classmethod `initialize_shared` (tritonpy runs it once per
+  model before the instances fork; elsewhere `initialize` calls it when the
+  class has no weights yet); each request reads 1 MiB of them, a different
+  MiB each time. "PSS of all stubs" is read once loaded, and again after
+  {doc["config"].get("shared_requests", 10000):,} requests were answered.
 - CPU s / 1k req: user+system CPU of tritonserver and its children during
   the measured window, per 1000 successful requests (tokens for streams).
 - "failed": the model did not load, its first request failed or no

@@ -96,6 +96,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"rounds many_instances and many_models run in (default {d.many_rounds})",
     )
     p.add_argument(
+        "--shared-sizes",
+        help="instances of shared_weights (default " + ",".join(map(str, d.shared_sizes)) + ")",
+    )
+    p.add_argument(
+        "--shared-requests",
+        type=int,
+        help=f"requests shared_weights answers before its second PSS (default {d.shared_requests})",
+    )
+    p.add_argument(
+        "--shared-mib",
+        type=int,
+        help=f"MiB of weights of the shared_weights model (default {d.shared_mib})",
+    )
+    p.add_argument(
         "--budget-minutes",
         type=float,
         help=f"start no round that would end after this (default {d.budget_minutes})",
@@ -133,6 +147,7 @@ def make_config(a: argparse.Namespace) -> Config:
         cfg.llm_streams, cfg.llm_tokens = (1, 4), 8
         cfg.llm_duration, cfg.llm_warmup = 1.0, 0.0
         cfg.many_sizes, cfg.many_framework = (2,), "numpy"
+        cfg.shared_sizes, cfg.shared_requests, cfg.shared_mib = (2,), 200, 16
     for name, conv in (
         ("rounds", int),
         ("duration", float),
@@ -151,6 +166,9 @@ def make_config(a: argparse.Namespace) -> Config:
         ("many_sizes", _ints),
         ("many_framework", str),
         ("many_rounds", int),
+        ("shared_sizes", _ints),
+        ("shared_requests", int),
+        ("shared_mib", int),
         ("identity_sizes", _sizes),
     ):
         value = getattr(a, name)

@@ -74,6 +74,11 @@ class Config:
     many_sizes: tuple[int, ...] = (16, 64, 128)
     many_framework: str = "torch"
     many_rounds: int = 1
+    # shared_weights (bench/shared_weights.py): instances of the model of
+    # 1 GiB of weights, and the requests answered before PSS is read again.
+    shared_sizes: tuple[int, ...] = (1, 4, 16)
+    shared_requests: int = 10_000
+    shared_mib: int = 1024
     # Which gRPC load generator ran: "c++" (bench/grpc_load.cc) or
     # "python" (bench/grpc_load.py, where the C++ one cannot be built).
     grpc_client: str = "python"
@@ -318,60 +323,116 @@ MANY = [
 ]
 
 
-def _many(kind: str, n: int, variant: str) -> Callable[[str, Context], dict]:
-    def run(system: str, ctx: Context) -> dict:
+def _own(run: Callable[..., dict], variant: str, **kw: object) -> Callable[[str, Context], dict]:
+    """A scenario with servers of its own: ``run(setup, **kw)`` of bench/
+    many.py or bench/shared_weights.py, with the system's set-up."""
+
+    def own(system: str, ctx: Context) -> dict:
         from bench import many
 
         backends, env, args = ctx.setups[system]
-        return many.run(
-            system=system,
-            variant=variant if system == "tritonpy" else "",
-            kind=kind,
-            n=n,
-            framework=ctx.cfg.many_framework,
-            work=ctx.scripts.parent,
-            backends=backends,
-            env=env,
-            args=args,
-            wrk=ctx.wrk,
-            scripts=ctx.scripts,
-            duration=ctx.cfg.duration,
-            warmup=ctx.cfg.warmup,
+        setup = many.Setup(
+            system,
+            variant if system == "tritonpy" else "",
+            ctx.scripts.parent,
+            backends,
+            env,
+            args,
+            ctx.wrk,
+            ctx.scripts,
+            ctx.cfg.duration,
+            ctx.cfg.warmup,
         )
+        return run(setup, **kw)
 
-    return run
+    return own
+
+
+# tritonpy with stub templates (stub-fork=true) against the official
+# backend, and tritonpy starting each stub afresh (stub-fork=false).
+VARIANTS = (("fork", "", ("tritonpy", "official")), ("exec", "_exec", ("tritonpy",)))
+
+
+def _own_scenarios(
+    cfg: Config,
+    what: str,
+    group: str,
+    model: str,
+    metrics: list[Metric],
+    sizes: tuple[int, ...],
+    run: Callable[..., dict],
+    **kw: object,
+) -> list[Scenario]:
+    """<what><suffix>_n<N> for each size and variant (VARIANTS)."""
+    return [
+        Scenario(
+            f"{what}{suffix}_n{n}",
+            group,
+            f"{what} {n}" + (", stub-fork=false" if suffix else ""),
+            model,
+            metrics,
+            _no_shared_server,
+            own=_own(run, variant, n=n, **kw),
+            systems=systems,
+            rounds=cfg.many_rounds,
+        )
+        for n in sizes
+        for variant, suffix, systems in VARIANTS
+    ]
 
 
 def many_scenarios(cfg: Config) -> list[Scenario]:
-    """many_instances_n<N> and many_models_n<N>: tritonpy with stub
-    templates (stub-fork=true) against the official backend; the _exec_
-    rows: tritonpy starting each stub afresh (stub-fork=false)."""
-    out = []
+    """many_instances_n<N> and many_models_n<N> (bench/many.py)."""
+    from bench import many
+
     what = {"instances": "one model, N instances", "models": "N models, 1 instance each"}
-    for kind in ("instances", "models"):
-        for n in cfg.many_sizes:
-            for variant, suffix, systems in (
-                ("fork", "", ("tritonpy", "official")),
-                ("exec", "_exec", ("tritonpy",)),
-            ):
-                out.append(
-                    Scenario(
-                        f"many_{kind}{suffix}_n{n}",
-                        f"many stubs: {what[kind]} importing {cfg.many_framework}",
-                        f"many_{kind} {n}" + (", stub-fork=false" if suffix else ""),
-                        "many",
-                        MANY,
-                        _no_shared_server,
-                        own=_many(kind, n, variant),
-                        systems=systems,
-                        rounds=cfg.many_rounds,
-                    )
-                )
-    return out
+    return [
+        sc
+        for kind in ("instances", "models")
+        for sc in _own_scenarios(
+            cfg,
+            f"many_{kind}",
+            f"many stubs: {what[kind]} importing {cfg.many_framework}",
+            "many",
+            MANY,
+            cfg.many_sizes,
+            many.run,
+            kind=kind,
+            framework=cfg.many_framework,
+        )
+    ]
+
+
+SHARED = [
+    Metric("pss_mib", "PSS of all stubs, loaded (MiB)", "lower"),
+    Metric("load_s", "load to ready (s)", "lower"),
+    Metric("rps", "add_sub req/s through all", "higher"),
+    Metric("pss_after_mib", "PSS of all stubs after the requests (MiB)", "lower"),
+    Metric("answered", "requests answered before the second PSS", "higher"),
+    Metric("errors", "requests failed", "lower"),
+]
+
+
+def shared_scenarios(cfg: Config) -> list[Scenario]:
+    """shared_weights_n<N>: the model of 1 GiB of weights loaded in
+    initialize_shared (bench/shared_weights.py)."""
+    from bench import shared_weights
+
+    return _own_scenarios(
+        cfg,
+        "shared_weights",
+        f"{cfg.shared_mib} MiB of weights loaded in initialize_shared",
+        "shared",
+        SHARED,
+        cfg.shared_sizes,
+        shared_weights.run,
+        requests=cfg.shared_requests,
+        mib=cfg.shared_mib,
+    )
 
 
 def _no_shared_server(ctx: Context, server: Server) -> dict:
-    raise AssertionError("many_* scenarios start servers of their own")
+    raise AssertionError("many_* and shared_weights scenarios start servers of their own")
 
 
 def build(cfg: Config) -> list[Scenario]:
@@ -502,6 +563,7 @@ def build(cfg: Config) -> list[Scenario]:
         )
     # Before "load", which stays last (tests/unit/test_bench_figures.py).
     out.extend(many_scenarios(cfg))
+    out.extend(shared_scenarios(cfg))
     out.append(
         Scenario(
             "load",

@@ -67,6 +67,23 @@ TRITONBACKEND_Initialize(TRITONBACKEND_Backend* backend)
   }));
 }
 
+// Instances start in parallel, as the official backend's do, when the
+// backend's instance-start-parallelism is above 1: everything
+// InstanceState::Create touches is safe under concurrent calls, and the
+// model bounds how many start at once. Triton asks after Initialize.
+TRITONPY_EXPORT TRITONSERVER_Error*
+TRITONBACKEND_GetBackendAttribute(
+    TRITONBACKEND_Backend* backend, TRITONBACKEND_BackendAttribute* attributes)
+{
+  void* vstate = nullptr;
+  const auto* state = StateOf<tritonpy::BackendState>(
+      TRITONBACKEND_BackendState(backend, &vstate), &vstate);
+  const bool parallel =
+      state != nullptr && state->settings().instance_start_parallelism > 1;
+  return TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading(
+      attributes, parallel);
+}
+
 TRITONPY_EXPORT TRITONSERVER_Error*
 TRITONBACKEND_Finalize(TRITONBACKEND_Backend* backend)
 {

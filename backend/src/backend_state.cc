@@ -111,6 +111,8 @@ const std::map<std::string, NumberKey> kNumberKeys = {
      {&BackendSettings::stub_timeout_seconds, 1, 86400}},
     {"arena-byte-size", {&BackendSettings::arena_byte_size, 4096, 1ull << 40}},
     {"stub-restart-limit", {&BackendSettings::stub_restart_limit, 0, 1000000}},
+    {"instance-start-parallelism",
+     {&BackendSettings::instance_start_parallelism, 1, 4096}},
     {"env-unpack-max-bytes",
      {&BackendSettings::env_unpack_max_bytes, 0, 1ull << 50}},
     {"env-unpack-max-members",
@@ -588,8 +590,9 @@ BackendState::Create(
       json::FormatNumber(s.finalize_grace_seconds) +
       " ready-timeout-seconds=" + json::FormatNumber(s.ready_timeout_seconds) +
       " execute-timeout-seconds=" +
-      json::FormatNumber(s.execute_timeout_seconds) +
-      " stub-restart-limit=" + std::to_string(s.stub_restart_limit) +
+      json::FormatNumber(s.execute_timeout_seconds) + " stub-restart-limit=" +
+      std::to_string(s.stub_restart_limit) + " instance-start-parallelism=" +
+      std::to_string(s.instance_start_parallelism) +
       (s.env_cache_dir.empty() ? "" : " env-cache-dir=" + s.env_cache_dir) +
       " env-unpack-max-bytes=" + std::to_string(s.env_unpack_max_bytes) +
       " env-unpack-max-members=" + std::to_string(s.env_unpack_max_members) +

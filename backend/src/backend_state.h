@@ -93,6 +93,12 @@ struct BackendSettings {
   // stub-memory-interval-seconds: how often each stub's PSS and private
   // memory are read for its metrics (MemoryReporter); 0: never.
   double stub_memory_interval_seconds = 30;
+  // instance-start-parallelism: how many instances of one model may start
+  // (stub start and initialize()) at once. Above 1, Triton asks for all of
+  // them at once (TRITONBACKEND_GetBackendAttribute) and the others wait
+  // for a turn; 1 (the default until forked stubs no longer carry the
+  // death signal of the thread that started their template): one by one.
+  int instance_start_parallelism = 1;
 };
 
 // Whether environment variable `name` is on stub-env-allowlist.

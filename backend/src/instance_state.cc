@@ -123,7 +123,12 @@ InstanceState::Create(
     return Status::Internal("tritonpy: eventfd failed");
   }
   state->WatchStubMemory();
-  TRITONPY_RETURN_IF_ERROR(state->stub_.Start());
+  {
+    // Triton starts every instance at once; the model lets
+    // instance-start-parallelism of them run their start together.
+    ModelState::StartTurn turn(model, name);
+    TRITONPY_RETURN_IF_ERROR(state->stub_.Start());
+  }
   state->drain_->server = server;
   state->drain_->model_name = model->name();
   state->drain_->model_version = static_cast<int64_t>(model->version());

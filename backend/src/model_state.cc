@@ -235,6 +235,28 @@ ModelState::TakeAutoCompleteStub(
   return true;
 }
 
+ModelState::StartTurn::StartTurn(ModelState* model, const std::string& instance)
+    : model_(model)
+{
+  const int most = model_->backend_->settings().instance_start_parallelism;
+  MutexLock lock(&model_->start_mu_);
+  if (model_->starting_ >= most) {
+    TRITONPY_LOG_VERBOSE(
+        "tritonpy: model '" + model_->name_ + "' instance '" + instance +
+        "' waits for its turn to start: " + std::to_string(most) +
+        " instances are starting (instance-start-parallelism)");
+  }
+  while (model_->starting_ >= most) model_->start_cv_.Wait();
+  ++model_->starting_;
+}
+
+ModelState::StartTurn::~StartTurn()
+{
+  MutexLock lock(&model_->start_mu_);
+  --model_->starting_;
+  model_->start_cv_.NotifyAll();
+}
+
 Status
 ModelState::AutoComplete(const std::string& first_instance)
 {

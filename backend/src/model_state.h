@@ -3,7 +3,10 @@
 //
 // ModelState: what every instance of one model shares: names, paths, the
 // raw model config JSON handed to the stub. Immutable after Create, except
-// the stub kept from auto-complete, which has its own lock.
+// the stub kept from auto-complete and the count of instances starting,
+// each under a lock of its own: Triton initializes a model's instances in
+// parallel (TRITONBACKEND_GetBackendAttribute), so those two are used from
+// several of its threads at once.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +32,25 @@ class ModelState {
   ~ModelState();  // stops the auto-complete stub if no instance took it
 
   // Moves the stub that ran auto_complete_config (past HELLO, waiting for
-  // INIT) to the caller; false when there is none (left). Thread-safe.
+  // INIT) to the caller; false when there is none (left). Thread-safe:
+  // instances start in parallel, and whichever asks first takes it (the
+  // stub takes its instance's name from INIT).
   bool TakeAutoCompleteStub(
       std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel)
       EXCLUDES(stub_mu_);
+
+  // Holds one of the model's instance-start-parallelism turns to start an
+  // instance, from construction (waiting for one) to destruction.
+  class StartTurn {
+   public:
+    explicit StartTurn(ModelState* model, const std::string& instance);
+    ~StartTurn();
+    StartTurn(const StartTurn&) = delete;
+    StartTurn& operator=(const StartTurn&) = delete;
+
+   private:
+    ModelState* const model_;
+  };
 
   TRITONBACKEND_Model* triton_model() const { return model_; }
   const BackendState& backend() const { return *backend_; }
@@ -91,6 +109,10 @@ class ModelState {
   double execute_timeout_seconds_ = 0;
   Mutex stub_mu_;
   StartedStub auto_complete_stub_ GUARDED_BY(stub_mu_);
+  Mutex start_mu_;
+  CondVar start_cv_{&start_mu_};
+  // Instances between the start and the end of their StartTurn.
+  int starting_ GUARDED_BY(start_mu_) = 0;
 
   // Runs auto_complete_config and applies its result: config_json_ then
   // holds the config Triton has after the completion. `first_instance`:

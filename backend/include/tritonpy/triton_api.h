@@ -20,6 +20,7 @@ struct TRITONSERVER_Error;
 struct TRITONSERVER_Message;
 struct TRITONSERVER_Server;
 struct TRITONBACKEND_Backend;
+struct TRITONBACKEND_BackendAttribute;
 struct TRITONBACKEND_Model;
 struct TRITONBACKEND_ModelInstance;
 struct TRITONBACKEND_Request;
@@ -32,6 +33,7 @@ typedef struct TRITONSERVER_Error TRITONSERVER_Error;
 typedef struct TRITONSERVER_Message TRITONSERVER_Message;
 typedef struct TRITONSERVER_Server TRITONSERVER_Server;
 typedef struct TRITONBACKEND_Backend TRITONBACKEND_Backend;
+typedef struct TRITONBACKEND_BackendAttribute TRITONBACKEND_BackendAttribute;
 typedef struct TRITONBACKEND_Model TRITONBACKEND_Model;
 typedef struct TRITONBACKEND_ModelInstance TRITONBACKEND_ModelInstance;
 typedef struct TRITONBACKEND_Request TRITONBACKEND_Request;
@@ -150,6 +152,11 @@ TRITONSERVER_Error* TRITONBACKEND_BackendState(
     TRITONBACKEND_Backend* backend, void** state);
 TRITONSERVER_Error* TRITONBACKEND_BackendSetState(
     TRITONBACKEND_Backend* backend, void* state);
+// In TRITONBACKEND_GetBackendAttribute: whether Triton may call
+// TRITONBACKEND_ModelInstanceInitialize for several instances at once.
+TRITONSERVER_Error*
+TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading(
+    TRITONBACKEND_BackendAttribute* backend_attributes, bool enabled);
 
 TRITONSERVER_Error* TRITONBACKEND_ModelName(
     TRITONBACKEND_Model* model, const char** name);
@@ -301,6 +308,11 @@ TRITONSERVER_Error* TRITONBACKEND_ModelInstanceExecute(
 // looks it up.
 TRITONSERVER_Error* TRITONBACKEND_ModelInstanceReady(
     TRITONBACKEND_ModelInstance* instance);
+// Optional: Triton calls it when it loads the backend, for the backend to
+// fill `backend_attributes` with what it supports.
+TRITONSERVER_Error* TRITONBACKEND_GetBackendAttribute(
+    TRITONBACKEND_Backend* backend,
+    TRITONBACKEND_BackendAttribute* backend_attributes);
 
 #ifdef __cplusplus
 }  // extern "C"

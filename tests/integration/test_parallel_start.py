@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""With instance-start-parallelism above 1, a model's instances start in
+parallel, as the official backend's do (Triton's parallel instance
+loading), at most that many at once. The start_together model's 4 instances each wait in
+initialize() until `together` of them are there at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import tritonclient.http as httpclient
+
+from server import TritonServer, build_repository, running
+
+BOUND = "--backend-config=tritonpy,instance-start-parallelism=2"
+
+
+def _serve(
+    work: Path, together: int, wait_seconds: int, must_meet: bool, *args: str
+) -> TritonServer:
+    repo = build_repository(work / "repo", ["start_together"])
+    config = repo / "start_together" / "config.pbtxt"
+    text = config.read_text()
+    text = text.replace('string_value: "4"', f'string_value: "{together}"')
+    text = text.replace('string_value: "60"', f'string_value: "{wait_seconds}"')
+    text = text.replace('string_value: "true"', f'string_value: "{str(must_meet).lower()}"')
+    config.write_text(text)
+    # Exec'd stubs: a stub forked from a template can be killed by its
+    # death signal when the Triton thread that started the template ends,
+    # which parallel loading makes likely (a known fault of the fork path).
+    args = ("--backend-config=tritonpy,stub-fork=false", *args)
+    return TritonServer(repo, work, args=["--model-control-mode=explicit", *args])
+
+
+def _load_and_read_seen(srv: TritonServer) -> list[int]:
+    """Loads start_together (it must load); how many instances were in
+    initialize() when each one stopped waiting."""
+    # Longer than the model's own wait: its error, not the client's timeout.
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=300)
+    try:
+        c.load_model("start_together")
+    finally:
+        c.close()
+    assert srv.model_ready("start_together")
+    return [int(x) for x in (srv.repo / "start_together" / "seen.txt").read_text().split()]
+
+
+def test_all_instances_start_together(tmp_path: Path) -> None:
+    # Started one after another, the first would wait for the others in vain.
+    four = "--backend-config=tritonpy,instance-start-parallelism=4"
+    with running(_serve(tmp_path, 4, 60, True, four)) as srv:
+        assert len(_load_and_read_seen(srv)) == 4
+
+
+def test_the_bound_lets_two_start_together(tmp_path: Path) -> None:
+    with running(_serve(tmp_path, 2, 60, True, BOUND)) as srv:
+        assert len(_load_and_read_seen(srv)) == 4  # in two pairs
+
+
+def test_the_bound_keeps_a_third_out(tmp_path: Path) -> None:
+    # Each waits 3 s for a third that never comes while the two turns are held.
+    with running(_serve(tmp_path, 3, 3, False, BOUND)) as srv:
+        seen = _load_and_read_seen(srv)
+        assert len(seen) == 4 and max(seen) <= 2, seen

@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The separate runs' section of docs/benchmarks.md (many_instances,
+many_models, shared_weights) is the one its committed result file,
+docs/benchmarks/separate.json, renders; publishing such a run rewrites
+that section and nothing else of the page."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # bench/
+from bench import published, report  # noqa: E402
+from bench.scenarios import Config, many_scenarios  # noqa: E402
+
+PAGE = ROOT / "docs" / "benchmarks.md"
+
+
+def test_the_section_is_the_result_file_s() -> None:
+    doc = published.load_separate()
+    assert report.separate_section(doc) in PAGE.read_text()
+
+
+def test_a_run_of_other_scenarios_is_not_separate() -> None:
+    doc = published.load()
+    assert not report.is_separate(doc)
+
+
+@pytest.mark.skipif(not published.SEPARATE_RESULT.exists(), reason="no separate run published")
+def test_a_drifted_figure_is_found() -> None:
+    doc = published.load_separate()
+    assert doc is not None and report.is_separate(doc)
+    drifted = copy.deepcopy(doc)
+    sc = next(s for s in drifted["scenarios"] if s["results"]["tritonpy"].get("metrics"))
+    metric = next(iter(sc["results"]["tritonpy"]["metrics"].values()))
+    metric["median"] = metric["median"] * 3 + 1
+    assert report.separate_section(drifted) not in PAGE.read_text()
+
+
+def test_publishing_rewrites_the_section_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    (docs / "benchmarks").mkdir(parents=True)
+    page = docs / "benchmarks.md"
+    page.write_text(f"before\n\n{report.separate_section(None)}\n\nafter\n")
+    monkeypatch.setattr(report, "DOCS", docs)
+    monkeypatch.setattr(published, "SEPARATE_RESULT", docs / "benchmarks" / "separate.json")
+    cfg = Config(many_sizes=(2,))
+    scenarios = [s for s in many_scenarios(cfg) if s.id == "many_instances_n2"]
+    figures = {"pss_mib": 90.0, "server_rss_mib": 40.0, "load_s": 1.5, "rps": 900.0}
+    results = {
+        "many_instances_n2": {
+            "tritonpy": [{"status": "ok", "metrics": figures}],
+            "official": [{"status": "skipped", "reason": "too little memory"}],
+        }
+    }
+    doc = report.build_doc(cfg, scenarios, ["tritonpy", "official"], results, 1, 60, "a command")
+    report.publish(doc, report.markdown(doc), [])
+    text = page.read_text()
+    assert text.startswith("before\n\n") and text.endswith("\n\nafter\n")
+    written = published.load_separate()
+    assert report.separate_section(written) in text
+    assert "many_instances 2" in text
+
+
+def test_the_fork_memory_table_is_its_result_file_s() -> None:
+    from bench import fork_memory
+
+    result = json.loads((ROOT / "docs" / "benchmarks" / "fork_memory.json").read_text())
+    assert fork_memory.table(result) in (ROOT / "docs" / "performance.md").read_text()
