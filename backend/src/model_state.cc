@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <set>
 
 #include "exec_env.h"
@@ -181,6 +182,44 @@ ApplyEnvPolicy(const BackendSettings& settings, StubLaunch* launch)
 
 ModelState::~ModelState()
 {
+  {
+    MutexLock lock(&stub_mu_);
+    StopStub(&auto_complete_stub_);
+  }
+  if (!stub_launch_.model_key.empty()) {
+    stub_launch_.templates->Forget(stub_launch_.model_key);
+  }
+}
+
+void
+ModelState::UseOwnTemplate(int64_t instances)
+{
+  // Sandboxed: its model.py is imported inside its sandbox only, so its
+  // stubs fork from the shared template and import it themselves. One
+  // instance: nothing to share, and a process less.
+  if (stub_launch_.templates == nullptr || stub_launch_.sandbox.enabled ||
+      instances < 2) {
+    return;
+  }
+  static std::atomic<uint64_t> serial{0};
+  // initialize's args without the instance's keys (stub_starter.cc).
+  json::Value args = json::Value::object();
+  args["model_config"] = config_json_;
+  args["model_repository"] = repository_;
+  args["model_version"] = std::to_string(version_);
+  args["model_name"] = name_;
+  json::Value spec = json::Value::object();
+  spec["args"] = std::move(args);
+  spec["model_file"] = model_file_;
+  spec["model_dir"] = model_dir_;
+  stub_launch_.model = json::Write(spec);
+  // One template per loaded model: a reload, whatever changed, imports
+  // the model again.
+  stub_launch_.model_key = "model '" + name_ + "' version " +
+                           std::to_string(version_) + " #" +
+                           std::to_string(++serial);
+  // The stub that ran auto_complete_config imported the model without
+  // initialize_shared: every instance forks from the template instead.
   MutexLock lock(&stub_mu_);
   StopStub(&auto_complete_stub_);
 }
@@ -389,6 +428,7 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
             .WithPrefix("model '" + state->name_ + "' parameter: "));
   }
 
+  state->UseOwnTemplate(instances);
   *out = std::move(state);
   return Status();
 }

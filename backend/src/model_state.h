@@ -68,6 +68,12 @@ class ModelState {
 
  private:
   friend struct ModelStateTestPeer;  // backend/tests/fuzz_requests.h
+  // Gives the model's stubs a template of their own that imports its
+  // model file (and runs initialize_shared) before it forks them, once
+  // the config is final, when it has `instances` (its count in the
+  // config) of 2 or more; not for a sandboxed model (stub_template.h).
+  // The destructor ends that template.
+  void UseOwnTemplate(int64_t instances);
   TRITONBACKEND_Model* model_ = nullptr;
   const BackendState* backend_ = nullptr;
   std::string name_;

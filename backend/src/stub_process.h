@@ -59,6 +59,12 @@ struct StubLaunch {
   // (stub-preload plus the model's stub_preload); nullptr: exec'd.
   StubTemplates* templates = nullptr;
   std::vector<std::string> preload;
+  // The model's own template (stub_template.h): when not empty, the JSON
+  // its template imports the model with (model_file, model_dir, args
+  // without the instance's keys), and the key that names that template
+  // (one per ModelState). Empty: the template of the launch's settings.
+  std::string model;
+  std::string model_key;
 };
 
 class StubProcess {

@@ -198,6 +198,19 @@ struct StubTemplates::Template {
       why = "it sent '" + text.substr(0, 200) + "'";
     } else if (!json::GetBool(hello, "ok")) {
       why = json::GetString(hello, "error", "it refused");
+    } else if (!launch.model.empty()) {
+      // A model's own: it imports the model (and runs its
+      // initialize_shared) before it forks.
+      if (!SendWithFds(control, "{\"model\": " + launch.model + "}", {})) {
+        why = std::string("sending it the model: ") + strerror(errno);
+      } else if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
+        const std::string how = End();
+        return how.empty() ? why : why + "; the template " + how;
+      } else if (!json::Parse(text, &hello).ok()) {
+        why = "it sent '" + text.substr(0, 200) + "'";
+      } else if (!json::GetBool(hello, "ok")) {
+        why = json::GetString(hello, "error", "it refused");
+      }
     }
     if (!why.empty()) End();
     return why;
@@ -233,7 +246,8 @@ StubTemplates::Find(const StubLaunch& launch)
       (box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
                          std::to_string(box.address_space_bytes) + " " +
                          std::to_string(box.uid)
-                   : "no sandbox");
+                   : "no sandbox") +
+      '\0' + launch.model_key;
   MutexLock lock(&mu_);
   std::shared_ptr<Template>& t = templates_[key];
   if (t == nullptr) {
@@ -242,7 +256,8 @@ StubTemplates::Find(const StubLaunch& launch)
     t->launch.templates = nullptr;
     t->describe = "interpreter '" + launch.python + "', preload '" +
                   JoinNames(launch.preload) + "'" +
-                  (box.enabled ? ", sandboxed stubs" : "");
+                  (box.enabled ? ", sandboxed stubs" : "") +
+                  (launch.model_key.empty() ? "" : ", " + launch.model_key);
   }
   return t;
 }
@@ -353,6 +368,28 @@ JoinNames(const std::vector<std::string>& names, const char* sep)
     out += name;
   }
   return out;
+}
+
+void
+StubTemplates::Forget(const std::string& model_key)
+{
+  std::vector<std::shared_ptr<Template>> ended;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = templates_.begin(); it != templates_.end();) {
+      if (it->second->launch.model_key == model_key) {
+        ended.push_back(std::move(it->second));
+        it = templates_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Outside mu_: a fork of another model's template may hold its own lock.
+  for (const std::shared_ptr<Template>& t : ended) {
+    MutexLock tlock(&t->mu);
+    t->End();
+  }
 }
 
 std::vector<StubTemplates::Running>

@@ -55,6 +55,10 @@ class StubTemplates {
   };
   std::vector<Running> List() const;
 
+  // Ends the template of launch.model_key (a model's own, whose model is
+  // unloaded); its stubs stay.
+  void Forget(const std::string& model_key);
+
  private:
   struct Template;
   std::shared_ptr<Template> Find(const StubLaunch& launch);

@@ -56,6 +56,10 @@ LOG_INFO, LOG_WARN, LOG_ERROR, LOG_VERBOSE = 0, 1, 2, 3
 DEFAULT_FINALIZE_GRACE = 5.0
 # The backend's stub-max-body-bytes default, for a backend that does not say.
 DEFAULT_MAX_BODY = 64 << 20
+# (model file, TritonPythonModel) that a model's own stub template imported,
+# and whose initialize_shared it ran, before it forked this stub
+# (stub/template.py); None in an exec'd stub or one of a shared template.
+PREPARED: tuple[str, Any] | None = None
 
 
 class Stub:
@@ -337,7 +341,7 @@ class Stub:
         try:
             _expose_model_dir(self.host, msg)
             with self.turns.model_code():
-                cls = _load_model_class(msg)
+                cls = _prepared(model_file) or load_model_class(msg)
                 self._model_class = (model_file, cls)
                 step = "auto_complete_config failed"
                 reply = _complete_config(cls, config)
@@ -385,10 +389,17 @@ class Stub:
             _expose_model_dir(self.host, msg)
             imported, self._model_class = self._model_class, None
             with self.turns.model_code():
-                if imported is not None and imported[0] == msg["model_file"]:
-                    cls = imported[1]
-                else:
-                    cls = _load_model_class(msg)
+                cls = _prepared(msg["model_file"])
+                if cls is None:
+                    if imported is not None and imported[0] == msg["model_file"]:
+                        cls = imported[1]
+                    else:
+                        cls = load_model_class(msg)
+                    # No template ran it: once per stub, as it would once
+                    # per model (docs/api.md).
+                    shared = getattr(cls, "initialize_shared", None)
+                    if callable(shared):
+                        shared(shared_args(args))
                 # is_ready() may be asked while initialize() runs.
                 self.model = self.readiness.model = cls()
                 init = getattr(self.model, "initialize", None)
@@ -505,7 +516,20 @@ def _expose_model_dir(host: PbHost, msg: dict[str, Any]) -> None:
         )
 
 
-def _load_model_class(msg: dict[str, Any]) -> Any:
+def _prepared(model_file: str) -> Any:
+    """The class the template imported for ``model_file``, or None."""
+    if PREPARED is not None and PREPARED[0] == model_file:
+        return PREPARED[1]
+    return None
+
+
+def shared_args(args: dict[str, Any]) -> dict[str, Any]:
+    """initialize's ``args`` without the instance's own keys
+    (model_instance_name, _kind, _device_id): initialize_shared's."""
+    return {k: v for k, v in args.items() if not k.startswith("model_instance_")}
+
+
+def load_model_class(msg: dict[str, Any]) -> Any:
     """TritonPythonModel of the model file of an INIT or AUTO_COMPLETE
     message, imported as the official stub imports it.
 

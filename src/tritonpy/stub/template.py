@@ -16,7 +16,8 @@ template's pages until it writes them, and is otherwise the stub an
 exec'd one would be: its own process group, sandbox, environment,
 descriptors and argv, reseeded random state (docs/hardening.md).
 
-The template runs no model code and has one thread: every import is
+A shared template runs no model code; a model's own runs that model's
+import and initialize_shared, no other. Each has one thread: every import is
 checked for threads it left behind (a module that starts one makes the
 template refuse, naming it: the backend then execs that model's stubs),
 and so is every fork (a fork copies only the thread that calls it, and
@@ -24,6 +25,11 @@ the kernel refuses new user namespaces to a process with more).
 
 The messages, one SOCK_SEQPACKET message each, JSON:
     template -> backend, once: {"ok": true} or {"ok": false, "error": "..."}
+    backend -> template, first, to a model's own template only: {"model":
+        {"model_file": "...", "model_dir": "...", "args": {...}}}: it
+        imports the model file as a stub does and runs the class's
+        initialize_shared(args) (args: initialize's less the instance's
+        keys); answered as the first message
     backend -> template: a fork request {"argv": [python, "-m",
         "tritonpy.stub", ...], "env": ["K=V", ...],
         "cwd": "...", "parent": pid, "sandbox": {...} or null,
@@ -97,6 +103,11 @@ class _Blas:
         self.limited = "OPENBLAS_NUM_THREADS" not in os.environ
         if self.limited:
             os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        # The same for OpenMP (torch's intra-op pool, MKL), whose pool a
+        # model's initialize_shared may start in the template.
+        self.omp_limited = "OMP_NUM_THREADS" not in os.environ
+        if self.omp_limited:
+            os.environ["OMP_NUM_THREADS"] = "1"
         self.set_threads: Callable[[int], Any] | None = None
 
     def find(self) -> None:
@@ -137,6 +148,24 @@ class _Blas:
         if count > 1:
             self.set_threads(count)
 
+    def restore_torch(self) -> None:
+        """In a forked stub: torch's intra-op threads, as many as it would
+        take in this stub's environment (OMP_NUM_THREADS, MKL_NUM_THREADS,
+        else the CPUs it may run on), when the template limited them."""
+        torch = sys.modules.get("torch")
+        if not self.omp_limited or torch is None:
+            return
+        count = len(os.sched_getaffinity(0))
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            try:
+                wanted = int(os.environ.get(name, ""))
+            except ValueError:
+                continue
+            if wanted > 0:
+                count = wanted
+                break
+        torch.set_num_threads(count)
+
 
 def _warm(preload: list[str], blas: _Blas) -> str:
     """Imports the stub's modules and ``preload``; "" or why the template
@@ -156,6 +185,36 @@ def _warm(preload: list[str], blas: _Blas) -> str:
                 "a template with threads cannot fork"
             )
     blas.find()
+    return ""
+
+
+def _prepare(spec: dict[str, Any], blas: _Blas) -> str:
+    """A model's own template: imports the model file as the stub would
+    and runs the class's ``initialize_shared(args)`` once, for every
+    instance to inherit; "" or why the template cannot serve (its stubs
+    are then exec'd, and each imports the model itself)."""
+    from tritonpy.pb_utils._seam import c_utils, pb_utils
+    from tritonpy.stub import runtime
+
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+    sys.modules.setdefault("c_python_backend_utils", c_utils)
+    sys.argv = [""]  # as a stub's model sees it
+    step = f"importing {spec['model_file']}"
+    try:
+        cls = runtime.load_model_class(spec)
+        threads = _threads()
+        if not threads and callable(getattr(cls, "initialize_shared", None)):
+            step = "initialize_shared"
+            cls.initialize_shared(runtime.shared_args(spec["args"]))
+            threads = _threads()
+    except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the step
+        return f"{step} failed: {type(e).__name__}: {e}"
+    if threads:
+        return (
+            f"{step} started a thread ({', '.join(threads)}): a template with threads cannot fork"
+        )
+    blas.find()  # the model may have loaded OpenBLAS
+    runtime.PREPARED = (spec["model_file"], cls)
     return ""
 
 
@@ -191,10 +250,13 @@ class _Path:
     """The ``sys.path`` an exec'd stub (``python -m tritonpy.stub``) would
     start with, which the template's lacks: the working directory in
     front, and the user site-packages where site.py would add them (the
-    template runs with ``-s``)."""
+    template runs with ``-s``). A model's own template imported the model:
+    its stubs then have the path the stub's import left (the model's
+    directories; no working directory, which the stub drops)."""
 
     def __init__(self) -> None:
         self.base = list(sys.path)
+        self.prepared = False
         self.user_site = False
         if sys.prefix == sys.base_prefix:
             self.user_site = True
@@ -211,7 +273,9 @@ class _Path:
     def apply(self, cwd: str) -> None:
         """In the forked stub, once its environment is its own."""
         sys.path[:] = self.base
-        if not (sys.version_info >= (3, 11) and os.environ.get("PYTHONSAFEPATH")):
+        if not self.prepared and not (
+            sys.version_info >= (3, 11) and os.environ.get("PYTHONSAFEPATH")
+        ):
             sys.path.insert(0, cwd)
         if not (
             self.user_site
@@ -268,6 +332,7 @@ def _reseed(blas: _Blas) -> None:
     ``random`` was reseeded by its at-fork hook; what a fork copies and
     cannot renew is listed in docs/hardening.md."""
     blas.restore()
+    blas.restore_torch()
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # the legacy global RandomState, seeded by a fresh import
@@ -337,8 +402,8 @@ def serve(argv: list[str]) -> int:
     if why:
         _send(sock, {"ok": False, "error": why})
         return 1
-    if blas.limited:
-        del os.environ["OPENBLAS_NUM_THREADS"]
+    # (The thread limits stay in the template's environment, for a model it
+    # may import: a stub gets its own environment.)
     gc.collect()
     gc.freeze()
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -358,8 +423,20 @@ def serve(argv: list[str]) -> int:
             continue
         if not message:
             return 0  # the backend closed the socket
+        reply: dict[str, Any]
         try:
-            reply = _fork(sock, json.loads(message), fds, path, blas, max_fd)
+            request = json.loads(message)
+            if "model" in request and not path.prepared:
+                why = _prepare(request["model"], blas)
+                if why:
+                    _send(sock, {"ok": False, "error": why})
+                    return 1
+                path.base, path.prepared = list(sys.path), True
+                gc.collect()
+                gc.freeze()
+                reply = {"ok": True}
+            else:
+                reply = _fork(sock, request, fds, path, blas, max_fd)
         except (ValueError, KeyError, TypeError) as e:
             reply = {"refused": f"bad request: {e}"}
         finally:

@@ -16,8 +16,6 @@ import triton_python_backend_utils as pb_utils
 # At import, as a model sees it.
 ARGV = list(sys.argv)
 PATH = list(sys.path)
-FIRST_RANDOM = random.random()
-FIRST_NUMPY = float(np.random.random())
 
 
 def _status(*keys):
@@ -41,6 +39,9 @@ def _read(path):
 class TritonPythonModel:
     def initialize(self, args):
         self.name = args["model_instance_name"]
+        # Each stub's own (the model's import ran once, in its template).
+        self.random = random.random()
+        self.numpy_random = float(np.random.random())
 
     def execute(self, requests):
         if int(requests[0].inputs()[0].as_numpy()[0]) == 3:
@@ -64,8 +65,8 @@ class TritonPythonModel:
             "argv": ARGV,
             "path": PATH,
             "cwd": os.getcwd(),
-            "random": FIRST_RANDOM,
-            "numpy_random": FIRST_NUMPY,
+            "random": self.random,
+            "numpy_random": self.numpy_random,
             "authkey": multiprocessing.current_process().authkey.hex(),
             "status": _status("NoNewPrivs", "Seccomp", "SigBlk", "SigIgn", "Threads"),
             "uid_map": _read("/proc/self/uid_map"),
