@@ -146,7 +146,11 @@ struct StubTemplates::Template {
   }
 
   // Starts it and waits until it has imported everything; "" or why not.
-  std::string Start(int timeout_ms) REQUIRES(mu)
+  // `starter` runs a job on the backend's starter thread (StubTemplates).
+  std::string Start(
+      int timeout_ms,
+      const std::function<void(const std::function<void()>&)>& starter)
+      REQUIRES(mu)
   {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -173,7 +177,10 @@ struct StubTemplates::Template {
     plan.null_stdin = true;
     plan.what = "stub template";
     std::string executable;
-    Status s = StartChild(plan, "", &pid, &executable);
+    Status s;
+    pid_t started = -1;
+    starter([&] { s = StartChild(plan, "", &started, &executable); });
+    pid = started;
     CloseIf(&sv[1]);
     CloseIf(&life[0]);
     if (!s.ok()) {
@@ -218,17 +225,52 @@ struct StubTemplates::Template {
 };
 
 StubTemplates::StubTemplates(int timeout_seconds, MemoryReporter* memory)
-    : timeout_ms_(timeout_seconds * 1000), memory_(memory)
+    : timeout_ms_(timeout_seconds * 1000),
+      memory_(memory),
+      starter_([this] { StarterLoop(); })
 {
 }
 
 StubTemplates::~StubTemplates()
 {
-  MutexLock lock(&mu_);
-  for (auto& [key, t] : templates_) {
-    MutexLock tlock(&t->mu);
-    t->End();
+  {
+    MutexLock lock(&mu_);
+    for (auto& [key, t] : templates_) {
+      MutexLock tlock(&t->mu);
+      t->End();
+    }
   }
+  {
+    MutexLock lock(&starter_mu_);
+    stopping_ = true;
+  }
+  starter_cv_.NotifyAll();
+  starter_.join();
+}
+
+void
+StubTemplates::StarterLoop()
+{
+  MutexLock lock(&starter_mu_);
+  while (true) {
+    while (job_ == nullptr && !stopping_) starter_cv_.Wait();
+    if (job_ == nullptr) return;  // stopping, no job left
+    (*job_)();
+    job_ = nullptr;
+    job_done_ = true;
+    starter_cv_.NotifyAll();
+  }
+}
+
+void
+StubTemplates::OnStarter(const std::function<void()>& job)
+{
+  MutexLock call(&call_mu_);
+  MutexLock lock(&starter_mu_);
+  job_ = &job;
+  job_done_ = false;
+  starter_cv_.NotifyAll();
+  while (!job_done_) starter_cv_.Wait();
 }
 
 std::shared_ptr<StubTemplates::Template>
@@ -277,7 +319,9 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
         "; starting it again (running stubs are unaffected)");
   }
   if (t->pid <= 0) {
-    const std::string why = t->Start(timeout_ms_);
+    const std::string why = t->Start(
+        timeout_ms_,
+        [this](const std::function<void()>& job) { OnStarter(job); });
     if (!why.empty()) {
       t->refused = why;
       TRITONPY_LOG_WARN(

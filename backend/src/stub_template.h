@@ -20,9 +20,11 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "child_launch.h"
@@ -61,12 +63,30 @@ class StubTemplates {
 
  private:
   struct Template;
+  // Runs `job` on the starter thread and waits for it.
+  void OnStarter(const std::function<void()>& job) EXCLUDES(starter_mu_);
+  void StarterLoop() EXCLUDES(starter_mu_);
   std::shared_ptr<Template> Find(const StubLaunch& launch);
 
   const int timeout_ms_;
   MemoryReporter* const memory_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
+
+  // The thread every template is started from. The kernel's parent of a
+  // template, and so of each stub it forks (CLONE_PARENT), is the server
+  // *thread* that started the template, and a forked stub keeps
+  // PR_SET_PDEATHSIG until it watches the server itself: the kernel sends
+  // it when that thread ends. Triton's threads that load instances in
+  // parallel end with their instance, so templates are started from a
+  // thread of this object's, which outlives them.
+  Mutex call_mu_;  // one job at a time
+  Mutex starter_mu_;
+  CondVar starter_cv_{&starter_mu_};
+  const std::function<void()>* job_ GUARDED_BY(starter_mu_) = nullptr;
+  bool job_done_ GUARDED_BY(starter_mu_) = false;
+  bool stopping_ GUARDED_BY(starter_mu_) = false;
+  std::thread starter_;
 };
 
 // "a,b,c": names joined with `sep`.

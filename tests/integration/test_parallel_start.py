@@ -26,9 +26,8 @@ def _serve(
     text = text.replace('string_value: "60"', f'string_value: "{wait_seconds}"')
     text = text.replace('string_value: "true"', f'string_value: "{str(must_meet).lower()}"')
     config.write_text(text)
-    # Exec'd stubs: a stub forked from a template can be killed by its
-    # death signal when the Triton thread that started the template ends,
-    # which parallel loading makes likely (a known fault of the fork path).
+    # Exec'd stubs: a model template would start its instances' stubs one
+    # fork at a time; the forked path has a test of its own below.
     args = ("--backend-config=tritonpy,stub-fork=false", *args)
     return TritonServer(repo, work, args=["--model-control-mode=explicit", *args])
 
@@ -63,3 +62,35 @@ def test_the_bound_keeps_a_third_out(tmp_path: Path) -> None:
     with running(_serve(tmp_path, 3, 3, False, BOUND)) as srv:
         seen = _load_and_read_seen(srv)
         assert len(seen) == 4 and max(seen) <= 2, seen
+
+
+def test_forked_instances_start_in_parallel_and_all_serve(tmp_path: Path) -> None:
+    """Stubs forked from a model's template while Triton's loading threads
+    start and end around them: each stub keeps the parent-death signal
+    until it watches the server itself, and its kernel parent is the
+    thread that started the template, so that thread must outlive them
+    (it is the backend's own starter thread, not a loading thread)."""
+    import numpy as np
+
+    repo = build_repository(tmp_path / "repo", ["add_sub"])
+    config = repo / "add_sub" / "config.pbtxt"
+    config.write_text(config.read_text().replace("count: 1", "count: 8"))
+    parallel = "--backend-config=tritonpy,instance-start-parallelism=8"
+    srv = TritonServer(repo, tmp_path, args=["--model-control-mode=explicit", parallel])
+    with running(srv):
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=300)
+        try:
+            for _ in range(3):  # the template started anew each round
+                c.load_model("add_sub")
+                assert srv.model_ready("add_sub")
+                a = np.arange(4, dtype=np.float32)
+                inputs = [httpclient.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
+                for i in inputs:
+                    i.set_data_from_numpy(a)
+                for _ in range(16):
+                    out = c.infer("add_sub", inputs).as_numpy("OUTPUT0")
+                    assert (out == 2 * a).all()
+                c.unload_model("add_sub")
+        finally:
+            c.close()
+        assert "killed by signal" not in srv.log(), srv.log()[-3000:]
