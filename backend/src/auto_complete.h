@@ -13,7 +13,7 @@
 #include "channel.h"
 #include "error.h"
 #include "stub_process.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

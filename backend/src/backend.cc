@@ -13,8 +13,8 @@
 #include "barrier.h"
 #include "instance_state.h"
 #include "model_state.h"
+#include "triton_c_api/triton_api.h"
 #include "triton_util.h"
-#include "tritonpy/triton_api.h"
 
 #define TRITONPY_EXPORT extern "C" __attribute__((visibility("default")))
 

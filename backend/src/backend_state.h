@@ -21,7 +21,7 @@
 #include "metrics.h"
 #include "stub_process.h"
 #include "stub_template.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

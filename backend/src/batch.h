@@ -21,7 +21,7 @@
 
 #include "arena.h"
 #include "error.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

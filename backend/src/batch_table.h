@@ -28,7 +28,7 @@
 #include "model_state.h"
 #include "protocol.h"
 #include "stub_supervisor.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

@@ -39,8 +39,8 @@
 #include "error.h"
 #include "model_control.h"
 #include "protocol.h"
-#include "tritonpy/triton_api.h"
-#include "tritonpy/triton_infer_api.h"
+#include "triton_c_api/triton_api.h"
+#include "triton_c_api/triton_infer_api.h"
 
 namespace tritonpy {
 

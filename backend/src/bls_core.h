@@ -22,7 +22,7 @@
 #include "error.h"
 #include "mutex.h"
 #include "protocol.h"
-#include "tritonpy/triton_infer_api.h"
+#include "triton_c_api/triton_infer_api.h"
 
 namespace tritonpy {
 

@@ -15,7 +15,7 @@
 #include "arena.h"
 #include "error.h"
 #include "protocol.h"
-#include "tritonpy/triton_infer_api.h"
+#include "triton_c_api/triton_infer_api.h"
 
 namespace tritonpy {
 

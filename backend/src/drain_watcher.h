@@ -31,7 +31,7 @@
 
 #include "mutex.h"
 #include "thread_annotations.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

@@ -12,8 +12,8 @@
 #include "params.h"
 #include "protocol.h"
 #include "response_writer.h"
+#include "triton_c_api/triton_infer_api.h"
 #include "triton_util.h"
-#include "tritonpy/triton_infer_api.h"
 
 namespace tritonpy {
 

@@ -11,7 +11,7 @@
 #include "batch.h"
 #include "error.h"
 #include "model_state.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

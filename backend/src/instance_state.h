@@ -53,7 +53,7 @@
 #include "stub_starter.h"
 #include "stub_supervisor.h"
 #include "thread_annotations.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

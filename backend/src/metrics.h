@@ -40,7 +40,7 @@
 #include "error.h"
 #include "mutex.h"
 #include "protocol.h"
-#include "tritonpy/triton_metric_api.h"
+#include "triton_c_api/triton_metric_api.h"
 
 namespace tritonpy {
 

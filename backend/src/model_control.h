@@ -19,7 +19,7 @@
 #include "error.h"
 #include "json.h"
 #include "mutex.h"
-#include "tritonpy/triton_infer_api.h"
+#include "triton_c_api/triton_infer_api.h"
 
 namespace tritonpy {
 

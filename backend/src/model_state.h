@@ -18,7 +18,7 @@
 #include "error.h"
 #include "mutex.h"
 #include "stub_process.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "error.h"
-#include "tritonpy/triton_api.h"
-#include "tritonpy/triton_infer_api.h"
+#include "triton_c_api/triton_api.h"
+#include "triton_c_api/triton_infer_api.h"
 
 namespace tritonpy {
 

@@ -13,7 +13,7 @@
 #include "batch.h"
 #include "error.h"
 #include "protocol.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

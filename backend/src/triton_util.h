@@ -11,7 +11,7 @@
 #include <string>
 
 #include "error.h"
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 namespace tritonpy {
 

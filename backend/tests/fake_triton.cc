@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "fake_triton.h"
-#include "tritonpy/triton_api.h"
-#include "tritonpy/triton_infer_api.h"
-#include "tritonpy/triton_metric_api.h"
+#include "triton_c_api/triton_api.h"
+#include "triton_c_api/triton_infer_api.h"
+#include "triton_c_api/triton_metric_api.h"
 
 struct TRITONSERVER_Error {
   TRITONSERVER_Error_Code code;

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "tritonpy/triton_api.h"
-#include "tritonpy/triton_infer_api.h"
+#include "triton_c_api/triton_api.h"
+#include "triton_c_api/triton_infer_api.h"
 
 struct TRITONBACKEND_Input {
   std::string name;

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 // Entry points beyond the subset triton_api.h was written for (TRITONBACKEND
 // API 1.19); identical redeclarations are harmless if it declares them too.

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tritonpy/triton_api.h"
+#include "triton_c_api/triton_api.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "tritonpy/triton_api.h"
-#include "tritonpy/triton_infer_api.h"
+#include "triton_c_api/triton_api.h"
+#include "triton_c_api/triton_infer_api.h"
 
 #ifdef __cplusplus
 extern "C" {
