@@ -150,20 +150,10 @@ NAMES_A_TEST = re.compile(r"\btest_\w+|\btests/")
 ITEM = re.compile(r"\s*(?:[-*]|\d+\.)\s")
 SEPARATOR = re.compile(r"\|[-| :]+\|$")
 # Sections whose figures are still to be regenerated from a committed
-# result (issue 41: the many_instances, many_models and fork_memory runs):
-# (page, heading of the section). Each must still hold an unbacked figure,
-# so an entry goes once its section is backed.
-# (page, heading of the section): the figures still unbacked there, or
-# None for the whole section.
-PENDING: dict[tuple[str, str], set[str] | None] = {
-    (
-        "docs/benchmarks.md",
-        "many_instances and many_models (separate runs, not yet in the table above)",
-    ): None,
-    ("docs/performance.md", "Figures (one measurement, not `make bench`)"): None,
-    ("docs/performance.md", "Reading the memory metrics"): None,
-    ("docs/migration.md", "Behaviours that differ"): {"0.5 GiB", "9 GiB"},
-}
+# result: (page, heading of the section) -> the figures still unbacked
+# there, or None for the whole section. Each must still hold an unbacked
+# figure, so an entry goes once its section is backed. None today.
+PENDING: dict[tuple[str, str], set[str] | None] = {}
 
 
 def _blank(text: str, part: str) -> str:
@@ -262,6 +252,14 @@ def _page_results(path: Path) -> list[tuple[int, str, str]]:
             report._settings_text(DOC),
         ):
             text = _blank(text, part)
+        # The separate runs' section: test_bench_separate.py ties it to
+        # docs/benchmarks/separate.json.
+        text = _blank(text, report.separate_section(published.load_separate()))
+    if path.name == "performance.md":  # likewise to fork_memory.json
+        from bench import fork_memory
+
+        result = json.loads((ROOT / "docs" / "benchmarks" / "fork_memory.json").read_text())
+        text = _blank(text, fork_memory.table(result))
     return unbacked(text)
 
 
