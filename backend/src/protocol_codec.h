@@ -70,21 +70,21 @@ class Reader {
   Status U8(uint8_t* v)
   {
     const uint8_t* p;
-    TRITONPY_RETURN_IF_ERROR(Take(1, &p));
+    TRITONPY_RETURN_IF_ERROR(Take(kU8Size, &p));
     *v = p[0];
     return Status();
   }
   Status U32(uint32_t* v)
   {
     const uint8_t* p;
-    TRITONPY_RETURN_IF_ERROR(Take(4, &p));
+    TRITONPY_RETURN_IF_ERROR(Take(kU32Size, &p));
     *v = GetU32(p);
     return Status();
   }
   Status U64(uint64_t* v)
   {
     const uint8_t* p;
-    TRITONPY_RETURN_IF_ERROR(Take(8, &p));
+    TRITONPY_RETURN_IF_ERROR(Take(kU64Size, &p));
     *v = GetU64(p);
     return Status();
   }
@@ -120,7 +120,7 @@ class Reader {
   }
   Status Pad8()
   {
-    size_t n = (8 - (pos_ % 8)) % 8;
+    size_t n = (kPadAlign - (pos_ % kPadAlign)) % kPadAlign;
     const uint8_t* p;
     TRITONPY_RETURN_IF_ERROR(Take(n, &p));
     for (size_t i = 0; i < n; ++i) {
@@ -174,7 +174,8 @@ class Reader {
     TRITONPY_RETURN_IF_ERROR(U32(&ndim));
     if (ndim > kMaxNdim) {
       return Violation(
-          "tensor '" + t->name + "': ndim " + std::to_string(ndim) + " > 64");
+          "tensor '" + t->name + "': ndim " + std::to_string(ndim) + " > " +
+          std::to_string(kMaxNdim));
     }
     t->dims.resize(ndim);
     for (uint32_t i = 0; i < ndim; ++i) {
@@ -222,13 +223,13 @@ class Writer {
   void U32(uint32_t v)
   {
     size_t at = out_->size();
-    out_->resize(at + 4);
+    out_->resize(at + kU32Size);
     PutU32(out_->data() + at, v);
   }
   void U64(uint64_t v)
   {
     size_t at = out_->size();
-    out_->resize(at + 8);
+    out_->resize(at + kU64Size);
     PutU64(out_->data() + at, v);
   }
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
@@ -258,7 +259,11 @@ class Writer {
       Str(ClipText(s));
     }
   }
-  void Pad8() { out_->resize(out_->size() + (8 - out_->size() % 8) % 8, 0); }
+  void Pad8()
+  {
+    out_->resize(
+        out_->size() + (kPadAlign - out_->size() % kPadAlign) % kPadAlign, 0);
+  }
   void Ref(const ArenaRef& r)
   {
     U32(r.arena_id);
