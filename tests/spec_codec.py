@@ -153,9 +153,9 @@ class SpecCodec:
         return self._read_record(self.spec.records[type_], buf, pos)
 
 
-def first_difference(got: Any, want: Any, path: str = "body") -> str | None:
+def first_difference(got: Any, want: Any, path: str = "frame") -> str | None:
     """Where ``got`` and ``want`` first differ, field by field (``None``
-    when they are equal): ``body.requests[0].timeout_us: 5 != 6``."""
+    when they are equal): ``frame.body.requests[0].timeout_us: 5 != 6``."""
     if isinstance(want, dict) and isinstance(got, dict):
         for key in want.keys() | got.keys():
             if key not in got or key not in want:
