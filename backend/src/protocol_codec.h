@@ -23,25 +23,31 @@ namespace codec {
 inline void
 PutU32(uint8_t* p, uint32_t v)
 {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  constexpr int kBytes = static_cast<int>(kU32Size);
+  for (int i = 0; i < kBytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 inline void
 PutU64(uint8_t* p, uint64_t v)
 {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  constexpr int kBytes = static_cast<int>(kU64Size);
+  for (int i = 0; i < kBytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 inline uint32_t
 GetU32(const uint8_t* p)
 {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  for (int i = static_cast<int>(kU32Size) - 1; i >= 0; --i) {
+    v = (v << 8) | p[i];
+  }
   return v;
 }
 inline uint64_t
 GetU64(const uint8_t* p)
 {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  for (int i = static_cast<int>(kU64Size) - 1; i >= 0; --i) {
+    v = (v << 8) | p[i];
+  }
   return v;
 }
 
