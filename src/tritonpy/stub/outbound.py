@@ -14,9 +14,9 @@ thread (``log``, BLS requests, model-control calls, metric ops); they are
 reading in turn while the loop is away: stub/turns.py), so the order in
 which they are handed to ``send`` is the order on the wire.
 
-The RESPONSES frames of the engine are written into one reused
-``FrameWriter`` (``responses``) by whoever has the channel, and sent with
-``send_built``: a body larger than a frame goes into an arena. So does
+The engine (_engine.pyx) writes its RESPONSES frames into a
+``FrameWriter`` of its own, used by whoever has the channel, and sends
+them with ``send_built``: a body larger than a frame goes into an arena. So does
 the body of any frame carrying a long text (a log line, an error): texts
 are only cut, with a marker, past what the backend takes
 (``stub-max-body-bytes``), or before INIT, when no arena may be announced
@@ -55,8 +55,6 @@ class Outbound:
         # Sends a frame that refers to no arena: the channel's own method.
         self.send: Callable[[bytes], None] = channel.send
         self.own = OwnArenas(self.announce)
-        # The engine's RESPONSES frames (used by whoever has the channel).
-        self.responses = C.FrameWriter()
         self._lock = threading.Lock()
         self._announce: list[tuple[int, int, int]] = []
         # Until INIT the backend takes no arena of ours: bodies are inline.
@@ -98,7 +96,7 @@ class Outbound:
         self._send(frame)
 
     def send_built(self, w: C.FrameWriter) -> None:
-        """Finish the frame open in ``w`` (the loop's RESPONSES writer,
+        """Finish the frame open in ``w`` (the engine's RESPONSES writer,
         say) and send it."""
         if self._announce or w.size() > C.MAX_FRAME:
             self.send_referring(self.finish(w))
