@@ -90,6 +90,12 @@ cdef Entry make_entry(uint64_t batch_id, uint32_t index, uint32_t flags, object 
                       str parameters, tuple outputs)
 cdef Py_ssize_t entry_size(Entry e) except -1
 
+# The decoder's C entry points (_decode.pxi), for a message at ``p`` of
+# ``n`` bytes: its checked header (type, flags, id, body_len), and its body
+# from ``start`` (decode_body's results).
+cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n)
+cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t start)
+
 
 # ------------------------------------------------------------------ decoded
 # Made by the decoder only (_decode.pxi), field by field in C.

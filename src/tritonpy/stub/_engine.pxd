@@ -65,4 +65,5 @@ cdef class Engine(ResponsesCore):
     cdef _queue(self, RequestCore req, response, unsigned int wire_flags)
     cdef _queue_entries(self, entries)
     cdef _flush_metrics(self)
+    cdef _send_built(self, FrameWriter w)
     cpdef flush(self)

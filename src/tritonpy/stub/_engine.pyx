@@ -26,11 +26,14 @@ Responses wait in the outbox and leave as few RESPONSES frames as fit:
   whichever thread sent.
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.pythread cimport PyThread_get_thread_ident
+from libc.stdint cimport uint8_t
 
 from tritonpy.pb_utils._seam cimport RequestCore, ResponsesCore, close_request
 
-from tritonpy.stub._codec cimport FrameWriter
+from tritonpy.stub._codec cimport FrameWriter, _decode_body, _decode_header
+from tritonpy.stub._wire cimport WIRE_MAX_FRAME
 
 from tritonpy.stub._batch cimport (
     Batch,
@@ -64,8 +67,6 @@ cdef object _INVALID_ARG = pb_utils.TritonError.INVALID_ARG
 cdef object _Coroutine = types.CoroutineType
 cdef object _isawaitable = inspect.isawaitable
 cdef object _ProtocolError = C.ProtocolError
-cdef object _decode_header = C.decode_header
-cdef object _decode_body = C.decode_body
 cdef object _decode_arena_ref = C.decode_arena_ref
 cdef int _EXECUTE = C.EXECUTE
 cdef int _ARENA = C.ARENA
@@ -171,7 +172,12 @@ cdef class Engine:
     cdef _frame(self, mv, list fds):
         cdef int ftype
         cdef int flags
-        ftype, flags, fid, body_len = _decode_header(mv)
+        cdef Py_buffer view
+        PyObject_GetBuffer(mv, &view, PyBUF_SIMPLE)
+        try:
+            ftype, flags, fid, body_len = _decode_header(<const uint8_t*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
         if fds or ftype == _ARENA or ftype == _BLS_ARENA:
             self.on_descriptor(ftype, mv, fds)
             return
@@ -194,7 +200,11 @@ cdef class Engine:
             buf, start = bytearray(mv), _HEADER_SIZE
         else:
             buf, start = mv, _HEADER_SIZE
-        body = _decode_body(ftype, buf, start)
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            body = _decode_body(ftype, <const uint8_t*>view.buf, view.len, start)
+        finally:
+            PyBuffer_Release(&view)
         if handler is self.execute_handler:
             self._take_execute(fid, body, buf)
         else:
@@ -371,7 +381,7 @@ cdef class Engine:
         if written != n:
             w.set_count(written)  # the others answer through senders
         self._maybe_forget(batch)
-        self.out.send_built(w)
+        self._send_built(w)
 
     cdef _execute_failed(self, Batch batch, e):
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
@@ -404,7 +414,7 @@ cdef class Engine:
             # Every request already has its final entry: end the batch.
             w = self.writer
             w.begin_responses(0, batch.id, True)
-            self.out.send_built(w)
+            self._send_built(w)
             self._forget(batch)
 
     cdef _end_with_error(self, Batch batch, message):
@@ -482,6 +492,15 @@ cdef class Engine:
         if metrics.deletes:
             metrics.flush()  # a client that has its response sees dropped metrics gone
 
+    cdef _send_built(self, FrameWriter w):
+        """Send the RESPONSES frame open in ``w``: here when it refers to no
+        new arena and fits a frame, else through the Outbound."""
+        out = self.out
+        if w.pos > WIRE_MAX_FRAME or out.announcing:
+            out.send_built(w)
+        else:
+            out.send(w.finish())
+
     cpdef flush(self):
         """Send every pending entry, as few RESPONSES frames as fit."""
         cdef Py_ssize_t i = 0
@@ -491,13 +510,12 @@ cdef class Engine:
         if not self.outbox.has_pending():
             return
         cdef list pending = self.outbox.take()
-        out = self.out
         while i < len(pending):
             w.begin_responses()
             end = write_entries(w, pending, i)
             w.set_count(end - i)
             i = end
-            out.send_built(w)
+            self._send_built(w)
 
     # ---------------------------------------------------------------- cancellation
 
