@@ -39,14 +39,13 @@ class MemoryChannel:
 
     def __init__(self, fd: int, loop: Any, on_eof: Any, on_violation: Any) -> None:
         self.on_eof = on_eof
-        self.on_frame: Any = None
-        self.on_drained: Any = None
+        self.receiver: Any = None
         self.sent: list[tuple[bytes, tuple[int, ...]]] = []
         self.closed = False
         self.wants_write = False
 
-    def start(self, on_frame: Any, on_drained: Any) -> None:
-        self.on_frame, self.on_drained = on_frame, on_drained
+    def start(self, receiver: Any) -> None:
+        self.receiver = receiver
 
     def send(self, frame: bytes, fds: tuple[int, ...] = ()) -> None:
         if not self.closed:
@@ -62,10 +61,10 @@ class MemoryChannel:
         """Hand ``frames`` over as the socket's channel does one read."""
         drained_wanted = False
         for i, frame in enumerate(frames):
-            if self.on_frame(memoryview(bytearray(frame)), [], i < len(frames) - 1):
+            if self.receiver.on_frame(memoryview(bytearray(frame)), [], i < len(frames) - 1):
                 drained_wanted = True
         if drained_wanted and not self.closed:
-            self.on_drained()
+            self.receiver.drained()
 
 
 class Core:
@@ -79,7 +78,7 @@ class Core:
         self.channel = channel
         # Frames reach the engine before start() too (a test of what the
         # stub does with a frame before HELLO); start() connects the same.
-        channel.start(self.stub.engine.on_frame, self.stub.engine.drained)
+        channel.start(self.stub.engine)
         self.init_frames: list[dict[str, Any]] = []
 
     def feed(self, *frames: bytes) -> None:

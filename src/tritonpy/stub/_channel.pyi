@@ -5,6 +5,7 @@
 import asyncio
 import socket
 from collections.abc import Callable, Sequence
+from typing import Any
 
 class Channel:
     sock: socket.socket
@@ -16,11 +17,7 @@ class Channel:
         on_eof: Callable[[str], None],
         on_violation: Callable[[str], None],
     ) -> None: ...
-    def start(
-        self,
-        on_frame: Callable[[memoryview, list[int], bool], bool],
-        on_drained: Callable[[], None],
-    ) -> None: ...
+    def start(self, receiver: Any) -> None: ...
     def read_ready(self) -> None: ...
     def send(self, frame: bytes, fds: Sequence[int] = ()) -> None: ...
     @property

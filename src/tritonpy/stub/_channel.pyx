@@ -29,8 +29,10 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
+from libc.stdint cimport uint8_t
 from libc.string cimport memset
 
+from tritonpy.stub._engine cimport Engine
 from tritonpy.stub._wire cimport WIRE_MAX_FRAME
 
 from tritonpy.stub import _codec
@@ -98,11 +100,11 @@ cdef class Channel:
     cdef bint _writing
     cdef int _fd
     cdef object _loop
-    cdef object _on_frame
+    cdef object _receiver
+    cdef Engine _engine  # the receiver, when it is the request path's core: called in C
     cdef object _on_eof
     cdef object _on_violation
-    cdef object _on_drained
-    cdef bint _drained_wanted  # _on_drained runs only when this is set
+    cdef bint _drained_wanted  # the receiver's drained() runs only when this is set
     cdef object _view  # of all the slots
     cdef char* _data  # SLOTS slots of _SLOT bytes, malloc'd: untouched until used
     cdef mmsghdr _msgs[SLOTS]
@@ -150,14 +152,16 @@ cdef class Channel:
         self._writing = False
         self.closed = False
 
-    def start(self, on_frame, on_drained):
-        """Start reading: ``on_frame(view, fds, more)`` gets each message
-        (``more``: others of the same read follow) and answers whether
-        ``on_drained()`` must run once every message of the read has been
-        handed over. A view is valid until the next read: a receiver that
-        keeps the bytes copies them."""
-        self._on_frame = on_frame
-        self._on_drained = on_drained
+    def start(self, receiver):
+        """Start reading: ``receiver.on_frame(view, fds, more)`` gets each
+        message (``more``: others of the same read follow) and answers
+        whether ``receiver.drained()`` must run once every message of the
+        read has been handed over. A view is valid until the next read: a
+        receiver that keeps the bytes copies them. The stub's receiver is
+        its Engine, which gets the bytes in C instead."""
+        self._receiver = receiver
+        if isinstance(receiver, Engine):
+            self._engine = receiver
         self._loop.add_reader(self._fd, self.read_ready)
 
     def __dealloc__(self):
@@ -236,9 +240,14 @@ cdef class Channel:
                 )
                 return
             try:
-                if self._on_frame(
-                    self._view[k * _SLOT:k * _SLOT + n], fds, self._next < self._count
-                ):
+                if self._engine is not None:
+                    wanted = self._engine.receive(
+                        <const uint8_t*>self._iovs[k].iov_base, n, None, fds,
+                        self._next < self._count)
+                else:
+                    wanted = self._receiver.on_frame(
+                        self._view[k * _SLOT:k * _SLOT + n], fds, self._next < self._count)
+                if wanted:
                     self._drained_wanted = True
             except BaseException:
                 # Whatever escaped the handler, the rest of the read (and
@@ -247,7 +256,7 @@ cdef class Channel:
                 raise
         if self._drained_wanted and not self.closed:
             self._drained_wanted = False
-            self._on_drained()
+            self._receiver.drained()
 
     def _resume(self):
         if not self.closed:

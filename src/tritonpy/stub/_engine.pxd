@@ -6,6 +6,8 @@
 # the channel hands it every frame (on_frame, drained), the life cycle
 # gives it the model (serve), response senders send through it.
 
+from libc.stdint cimport uint8_t
+
 from tritonpy.pb_utils._seam cimport RequestCore, ResponsesCore
 
 from tritonpy.stub._batch cimport Batch, Outbox
@@ -49,7 +51,8 @@ cdef class Engine(ResponsesCore):
     cdef long long typical_ns  # average time of the sync batches read with others
     cdef readonly object execute_handler
 
-    cdef _frame(self, mv, list fds)
+    cdef bint receive(self, const uint8_t* p, Py_ssize_t n, mv, list fds, bint more) except -1
+    cdef _frame(self, const uint8_t* p, Py_ssize_t n, mv, list fds)
     cdef _take_execute(self, fid, body, buf)
     cdef _execute(self, batch_id, list wire, buf)
     cdef bint _reject(self, Batch batch) except -1

@@ -27,6 +27,8 @@ Responses wait in the outbox and leave as few RESPONSES frames as fit:
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uint8_t
 
@@ -64,6 +66,9 @@ cdef object _TritonError = pb_utils.TritonError
 cdef object _CANCELLED = pb_utils.TritonError.CANCELLED
 cdef object _UNAVAILABLE = pb_utils.TritonError.UNAVAILABLE
 cdef object _INVALID_ARG = pb_utils.TritonError.INVALID_ARG
+cdef extern from "Python.h":
+    int PyBUF_WRITE
+
 cdef object _Coroutine = types.CoroutineType
 cdef object _isawaitable = inspect.isawaitable
 cdef object _ProtocolError = C.ProtocolError
@@ -155,11 +160,22 @@ cdef class Engine:
         """The channel's callback: one frame (``more``: others of the same
         read follow), maybe read in turn by another thread while the loop
         is away (stub/turns.py). True when this read's answers wait for
-        ``drained``."""
+        ``drained``. (The socket's Channel calls ``receive`` in C.)"""
+        cdef Py_buffer view
+        PyObject_GetBuffer(mv, &view, PyBUF_SIMPLE)
+        try:
+            return self.receive(<const uint8_t*>view.buf, view.len, mv, fds, more)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef bint receive(self, const uint8_t* p, Py_ssize_t n, mv, list fds, bint more) except -1:
+        """on_frame for the ``n`` bytes at ``p``, valid until the handler
+        runs; ``mv``, a view of them, or None (made when a handler needs
+        one)."""
         self.more = more
         self.drained_wanted = False
         try:
-            self._frame(mv, fds)
+            self._frame(p, n, mv, fds)
         except _PROTOCOL_ERRORS as e:
             for fd in fds:  # the descriptors of a bad frame are nobody's
                 with contextlib.suppress(OSError):
@@ -169,15 +185,13 @@ cdef class Engine:
             self.more = False
         return self.drained_wanted
 
-    cdef _frame(self, mv, list fds):
+    cdef _frame(self, const uint8_t* p, Py_ssize_t n, mv, list fds):
         cdef int ftype
         cdef int flags
         cdef Py_buffer view
-        PyObject_GetBuffer(mv, &view, PyBUF_SIMPLE)
-        try:
-            ftype, flags, fid, body_len = _decode_header(<const uint8_t*>view.buf, view.len)
-        finally:
-            PyBuffer_Release(&view)
+        ftype, flags, fid, body_len = _decode_header(p, n)
+        if mv is None and (ftype != _EXECUTE or flags & _FLAG_BODY_IN_ARENA or fds):
+            mv = PyMemoryView_FromMemory(<char*>p, n, PyBUF_WRITE)
         if fds or ftype == _ARENA or ftype == _BLS_ARENA:
             self.on_descriptor(ftype, mv, fds)
             return
@@ -197,7 +211,7 @@ cdef class Engine:
             start = 0
         elif ftype == _EXECUTE:
             # Inputs are zero-copy views of the frame: give the batch its own copy.
-            buf, start = bytearray(mv), _HEADER_SIZE
+            buf, start = PyByteArray_FromStringAndSize(<const char*>p, n), _HEADER_SIZE
         else:
             buf, start = mv, _HEADER_SIZE
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)

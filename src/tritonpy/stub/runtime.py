@@ -114,7 +114,7 @@ class Stub:
     def start(self) -> None:
         self.python_logging.install()  # before the model file is imported
         self.out.hello()
-        self.channel.start(self.engine.on_frame, self.engine.drained)
+        self.channel.start(self.engine)  # it receives every frame
         # The deputy's turns flush what is queued to go out.
         self.turns.start_deputy([self.engine.flush, self.bls.flush_releases])
         if debug.enabled():
