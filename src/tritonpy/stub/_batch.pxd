@@ -23,6 +23,12 @@ cdef class Batch:
     cdef Py_ssize_t open_count(self)
 
 
+# What Outbox.send answers, as bits.
+cdef enum:
+    SENT_SCHEDULE = 1  # the caller must schedule a flush
+    SENT_DONE = 2  # the request's batch is over
+
+
 cdef class Outbox:
     cdef list pending
     cdef bint scheduled
@@ -31,7 +37,7 @@ cdef class Outbox:
     cpdef bint put(self, entries) except -1
     cpdef list take(self)
     cdef bint has_pending(self)
-    cpdef tuple send(self, RequestCore req, response, int flags, own, model_name)
+    cpdef int send(self, RequestCore req, response, int flags, own, model_name) except -1
 
 
 cpdef Batch make_batch(batch_id, list wire, buf, peer, model_name)

@@ -392,7 +392,7 @@ cdef object _text(object message):
 cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, inputs, own):
     cdef object wanted = req._requested_output_names
     cdef list out = []
-    cdef list allocated = []
+    cdef list allocated = None  # made for the first output copied into an arena
     cdef Py_ssize_t budget = WIRE_MAX_FRAME - frame_size - _ENTRY_RESERVE
     cdef Py_ssize_t n
     cdef TensorCore t
@@ -430,10 +430,12 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
             # Copied into our arenas, unless the model wrote it there
             # (pb_utils.Tensor.empty): then by reference too.
             aid, off = own.place(mv)
+            if allocated is None:
+                allocated = []
             allocated.append((aid, off))
             out.append(out_arena(name, dtype, tuple(dims), n, aid, off, _LOC_ARENA))
     except BaseException:
-        for aid, off in allocated:
+        for aid, off in allocated or ():
             own.free(aid, off)
         raise
     return tuple(out)
@@ -510,11 +512,11 @@ cdef class Outbox:
         self.scheduled = False
         return pending
 
-    cpdef tuple send(self, RequestCore req, response, int flags, own, model_name):
+    cpdef int send(self, RequestCore req, response, int flags, own, model_name) except -1:
         """A decoupled model's ``sender.send(response, flags)``, checked by
         the sender: the entry is made at once (outputs copied) and queued.
-        Returns (whether the caller must schedule a flush, whether the
-        request's batch is over)."""
+        Returns SENT_SCHEDULE (the caller must schedule a flush) and/or
+        SENT_DONE (the request's batch is over)."""
         cdef unsigned int wire_flags = _RESP_FINAL if flags & 1 else 0
         cdef Batch batch = req._batch
         cdef bint done = False
@@ -526,7 +528,7 @@ cdef class Outbox:
         schedule = self._schedule()
         if flags & 1:
             done = batch.returned and batch.open_count() == 0
-        return schedule, done
+        return (SENT_SCHEDULE if schedule else 0) | (SENT_DONE if done else 0)
 
 
 cpdef Py_ssize_t write_entries(writer, list entries, Py_ssize_t start) except -1:

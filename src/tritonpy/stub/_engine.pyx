@@ -38,6 +38,8 @@ from tritonpy.stub._codec cimport FrameWriter, _decode_body, _decode_header
 from tritonpy.stub._wire cimport WIRE_MAX_FRAME
 
 from tritonpy.stub._batch cimport (
+    SENT_DONE,
+    SENT_SCHEDULE,
     Batch,
     Outbox,
     answer,
@@ -462,10 +464,10 @@ cdef class Engine:
 
     cdef send_response(self, RequestCore req, response, int flags):
         # What a sender calls in C (ResponsesCore).
-        schedule, done = self.outbox.send(req, response, flags, self.own, self.model_name)
-        if schedule:
+        cdef int sent = self.outbox.send(req, response, flags, self.own, self.model_name)
+        if sent & SENT_SCHEDULE:
             self.turns.soon(self.flush)
-        if done:
+        if sent & SENT_DONE:
             self.turns.soon(self._maybe_forget_later, req._batch)
 
     def broke_rule(self, RequestCore req not None, message):
