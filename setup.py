@@ -32,6 +32,7 @@ STUB_ONLY = os.environ.get("TRITONPY_STUB_ONLY", "") not in ("", "0")
 EXTENSIONS = [
     "tritonpy.stub._codec",
     "tritonpy.stub._batch",
+    "tritonpy.stub._engine",
     "tritonpy.stub._channel",
     "tritonpy.stub._bls_wire",
     "tritonpy.stub._lifetime",

@@ -24,7 +24,7 @@ import pytest
 
 from tritonpy import pb_utils
 from tritonpy.stub import _codec as C
-from tritonpy.stub import engine
+from tritonpy.stub import _engine as engine
 from tritonpy.stub.lifecycle import State, moved
 from tritonpy.stub.runtime import Stub
 
@@ -37,17 +37,15 @@ FP32 = 11
 class MemoryChannel:
     """The channel's interface, with no socket: ``feed`` is one read."""
 
-    def __init__(self, fd: int, loop: Any, on_frame: Any, on_eof: Any, on_violation: Any) -> None:
-        self.on_frame, self.on_eof = on_frame, on_eof
+    def __init__(self, fd: int, loop: Any, on_eof: Any, on_violation: Any) -> None:
+        self.on_eof = on_eof
+        self.receiver: Any = None
         self.sent: list[tuple[bytes, tuple[int, ...]]] = []
         self.closed = False
-        self.more = False
-        self.drained_wanted = False
         self.wants_write = False
-        self.on_drained: Any = None
 
-    def start(self) -> None:
-        pass
+    def start(self, receiver: Any) -> None:
+        self.receiver = receiver
 
     def send(self, frame: bytes, fds: tuple[int, ...] = ()) -> None:
         if not self.closed:
@@ -61,13 +59,12 @@ class MemoryChannel:
 
     def feed(self, *frames: bytes) -> None:
         """Hand ``frames`` over as the socket's channel does one read."""
+        drained_wanted = False
         for i, frame in enumerate(frames):
-            self.more = i < len(frames) - 1
-            self.on_frame(memoryview(bytearray(frame)), [])
-        self.more = False
-        if self.drained_wanted and not self.closed:
-            self.drained_wanted = False
-            self.on_drained()
+            if self.receiver.on_frame(memoryview(bytearray(frame)), [], i < len(frames) - 1):
+                drained_wanted = True
+        if drained_wanted and not self.closed:
+            self.receiver.drained()
 
 
 class Core:
@@ -79,6 +76,9 @@ class Core:
         channel = self.stub.channel
         assert isinstance(channel, MemoryChannel)
         self.channel = channel
+        # Frames reach the engine before start() too (a test of what the
+        # stub does with a frame before HELLO); start() connects the same.
+        channel.start(self.stub.engine)
         self.init_frames: list[dict[str, Any]] = []
 
     def feed(self, *frames: bytes) -> None:

@@ -185,7 +185,7 @@ import os
 import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
-import tritonpy.stub.engine as engine
+import tritonpy.stub._engine as engine
 # How long a batch took, as the engine sees it, is what the model says: a
 # quick batch preempted on a busy machine must not count as a slow one here.
 CLOCK = [0]

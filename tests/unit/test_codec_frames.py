@@ -72,7 +72,7 @@ def test_body_in_arena() -> None:
 def test_begin_responses(name: str) -> None:
     """The header and count of a RESPONSES frame around the golden
     entries: the count given at once, and the count set once the entries
-    are written (what engine.py does when some requests of a batch answer
+    are written (what _engine.pyx does when some requests of a batch answer
     through their senders)."""
     want, body, fid = _golden(name)
     entries = want[C.HEADER_SIZE + 4 :]

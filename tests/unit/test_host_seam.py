@@ -201,7 +201,7 @@ def test_the_stub_imports_nothing_of_pb_utils_but_the_seam() -> None:
     assert not others, "the stub imports pb_utils modules other than _seam:\n" + "\n".join(others)
     # The reader sees the stub's real imports (a pattern finding nothing
     # would pass the check above too).
-    assert {"engine.py", "bls.py", "main.py", "pb_host.py", "_batch.pyx"} <= through_seam
+    assert {"_engine.pyx", "bls.py", "main.py", "pb_host.py", "_batch.pyx"} <= through_seam
 
 
 def test_the_import_reader_sees_every_way_of_naming_a_pb_utils_module() -> None:
@@ -255,7 +255,15 @@ def test_model_code_cannot_assign_a_field_of_a_request_response_tensor_or_sender
     from tritonpy.stub._batch import Batch, request_from_stub
 
     fields = _declared_fields()
-    assert set(fields) == {"TensorCore", "RequestCore", "ResponseCore", "SenderCore"}
+    # ResponsesCore is the stub engine's base: no field a model could reach.
+    assert set(fields) == {
+        "TensorCore",
+        "RequestCore",
+        "ResponseCore",
+        "SenderCore",
+        "ResponsesCore",
+    }
+    assert fields["ResponsesCore"] == []
     batch = Batch()
     given = request_from_stub("m", "r1", 0, 0, 0, "", [], [], batch, 0)
     objects = {
@@ -273,6 +281,7 @@ def test_model_code_cannot_assign_a_field_of_a_request_response_tensor_or_sender
             pb.InferenceResponse(error=pb.TritonError("no")),
         ],
         "SenderCore": [given.get_response_sender()],
+        "ResponsesCore": [],
     }
     writable = []
     for cls, names in fields.items():

@@ -46,6 +46,17 @@ cdef class ResponseCore:
     cdef readonly object _parameters  # JSON text; "" for none
 
 
+cdef class ResponsesCore:
+    """Where response senders send, in C: the stub's engine derives from
+    it (stub/_engine.pyx), so that send() reaches it without a Python
+    call. A host's ``responses`` of another kind is called by name."""
+    cdef public bint decoupled  # the model's transaction policy, known from INIT on
+
+    # Queue ``response`` (or None) of ``req`` with ``flags``; the sender
+    # has checked both and closed the request on the final flag.
+    cdef send_response(self, RequestCore req, response, int flags)
+
+
 cdef class SenderCore:
     cdef readonly object _request
     # Where send() sends: the registered host's ``responses`` when the

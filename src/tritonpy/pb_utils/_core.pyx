@@ -162,6 +162,14 @@ cdef class ResponseCore:
         return self._parameters
 
 
+cdef class ResponsesCore:
+    """The stub's engine derives from it: a sender calls send_response in
+    C (its fields: _core.pxd)."""
+
+    cdef send_response(self, RequestCore req, response, int flags):
+        raise NotImplementedError("ResponsesCore.send_response")
+
+
 cdef class SenderCore:
     """InferenceResponseSender's field and its send(), compiled: a
     streaming model calls send() once per token."""
@@ -177,6 +185,7 @@ cdef class SenderCore:
         response, or the final flag before any response, raises and ends the
         request with that error."""
         cdef RequestCore req = self._request
+        cdef ResponsesCore core = None
         if req is None:
             raise TypeError("response senders come from request.get_response_sender()")
         if flags != 0 and flags != _FINAL:
@@ -191,7 +200,9 @@ cdef class SenderCore:
         responses = self._responses
         if responses is None:
             raise TritonModelException("response senders need a running tritonpy stub")
-        if not responses.decoupled:
+        if isinstance(responses, ResponsesCore):
+            core = <ResponsesCore>responses
+        if not (core.decoupled if core is not None else responses.decoupled):
             # The official backend checks these before the closed state.
             if response is not None and (req._sent or req._done):
                 responses.broke_rule(req, SEND_SECOND_RESPONSE)
@@ -207,7 +218,10 @@ cdef class SenderCore:
             close_request(req)
         if response is not None:
             req._sent += 1
-        responses.send(req, response, flags)
+        if core is not None:
+            core.send_response(req, response, flags)
+        else:
+            responses.send(req, response, flags)
 
 
 # ------------------------------------------------------------------ for pb_utils

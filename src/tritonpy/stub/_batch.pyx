@@ -5,7 +5,7 @@
 requests and input tensors built from a decoded EXECUTE body, and a
 default-mode batch's answers checked and made into RESPONSES entries.
 
-The engine (engine.py) decides when these run and what happens next
+The engine (_engine.pyx) decides when these run and what happens next
 (tasks, senders, flushing, errors). Requests, tensors and responses are
 read and written through their C fields (pb_utils/_core.pxd, cimported
 through pb_utils/_seam.pxd), so a request costs no attribute lookups here.
@@ -24,6 +24,7 @@ from tritonpy.pb_utils._seam cimport (
 
 from tritonpy.stub._codec cimport (
     Entry,
+    FrameWriter,
     OutTensor,
     WireRequest,
     WireTensor,
@@ -40,6 +41,7 @@ from tritonpy.pb_utils._seam import (
     DEFAULT_MEMORY,
     ITEMSIZE,
     SEND_SECOND_RESPONSE,
+    execute_failed,
     TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
     TYPE_BYTES,
     WIRE_NAMES,
@@ -49,12 +51,10 @@ from tritonpy.pb_utils._seam import (
     TritonError,
 )
 from tritonpy.stub import _codec as C
-from tritonpy.stub.arena import UnmappedArena
 
 cdef object _request_cls = InferenceRequest
 cdef object _tensor_cls = Tensor
 cdef object _response_cls = InferenceResponse
-cdef object _UnmappedArena = UnmappedArena
 cdef object _default_memory = DEFAULT_MEMORY
 cdef dict _itemsize = ITEMSIZE
 cdef int _TYPE_BYTES = TYPE_BYTES
@@ -75,27 +75,19 @@ cdef Py_ssize_t _TENSOR_RESERVE = 128
 cdef class Batch:
     """One EXECUTE frame's requests, from the frame until the last of them
     is complete. Each request keeps whether it is complete (RequestCore
-    ``_done``, set by close_request only); the batch asks them."""
+    ``_done``, set by close_request only); the batch asks them.
 
-    cdef public object id
-    cdef public object engine  # where the requests' senders send
-    # Emptied when the batch is forgotten (Engine._forget): the requests
-    # point at their batch, so this edge would make every batch a
-    # reference cycle, left to the cyclic collector.
-    cdef public object requests
-    # The requests execute() gets: ``requests`` itself, or those of them
-    # that were not rejected.
-    cdef public object given
-    # None, or (request, why) of the requests whose inputs the stub cannot
-    # take: each fails alone (Engine.on_execute).
-    cdef public object rejected
-    cdef public object buf  # keeps inline input bytes alive
-    cdef public object task  # the asyncio task of an async execute()
-    cdef public bint returned  # execute() has returned (or failed)
-    # Inputs in backend arenas: (first address, end address, arena id,
-    # offset), so that an output made of their bytes can be sent by
-    # reference (location 2) instead of copied.
-    cdef public object arena_inputs
+    Its fields (_batch.pxd): ``requests``, emptied when the batch is
+    forgotten (the requests point at their batch, so this edge would make
+    every batch a reference cycle, left to the cyclic collector);
+    ``given``, the requests execute() gets (``requests`` itself, or those
+    that were not rejected); ``rejected``, None or (request, why) of the
+    requests whose inputs the stub cannot take (each fails alone);
+    ``buf``, which keeps inline input bytes alive; ``task``, the asyncio
+    task of an async execute(); ``returned``, execute() has returned (or
+    failed); ``arena_inputs``, the inputs in backend arenas as (first
+    address, end address, arena id, offset), so that an output made of
+    their bytes can be sent by reference (location 2) instead of copied."""
 
     @property
     def open(self):
@@ -111,7 +103,7 @@ cdef class Batch:
         return n
 
 
-def make_batch(batch_id, engine, list wire, buf, peer, model_name):
+cpdef Batch make_batch(batch_id, list wire, buf, peer, model_name):
     """The batch of a decoded EXECUTE body (``wire``: WireRequest, see
     _codec.pxd), its inline inputs zero-copy views of ``buf``, its arena
     inputs views of the backend's arenas (``peer``)."""
@@ -121,7 +113,6 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
     cdef Py_ssize_t index = 0
     cdef object view = memoryview(buf)
     batch.id = batch_id
-    batch.engine = engine
     batch.buf = buf
     cdef object problem
     cdef WireRequest q
@@ -135,7 +126,7 @@ def make_batch(batch_id, engine, list wire, buf, peer, model_name):
             else:
                 try:
                     data = peer.view(t.arena_id, t.arena_offset, t.byte_size)
-                except _UnmappedArena as e:
+                except peer.Unmapped as e:
                     # Its arena could not be mapped here: this request
                     # fails alone, the stub serves on.
                     problem = (
@@ -246,13 +237,15 @@ def request_from_stub(model_name, request_id, correlation_id, flags, timeout,
 # ------------------------------------------------------------------ answers
 
 
-def check_result(result, Py_ssize_t n, Batch batch not None):
+cpdef str check_result(result, Py_ssize_t n, Batch batch):
     """What is wrong with a default-mode execute()'s result for ``batch``
     of ``n`` requests given to execute(), or "". ``None`` (or a None
     element) leaves a request to its response sender. The texts are the
     official backend's."""
     cdef Py_ssize_t i
     cdef RequestCore req
+    if batch is None:
+        raise TypeError("check_result() needs the batch")
     cdef list given = batch.given
     if result is None:
         return ""
@@ -284,7 +277,7 @@ def check_result(result, Py_ssize_t n, Batch batch not None):
     return ""
 
 
-def answer(Batch batch not None, result, writer, own, model_name):
+cpdef object answer(Batch batch, result, writer, own, model_name, str instance=""):
     """The entries of a default-mode batch whose execute() returned
     ``result`` (checked by check_result): written into ``writer`` (an open
     RESPONSES frame; returns how many), or with ``writer`` None returned as
@@ -292,15 +285,18 @@ def answer(Batch batch not None, result, writer, own, model_name):
     complete (answered through their senders) get no entry; so do requests
     left to their senders (a None answer, the sender taken); a None answer
     for a request whose sender nobody took is an error for it, since
-    nothing can answer it any more. Outputs go by reference where they
+    nothing can answer it any more (the error names ``instance``). Outputs go by reference where they
     can: the backend copies them before it ends the batch, and execute()
     has returned, so nothing changes them."""
+    if batch is None:
+        raise TypeError("answer() needs the batch")
     cdef list requests = batch.given
     cdef Py_ssize_t n = len(requests)
     cdef Py_ssize_t i
     cdef Py_ssize_t completed = 0
     cdef unsigned int flags
     cdef RequestCore req
+    cdef FrameWriter w = writer
     cdef list entries = [] if writer is None else None
     for i in range(n):
         req = requests[i]
@@ -313,11 +309,11 @@ def answer(Batch batch not None, result, writer, own, model_name):
         elif resp is None:
             if req._sender is not None:
                 continue  # the model answers later, through the sender
-            resp = _response_cls(error=TritonError(batch.engine.unanswered(req)))
+            resp = _response_cls(error=TritonError(_unanswered(instance, req)))
         if writer is None:
             entries.append(_entry(req, resp, flags, 0, True, own, model_name))
         else:
-            writer.entry(_entry(req, resp, flags, writer.size(), True, own, model_name))
+            w.entry(_entry(req, resp, flags, w.pos, True, own, model_name))
         close_request(req)
         completed += 1
     if writer is not None:
@@ -327,11 +323,24 @@ def answer(Batch batch not None, result, writer, own, model_name):
     return entries
 
 
-def entry(RequestCore req not None, resp, unsigned int flags, Py_ssize_t frame_size, own,
-          model_name):
+cdef str _unanswered(str instance, RequestCore req):
+    """The error of a default-mode request that execute() returned no
+    response for and whose response sender it never took."""
+    return execute_failed(
+        instance,
+        f"tritonpy: execute() returned no response for request '{req._request_id}' and "
+        "did not take its response sender (request.get_response_sender()): nothing "
+        "can answer it",
+    )
+
+
+cpdef Entry entry(RequestCore req, resp, unsigned int flags, Py_ssize_t frame_size, own,
+                  model_name):
     """The entry of one response sent through a sender (or of an error
     made by the engine): outputs copied at once, so the model may reuse
     its arrays (all but pb_utils.Tensor.empty arrays, sent by reference)."""
+    if req is None:
+        raise TypeError("entry() needs the request")
     return _entry(req, resp, flags, frame_size, False, own, model_name)
 
 
@@ -383,7 +392,7 @@ cdef object _text(object message):
 cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, inputs, own):
     cdef object wanted = req._requested_output_names
     cdef list out = []
-    cdef list allocated = []
+    cdef list allocated = None  # made for the first output copied into an arena
     cdef Py_ssize_t budget = WIRE_MAX_FRAME - frame_size - _ENTRY_RESERVE
     cdef Py_ssize_t n
     cdef TensorCore t
@@ -421,10 +430,12 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
             # Copied into our arenas, unless the model wrote it there
             # (pb_utils.Tensor.empty): then by reference too.
             aid, off = own.place(mv)
+            if allocated is None:
+                allocated = []
             allocated.append((aid, off))
             out.append(out_arena(name, dtype, tuple(dims), n, aid, off, _LOC_ARENA))
     except BaseException:
-        for aid, off in allocated:
+        for aid, off in allocated or ():
             own.free(aid, off)
         raise
     return tuple(out)
@@ -461,73 +472,80 @@ cdef object _find_input(list inputs, mv):
 cdef class Outbox:
     """Entries waiting for the next RESPONSES frames. Any thread puts (a
     response sender may be called from anywhere); the engine takes them
-    all when it flushes, once per loop iteration. ``lock`` is the engine's
-    lock."""
+    all when it flushes, once per loop iteration. No lock: each method
+    reads and writes its fields with no Python code run in between (list
+    and tuple operations, C fields), so under the GIL each is atomic for
+    every thread, as close_request is.
 
-    cdef object lock
-    cdef list pending
-    cdef bint scheduled  # a flush is on its way
+    Its fields (_batch.pxd): ``pending`` (the entries) and ``scheduled``
+    (a flush is on its way)."""
 
-    def __init__(self, lock):
-        self.lock = lock
+    def __init__(self):
         self.pending = []
 
     def __len__(self):
         return len(self.pending)
 
-    cdef inline bint _schedule_locked(self):
-        """After queueing (the lock held): True when the caller must
-        schedule a flush, i.e. none is on its way."""
+    cdef bint has_pending(self):
+        """A peek: an entry queued after it schedules a flush of its own."""
+        return len(self.pending) != 0
+
+    cdef bint _schedule(self):
+        """After queueing: True when the caller must schedule a flush,
+        i.e. none is on its way."""
         if self.scheduled:
             return False
         self.scheduled = True
         return True
 
     cpdef bint put(self, entries) except -1:
-        """Queue ``entries``; True when the caller must schedule a flush."""
-        with self.lock:
-            self.pending.extend(entries)
-            return self._schedule_locked()
+        """Queue ``entries`` (a list or tuple); True when the caller must
+        schedule a flush."""
+        if type(entries) is not list and type(entries) is not tuple:
+            entries = list(entries)  # no Python code runs below
+        self.pending.extend(entries)
+        return self._schedule()
 
     cpdef list take(self):
-        cdef list pending
-        with self.lock:
-            pending = self.pending
-            self.pending = []
-            self.scheduled = False
+        cdef list pending = self.pending
+        self.pending = []
+        self.scheduled = False
         return pending
 
-    def send(self, RequestCore req not None, response, int flags, own, model_name):
+    cpdef int send(self, RequestCore req, response, int flags, own, model_name) except -1:
         """A decoupled model's ``sender.send(response, flags)``, checked by
         the sender: the entry is made at once (outputs copied) and queued.
-        Returns (whether the caller must schedule a flush, whether the
-        request's batch is over)."""
+        Returns SENT_SCHEDULE (the caller must schedule a flush) and/or
+        SENT_DONE (the request's batch is over)."""
         cdef unsigned int wire_flags = _RESP_FINAL if flags & 1 else 0
         cdef Batch batch = req._batch
         cdef bint done = False
+        cdef bint schedule
         if response is None:
             wire_flags |= _RESP_NO_RESPONSE
         entry = _entry(req, response, wire_flags, 0, False, own, model_name)
-        with self.lock:
-            self.pending.append(entry)
-            schedule = self._schedule_locked()
-            if flags & 1:
-                done = batch.returned and batch.open_count() == 0
-        return schedule, done
+        self.pending.append(entry)
+        schedule = self._schedule()
+        if flags & 1:
+            done = batch.returned and batch.open_count() == 0
+        return (SENT_SCHEDULE if schedule else 0) | (SENT_DONE if done else 0)
 
 
-def write_entries(writer, list entries, Py_ssize_t start):
+cpdef Py_ssize_t write_entries(writer, list entries, Py_ssize_t start) except -1:
     """Write ``entries[start:]`` into ``writer``'s open RESPONSES frame, as
     many as fit (at least one); returns the index of the first left out."""
     cdef Py_ssize_t i = start
     cdef Py_ssize_t n = len(entries)
-    cdef Py_ssize_t size = writer.size()
+    cdef FrameWriter w = writer
     cdef Entry entry
+    if w is None:
+        raise TypeError("write_entries() needs a writer")
+    cdef Py_ssize_t size = w.pos
     while i < n:
         entry = entries[i]
         if i > start and size + entry_size(entry) > WIRE_MAX_FRAME:
             break
-        writer.entry(entry)
-        size = writer.size()
+        w.entry(entry)
+        size = w.pos
         i += 1
     return i

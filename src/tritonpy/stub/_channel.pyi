@@ -5,23 +5,19 @@
 import asyncio
 import socket
 from collections.abc import Callable, Sequence
+from typing import Any
 
 class Channel:
     sock: socket.socket
     closed: bool
-    on_drained: Callable[[], None] | None
-    drained_wanted: bool
-    @property
-    def more(self) -> bool: ...
     def __init__(
         self,
         fd: int,
         loop: asyncio.AbstractEventLoop,
-        on_frame: Callable[[memoryview, list[int]], None],
         on_eof: Callable[[str], None],
         on_violation: Callable[[str], None],
     ) -> None: ...
-    def start(self) -> None: ...
+    def start(self, receiver: Any) -> None: ...
     def read_ready(self) -> None: ...
     def send(self, frame: bytes, fds: Sequence[int] = ()) -> None: ...
     @property

@@ -7,8 +7,8 @@ Reads go through ``loop.add_reader`` and one non-blocking ``recvmmsg`` per
 readiness callback, which takes every message waiting, up to ``SLOTS``, into
 preallocated slots (uvloop's stream transports are not meant for SEQPACKET:
 see DESIGN.md). The messages are handed over in order, then ``on_drained``
-runs if a handler asked for it: what they produced (the answers of a burst
-of sync batches) can leave in one frame. Writes are attempted
+runs if the receiver asked for it: what they produced (the answers of a
+burst of sync batches) can leave in one frame. Writes are attempted
 at once; what the kernel does not take is queued and flushed when the socket
 is writable again, in order.
 
@@ -29,8 +29,10 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
+from libc.stdint cimport uint8_t
 from libc.string cimport memset
 
+from tritonpy.stub._engine cimport Engine
 from tritonpy.stub._wire cimport WIRE_MAX_FRAME
 
 from tritonpy.stub import _codec
@@ -98,11 +100,11 @@ cdef class Channel:
     cdef bint _writing
     cdef int _fd
     cdef object _loop
-    cdef object _on_frame
+    cdef object _receiver
+    cdef Engine _engine  # the receiver, when it is the request path's core: called in C
     cdef object _on_eof
     cdef object _on_violation
-    cdef public object on_drained
-    cdef public bint drained_wanted  # on_drained runs only when this is set
+    cdef bint _drained_wanted  # the receiver's drained() runs only when this is set
     cdef object _view  # of all the slots
     cdef char* _data  # SLOTS slots of _SLOT bytes, malloc'd: untouched until used
     cdef mmsghdr _msgs[SLOTS]
@@ -113,13 +115,10 @@ cdef class Channel:
     cdef size_t _recv_control[SLOTS][CONTROL_WORDS]
     cdef size_t _send_control[CONTROL_WORDS]
 
-    def __init__(self, int fd, loop, on_frame, on_eof, on_violation):
-        """``on_frame(view, fds)`` gets each message, ``on_eof(why)`` the
-        end of the connection, ``on_violation(message)`` a message no frame
-        can be (too long, too many descriptors). ``on_drained()``, set after
-        construction, is called once every message read has been handed
-        over, if a handler asked for it (``drained_wanted``). A view is valid until the next read: a
-        handler that keeps the bytes copies them."""
+    def __init__(self, int fd, loop, on_eof, on_violation):
+        """``on_eof(why)`` gets the end of the connection,
+        ``on_violation(message)`` a message no frame can be (too long, too
+        many descriptors). The receiver of the frames comes with start()."""
         cdef unsigned int i
         self.sock = socket.socket(fileno=fd)
         if self.sock.type != socket.SOCK_SEQPACKET:
@@ -134,10 +133,8 @@ cdef class Channel:
             raise SystemError("the ancillary data buffers are too small for this platform")
         self._fd = fd
         self._loop = loop
-        self._on_frame = on_frame
         self._on_eof = on_eof
         self._on_violation = on_violation
-        self.on_drained = None
         self._data = <char*>PyMem_RawMalloc(SLOTS * _SLOT)
         if self._data == NULL:
             raise MemoryError()
@@ -155,7 +152,16 @@ cdef class Channel:
         self._writing = False
         self.closed = False
 
-    def start(self):
+    def start(self, receiver):
+        """Start reading: ``receiver.on_frame(view, fds, more)`` gets each
+        message (``more``: others of the same read follow) and answers
+        whether ``receiver.drained()`` must run once every message of the
+        read has been handed over. A view is valid until the next read: a
+        receiver that keeps the bytes copies them. The stub's receiver is
+        its Engine, which gets the bytes in C instead."""
+        self._receiver = receiver
+        if isinstance(receiver, Engine):
+            self._engine = receiver
         self._loop.add_reader(self._fd, self.read_ready)
 
     def __dealloc__(self):
@@ -234,24 +240,27 @@ cdef class Channel:
                 )
                 return
             try:
-                self._on_frame(self._view[k * _SLOT:k * _SLOT + n], fds)
+                if self._engine is not None:
+                    wanted = self._engine.receive(
+                        <const uint8_t*>self._iovs[k].iov_base, n, None, fds,
+                        self._next < self._count)
+                else:
+                    wanted = self._receiver.on_frame(
+                        self._view[k * _SLOT:k * _SLOT + n], fds, self._next < self._count)
+                if wanted:
+                    self._drained_wanted = True
             except BaseException:
                 # Whatever escaped the handler, the rest of the read (and
                 # the answers waiting for it) still go, on the next turn.
                 self._loop.call_soon(self._resume)
                 raise
-        if self.drained_wanted and not self.closed:
-            self.drained_wanted = False
-            self.on_drained()
+        if self._drained_wanted and not self.closed:
+            self._drained_wanted = False
+            self._receiver.drained()
 
     def _resume(self):
         if not self.closed:
             self._hand_over()
-
-    @property
-    def more(self):
-        """Messages of the last read not yet handed over."""
-        return self._next < self._count
 
     cdef _eof(self, why):
         if not self.closed:

@@ -3,11 +3,14 @@
 # cython: language_level=3
 # The wire records of the stub (docs/protocol.md), declared once: those it
 # encodes, which the compiled modules that build them (_batch.pyx) cimport,
+# with the writer of their frames (_engine.pyx, _batch.pyx),
 # and those it decodes, which the compiled modules that read them
 # (_batch.pyx, _bls_wire.pyx) cimport to read their fields in C. Python
 # code reads the fields by name (_codec.pyi); nobody writes them.
 
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+cimport cython
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
 
 
 cdef class OutTensor:
@@ -35,12 +38,63 @@ cdef class Entry:
     cdef readonly tuple outputs  # OutTensor
 
 
+@cython.final
+cdef class FrameWriter:
+    """Builds one frame at a time in a reusable buffer (_codec.pyx): the
+    request path writes RESPONSES frames with it, in C."""
+    cdef uint8_t* buf
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t pos
+    cdef bint open
+
+    cdef int reserve(self, Py_ssize_t n) except -1
+
+    cdef inline int put(self, const void* src, Py_ssize_t n) except -1:
+        self.reserve(n)
+        memcpy(self.buf + self.pos, src, n)
+        self.pos += n
+        return 0
+
+    cpdef begin(self, int ftype, uint64_t fid=*, uint16_t flags=*)
+    cpdef begin_responses(self, uint32_t count=*, uint64_t batch_id=*, bint batch_done=*)
+    cpdef set_count(self, uint32_t count)
+    cpdef set_flags(self, uint16_t flags)
+    cpdef Py_ssize_t size(self)
+    cpdef patch_u32(self, Py_ssize_t at, uint32_t v)
+    cpdef u8(self, uint8_t v)
+    cpdef u32(self, uint32_t v)
+    cpdef u64(self, uint64_t v)
+    cpdef f64(self, double v)
+    cpdef i64(self, int64_t v)
+    cpdef string(self, s)
+    cdef int len_prefixed(self, const char* p, Py_ssize_t size) except -1
+    cpdef raw(self, data)
+    cpdef pad8(self)
+    cpdef tensor_head(self, str name, uint32_t dtype, tuple dims, uint64_t byte_size)
+    cpdef tensor_inline(self, str name, uint32_t dtype, tuple dims, data)
+    cdef int _inline(self, str name, uint32_t dtype, tuple dims,
+                     const void* p, Py_ssize_t n) except -1
+    cpdef entry(self, Entry e)
+    cpdef tensor_arena(self, str name, uint32_t dtype, tuple dims, uint64_t byte_size,
+                       uint32_t arena_id, uint64_t offset, uint8_t location=*)
+    cpdef json_body(self, dict obj)
+    cpdef bytes body_bytes(self)
+    cpdef bytes finish(self)
+    cpdef bytes finish_in_arena(self, uint32_t arena_id, uint64_t offset)
+
+
 cdef OutTensor out_inline(str name, uint32_t dtype, tuple dims, bytes data)
 cdef OutTensor out_arena(str name, uint32_t dtype, tuple dims, uint64_t byte_size,
                          uint32_t arena_id, uint64_t offset, uint8_t location)
 cdef Entry make_entry(uint64_t batch_id, uint32_t index, uint32_t flags, object error,
                       str parameters, tuple outputs)
 cdef Py_ssize_t entry_size(Entry e) except -1
+
+# The decoder's C entry points (_decode.pxi), for a message at ``p`` of
+# ``n`` bytes: its checked header (type, flags, id, body_len), and its body
+# from ``start`` (decode_body's results).
+cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n)
+cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t start)
 
 
 # ------------------------------------------------------------------ decoded

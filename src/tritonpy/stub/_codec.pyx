@@ -204,12 +204,8 @@ cdef class FrameWriter:
     """Builds one frame at a time in a reusable buffer.
 
     Usage: ``begin(type, id, flags)``, body writes, then ``finish()`` which
-    fills in the header and returns the frame as bytes."""
-
-    cdef uint8_t* buf
-    cdef Py_ssize_t cap
-    cdef Py_ssize_t pos
-    cdef bint open
+    fills in the header and returns the frame as bytes. Its fields and
+    methods are declared in _codec.pxd."""
 
     def __cinit__(self):
         self.cap = 4096
@@ -235,12 +231,6 @@ cdef class FrameWriter:
             raise MemoryError()
         self.buf = nb
         self.cap = cap
-        return 0
-
-    cdef inline int put(self, const void* src, Py_ssize_t n) except -1:
-        self.reserve(n)
-        memcpy(self.buf + self.pos, src, n)
-        self.pos += n
         return 0
 
     cpdef begin(self, int ftype, uint64_t fid=0, uint16_t flags=0):

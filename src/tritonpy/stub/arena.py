@@ -364,6 +364,10 @@ class PeerArenas:
     fail alone (``UnmappedArena``, naming the arena and the kernel's error).
     """
 
+    # What view() raises for such an arena (the compiled request path
+    # catches it through the arenas it is given).
+    Unmapped = UnmappedArena
+
     def __init__(self) -> None:
         self._views: dict[int, memoryview] = {}
         self._maps: dict[int, mmap.mmap] = {}

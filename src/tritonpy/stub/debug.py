@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tritonpy.stub._codec import WireRequest
+    from tritonpy.stub._engine import Engine
     from tritonpy.stub.arena import OwnArenas
     from tritonpy.stub.bls import BlsClient
-    from tritonpy.stub.engine import Engine
     from tritonpy.stub.names import ModelNames
     from tritonpy.stub.pylogging import TritonLog
 
@@ -76,24 +75,13 @@ class IdleReporter:
         self._log = log
         self._names = names
         self._last = ""
-        self._batches_total = 0
 
     def start(self) -> None:
-        # Count batches by wrapping the engine's entry point (debug only:
-        # the hot path stays untouched otherwise).
-        engine = self._engine
-        on_execute = engine.on_execute
-
-        def counting(batch_id: int, wire: list[WireRequest], buf: Any) -> None:
-            self._batches_total += 1
-            on_execute(batch_id, wire, buf)
-
-        engine.on_execute = counting  # type: ignore[method-assign]
         self._loop.call_later(PERIOD, self._tick)
 
     def _tick(self) -> None:
         try:
-            now = counters(self._engine, self._bls, self._own, self._batches_total)
+            now = counters(self._engine, self._bls, self._own, self._engine.batches_total)
             if now["requests"] == 0:
                 # key=value pairs: Triton's log escapes quotes, so no JSON.
                 line = " ".join(f"{k}={v}" for k, v in now.items())

@@ -14,9 +14,9 @@ thread (``log``, BLS requests, model-control calls, metric ops); they are
 reading in turn while the loop is away: stub/turns.py), so the order in
 which they are handed to ``send`` is the order on the wire.
 
-The RESPONSES frames of the engine are written into one reused
-``FrameWriter`` (``responses``) by whoever has the channel, and sent with
-``send_built``: a body larger than a frame goes into an arena. So does
+The engine (_engine.pyx) writes its RESPONSES frames into a
+``FrameWriter`` of its own, used by whoever has the channel, and sends
+them with ``send_built``: a body larger than a frame goes into an arena. So does
 the body of any frame carrying a long text (a log line, an error): texts
 are only cut, with a marker, past what the backend takes
 (``stub-max-body-bytes``), or before INIT, when no arena may be announced
@@ -55,10 +55,10 @@ class Outbound:
         # Sends a frame that refers to no arena: the channel's own method.
         self.send: Callable[[bytes], None] = channel.send
         self.own = OwnArenas(self.announce)
-        # The engine's RESPONSES frames (used by whoever has the channel).
-        self.responses = C.FrameWriter()
         self._lock = threading.Lock()
-        self._announce: list[tuple[int, int, int]] = []
+        # New arenas whose ARENA frames go before the next frame that may
+        # refer to them (read, not written, by the engine: send_built).
+        self.announcing: list[tuple[int, int, int]] = []
         # Until INIT the backend takes no arena of ours: bodies are inline.
         self.arenas_ok = False
         self.body_limit = _INLINE_BODY
@@ -75,15 +75,15 @@ class Outbound:
         """OwnArenas made a new arena (maybe in a model's thread): its
         ARENA frame goes before the next frame sent."""
         with self._lock:
-            self._announce.append((arena_id, size, fd))
+            self.announcing.append((arena_id, size, fd))
 
     def _send_announcements(self) -> None:
         # Unlocked peek: whoever allocated an arena appended its
         # announcement before it handed over a frame referring to it.
-        if not self._announce:
+        if not self.announcing:
             return
         with self._lock:
-            items, self._announce = self._announce, []
+            items, self.announcing = self.announcing, []
         send = self._send
         for arena_id, size, fd in items:
             send(C.encode_simple(C.ARENA, (arena_id, size)), (fd,))
@@ -93,14 +93,14 @@ class Outbound:
     def send_referring(self, frame: bytes) -> None:
         """Send a frame that may refer to arenas (BLS_REQUEST,
         MODEL_CONTROL), after their announcements."""
-        if self._announce:
+        if self.announcing:
             self._send_announcements()
         self._send(frame)
 
     def send_built(self, w: C.FrameWriter) -> None:
-        """Finish the frame open in ``w`` (the loop's RESPONSES writer,
+        """Finish the frame open in ``w`` (the engine's RESPONSES writer,
         say) and send it."""
-        if self._announce or w.size() > C.MAX_FRAME:
+        if self.announcing or w.size() > C.MAX_FRAME:
             self.send_referring(self.finish(w))
         else:
             self._send(w.finish())

@@ -2,16 +2,16 @@
 # Copyright (c) The tritonpy authors.
 """The stub's runtime: one model instance served on one event loop.
 
-Frames from the backend arrive through ``Channel``; this module dispatches
-them: the model's life cycle (init, readiness, finalize) is handled here,
-batches, response senders and cancellation by ``Engine``. Everything runs on
-the loop thread.
+Frames from the backend arrive through ``Channel`` at the request path's
+compiled core, ``Engine`` (_engine.pyx), which handles EXECUTE, batches,
+response senders and cancellation itself and hands every other frame to
+its handler here: the model's life cycle (init, readiness, finalize).
+Everything runs on the loop thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import gc
 import importlib.machinery
 import importlib.util
@@ -28,9 +28,9 @@ from tritonpy.pb_utils._seam import ModelConfig
 from tritonpy.stub import _batch, debug
 from tritonpy.stub import _codec as C
 from tritonpy.stub._channel import Channel
-from tritonpy.stub.arena import PeerArenas, UnmappedArena
+from tritonpy.stub._engine import Engine
+from tritonpy.stub.arena import PeerArenas
 from tritonpy.stub.bls import BlsClient
-from tritonpy.stub.engine import Engine
 from tritonpy.stub.lifecycle import Handler, Lifecycle, State
 from tritonpy.stub.metrics import MetricClient
 from tritonpy.stub.names import ModelNames
@@ -40,12 +40,6 @@ from tritonpy.stub.pylogging import TritonLog, TritonLogRoute
 from tritonpy.stub.readiness import Readiness
 from tritonpy.stub.turns import Turns
 
-# Bound once: _on_frame runs for every frame.
-_get_ident = threading.get_ident
-_DECODE_HEADER, _DECODE_BODY = C.decode_header, C.decode_body
-_ARENA, _BLS_ARENA, _EXECUTE = C.ARENA, C.BLS_ARENA, C.EXECUTE
-_DESCRIPTOR_FRAMES = frozenset((_ARENA, _BLS_ARENA))
-_FLAG_BODY_IN_ARENA, _HEADER_SIZE = C.FLAG_BODY_IN_ARENA, C.HEADER_SIZE
 # What a bad frame raises while it is decoded or handled: the stub leaves.
 _PROTOCOL_ERRORS = (C.ProtocolError, ValueError, KeyError, UnicodeDecodeError)
 # Frames whose handlers start loop work (tasks, model calls): one read in
@@ -73,14 +67,14 @@ class Stub:
         *,
         make_channel: Callable[..., Channel] = Channel,
     ) -> None:
-        """``make_channel(fd, loop, on_frame, on_eof, on_violation)``: the
-        I/O (tests pass one that keeps what is sent and feeds frames).
+        """``make_channel(fd, loop, on_eof, on_violation)``: the I/O
+        (tests pass one that keeps what is sent and feeds frames).
 
         The composition root: every part gets the parts it works with,
         none gets the stub."""
         self.loop = loop
         self.names = ModelNames(instance)
-        self.channel = ch = make_channel(fd, loop, self._on_frame, self._on_eof, self._fatal)
+        self.channel = ch = make_channel(fd, loop, self._on_eof, self._fatal)
         self.turns = turns = Turns(loop, ch)
         self.out = out = Outbound(ch)
         self.own = out.own
@@ -91,13 +85,22 @@ class Stub:
         self.log = TritonLog(turns, out)
         self.bls = BlsClient(loop, out, turns, ch, self.life, self.names)
         self.metrics = MetricClient(out, turns, ch, self.bls, self.names)
-        self.engine = Engine(loop, out, turns, ch, self.peer, self.metrics, self.names, self.log)
-        ch.on_drained = self.engine.drained
+        self.engine = Engine(
+            loop,
+            out,
+            turns,
+            self.peer,
+            self.metrics,
+            self.names,
+            self.log,
+            self.life,
+            self._on_descriptor_frame,
+            self._fatal,
+        )
         self.readiness = Readiness(loop, turns, out, self.names)
         # pb_utils reaches the stub through it.
         self.host = PbHost(self.engine, self.bls, self.metrics, self.own, self.log.log).attach()
         self.python_logging = TritonLogRoute(self.log, self.host, ch, self.names)
-        turns.flushers = [self.engine.flush, self.bls.flush_releases]
         self.life.route(self._frame_handlers(), self._loop_only)
         self.model: Any = None
         # (model file, TritonPythonModel) imported for AUTO_COMPLETE, reused
@@ -105,17 +108,15 @@ class Stub:
         self._model_class: tuple[str, Any] | None = None
         self.settings: dict[str, Any] = {}
         self.exit_code: int | None = None
-        # EXECUTE frames that arrived while user code ran on the loop.
-        self._queued: collections.deque[tuple[int, Any, Any]] = collections.deque()
-        self._executing = False  # inside _on_execute's loop: it takes the queued ones
 
     # ---------------------------------------------------------------- life
 
     def start(self) -> None:
         self.python_logging.install()  # before the model file is imported
         self.out.hello()
-        self.channel.start()
-        self.turns.start_deputy()
+        self.channel.start(self.engine)  # it receives every frame
+        # The deputy's turns flush what is queued to go out.
+        self.turns.start_deputy([self.engine.flush, self.bls.flush_releases])
         if debug.enabled():
             debug.IdleReporter(
                 self.loop, self.engine, self.bls, self.own, self.log, self.names
@@ -159,9 +160,10 @@ class Stub:
         """Frame type -> handler(id, body, buf), for every frame the
         backend sends but the two that carry a descriptor (ARENA,
         BLS_ARENA: ``_on_descriptor_frame``). A handler runs only in a
-        state that takes its frame (the life cycle's table)."""
+        state that takes its frame (the life cycle's table); the engine
+        receives every frame and calls them."""
         return {
-            C.EXECUTE: self._on_execute,
+            C.EXECUTE: self.engine.execute_handler,
             C.BLS_RESPONSE: self.bls.on_response,
             C.RELEASE: self._on_release,
             C.CANCEL: self._on_cancel,
@@ -177,50 +179,14 @@ class Stub:
             C.FINALIZE: self._on_finalize,
         }
 
-    def _on_frame(self, mv: memoryview, fds: list[int]) -> None:
-        """The channel's callback: one frame, maybe read in turn by another
-        thread while the loop is away (stub/turns.py)."""
-        try:
-            ftype, flags, fid, body_len = _DECODE_HEADER(mv)
-            if fds or ftype in _DESCRIPTOR_FRAMES:
-                self._on_descriptor_frame(ftype, mv, fds)
-                return
-            handler = self.life.handlers.get(ftype)
-            if handler is None:
-                raise C.ProtocolError(f"frame type {ftype} is not sent to the stub")
-            if flags & _FLAG_BODY_IN_ARENA:
-                aid, off = C.decode_arena_ref(mv)
-                try:
-                    buf: Any = self.peer.view(aid, off, body_len)
-                except UnmappedArena as e:
-                    if ftype != _EXECUTE:
-                        raise
-                    # Its requests cannot be read: the batch fails alone.
-                    self.out.execute_done(fid, False, f"tritonpy: {self.names.instance}: {e}")
-                    return
-                start = 0
-            elif ftype == _EXECUTE:
-                # Inputs are zero-copy views of the frame: give the batch its own copy.
-                buf, start = bytearray(mv), _HEADER_SIZE
-            else:
-                buf, start = mv, _HEADER_SIZE
-            handler(fid, _DECODE_BODY(ftype, buf, start), buf)
-        except _PROTOCOL_ERRORS as e:
-            for fd in fds:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-            self._fatal(f"protocol error: {e}")
-
     def _on_descriptor_frame(self, ftype: int, mv: memoryview, fds: list[int]) -> None:
-        if ftype == _ARENA:
+        if ftype == C.ARENA:
             name, add = "ARENA", self.peer.add
-        elif ftype == _BLS_ARENA:
+        elif ftype == C.BLS_ARENA:
             name, add = "BLS_ARENA", self.bls.on_arena
         else:
             raise C.ProtocolError(f"frame type {ftype} carried file descriptors")
-        aid, size = _DECODE_BODY(ftype, mv, _HEADER_SIZE)
+        aid, size = C.decode_body(ftype, mv, C.HEADER_SIZE)
         if len(fds) != 1:
             raise C.ProtocolError(f"{name} frame with {len(fds)} descriptors, expected 1")
         add(aid, size, fds[0])
@@ -283,50 +249,11 @@ class Stub:
         self.life.move(State.UNLOADING, "FINALIZE")
         self.loop.create_task(self._finalize())
 
-    def _on_execute(self, fid: int, body: Any, buf: Any) -> None:
-        # Taken in INITIALIZING too: read in turn while initialize() runs
-        # (the backend sends none before INIT_DONE, a test may), queued.
-        queued = self._queued
-        turns = self.turns
-        if turns.away or _get_ident() != turns.loop_thread:
-            # Read in turn while model code holds the loop thread (the
-            # backend sends a sync model's next batches ahead): they run
-            # in order on the loop thread once it is back. The thread
-            # decides too: the loop thread clears `away` before it waits
-            # for the deputy's turn to end, and a batch the deputy ran
-            # itself would wait for its own lock. Always woken: a batch
-            # queued as the loop thread's run ends would else wait there.
-            queued.append((fid, body, buf))
-            self.loop.call_soon_threadsafe(self._run_queued)
-            return
-        if queued:
-            queued.append((fid, body, buf))
-            fid, body, buf = queued.popleft()
-        on_execute = self.engine.on_execute
-        self._executing = True
-        try:
-            while True:
-                on_execute(fid, body, buf)
-                if not queued:
-                    return
-                fid, body, buf = queued.popleft()
-        finally:
-            self._executing = False
-
-    def _run_queued(self) -> None:
-        if self._queued and not self._executing and not self.turns.away:
-            # The newest, handed to _on_execute, goes back behind the
-            # others, which run first, in order. The state decides again:
-            # initialize() may have failed meanwhile.
-            try:
-                self.life.handlers[_EXECUTE](*self._queued.pop())
-            except _PROTOCOL_ERRORS as e:
-                self._fatal(f"protocol error: {e}")
-
     # ---------------------------------------------------------------- init / finalize
 
     def _set_model_name(self, name: str) -> None:
-        self.names.model = self.engine.model_name = name
+        self.names.model = name
+        self.engine.named(name)
 
     def _route_python_logging(self, settings: dict[str, Any]) -> None:
         """Before any model code: stub-python-logging=false gives Python's
@@ -374,10 +301,6 @@ class Stub:
         names = self.names
         names.instance = args.get("model_instance_name") or names.instance
         self._set_model_name(args.get("model_name", names.instance))
-        self.engine.decoupled = bool(self.settings.get("decoupled", False))
-        # Answers of sync batches read together wait for each other only
-        # when no execute timeout counts each batch's time.
-        self.engine.hold_answers = not float(self.settings.get("execute_timeout_seconds", 0))
         self.own.limit(
             self.settings.get("stub_max_arenas", float("inf")),
             self.settings.get("stub_max_arena_bytes", float("inf")),
@@ -419,7 +342,13 @@ class Stub:
             self.life.move(State.FAILED, "initialize() failed")
             self.out.send_json(C.INIT_DONE, {"ok": False, "error": err})
             return
-        self.engine.model = self.model
+        self.engine.serve(
+            self.model,
+            bool(self.settings.get("decoupled", False)),
+            # Answers of sync batches read together wait for each other
+            # only when no execute timeout counts each batch's time.
+            not float(self.settings.get("execute_timeout_seconds", 0)),
+        )
         self.life.move(State.READY, "initialize() returned")
         # What initialize() built lives as long as the model: keep it out of
         # the collector's full passes, which would walk it on every one.

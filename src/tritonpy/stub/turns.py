@@ -84,8 +84,8 @@ class Turns:
         self._rouse = threading.Event()
         self.jobs: collections.deque[tuple[Callable[..., Any], tuple]] = collections.deque()
         # Flushes of queued outgoing work (responses, metrics, releases):
-        # the deputy runs them on every turn.
-        self.flushers: list[Callable[[], Any]] = []
+        # whoever has the channel runs them on every turn (start_deputy).
+        self.flushers: tuple[Callable[[], Any], ...] = ()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._poll: Any = None
         self._deputy: threading.Thread | None = None
@@ -269,7 +269,10 @@ class Turns:
 
     # ---------------------------------------------------------------- the deputy
 
-    def start_deputy(self) -> None:
+    def start_deputy(self, flushers: list[Callable[[], Any]]) -> None:
+        """Start the deputy; ``flushers`` send what is queued to go out, on
+        every turn of whoever has the channel."""
+        self.flushers = tuple(flushers)
         self._deputy = threading.Thread(target=self._watch, name="tritonpy-deputy", daemon=True)
         self._deputy.start()
 
