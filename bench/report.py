@@ -710,7 +710,8 @@ model of bench/models.py in vllm_backend's pattern: `execute` hands each
 request to an event loop of the model's own thread, where a stand-in
 engine takes 2.0 ms per decode step and the streams send their tokens
 before the next step starts (a send that blocks delays the next token, as
-in vLLM), so inter-token latency above 2.0 ms is the serving stack's.
+in vLLM). What inter-token latency shows above 2.0 ms is the serving
+stack's.
 
 genai-perf has no server-sent-events mode for Triton 2.51; for
 `generate_stream`, `bench/sse_load.py` has an open-loop mode (`--rate`:
