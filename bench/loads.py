@@ -9,6 +9,7 @@ itself used (to flag a saturated client)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import subprocess
@@ -259,6 +260,12 @@ class Window:
     grace: float = 60.0  # how long past the window a process may take
 
 
+# How many times a window is run again because a load generator was not
+# ready when it opened (a busy machine starts Python slowly), each time
+# with twice the spin-up.
+LATE_RETRIES = 3
+
+
 def _window_workers(
     server: Server,
     command: list[str],
@@ -267,7 +274,23 @@ def _window_workers(
 ) -> tuple[list[dict], dict]:
     """Runs the load generator ``command`` (plus the window's arguments)
     over one window: the processes' JSON outputs, and their counts summed
-    with the server's CPU seconds in the window."""
+    with the server's CPU seconds in the window. A window that a Python
+    process joined late (it measured less than the window, or nothing)
+    is run again with a longer spin-up."""
+    for _ in range(LATE_RETRIES):
+        outs, counts = _one_window(server, command, w, on_window)
+        if not any(o.get("joined_late") for o in outs):
+            break
+        w = dataclasses.replace(w, spinup=w.spinup * 2)
+    return outs, counts
+
+
+def _one_window(
+    server: Server,
+    command: list[str],
+    w: Window,
+    on_window: Callable[[str], None] | None,
+) -> tuple[list[dict], dict]:
     conns, tokens, duration = w.conns, w.tokens, w.duration
     procs = max(1, min(w.procs, conns))
     start = time.time() + w.spinup + w.warmup
