@@ -19,7 +19,7 @@
 #include "error.h"
 #include "memory_reporter.h"
 #include "metrics.h"
-#include "stub_process.h"
+#include "stub_launch.h"
 #include "stub_template.h"
 #include "triton_c_api/triton_api.h"
 

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -359,49 +360,92 @@ StartChild(
   return Status();
 }
 
+ChildLinks::~ChildLinks()
+{
+  for (Link& link : links_) {
+    CloseIf(&link.ours);
+    CloseIf(&link.theirs);
+  }
+}
+
+Status
+ChildLinks::Open(Kind kind, int target)
+{
+  int pair[2] = {-1, -1};
+  const bool socket = kind == Kind::kSocket;
+  const int r =
+      socket ? socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair)
+             : pipe2(pair, O_CLOEXEC);
+  if (r != 0) {
+    return Status::Internal(
+        prefix_ + (socket ? "socketpair: " : "pipe: ") + strerror(errno));
+  }
+  // A pipe's read end is [0]: the child's for kToChild.
+  const bool child_reads = kind == Kind::kToChild;
+  Link link;
+  link.ours = child_reads ? pair[1] : pair[0];
+  link.theirs = child_reads ? pair[0] : pair[1];
+  link.target = target;
+  links_.push_back(link);
+  return Status();
+}
+
+Status
+ChildLinks::Start(
+    ChildPlan* plan, pid_t* pid, std::string* executable,
+    const ChildForker* forker, bool* abandoned)
+{
+  for (const Link& link : links_) {
+    plan->place.emplace_back(link.theirs, link.target);
+  }
+  const Status s =
+      StartChild(*plan, prefix_, pid, executable, forker, abandoned);
+  for (Link& link : links_) {
+    CloseIf(&link.theirs);
+    if (!s.ok()) CloseIf(&link.ours);
+  }
+  return s;
+}
+
+int
+ChildLinks::Take(size_t i)
+{
+  const int fd = links_.at(i).ours;
+  links_.at(i).ours = -1;
+  return fd;
+}
+
 Status
 RunCommand(
     const std::vector<std::string>& args, const StubLaunch& launch,
     std::string* out, std::string* err, int* wait_status)
 {
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
-  if (pipe2(out_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
-      pipe2(err_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-    int e = errno;
-    for (int* fd : {&out_pipe[0], &out_pipe[1]}) CloseIf(fd);
-    return Status::Internal(std::string("tritonpy: pipe: ") + strerror(e));
-  }
-  // The child's ends block, as a program expects of its stdout.
-  fcntl(out_pipe[1], F_SETFL, 0);
-  fcntl(err_pipe[1], F_SETFL, 0);
+  ChildLinks links("");
+  TRITONPY_RETURN_IF_ERROR(links.Open(ChildLinks::Kind::kFromChild, 1));
+  TRITONPY_RETURN_IF_ERROR(links.Open(ChildLinks::Kind::kFromChild, 2));
   ChildPlan plan;
   plan.program = args.at(0);
   plan.args = args;
   plan.env = launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
   plan.sandbox = launch.sandbox;
-  plan.place = {{out_pipe[1], 1}, {err_pipe[1], 2}};
   plan.null_stdin = true;
   plan.what = "environment's probe";
   pid_t pid = -1;
   std::string executable;
-  Status s = StartChild(plan, "", &pid, &executable);
-  CloseIf(&out_pipe[1]);
-  CloseIf(&err_pipe[1]);
-  if (!s.ok()) {
-    CloseIf(&out_pipe[0]);
-    CloseIf(&err_pipe[0]);
-    return s;
-  }
+  TRITONPY_RETURN_IF_ERROR(links.Start(&plan, &pid, &executable));
+  // Our ends never block: the child is waited for, not the pipes. (The
+  // child's blocked, as a program expects of its stdout.)
+  int out_pipe = links.Take(0);
+  int err_pipe = links.Take(1);
+  fcntl(out_pipe, F_SETFL, O_NONBLOCK);
+  fcntl(err_pipe, F_SETFL, O_NONBLOCK);
   // Readable once the child has exited (Linux 5.3); else a short tick.
   int child_fd = -1;
 #ifdef SYS_pidfd_open
   child_fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 #endif
   struct pollfd fds[3] = {
-      {out_pipe[0], POLLIN, 0},
-      {err_pipe[0], POLLIN, 0},
-      {child_fd, POLLIN, 0}};
+      {out_pipe, POLLIN, 0}, {err_pipe, POLLIN, 0}, {child_fd, POLLIN, 0}};
   std::string* sinks[2] = {out, err};
   while (!Exited(pid)) {
     if (poll(fds, 3, child_fd >= 0 ? -1 : 50) < 0 && errno != EINTR) break;
@@ -417,11 +461,30 @@ RunCommand(
   for (int i = 0; i < 2; ++i) {
     if (fds[i].fd >= 0) Drain(fds[i].fd, sinks[i]);
   }
-  CloseIf(&out_pipe[0]);
-  CloseIf(&err_pipe[0]);
+  CloseIf(&out_pipe);
+  CloseIf(&err_pipe);
   CloseIf(&child_fd);
   *wait_status = KillGroupAndReap(pid);
   return Status();
+}
+
+std::string
+DescribeWaitStatus(int status)
+{
+  if (WIFEXITED(status)) {
+    int code = WEXITSTATUS(status);
+    std::string s = "exited with status " + std::to_string(code);
+    if (code == 127) s += " (the interpreter could not be executed)";
+    return s;
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    std::string s = "killed by signal " + std::to_string(sig);
+    if (abbrev != nullptr) s += std::string(" (SIG") + abbrev + ")";
+    return s;
+  }
+  return "ended with wait status " + std::to_string(status);
 }
 
 }  // namespace tritonpy

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "error.h"
-#include "stub_process.h"
+#include "stub_launch.h"
 
 namespace tritonpy {
 
@@ -76,6 +76,47 @@ Status StartChild(
     std::string* executable, const ChildForker* forker = nullptr,
     bool* abandoned = nullptr);
 
+// The descriptor pairs a child is started with (a socket, pipes): each
+// pair's child end is placed in the child at its target descriptor and
+// closed here once the child started; the server's end is kept (Take), or
+// closed when the child did not start. Whatever it still holds it closes
+// when destroyed, so that no failure path leaks a descriptor.
+class ChildLinks {
+ public:
+  enum class Kind {
+    kSocket,     // a SOCK_SEQPACKET socket pair
+    kToChild,    // a pipe: the child gets its read end
+    kFromChild,  // a pipe: the child gets its write end
+  };
+  // Messages start with `prefix` (as StartChild's).
+  explicit ChildLinks(std::string prefix) : prefix_(std::move(prefix)) {}
+  ~ChildLinks();
+  ChildLinks(const ChildLinks&) = delete;
+  ChildLinks& operator=(const ChildLinks&) = delete;
+
+  // Opens a pair (close-on-exec) whose child end goes to the child's
+  // descriptor `target`. The pairs are numbered from 0 in order of Open.
+  Status Open(Kind kind, int target);
+  // StartChild of `plan` with the child ends placed after plan->place's,
+  // then closes the child ends; when it failed, the server's ends too.
+  Status Start(
+      ChildPlan* plan, pid_t* pid, std::string* executable,
+      const ChildForker* forker = nullptr, bool* abandoned = nullptr);
+  // The server's end of pair `i`, now the caller's to close (-1 once
+  // taken, or when the child did not start).
+  int Take(size_t i);
+  int ours(size_t i) const { return links_.at(i).ours; }
+
+ private:
+  struct Link {
+    int ours = -1;
+    int theirs = -1;
+    int target = -1;
+  };
+  const std::string prefix_;
+  std::vector<Link> links_;
+};
+
 // Runs args[0] as StartChild does with `launch`'s sandbox and environment
 // (launch.env, or the server's own unless launch.env_filtered), stdin
 // /dev/null, and collects what it writes to stdout and stderr (the first
@@ -89,6 +130,10 @@ Status RunCommand(
     const std::vector<std::string>& args, const StubLaunch& launch,
     std::string* out, std::string* err, int* wait_status);
 constexpr size_t kCommandOutputLimit = 1 << 20;
+
+// How a child ended, from its waitpid status: "exited with status 3",
+// "killed by signal 9 (SIGKILL)".
+std::string DescribeWaitStatus(int status);
 
 // Closes *fd if it is open and sets it to -1.
 void CloseIf(int* fd);

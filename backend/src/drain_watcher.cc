@@ -3,28 +3,24 @@
 
 #include "drain_watcher.h"
 
-#include <pthread.h>
-#include "barrier.h"
-#include "triton_util.h"
-
 #include <algorithm>
 #include <chrono>
+
+#include "triton_util.h"
 
 namespace tritonpy {
 
 DrainWatcher::DrainWatcher(int period_ms) : period_ms_(period_ms)
 {
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start(
+      "tritonpy-drain", "the drain watcher", [this] { return Round(); },
+      LogAndGoOn);
 }
 
 DrainWatcher::~DrainWatcher()
 {
-  {
-    MutexLock lock(&mu_);
-    stop_ = true;
-    cv_.NotifyAll();
-  }
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
+  thread_.Join();
 }
 
 void
@@ -47,31 +43,14 @@ DrainWatcher::Unregister(const DrainTarget* target)
       targets_.end());
 }
 
-void
-DrainWatcher::Run()
-{
-  pthread_setname_np(pthread_self(), "tritonpy-drain");
-  bool go_on = true;
-  while (go_on) {
-    // The barrier: a failed round is logged, and the next one tries again.
-    const Status s = Guarded("the drain watcher", [&] {
-      go_on = Round();
-      return Status();
-    });
-    if (!s.ok()) TRITONPY_LOG_ERROR(s.message());
-  }
-}
-
 bool
 DrainWatcher::Round()
 {
+  // Nothing wakes it: a round every period.
+  if (!thread_.WaitFor(std::chrono::milliseconds(period_ms_))) return false;
   std::vector<std::shared_ptr<DrainTarget>> busy;
   {
     MutexLock lock(&mu_);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(period_ms_);
-    while (!stop_ && cv_.WaitUntil(deadline)) {}
-    if (stop_) return false;
     for (const auto& t : targets_) {
       if (t->open_requests.load() > 0 && !t->unloading.load()) {
         busy.push_back(t);

@@ -26,12 +26,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "mutex.h"
 #include "thread_annotations.h"
 #include "triton_c_api/triton_api.h"
+#include "worker_thread.h"
 
 namespace tritonpy {
 
@@ -54,18 +54,14 @@ class DrainWatcher {
   void Unregister(const DrainTarget* target);
 
  private:
-  // The thread body: Round after Round behind an exception barrier.
-  void Run();
-  // Waits one period, then marks the busy targets whose model is being
-  // unloaded. False once stopped.
-  bool Round();
+  // The thread's step: waits one period, then marks the busy targets whose
+  // model is being unloaded. False once stopped.
+  bool Round() EXCLUDES(mu_);
 
   const int period_ms_;
   Mutex mu_;
-  CondVar cv_{&mu_};
-  bool stop_ GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<DrainTarget>> targets_ GUARDED_BY(mu_);
-  std::thread thread_;
+  WorkerThread thread_;  // last: stopped and joined first
 };
 
 }  // namespace tritonpy

@@ -175,7 +175,7 @@ PrepareExecutionEnv(
             "' to prepare it";
     } else {
       why = "`" + settings.python_executable + " -m tritonpy.exec_env` " +
-            StubProcess::DescribeStatus(status) + ": " + Tail(err, 2000);
+            DescribeWaitStatus(status) + ": " + Tail(err, 2000);
     }
     return Status::InvalidArg(prefix + why);
   }

@@ -20,7 +20,7 @@
 
 #include "backend_state.h"
 #include "error.h"
-#include "stub_process.h"
+#include "stub_launch.h"
 
 namespace tritonpy {
 

@@ -3,16 +3,15 @@
 
 #include "fd_closer.h"
 
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
 #include <deque>
-#include <thread>
 
 #include "mutex.h"
+#include "worker_thread.h"
 
 #include <linux/magic.h>
 
@@ -33,19 +32,25 @@ class Closer {
  public:
   void Push(int fd) EXCLUDES(mu_)
   {
-    MutexLock lock(&mu_);
-    if (!started_) {
-      // Detached: at exit the process may still be stuck in a close.
-      std::thread(&Closer::Loop, this).detach();
-      started_ = true;
+    {
+      MutexLock lock(&mu_);
+      if (!started_) {
+        // Never stopped nor joined (this object is never destroyed): at
+        // exit the process may still be stuck in a close.
+        // Nothing in a step throws; if it did, the next one goes on.
+        thread_.Start(
+            "tritonpy-closer", "the descriptor closer",
+            [this] { return CloseNext(); }, [](const Status&) { return true; });
+        started_ = true;
+      }
+      ++handed_;
+      if (static_cast<int>(queue_.size()) + busy_ >= kCloserQueue) {
+        ++leaked_;
+        return;
+      }
+      queue_.push_back(fd);
     }
-    ++handed_;
-    if (static_cast<int>(queue_.size()) + busy_ >= kCloserQueue) {
-      ++leaked_;
-      return;
-    }
-    queue_.push_back(fd);
-    ready_.NotifyAll();
+    thread_.Wake();
   }
 
   CloserCounts Counts() EXCLUDES(mu_)
@@ -55,29 +60,30 @@ class Closer {
   }
 
  private:
-  void Loop() EXCLUDES(mu_)
+  // The thread's step: closes the next descriptor, or waits for one.
+  bool CloseNext() EXCLUDES(mu_)
   {
-    pthread_setname_np(pthread_self(), "tritonpy-closer");
-    while (true) {
-      int fd;
-      {
-        MutexLock lock(&mu_);
-        busy_ = 0;
-        while (queue_.empty()) ready_.Wait();
+    int fd = -1;
+    {
+      MutexLock lock(&mu_);
+      busy_ = 0;
+      if (!queue_.empty()) {
         fd = queue_.front();
         queue_.pop_front();
         busy_ = 1;
       }
-      // Once more right before the close: the sender may have set
-      // SO_LINGER again since CloseUntrusted (it is usually dead by now,
-      // and no one else can).
-      NoLinger(fd);
-      close(fd);
     }
+    if (fd < 0) return thread_.Wait();
+    // Once more right before the close: the sender may have set
+    // SO_LINGER again since CloseUntrusted (it is usually dead by now,
+    // and no one else can).
+    NoLinger(fd);
+    close(fd);
+    return true;
   }
 
+  WorkerThread thread_;
   Mutex mu_;
-  CondVar ready_{&mu_};
   std::deque<int> queue_ GUARDED_BY(mu_);
   int busy_ GUARDED_BY(mu_) = 0;
   long leaked_ GUARDED_BY(mu_) = 0;
@@ -85,7 +91,7 @@ class Closer {
   bool started_ GUARDED_BY(mu_) = false;
 };
 
-// Never destroyed: the detached thread uses it until the process ends.
+// Never destroyed: its thread uses it until the process ends.
 Closer&
 TheCloser()
 {

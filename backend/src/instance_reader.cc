@@ -3,7 +3,6 @@
 
 #include "instance_reader.h"
 
-#include <pthread.h>
 #include <sys/eventfd.h>
 
 #include <chrono>
@@ -49,13 +48,16 @@ InstanceReader::~InstanceReader()
 void
 InstanceReader::Start()
 {
-  thread_ = std::thread(&InstanceReader::Loop, this);
+  // Named so that top -H, perf and bench/profile.py can tell it apart.
+  thread_.Start(
+      "tritonpy-reader", "the reader thread", [this] { return Step(); },
+      [this](const Status& failed) { return OnStepFailed(failed); });
 }
 
 void
 InstanceReader::Join()
 {
-  if (thread_.joinable()) thread_.join();
+  thread_.Join();
 }
 
 Status
@@ -137,33 +139,23 @@ InstanceReader::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
   return Status();
 }
 
-void
-InstanceReader::Loop()
+bool
+InstanceReader::OnStepFailed(const Status& failed)
 {
-  // Named so that top -H, perf and bench/profile.py can tell it apart.
-  pthread_setname_np(pthread_self(), "tritonpy-reader");
-  bool go_on = true;
-  while (go_on) {
-    // The barrier: an exception in a step costs the stub, not the server.
-    const Status failed = Guarded("the reader thread", [&] {
-      go_on = Step();
-      return Status();
-    });
-    if (failed.ok()) continue;
+  // An exception in a step costs the stub, not the server.
+  TRITONPY_LOG_ERROR(
+      "tritonpy: killing the stub for " + describe_ + ": " + failed.message());
+  bool go_on = false;
+  const Status again = Guarded("the reader thread", [&] {
+    go_on = OnStubGone(failed.message(), true);
+    return Status();
+  });
+  if (!again.ok()) {
     TRITONPY_LOG_ERROR(
-        "tritonpy: killing the stub for " + describe_ + ": " +
-        failed.message());
-    const Status again = Guarded("the reader thread", [&] {
-      go_on = OnStubGone(failed.message(), true);
-      return Status();
-    });
-    if (!again.ok()) {
-      TRITONPY_LOG_ERROR(
-          "tritonpy: the reader of " + describe_ +
-          " stops: " + again.message());
-      return;
-    }
+        "tritonpy: the reader of " + describe_ + " stops: " + again.message());
+    return false;
   }
+  return go_on;
 }
 
 bool

@@ -23,7 +23,6 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "admission_gate.h"
@@ -37,6 +36,7 @@
 #include "readiness_queries.h"
 #include "stub_frames.h"
 #include "stub_supervisor.h"
+#include "worker_thread.h"
 
 namespace tritonpy {
 
@@ -91,11 +91,11 @@ class InstanceReader {
   }
 
  private:
-  // The thread body: Step after Step behind an exception barrier. An
-  // exception kills and restarts the stub, as a protocol violation does.
-  void Loop();
-  // Receives and handles one frame (or a timeout, or the stub's death).
-  // Returns false when the reader must exit.
+  // A step threw: the stub is killed and restarted, as on a protocol
+  // violation. Returns whether the reader goes on.
+  bool OnStepFailed(const Status& failed);
+  // The thread's step: receives and handles one frame (or a timeout, or the
+  // stub's death). Returns false when the reader must exit.
   bool Step();
   // Handles one received message; a failed Status is a protocol violation.
   Status Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds);
@@ -133,8 +133,8 @@ class InstanceReader {
   // the reader through wake_fd_.
   std::atomic<bool> blocking_{false};
 
+  WorkerThread thread_;  // it ends on its own once the stub stopped
   // Reader thread only.
-  std::thread thread_;
   bool drain_sent_ = false;
   std::chrono::steady_clock::time_point drain_sent_at_;
   IdleCounters idle_counters_;  // TRITONPY_DEBUG=1

@@ -3,11 +3,8 @@
 
 #include "memory_reporter.h"
 
-#include <pthread.h>
-
 #include <chrono>
 
-#include "barrier.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -53,17 +50,15 @@ MemoryReporter::MemoryReporter(
         "tritonpy: stub memory metrics are not available (" + s.message() +
         "); TRITONPY_DEBUG lines still report it");
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start(
+      "tritonpy-memory", "the stub memory reporter", [this] { return Round(); },
+      LogAndGoOn);
 }
 
 MemoryReporter::~MemoryReporter()
 {
-  {
-    MutexLock lock(&mu_);
-    stop_ = true;
-    cv_.NotifyAll();
-  }
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
+  thread_.Join();
   std::map<uint64_t, Entry> left;
   {
     MutexLock lock(&mu_);
@@ -112,11 +107,13 @@ MemoryReporter::Add(
   entry.pid = pid;
   entry.describe = describe;
   AcquireSeries(labels, &entry);  // the store's lock, not ours
-  MutexLock lock(&mu_);
-  const uint64_t id = next_id_++;
-  entries_.emplace(id, std::move(entry));
-  due_ = true;  // read it now, not an interval from now
-  cv_.NotifyAll();
+  uint64_t id;
+  {
+    MutexLock lock(&mu_);
+    id = next_id_++;
+    entries_.emplace(id, std::move(entry));
+  }
+  thread_.Wake();  // read it now, not an interval from now
   return id;
 }
 
@@ -145,32 +142,13 @@ MemoryReporter::Last(uint64_t id, ProcessMemory* out)
   return true;
 }
 
-void
-MemoryReporter::Run()
-{
-  pthread_setname_np(pthread_self(), "tritonpy-memory");
-  bool go_on = true;
-  while (go_on) {
-    // The barrier: a failed round is logged, and the next one tries again.
-    const Status s = Guarded("the stub memory reporter", [&] {
-      go_on = Round();
-      return Status();
-    });
-    if (!s.ok()) TRITONPY_LOG_ERROR(s.message());
-  }
-}
-
 bool
 MemoryReporter::Round()
 {
+  if (!thread_.WaitFor(std::chrono::milliseconds(interval_ms_))) return false;
   std::vector<std::pair<uint64_t, pid_t>> todo;
   {
     MutexLock lock(&mu_);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(interval_ms_);
-    while (!stop_ && !due_ && cv_.WaitUntil(deadline)) {}
-    if (stop_) return false;
-    due_ = false;
     for (const auto& [id, entry] : entries_) todo.emplace_back(id, entry.pid);
   }
   for (const auto& [id, pid] : todo) {

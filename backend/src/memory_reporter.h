@@ -36,7 +36,6 @@
 #include <cstdint>
 #include <map>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -44,6 +43,7 @@
 #include "mutex.h"
 #include "stub_memory.h"
 #include "thread_annotations.h"
+#include "worker_thread.h"
 
 namespace tritonpy {
 
@@ -114,9 +114,9 @@ class MemoryReporter {
     bool warned = false;  // a failed read was logged
   };
 
-  void Run();
-  // Waits for the next round (or a new registration); false once stopped.
-  bool Round();
+  // The thread's step: waits for the next round (or a new registration),
+  // then reads every registered process. False once stopped.
+  bool Round() EXCLUDES(mu_);
   // Makes the two series of `labels` (logs once if Triton refuses).
   void AcquireSeries(const Labels& labels, Entry* entry);
   void ReleaseSeries(Entry* entry);
@@ -128,12 +128,10 @@ class MemoryReporter {
   MetricStore::Family* private_family_ = nullptr;
 
   Mutex mu_;
-  CondVar cv_{&mu_};
-  bool stop_ GUARDED_BY(mu_) = false;
-  bool due_ GUARDED_BY(mu_) = false;  // a new registration waits
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
-  std::thread thread_;
+  // Woken by a new registration, to read it now.
+  WorkerThread thread_;
 };
 
 }  // namespace tritonpy

@@ -3,8 +3,6 @@
 
 #include "model_control.h"
 
-#include <pthread.h>
-
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -12,6 +10,7 @@
 #include "barrier.h"
 #include "protocol.h"
 #include "triton_util.h"
+#include "worker_thread.h"
 
 namespace tritonpy {
 
@@ -207,8 +206,8 @@ struct ModelControlWorker::Shared {
   {
   }
 
-  // The thread's body: runs queued jobs one at a time until stopped.
-  void Run() EXCLUDES(mu);
+  // The thread's step: runs the next queued job, or waits for one.
+  bool RunNext() EXCLUDES(mu);
   // Runs one job and answers it.
   void Answer(const Job& job) EXCLUDES(mu);
 
@@ -217,32 +216,33 @@ struct ModelControlWorker::Shared {
   const SandboxedControl policy;
 
   Mutex mu;
-  CondVar cv{&mu};  // signalled when a job is queued or stop is set
   std::deque<Job> jobs GUARDED_BY(mu);
   size_t running GUARDED_BY(mu) = 0;
-  bool stop GUARDED_BY(mu) = false;
-  std::thread thread GUARDED_BY(mu);  // started with the first job
+  bool started GUARDED_BY(mu) = false;  // with the first job
+  // Woken when a job is queued.
+  WorkerThread thread;
 };
 
-void
-ModelControlWorker::Shared::Run()
+bool
+ModelControlWorker::Shared::RunNext()
 {
-  pthread_setname_np(pthread_self(), "tritonpy-control");
-  while (true) {
-    Job job;
-    {
-      MutexLock lock(&mu);
-      while (!stop && jobs.empty()) cv.Wait();
-      if (stop) return;
+  Job job;
+  bool got = false;
+  {
+    MutexLock lock(&mu);
+    if (!jobs.empty()) {
       job = std::move(jobs.front());
       jobs.pop_front();
-      running = 1;
+      got = true;
     }
-    Answer(job);
-    job = Job();  // its channel is let go outside the lock
-    MutexLock lock(&mu);
-    running = 0;
+    running = got ? 1 : 0;
   }
+  if (!got) return thread.Wait();
+  Answer(job);
+  job = Job();  // its channel is let go outside the lock
+  MutexLock lock(&mu);
+  running = 0;
+  return true;
 }
 
 void
@@ -291,22 +291,22 @@ ModelControlWorker::Submit(
         " MODEL_CONTROL requests in flight (load_model, unload_model "
         "and is_model_ready calls not answered yet)");
   }
-  if (!s->thread.joinable()) {
-    std::shared_ptr<Shared> keep = shared_;  // the thread's own
-    s->thread = std::thread([keep] {
-      const Status failed = Guarded("model control", [&] {
-        keep->Run();
-        return Status();
-      });
-      if (!failed.ok()) {
-        TRITONPY_LOG_ERROR(
-            "tritonpy: " + keep->describe +
-            ": the model-control worker stopped: " + failed.message());
-      }
-    });
+  if (!s->started) {
+    // The thread's own reference: a load it runs may end this instance.
+    std::shared_ptr<Shared> keep = shared_;
+    Shared* raw = keep.get();
+    s->thread.Start(
+        "tritonpy-control", "model control", [keep] { return keep->RunNext(); },
+        [raw](const Status& failed) {
+          TRITONPY_LOG_ERROR(
+              "tritonpy: " + raw->describe +
+              ": the model-control worker stopped: " + failed.message());
+          return false;
+        });
+    s->started = true;
   }
   s->jobs.push_back({std::move(channel), id, std::move(msg)});
-  s->cv.NotifyAll();
+  s->thread.Wake();
   return Status();
 }
 
@@ -320,20 +320,14 @@ ModelControlWorker::DropPending()
 void
 ModelControlWorker::Stop()
 {
-  std::thread worker;
   {
     MutexLock lock(&shared_->mu);
-    shared_->stop = true;
     shared_->jobs.clear();
-    worker.swap(shared_->thread);
   }
-  shared_->cv.NotifyAll();
-  if (!worker.joinable()) return;
-  if (worker.get_id() == std::this_thread::get_id()) {
-    worker.detach();
-  } else {
-    worker.join();
-  }
+  shared_->thread.Stop();
+  // On the worker itself (its load ends this instance): detached, it
+  // finishes on its own.
+  shared_->thread.Join();
 }
 
 }  // namespace tritonpy

@@ -13,7 +13,6 @@
 #include <deque>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "channel.h"
 #include "error.h"

@@ -3,9 +3,7 @@
 
 #include "stub_process.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,25 +53,18 @@ StubProcess::SpawnOnce(
 {
   const std::string prefix =
       "tritonpy: stub for instance '" + instance_name + "': ";
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    return Status::Internal(
-        std::string("tritonpy: socketpair: ") + strerror(errno));
-  }
-  // The stub's lifeline: the read end of a pipe of its own whose write end
-  // only this process holds (until the stub is reaped). When the server
-  // ends, however it ends, the kernel closes the write end and the pipe
-  // hangs up: a thread of the stub, outside the GIL, waits for that to end
-  // its process group. Not a pidfd of the server, which would let model
-  // code signal it (pidfd_send_signal) and take its descriptors
-  // (pidfd_getfd); and one pipe per stub, so that what model code does to
-  // its own (reopening /proc/self/fd/4 for writing) reaches no other stub.
-  int life[2] = {-1, -1};
-  if (pipe2(life, O_CLOEXEC) != 0) {
-    int err = errno;
-    for (int* fd : {&sv[0], &sv[1]}) CloseIf(fd);
-    return Status::Internal(std::string("tritonpy: pipe: ") + strerror(err));
-  }
+  // The stub's socket, and its lifeline: the read end of a pipe of its
+  // own whose write end only this process holds (until the stub is
+  // reaped). When the server ends, however it ends, the kernel closes the
+  // write end and the pipe hangs up: a thread of the stub, outside the
+  // GIL, waits for that to end its process group. Not a pidfd of the
+  // server, which would let model code signal it (pidfd_send_signal) and
+  // take its descriptors (pidfd_getfd); and one pipe per stub, so that
+  // what model code does to its own (reopening /proc/self/fd/4 for
+  // writing) reaches no other stub.
+  ChildLinks links(prefix);
+  TRITONPY_RETURN_IF_ERROR(links.Open(ChildLinks::Kind::kSocket, kStubFd));
+  TRITONPY_RETURN_IF_ERROR(links.Open(ChildLinks::Kind::kToChild, kLifelineFd));
   ChildPlan plan;
   plan.program = launch.python;
   plan.args = {
@@ -105,7 +96,6 @@ StubProcess::SpawnOnce(
   }
   plan.env = launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
   plan.sandbox = launch.sandbox;
-  plan.place = {{sv[1], kStubFd}, {life[0], kLifelineFd}};
   // A sandboxed stub keeps the server's stdout and stderr (the log), not
   // its stdin (a terminal, perhaps, that it could read or inject into).
   plan.null_stdin = launch.sandbox.enabled;
@@ -113,19 +103,12 @@ StubProcess::SpawnOnce(
   ChildForker forker = [&launch, templates](const ChildFork& fork, int* err) {
     return templates->Fork(launch, fork, err);
   };
-  Status s = StartChild(
-      plan, prefix, &pid, &executable_,
-      templates != nullptr ? &forker : nullptr, abandoned);
-  CloseIf(&sv[1]);
-  CloseIf(&life[0]);
-  if (!s.ok()) {
-    CloseIf(&sv[0]);
-    CloseIf(&life[1]);
-    return s;
-  }
+  TRITONPY_RETURN_IF_ERROR(links.Start(
+      &plan, &pid, &executable_, templates != nullptr ? &forker : nullptr,
+      abandoned));
   pid_ = pid;
-  lifeline_ = life[1];
-  *backend_fd = sv[0];
+  *backend_fd = links.Take(0);
+  lifeline_ = links.Take(1);
   return Status();
 }
 
@@ -175,7 +158,7 @@ StubProcess::EndWithin(int timeout_ms)
   if (!running()) return "";
   int status = 0;
   if (!WaitFor(timeout_ms, &status)) status = KillAndReap();
-  return DescribeStatus(status);
+  return DescribeWaitStatus(status);
 }
 
 int
@@ -188,25 +171,6 @@ StubProcess::KillAndReap()
   kill(pid_, SIGKILL);   // in case it left its group
   ReapExited(&status);
   return status;
-}
-
-std::string
-StubProcess::DescribeStatus(int status)
-{
-  if (WIFEXITED(status)) {
-    int code = WEXITSTATUS(status);
-    std::string s = "exited with status " + std::to_string(code);
-    if (code == 127) s += " (the interpreter could not be executed)";
-    return s;
-  }
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    const char* abbrev = sigabbrev_np(sig);
-    std::string s = "killed by signal " + std::to_string(sig);
-    if (abbrev != nullptr) s += std::string(" (SIG") + abbrev + ")";
-    return s;
-  }
-  return "ended with wait status " + std::to_string(status);
 }
 
 }  // namespace tritonpy

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <utility>
 
+#include "child_launch.h"
 #include "protocol.h"
 #include "triton_util.h"
 
@@ -108,7 +109,7 @@ StubSupervisor::Reap(
   } else {
     msg += "died: ";
   }
-  msg += StubProcess::DescribeStatus(status);
+  msg += DescribeWaitStatus(status);
   if (!death.kill && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
     msg += "; a SIGKILL nobody sent on purpose usually comes from the " +
            std::string("kernel's out-of-memory killer");

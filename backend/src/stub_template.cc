@@ -3,7 +3,6 @@
 
 #include "stub_template.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,6 +15,7 @@
 #include <climits>
 #include <cstring>
 
+#include "barrier.h"
 #include "json.h"
 #include "triton_util.h"
 
@@ -142,7 +142,7 @@ struct StubTemplates::Template {
       r = waitpid(pid, &status, 0);
     } while (r < 0 && errno == EINTR);
     pid = -1;
-    return r < 0 ? "" : StubProcess::DescribeStatus(status);
+    return r < 0 ? "" : DescribeWaitStatus(status);
   }
 
   // Starts it and waits until it has imported everything; "" or why not.
@@ -152,16 +152,10 @@ struct StubTemplates::Template {
       const std::function<void(const std::function<void()>&)>& starter)
       REQUIRES(mu)
   {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-      return std::string("socketpair: ") + strerror(errno);
-    }
-    int life[2] = {-1, -1};
-    if (pipe2(life, O_CLOEXEC) != 0) {
-      int err = errno;
-      for (int* fd : {&sv[0], &sv[1]}) CloseIf(fd);
-      return std::string("pipe: ") + strerror(err);
-    }
+    ChildLinks links("");
+    Status s = links.Open(ChildLinks::Kind::kSocket, kControlFd);
+    if (s.ok()) s = links.Open(ChildLinks::Kind::kToChild, kLifelineFd);
+    if (!s.ok()) return s.message();
     ChildPlan plan;
     plan.program = launch.python;
     plan.args = {
@@ -173,24 +167,16 @@ struct StubTemplates::Template {
         "--title-room", std::string(kTitleRoom, ' ')};
     plan.env =
         launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
-    plan.place = {{sv[1], kControlFd}, {life[0], kLifelineFd}};
     plan.null_stdin = true;
     plan.what = "stub template";
     std::string executable;
-    Status s;
     pid_t started = -1;
-    starter([&] { s = StartChild(plan, "", &started, &executable); });
+    s = Status::Internal("the starter thread failed to start it");
+    starter([&] { s = links.Start(&plan, &started, &executable); });
+    if (!s.ok()) return s.message();
     pid = started;
-    CloseIf(&sv[1]);
-    CloseIf(&life[0]);
-    if (!s.ok()) {
-      CloseIf(&sv[0]);
-      CloseIf(&life[1]);
-      pid = -1;
-      return s.message();
-    }
-    control = sv[0];
-    lifeline = life[1];
+    control = links.Take(0);
+    lifeline = links.Take(1);
 #ifdef SYS_pidfd_open
     pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
 #endif
@@ -225,10 +211,11 @@ struct StubTemplates::Template {
 };
 
 StubTemplates::StubTemplates(int timeout_seconds, MemoryReporter* memory)
-    : timeout_ms_(timeout_seconds * 1000),
-      memory_(memory),
-      starter_([this] { StarterLoop(); })
+    : timeout_ms_(timeout_seconds * 1000), memory_(memory)
 {
+  starter_.Start(
+      "tritonpy-starter", "the stub template starter",
+      [this] { return RunStarterJob(); }, LogAndGoOn);
 }
 
 StubTemplates::~StubTemplates()
@@ -240,26 +227,31 @@ StubTemplates::~StubTemplates()
       t->End();
     }
   }
-  {
-    MutexLock lock(&starter_mu_);
-    stopping_ = true;
-  }
-  starter_cv_.NotifyAll();
-  starter_.join();
+  starter_.Stop();
+  starter_.Join();
 }
 
-void
-StubTemplates::StarterLoop()
+bool
+StubTemplates::RunStarterJob()
 {
-  MutexLock lock(&starter_mu_);
-  while (true) {
-    while (job_ == nullptr && !stopping_) starter_cv_.Wait();
-    if (job_ == nullptr) return;  // stopping, no job left
-    (*job_)();
-    job_ = nullptr;
-    job_done_ = true;
-    starter_cv_.NotifyAll();
+  const std::function<void()>* job;
+  {
+    MutexLock lock(&starter_mu_);
+    job = job_;
   }
+  if (job == nullptr) return starter_.Wait();
+  // Its caller waits in OnStarter (call_mu_ lets one in at a time). A job
+  // that throws is done all the same: its caller finds no result.
+  const Status failed = Guarded("the stub template starter", [&] {
+    (*job)();
+    return Status();
+  });
+  if (!failed.ok()) TRITONPY_LOG_ERROR(failed.message());
+  MutexLock lock(&starter_mu_);
+  job_ = nullptr;
+  job_done_ = true;
+  job_done_cv_.NotifyAll();
+  return true;
 }
 
 void
@@ -269,8 +261,8 @@ StubTemplates::OnStarter(const std::function<void()>& job)
   MutexLock lock(&starter_mu_);
   job_ = &job;
   job_done_ = false;
-  starter_cv_.NotifyAll();
-  while (!job_done_) starter_cv_.Wait();
+  starter_.Wake();
+  while (!job_done_) job_done_cv_.Wait();
 }
 
 std::shared_ptr<StubTemplates::Template>

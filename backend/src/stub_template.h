@@ -24,13 +24,13 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "child_launch.h"
 #include "memory_reporter.h"
 #include "mutex.h"
-#include "stub_process.h"
+#include "stub_launch.h"
+#include "worker_thread.h"
 
 namespace tritonpy {
 
@@ -65,7 +65,8 @@ class StubTemplates {
   struct Template;
   // Runs `job` on the starter thread and waits for it.
   void OnStarter(const std::function<void()>& job) EXCLUDES(starter_mu_);
-  void StarterLoop() EXCLUDES(starter_mu_);
+  // The starter's step: runs the job waiting, or waits for one.
+  bool RunStarterJob() EXCLUDES(starter_mu_);
   std::shared_ptr<Template> Find(const StubLaunch& launch);
 
   const int timeout_ms_;
@@ -82,11 +83,10 @@ class StubTemplates {
   // thread of this object's, which outlives them.
   Mutex call_mu_;  // one job at a time
   Mutex starter_mu_;
-  CondVar starter_cv_{&starter_mu_};
+  CondVar job_done_cv_{&starter_mu_};
   const std::function<void()>* job_ GUARDED_BY(starter_mu_) = nullptr;
   bool job_done_ GUARDED_BY(starter_mu_) = false;
-  bool stopping_ GUARDED_BY(starter_mu_) = false;
-  std::thread starter_;
+  WorkerThread starter_;  // woken when a job waits
 };
 
 // "a,b,c": names joined with `sep`.

@@ -79,6 +79,16 @@ LogIfError(TRITONSERVER_Error* err, const char* what)
   TRITONSERVER_ErrorDelete(err);
 }
 
+// A WorkerThread's OnFailure (worker_thread.h) for loops whose rounds are
+// independent: logs the failure as an error, and the next round tries
+// again.
+inline bool
+LogAndGoOn(const Status& failed)
+{
+  LogAt(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, failed.message());
+  return true;
+}
+
 }  // namespace tritonpy
 
 #define TRITONPY_LOG(level, msg) \
