@@ -10,6 +10,7 @@
 
 #include "json.h"
 #include "protocol.h"
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -105,7 +106,7 @@ RunAutoComplete(
   if (st.ok()) st = proto::CheckHello(text);
   if (st.ok()) {
     // What auto_complete_config logs obeys Triton's settings.
-    st = s.channel->Send(proto::MakeLogLevelsFrame(EnabledLogLevels()));
+    st = s.channel->Send(proto::LogLevelsFrame(EnabledLogLevels()));
   }
   if (st.ok()) {
     const json::Value msg = {
@@ -115,15 +116,10 @@ RunAutoComplete(
         {"model_dir", call.model_dir},
         {"settings", {{"python_logging", call.python_logging}}}};
     std::string body = json::Write(msg);
-    if (body.size() > proto::kMaxFrame - proto::kHeaderSize) {
+    if (body.size() > proto::kMaxJsonText) {
       st = Status::InvalidArg("the model config is too large for a frame");
     } else {
-      st = s.channel->Send(
-          proto::MakeFrame(
-              proto::FrameType::kAutoComplete, 0, 0,
-              [&](std::vector<uint8_t>* out) {
-                proto::EncodeJson(body, out);
-              }));
+      st = s.channel->Send(proto::AutoCompleteFrame(body));
     }
   }
   if (st.ok()) {

@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "json.h"
+#include "protocol_frames.h"
 #include "response_writer.h"
 #include "triton_util.h"
 
@@ -194,9 +195,7 @@ BatchTable::OnResponses(
   if (!send_errors.empty()) {
     std::shared_ptr<Channel> channel = stub_->CurrentChannel();
     for (const proto::SendErrorBody& e : send_errors) {
-      auto frame = proto::MakeFrame(
-          proto::FrameType::kSendError, 0, 0,
-          [&](std::vector<uint8_t>* out) { proto::EncodeSendError(e, out); });
+      const proto::Frame frame = proto::SendErrorFrame(e);
       if (channel != nullptr && frame.size() <= proto::kMaxFrame) {
         (void)channel->Send(frame);
       }
@@ -260,11 +259,8 @@ BatchTable::PollCancellation(bool force)
     size_t end = std::min(cancel.requests.size(), at + kMaxCancelEntries);
     part.requests.assign(
         cancel.requests.begin() + at, cancel.requests.begin() + end);
-    auto frame = proto::MakeFrame(
-        proto::FrameType::kCancel, 0, 0,
-        [&](std::vector<uint8_t>* out) { proto::EncodeCancel(part, out); });
     // A failed send means the stub is gone; EOF handles that.
-    (void)channel->Send(frame);
+    (void)channel->Send(proto::CancelFrame(part));
   }
 }
 

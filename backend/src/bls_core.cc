@@ -3,6 +3,7 @@
 
 #include "bls_core.h"
 
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -44,10 +45,9 @@ BlsCore::FailEarly(
   body.has_error = 1;
   body.error_code = static_cast<uint32_t>(status.code());
   body.error_message = status.message().substr(0, 60000);
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kBlsResponse, 0, id,
-      [&](std::vector<uint8_t>* out) { proto::EncodeBlsResponse(body, out); });
-  if (channel != nullptr) (void)channel->Send(frame);
+  if (channel != nullptr) {
+    (void)channel->Send(proto::BlsResponseFrame(id, body));
+  }
 }
 
 bool
@@ -159,11 +159,8 @@ BlsCore::AllocateInArena(
   // A new arena goes to the stub before any frame refers to it; sent
   // under mu so that no other response can overtake it.
   for (const MappedArena* arena : allocator.Unannounced()) {
-    auto frame = proto::MakeFrame(
-        proto::FrameType::kBlsArena, 0, 0, [&](std::vector<uint8_t>* out) {
-          proto::EncodeArena({arena->id(), arena->size()}, out);
-        });
-    (void)call->channel->Send(frame, arena->fd());
+    (void)call->channel->Send(
+        proto::BlsArenaFrame({arena->id(), arena->size()}), arena->fd());
     allocator.MarkAnnounced(arena->id());
   }
   return nullptr;

@@ -12,6 +12,7 @@
 #include "barrier.h"
 #include "bls_core.h"
 #include "params.h"
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -173,9 +174,7 @@ OnResponseBody(
   const bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
   std::vector<OutBuf*> arena_bufs;
   proto::BlsResponseBody body = ResponseBody(response, final, &arena_bufs);
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kBlsResponse, 0, call->id,
-      [&](std::vector<uint8_t>* out) { proto::EncodeBlsResponse(body, out); });
+  proto::Frame frame = proto::BlsResponseFrame(call->id, body);
   if (frame.size() > proto::kMaxFrame) {
     // Huge response parameters or many inline outputs: the stub gets this
     // response as an error naming the called model instead, so that its
@@ -183,11 +182,7 @@ OnResponseBody(
     // The arena space stays ours and is freed with the response.
     body = TooLargeResponse(call->model_name, body, frame.size());
     arena_bufs.clear();
-    frame = proto::MakeFrame(
-        proto::FrameType::kBlsResponse, 0, call->id,
-        [&](std::vector<uint8_t>* out) {
-          proto::EncodeBlsResponse(body, out);
-        });
+    frame = proto::BlsResponseFrame(call->id, body);
   }
   // The stub owns the arena space from the moment it may see the frame.
   core->HandOver(arena_bufs);

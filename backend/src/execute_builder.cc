@@ -11,6 +11,7 @@
 
 #include "params.h"
 #include "protocol.h"
+#include "protocol_frames.h"
 #include "response_writer.h"
 #include "triton_c_api/triton_infer_api.h"
 #include "triton_util.h"
@@ -423,9 +424,7 @@ BuildExecute(
     batch->wire_index = std::move(index);
     if (batch->wire_index.empty()) return Status();  // nothing to send
   }
-  proto::BeginFrame(frame);
-  proto::EncodeExecute(body, frame);
-  proto::FinishFrame(proto::FrameType::kExecute, 0, batch->id, frame);
+  proto::ExecuteFrame(batch->id, body, frame);
   if (frame->size() > proto::kMaxFrame) {
     // Still too large (huge metadata): the body moves to the arena.
     size_t body_len = frame->size() - proto::kHeaderSize;
@@ -436,9 +435,8 @@ BuildExecute(
     TRITONPY_RETURN_IF_ERROR(allocator->Allocate(body_len, &a));
     batch->allocations.push_back(a);
     memcpy(a.ptr, frame->data() + proto::kHeaderSize, body_len);
-    *frame = proto::EncodeBodyRefFrame(
-        proto::FrameType::kExecute, 0, batch->id,
-        static_cast<uint32_t>(body_len), {a.arena_id, a.offset});
+    *frame = proto::ExecuteRefFrame(
+        batch->id, static_cast<uint32_t>(body_len), {a.arena_id, a.offset});
   }
   return Status();
 }

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "execute_builder.h"
 #include "instance_state.h"
+#include "protocol_frames.h"
 #include "response_writer.h"
 #include "triton_util.h"
 
@@ -150,11 +151,7 @@ InstanceState::ExecuteBatch(
   // batch space under that mutex. Arenas live as long as the allocator.
   for (const Announce& a : announce) {
     if (!status.ok()) break;
-    auto arena_frame = proto::MakeFrame(
-        proto::FrameType::kArena, 0, 0, [&](std::vector<uint8_t>* out) {
-          proto::EncodeArena({a.id, a.size}, out);
-        });
-    status = channel->Send(arena_frame, a.fd);
+    status = channel->Send(proto::ArenaFrame({a.id, a.size}), a.fd);
     if (status.ok()) {
       MutexLock lock(&arenas_.mu);
       arenas_.allocator.MarkAnnounced(a.id);

@@ -11,6 +11,7 @@
 #include "barrier.h"
 #include "clock.h"
 #include "json.h"
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -278,9 +279,8 @@ InstanceReader::PollUnload()
       "tritonpy: " + describe_ + " is being unloaded with " +
       std::to_string(table_->open_requests()) +
       " request(s) in flight; they get finalize-grace-seconds to finish");
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kDrain, 0, 0, [](std::vector<uint8_t>*) {});
-  (void)channel->Send(frame);  // a failed send means the stub is gone: EOF
+  // A failed send means the stub is gone: EOF.
+  (void)channel->Send(proto::DrainFrame());
   drain_sent_ = true;
   drain_sent_at_ = Clock::now();
 }

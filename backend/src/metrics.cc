@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -277,10 +278,8 @@ InstanceMetrics::OnFrame(
     }
   }
   if (f.id != 0 && channel != nullptr) {
-    auto frame = proto::MakeFrame(
-        proto::FrameType::kMetricDone, 0, f.id,
-        [&](std::vector<uint8_t>* out) { proto::EncodeMetricDone(done, out); });
-    (void)channel->Send(frame);  // a stub that is gone needs no answer
+    // A stub that is gone needs no answer.
+    (void)channel->Send(proto::MetricDoneFrame(f.id, done));
   }
   return Status();
 }

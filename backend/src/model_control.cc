@@ -9,6 +9,7 @@
 
 #include "barrier.h"
 #include "protocol.h"
+#include "protocol_frames.h"
 #include "triton_util.h"
 #include "worker_thread.h"
 
@@ -186,10 +187,7 @@ SendModelControlDone(Channel* channel, uint64_t id, const json::Value& reply)
 {
   if (channel == nullptr) return Status();
   const std::string text = json::Write(reply);
-  return channel->Send(
-      proto::MakeFrame(
-          proto::FrameType::kModelControlDone, 0, id,
-          [&](std::vector<uint8_t>* out) { proto::EncodeJson(text, out); }));
+  return channel->Send(proto::ModelControlDoneFrame(id, text));
 }
 
 struct ModelControlWorker::Shared {

@@ -248,15 +248,6 @@ MakeFrame(FrameType type, uint16_t flags, uint64_t id, Fn encode_body)
   return out;
 }
 
-// A LOG_LEVELS frame telling the stub which levels Triton logs.
-inline std::vector<uint8_t>
-MakeLogLevelsFrame(uint32_t enabled)
-{
-  return MakeFrame(FrameType::kLogLevels, 0, 0, [&](std::vector<uint8_t>* out) {
-    EncodeLogLevels({enabled}, out);
-  });
-}
-
 // Size of a fixed-size element of `dtype` (BOOL 1 ... FP64 8, BF16 2);
 // 0 for BYTES and unknown types.
 uint32_t DataTypeByteSize(uint32_t dtype);

@@ -9,6 +9,7 @@
 #include "channel.h"
 #include "clock.h"
 #include "json.h"
+#include "protocol_frames.h"
 
 namespace tritonpy {
 
@@ -69,9 +70,7 @@ ReadinessQueries::Check()
     query_id = next_query_id_++;
     queries_.insert(query_id);
   }
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kIsReady, 0, query_id, [](std::vector<uint8_t>*) {});
-  Status sent = channel->Send(frame);
+  Status sent = channel->Send(proto::IsReadyFrame(query_id));
   MutexLock lock(&stub_->mu);
   auto gone = [&]() REQUIRES(stub_->mu) {
     return stub_->generation() != generation ||

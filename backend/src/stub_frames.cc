@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -23,11 +24,8 @@ CloseAll(std::vector<int>* fds)
 void
 SendError(Channel* channel, const std::string& message)
 {
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kError, 0, 0, [&](std::vector<uint8_t>* out) {
-        proto::EncodeError({proto::ClipText(message)}, out);
-      });
-  (void)channel->Send(frame);  // best effort: the peer may be gone
+  // Best effort: the peer may be gone.
+  (void)channel->Send(proto::ErrorFrame(message));
 }
 
 void
@@ -42,11 +40,7 @@ SendRelease(Channel* channel, const std::vector<proto::ArenaRef>& release)
     body.allocations.assign(
         release.begin() + at,
         release.begin() + std::min(release.size(), at + kPerFrame));
-    (void)channel->Send(
-        proto::MakeFrame(
-            proto::FrameType::kRelease, 0, 0, [&](std::vector<uint8_t>* out) {
-              proto::EncodeRelease(body, out);
-            }));
+    (void)channel->Send(proto::ReleaseFrame(body));
   }
 }
 
@@ -57,7 +51,7 @@ LogLevelSync::Sync(Channel* channel)
   if (enabled == sent_.load(std::memory_order_relaxed)) return;
   MutexLock lock(&mu_);
   if (enabled == sent_.load()) return;
-  if (channel->Send(proto::MakeLogLevelsFrame(enabled)).ok()) {
+  if (channel->Send(proto::LogLevelsFrame(enabled)).ok()) {
     sent_.store(enabled);
   }
 }

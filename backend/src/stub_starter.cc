@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "json.h"
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -112,14 +113,12 @@ StubStarter::Handshake(
   init["model_dir"] = model_->model_dir();
   init["settings"] = std::move(stub_settings);
   std::string init_text = json::Write(init);
-  if (init_text.size() > proto::kMaxFrame - proto::kHeaderSize) {
+  if (init_text.size() > proto::kMaxJsonText) {
     return Status::InvalidArg(
         "tritonpy: " + describe_ + ": the model config is too large for " +
         "an INIT frame");
   }
-  auto frame = proto::MakeFrame(
-      proto::FrameType::kInit, 0, 0,
-      [&](std::vector<uint8_t>* out) { proto::EncodeJson(init_text, out); });
+  const proto::Frame frame = proto::InitFrame(init_text);
   // A new stub knows nothing of the log settings: they go before INIT.
   log_levels_->Reset();
   log_levels_->Sync(channel.get());

@@ -11,6 +11,7 @@
 
 #include "child_launch.h"
 #include "protocol.h"
+#include "protocol_frames.h"
 #include "triton_util.h"
 
 namespace tritonpy {
@@ -228,9 +229,7 @@ StubSupervisor::Stop(
     before_finalize(channel.get());
     // The stub gives in-flight work finalize_grace_seconds, then cancels
     // it, completes every open request itself and answers FINALIZE_DONE.
-    auto frame = proto::MakeFrame(
-        proto::FrameType::kFinalize, 0, 0, [](std::vector<uint8_t>*) {});
-    if (channel->Send(frame).ok()) {
+    if (channel->Send(proto::FinalizeFrame()).ok()) {
       MutexLock lock(&mu);
       const auto deadline = Clock::now() + wait;
       while (!finalize_done_ && state_ != StubState::kStopped &&

@@ -11,7 +11,11 @@ A module is a header and the .cc of the same name beside it: what either
 includes, the module includes. A header of no module's own (no .cc beside
 it) that only .cc files include is part of those files' code, not a module:
 its includes count as theirs. Every include line counts, also one under
-``#if``: a reader of the source sees it as an arrow all the same."""
+``#if``: a reader of the source sees it as an arrow all the same.
+
+Frames are put together only in the protocol room (the files whose path
+under backend/src starts with ``protocol``): every other file sends what
+one of its builders (protocol_frames.h) returns."""
 
 from __future__ import annotations
 
@@ -116,3 +120,25 @@ def test_a_cycle_is_seen() -> None:
     with pytest.raises(pytest.fail.Exception):
         _assert_acyclic(graph, "module cycle")
 
+
+# The codec's frame assembly: what only the protocol room calls.
+_ASSEMBLY = re.compile(
+    r"\b(MakeFrame|BeginFrame|FinishFrame|EncodeBodyRefFrame|Encode[A-Z]\w*)\s*\("
+)
+
+
+def in_protocol_room(path: Path) -> bool:
+    return str(path.relative_to(SRC)).startswith("protocol")
+
+
+def test_frames_are_built_only_in_the_protocol_room() -> None:
+    outside = {
+        f"{p.relative_to(SRC)}: {m.group(1)}"
+        for p in sources()
+        if not in_protocol_room(p)
+        for m in _ASSEMBLY.finditer(p.read_text())
+    }
+    assert not outside, sorted(outside)
+    # The room itself is found, and assembles frames.
+    room = [p for p in sources() if in_protocol_room(p)]
+    assert any(_ASSEMBLY.search(p.read_text()) for p in room)
