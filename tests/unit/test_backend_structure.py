@@ -5,7 +5,8 @@ reads it.
 
 The #include graph, from the ``#include "..."`` lines (as
 tests/unit/test_import_graph.py reads the Python side's imports): no header
-includes itself through others, and no two modules include each other.
+includes itself through others, no two modules include each other, and
+the rooms (the folders of backend/src) depend on each other one way.
 
 A module is a header and the .cc of the same name beside it: what either
 includes, the module includes. A header of no module's own (no .cc beside
@@ -89,6 +90,24 @@ def _assert_acyclic(graph: dict, what: str) -> None:
         pytest.fail(f"{what} in backend/src: {cycle}")
 
 
+def room_graph() -> dict[str, set[str]]:
+    """The rooms, each a folder of backend/src, and the rooms their files
+    include. A file on top (the entry points) is in no room: it builds
+    from all of them."""
+
+    def room(p: Path) -> str | None:
+        parts = p.relative_to(SRC).parts
+        return parts[0] if len(parts) > 1 else None
+
+    graph: dict[str, set[str]] = {}
+    for p, deps in file_graph().items():
+        if room(p) is None:
+            continue
+        arrows = graph.setdefault(room(p), set())
+        arrows |= {room(d) for d in deps if room(d) not in (None, room(p))}
+    return graph
+
+
 def test_the_reader_finds_the_arrows_it_should() -> None:
     """The reader itself: arrows known to be there."""
     files = file_graph()
@@ -109,6 +128,13 @@ def test_no_two_modules_include_each_other() -> None:
     """As child_launch.h and stub_process.cc once did: the settings both
     need (StubLaunch) now sit in a leaf header of their own."""
     _assert_acyclic(module_graph(), "module cycle")
+
+
+def test_the_rooms_depend_on_each_other_one_way() -> None:
+    """util below protocol, ipc, triton, process, model, then bls and
+    instance (docs/architecture.md): no room includes a room that includes
+    it."""
+    _assert_acyclic(room_graph(), "room cycle")
 
 
 def test_a_cycle_is_seen() -> None:
