@@ -239,12 +239,31 @@ TestChildLinks()
   CHECK(OpenDescriptors() == baseline);
 }
 
+void
+TestRunCommand()
+{
+  // What a helper writes to stdout and stderr is collected, as it ends.
+  const int baseline = OpenDescriptors();
+  tritonpy::StubLaunch launch;
+  std::string out, err;
+  int status = -1;
+  const Status s = tritonpy::RunCommand(
+      {"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, launch, &out, &err,
+      &status);
+  CHECK(s.ok());
+  CHECK(out == "out\n");
+  CHECK(err == "err\n");
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+  CHECK(OpenDescriptors() == baseline);
+}
+
 }  // namespace
 
 int
 main()
 {
-  TestChildLinks();  // first: it counts this process's descriptors
+  TestChildLinks();  // first: they count this process's descriptors
+  TestRunCommand();
   TestWorkerWakes();
   TestWorkerWaitsForItsPeriod();
   TestWorkerFailures();
