@@ -15,6 +15,7 @@ import re
 import shutil
 import statistics
 from pathlib import Path
+from typing import Any
 
 from bench import published
 from bench.environment import OFFICIAL_ARGS
@@ -475,6 +476,72 @@ def is_separate(doc: dict) -> bool:
     return bool(doc["scenarios"]) and all(sc["id"].startswith(SEPARATE) for sc in doc["scenarios"])
 
 
+def _median_of(doc: dict, sid: str, key: str, system: str = "tritonpy") -> float | None:
+    sc = next((s for s in doc["scenarios"] if s["id"] == sid), None)
+    res = {} if sc is None else sc["results"].get(system, {})
+    m = res.get("metrics", {}).get(key) if res.get("status") == "ok" else None
+    return None if m is None else float(m["median"])
+
+
+def separate_summary(doc: dict) -> str:
+    """What the separate runs say, in sentences: tritonpy against the
+    official backend at each size of many_instances both ran, the largest
+    size tritonpy loaded, and shared_weights' largest size against one
+    instance. Every figure is the result file's."""
+    lines = []
+    sizes = sorted(
+        int(sc["id"].rsplit("_n", 1)[1])
+        for sc in doc["scenarios"]
+        if re.fullmatch(r"many_instances_n\d+", sc["id"])
+    )
+    for n in sizes:
+        sid = f"many_instances_n{n}"
+        pss, load = (_median_of(doc, sid, k) for k in ("pss_mib", "load_s"))
+        if pss is None or load is None:
+            continue
+        o_pss, o_load = (_median_of(doc, sid, k, "official") for k in ("pss_mib", "load_s"))
+        if o_pss is not None and o_load is not None:
+            lines.append(
+                f"- many_instances {n}: the stubs' summed PSS is {pss / o_pss:.2f}× the "
+                f"official's ({pss:,.0f} MiB against {o_pss:,.0f} MiB), start to ready "
+                f"{load / o_load:.2f}× ({load:.1f} s against {o_load:.1f} s)."
+            )
+        else:
+            rps = _median_of(doc, sid, "rps")
+            lines.append(
+                f"- many_instances {n}: loaded in {load:.1f} s, the stubs' summed PSS "
+                f"{pss:,.0f} MiB"
+                + (f"; they served {rps:,.0f} add_sub req/s" if rps is not None else "")
+                + "; the official backend was not run at this size (see below)."
+            )
+    shared = sorted(
+        int(sc["id"].rsplit("_n", 1)[1])
+        for sc in doc["scenarios"]
+        if re.fullmatch(r"shared_weights_n\d+", sc["id"])
+    )
+    if len(shared) >= 2:
+        one, most = shared[0], shared[-1]
+        load1 = _median_of(doc, f"shared_weights_n{one}", "load_s")
+        sid = f"shared_weights_n{most}"
+        load, pss, after, answered = (
+            _median_of(doc, sid, k) for k in ("load_s", "pss_mib", "pss_after_mib", "answered")
+        )
+        if None not in (load1, load, pss, after, answered):
+            lines.append(
+                f"- shared_weights {most}: the stubs' summed PSS is {pss:,.0f} MiB loaded and "
+                f"{after:,.0f} MiB after {answered:,.0f} requests; start to ready "
+                f"{load:.1f} s, {load / load1:.2f}× the {load1:.1f} s of {one} instance."
+            )
+    return "\n".join(lines)
+
+
+def _tritonpy_settings(doc: dict) -> str:
+    given = doc.get("settings", {}).get("tritonpy", [])
+    if not given:
+        return "tritonpy runs with its defaults (no backend setting given)"
+    return "tritonpy runs with " + ", ".join(f"`{a}`" for a in given)
+
+
 def separate_section(doc: dict | None) -> str:
     """The section of docs/benchmarks.md drawn from docs/benchmarks/
     separate.json (nothing before there is one)."""
@@ -496,12 +563,27 @@ which writes this section and its result file,
 (`tests/unit/test_bench_separate.py` checks that they agree). The
 tritonpy column forks stubs from templates (`stub-fork=true`, the
 default); the `stub-fork=false` rows exec a fresh interpreter per stub.
-No model sets `stub_preload`. How to read the memory figures:
-[performance.md](performance.md#memory-of-many-stubs).
+No model sets `stub_preload`; {_tritonpy_settings(doc)}. How to read the
+memory figures: [performance.md](performance.md#memory-of-many-stubs).
+
+{separate_summary(doc)}
 
 {markdown(doc)}
 ![many instances](benchmarks/{SEPARATE_PLOT})
 {SEPARATE_END}"""
+
+
+def _relative(value: Any) -> Any:
+    """``value`` with every path under the checkout written relative to
+    it (a failure reason names the interpreter, the work directory): a
+    published file names no path of the machine it ran on."""
+    if isinstance(value, str):
+        return value.replace(f"{ROOT}/", "")
+    if isinstance(value, list):
+        return [_relative(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _relative(v) for k, v in value.items()}
+    return value
 
 
 def _publish_separate(doc: dict, images: list[Path]) -> Path:
@@ -510,7 +592,7 @@ def _publish_separate(doc: dict, images: list[Path]) -> Path:
     for p in images:
         if p.name == SEPARATE_PLOT:
             shutil.copy2(p, img_dir / p.name)
-    result = published.result_file(doc)
+    result = _relative(published.result_file(doc))
     published.SEPARATE_RESULT.write_text(json.dumps(result, indent=1) + "\n")
     path = DOCS / "benchmarks.md"
     text = path.read_text()

@@ -4,6 +4,7 @@
 #include "backend_state.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cctype>
@@ -325,6 +326,23 @@ BackendState::SetMemoryDefaults(uint64_t usable, StubLimits* limits)
   limits->max_bls_bytes = bytes / 4 < 4096 ? 4096 : bytes / 4;
 }
 
+int
+BackendState::StartDefault(int cpus, uint64_t usable)
+{
+  // A start is mostly waiting (a fork, IPC round trips, Triton's own work
+  // per instance, a model's I/O), so a few overlap on each CPU; each may
+  // hold the transient memory peak of its initialize(), hence one per GiB;
+  // and a model of many instances does not run all their initialize()
+  // at once.
+  int most = 16;
+  if (cpus > 0 && cpus * 4 < most) most = cpus * 4;
+  const uint64_t gib = usable >> 30;
+  if (usable != 0 && gib < static_cast<uint64_t>(most)) {
+    most = static_cast<int>(gib);
+  }
+  return most < 1 ? 1 : most;
+}
+
 Status
 BackendState::ParseFlag(
     const std::string& key, const std::string& value, bool* out)
@@ -567,6 +585,11 @@ BackendState::Create(
   // The memory caps' defaults follow the memory the server may use.
   const MachineMemory memory = ReadMachineMemory();
   SetMemoryDefaults(memory.usable(), &state->settings_.stub_limits);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  state->settings_.instance_start_parallelism = StartDefault(
+      sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 0,
+      memory.usable());
   TRITONPY_RETURN_IF_ERROR(
       ApplySettings(file_kv, "tritonpy.conf", &state->settings_, true));
   TRITONPY_RETURN_IF_ERROR(

@@ -96,8 +96,8 @@ struct BackendSettings {
   // instance-start-parallelism: how many instances of one model may start
   // (stub start and initialize()) at once. Above 1, Triton asks for all of
   // them at once (TRITONBACKEND_GetBackendAttribute) and the others wait
-  // for a turn; 1 (the default until forked stubs no longer carry the
-  // death signal of the thread that started their template): one by one.
+  // for a turn; 1: one by one. Its default follows the machine
+  // (SetStartDefault).
   int instance_start_parallelism = 1;
 };
 
@@ -158,6 +158,10 @@ class BackendState {
   // (a quarter of it) for a server that may use `usable` bytes of memory
   // (machine_memory.h; 0: unknown, the fixed defaults stand).
   static void SetMemoryDefaults(uint64_t usable, StubLimits* limits);
+  // The default of instance-start-parallelism for a server that may run on
+  // `cpus` CPUs and use `usable` bytes of memory (0: unknown): four starts
+  // per CPU, one per GiB, 16 at most, 1 at least.
+  static int StartDefault(int cpus, uint64_t usable);
   // Parses `value`, module names separated by commas (stub-preload, the
   // model parameter stub_preload), adding the new ones to *modules; the
   // error names `key`.

@@ -178,6 +178,20 @@ ApplyEnvPolicy(const BackendSettings& settings, StubLaunch* launch)
   return Status();
 }
 
+// The instances of a model config: the counts of its instance groups.
+int64_t
+InstanceCount(const json::Value& config)
+{
+  int64_t instances = 0;
+  if (const json::Value* groups = json::Find(config, "instance_group");
+      groups != nullptr && groups->is_array()) {
+    for (const json::Value& group : *groups) {
+      instances += json::GetInt(group, "count", 1);
+    }
+  }
+  return instances;
+}
+
 }  // namespace
 
 ModelState::~ModelState()
@@ -198,18 +212,11 @@ ModelState::UseOwnTemplate(int64_t instances)
   // stubs fork from the shared template and import it themselves. One
   // instance: nothing to share, and a process less.
   if (stub_launch_.templates == nullptr || stub_launch_.sandbox.enabled ||
-      instances < 2) {
+      instances < 2 || !stub_launch_.model_key.empty()) {
     return;
   }
   static std::atomic<uint64_t> serial{0};
-  // initialize's args without the instance's keys (stub_starter.cc).
-  json::Value args = json::Value::object();
-  args["model_config"] = config_json_;
-  args["model_repository"] = repository_;
-  args["model_version"] = std::to_string(version_);
-  args["model_name"] = name_;
   json::Value spec = json::Value::object();
-  spec["args"] = std::move(args);
   spec["model_file"] = model_file_;
   spec["model_dir"] = model_dir_;
   stub_launch_.model = json::Write(spec);
@@ -218,8 +225,21 @@ ModelState::UseOwnTemplate(int64_t instances)
   stub_launch_.model_key = "model '" + name_ + "' version " +
                            std::to_string(version_) + " #" +
                            std::to_string(++serial);
-  // The stub that ran auto_complete_config imported the model without
-  // initialize_shared: every instance forks from the template instead.
+}
+
+void
+ModelState::ShareInTemplate()
+{
+  if (stub_launch_.model_key.empty()) return;
+  // initialize's args without the instance's keys (stub_starter.cc).
+  json::Value args = json::Value::object();
+  args["model_config"] = config_json_;
+  args["model_repository"] = repository_;
+  args["model_version"] = std::to_string(version_);
+  args["model_name"] = name_;
+  stub_launch_.shared_args = json::Write(args);
+  // The stub that ran auto_complete_config has not run initialize_shared:
+  // every instance forks from the template instead.
   MutexLock lock(&stub_mu_);
   StopStub(&auto_complete_stub_);
 }
@@ -379,6 +399,9 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
       state->name_, *state->backend_, json::Find(config, "parameters"),
       exec_env, &state->stub_launch_));
 
+  // With the count the config has now: the auto-complete stub then forks
+  // from the model's template, which imports the model once for both.
+  state->UseOwnTemplate(InstanceCount(config));
   bool auto_complete = false;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete));
@@ -421,13 +444,7 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   // or sequence batcher, a batch taken early would be smaller than the one
   // Triton could have formed; with several instances, a slow batch would
   // hold the ones queued behind it while another instance idles.
-  int64_t instances = 0;
-  if (const json::Value* groups = json::Find(config, "instance_group");
-      groups != nullptr && groups->is_array()) {
-    for (const json::Value& group : *groups) {
-      instances += json::GetInt(group, "count", 1);
-    }
-  }
+  const int64_t instances = InstanceCount(config);
   if (json::Find(config, "dynamic_batching") == nullptr &&
       json::Find(config, "sequence_batching") == nullptr && instances <= 1) {
     state->sync_prefetch_batches_ = kSoloSyncPrefetchBatches;
@@ -451,6 +468,7 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   }
 
   state->UseOwnTemplate(instances);
+  state->ShareInTemplate();
   *out = std::move(state);
   return Status();
 }

@@ -87,11 +87,17 @@ class ModelState {
  private:
   friend struct ModelStateTestPeer;  // backend/tests/fuzz_requests.h
   // Gives the model's stubs a template of their own that imports its
-  // model file (and runs initialize_shared) before it forks them, once
-  // the config is final, when it has `instances` (its count in the
-  // config) of 2 or more; not for a sandboxed model (stub_template.h).
-  // The destructor ends that template.
+  // model file before it forks them, when it has `instances` (its count in
+  // the config) of 2 or more; not for a sandboxed model (stub_template.h).
+  // Called before auto-complete with the count the config has then (the
+  // auto-complete stub is then forked from it: the model is imported
+  // once), and again once the config is final. The destructor ends that
+  // template.
   void UseOwnTemplate(int64_t instances);
+  // Once the config is final: the model's own template (if it has one)
+  // runs initialize_shared with these args before it forks an instance;
+  // the auto-complete stub, forked before, is stopped.
+  void ShareInTemplate();
   TRITONBACKEND_Model* model_ = nullptr;
   const BackendState* backend_ = nullptr;
   std::string name_;

@@ -58,11 +58,16 @@ struct StubLaunch {
   StubTemplates* templates = nullptr;
   std::vector<std::string> preload;
   // The model's own template (stub_template.h): when not empty, the JSON
-  // its template imports the model with (model_file, model_dir, args
-  // without the instance's keys), and the key that names that template
-  // (one per ModelState). Empty: the template of the launch's settings.
+  // its template imports the model with (model_file, model_dir), and the
+  // key that names that template (one per ModelState). Empty: the
+  // template of the launch's settings. `shared_args`: once the config is
+  // final, initialize_shared's args (initialize's without the instance's
+  // keys), which the template runs it with before it forks this launch's
+  // stub; empty (the auto-complete stub's launch): the model imported is
+  // enough.
   std::string model;
   std::string model_key;
+  std::string shared_args;
 };
 
 }  // namespace tritonpy

@@ -114,6 +114,8 @@ struct StubTemplates::Template {
   int pidfd GUARDED_BY(mu) = -1;     // readable once it exited; -1: none
   // Why it cannot serve, for good: its stubs are exec'd.
   std::string refused GUARDED_BY(mu);
+  // A model's own: whether it ran initialize_shared (since it started).
+  bool shared GUARDED_BY(mu) = false;
   // Its memory metrics, while it runs (reset before it is reaped, so that
   // no reused pid is read).
   MemoryReporter::Registration memory GUARDED_BY(mu);
@@ -143,6 +145,26 @@ struct StubTemplates::Template {
     } while (r < 0 && errno == EINTR);
     pid = -1;
     return r < 0 ? "" : DescribeWaitStatus(status);
+  }
+
+  // Sends `message`, waits for its {"ok": true}; "" or why not (it is
+  // then ended).
+  std::string Ask(const std::string& message, int timeout_ms) REQUIRES(mu)
+  {
+    std::string text, why;
+    json::Value answer;
+    if (!SendWithFds(control, message, {})) {
+      why = std::string("sending it a message: ") + strerror(errno);
+    } else if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
+      const std::string how = End();
+      return how.empty() ? why : why + "; the template " + how;
+    } else if (!json::Parse(text, &answer).ok()) {
+      why = "it sent '" + text.substr(0, 200) + "'";
+    } else if (!json::GetBool(answer, "ok")) {
+      why = json::GetString(answer, "error", "it refused");
+    }
+    if (!why.empty()) End();
+    return why;
   }
 
   // Starts it and waits until it has imported everything; "" or why not.
@@ -192,18 +214,9 @@ struct StubTemplates::Template {
     } else if (!json::GetBool(hello, "ok")) {
       why = json::GetString(hello, "error", "it refused");
     } else if (!launch.model.empty()) {
-      // A model's own: it imports the model (and runs its
-      // initialize_shared) before it forks.
-      if (!SendWithFds(control, "{\"model\": " + launch.model + "}", {})) {
-        why = std::string("sending it the model: ") + strerror(errno);
-      } else if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
-        const std::string how = End();
-        return how.empty() ? why : why + "; the template " + how;
-      } else if (!json::Parse(text, &hello).ok()) {
-        why = "it sent '" + text.substr(0, 200) + "'";
-      } else if (!json::GetBool(hello, "ok")) {
-        why = json::GetString(hello, "error", "it refused");
-      }
+      // A model's own: it imports the model before it forks.
+      shared = false;
+      return Ask("{\"model\": " + launch.model + "}", timeout_ms);
     }
     if (!why.empty()) End();
     return why;
@@ -303,6 +316,14 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
   MutexLock lock(&t->mu);
   if (!t->refused.empty()) return 0;
   const std::string what = "tritonpy: stub template (" + t->describe + ")";
+  // Given up for good: its stubs are exec'd.
+  auto refuse = [&](const std::string& why) REQUIRES(t->mu) {
+    t->refused = why;
+    TRITONPY_LOG_WARN(
+        what + " cannot fork stubs: " + why +
+        "; its stubs start afresh (exec) instead");
+    return 0;
+  };
   if (t->pid > 0 && t->Exited()) {
     const pid_t old = t->pid;
     const std::string how = t->End();
@@ -314,13 +335,7 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
     const std::string why = t->Start(
         timeout_ms_,
         [this](const std::function<void()>& job) { OnStarter(job); });
-    if (!why.empty()) {
-      t->refused = why;
-      TRITONPY_LOG_WARN(
-          what + " cannot fork stubs: " + why +
-          "; its stubs start afresh (exec) instead");
-      return 0;
-    }
+    if (!why.empty()) return refuse(why);
     TRITONPY_LOG_INFO(what + " started, pid " + std::to_string(t->pid));
     const MemoryReporter::Labels labels = {
         {"kind", "template"},
@@ -330,6 +345,15 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
     t->memory = MemoryReporter::Registration(
         memory_,
         memory_->Add(t->pid, labels, "stub template (" + t->describe + ")"));
+  }
+
+  if (!launch.shared_args.empty() && !t->shared) {
+    // The config is final: initialize_shared runs once, before the
+    // instances fork.
+    const std::string why =
+        t->Ask("{\"shared\": " + launch.shared_args + "}", timeout_ms_);
+    if (!why.empty()) return refuse(why);
+    t->shared = true;
   }
 
   // The request: the stub's argv (`python -m tritonpy.stub ...`).

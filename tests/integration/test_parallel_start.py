@@ -7,6 +7,8 @@ initialize() until `together` of them are there at once."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import tritonclient.http as httpclient
@@ -62,6 +64,18 @@ def test_the_bound_keeps_a_third_out(tmp_path: Path) -> None:
     with running(_serve(tmp_path, 3, 3, False, BOUND)) as srv:
         seen = _load_and_read_seen(srv)
         assert len(seen) == 4 and max(seen) <= 2, seen
+
+
+def test_by_default_instances_start_in_parallel(tmp_path: Path) -> None:
+    """No key set: four starts per CPU, one per GiB of memory, 16 at most
+    (docs/configuration.md), so two instances start together on any
+    machine the tests run on."""
+    with running(_serve(tmp_path, 2, 60, True)) as srv:
+        assert len(_load_and_read_seen(srv)) == 4
+        found = re.search(r"instance-start-parallelism=(\d+)", srv.log())
+        assert found, srv.log()[-3000:]
+        # Below the CPUs' bound only where memory is short.
+        assert 2 <= int(found.group(1)) <= min(16, 4 * len(os.sched_getaffinity(0))), found[0]
 
 
 def test_forked_instances_start_in_parallel_and_all_serve(tmp_path: Path) -> None:

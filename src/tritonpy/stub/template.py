@@ -26,10 +26,13 @@ the kernel refuses new user namespaces to a process with more).
 The messages, one SOCK_SEQPACKET message each, JSON:
     template -> backend, once: {"ok": true} or {"ok": false, "error": "..."}
     backend -> template, first, to a model's own template only: {"model":
-        {"model_file": "...", "model_dir": "...", "args": {...}}}: it
-        imports the model file as a stub does and runs the class's
-        initialize_shared(args) (args: initialize's less the instance's
-        keys); answered as the first message
+        {"model_file": "...", "model_dir": "..."}}: it imports the model
+        file as a stub does (its auto-complete stub and its instances fork
+        from that); answered as the first message
+    backend -> template, to a model's own, once its config is final and
+        before the first instance forks: {"shared": {...}}: it runs the
+        class's initialize_shared(args) (args: initialize's less the
+        instance's keys); answered as the first message
     backend -> template: a fork request {"argv": [python, "-m",
         "tritonpy.stub", ...], "env": ["K=V", ...],
         "cwd": "...", "parent": pid, "sandbox": {...} or null,
@@ -167,6 +170,15 @@ class _Blas:
         torch.set_num_threads(count)
 
 
+def _thread_refusal(step: str) -> str:
+    """Why the template cannot fork after ``step``: the threads it left
+    running; "" when none."""
+    threads = _threads()
+    if not threads:
+        return ""
+    return f"{step} started a thread ({', '.join(threads)}): a template with threads cannot fork"
+
+
 def _warm(preload: list[str], blas: _Blas) -> str:
     """Imports the stub's modules and ``preload``; "" or why the template
     cannot serve."""
@@ -178,43 +190,57 @@ def _warm(preload: list[str], blas: _Blas) -> str:
             importlib.import_module(name)
         except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the module
             return f"importing {name!r} failed: {type(e).__name__}: {e}"
-        threads = _threads()
-        if threads:
-            return (
-                f"importing {name!r} started a thread ({', '.join(threads)}): "
-                "a template with threads cannot fork"
-            )
+        why = _thread_refusal(f"importing {name!r}")
+        if why:
+            return why
     blas.find()
     return ""
 
 
-def _prepare(spec: dict[str, Any], blas: _Blas) -> str:
-    """A model's own template: imports the model file as the stub would
-    and runs the class's ``initialize_shared(args)`` once, for every
-    instance to inherit; "" or why the template cannot serve (its stubs
-    are then exec'd, and each imports the model itself)."""
+def _import_model(spec: dict[str, Any], blas: _Blas) -> str:
+    """A model's own template: imports the model file as the stub would,
+    once for its auto-complete stub and its instances; "" or why the
+    template cannot serve (its stubs are then exec'd, and each imports the
+    model itself)."""
     from tritonpy.pb_utils._seam import c_utils, pb_utils
     from tritonpy.stub import runtime
 
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)
     sys.modules.setdefault("c_python_backend_utils", c_utils)
     sys.argv = [""]  # as a stub's model sees it
-    step = f"importing {spec['model_file']}"
     try:
         cls = runtime.load_model_class(spec)
-        threads = _threads()
-        if not threads and callable(getattr(cls, "initialize_shared", None)):
-            step = "initialize_shared"
-            cls.initialize_shared(runtime.shared_args(spec["args"]))
-            threads = _threads()
     except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the step
-        return f"{step} failed: {type(e).__name__}: {e}"
-    if threads:
-        return (
-            f"{step} started a thread ({', '.join(threads)}): a template with threads cannot fork"
-        )
+        return f"importing {spec['model_file']} failed: {type(e).__name__}: {e}"
+    why = _thread_refusal(f"importing {spec['model_file']}")
+    if why:
+        return why
     blas.find()  # the model may have loaded OpenBLAS
+    # Its stubs use this class. The auto-complete stub forks before
+    # initialize_shared ran, and is stopped after it: every instance
+    # forks after it (the backend sends "shared" first).
     runtime.PREPARED = (spec["model_file"], cls)
+    return ""
+
+
+def _share(args: dict[str, Any], blas: _Blas) -> str:
+    """Once the model's config is final: the class's
+    ``initialize_shared(args)``, once, for every instance forked after it
+    to inherit; "" or why the template cannot serve."""
+    from tritonpy.stub import runtime
+
+    if runtime.PREPARED is None:
+        return "initialize_shared asked before the model was imported"
+    cls = runtime.PREPARED[1]
+    if callable(getattr(cls, "initialize_shared", None)):
+        try:
+            cls.initialize_shared(runtime.shared_args(args))
+        except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the step
+            return f"initialize_shared failed: {type(e).__name__}: {e}"
+        why = _thread_refusal("initialize_shared")
+        if why:
+            return why
+        blas.find()
     return ""
 
 
@@ -426,12 +452,17 @@ def serve(argv: list[str]) -> int:
         reply: dict[str, Any]
         try:
             request = json.loads(message)
+            step = None
             if "model" in request and not path.prepared:
-                why = _prepare(request["model"], blas)
-                if why:
-                    _send(sock, {"ok": False, "error": why})
-                    return 1
+                why = _import_model(request["model"], blas)
                 path.base, path.prepared = list(sys.path), True
+                step = why
+            elif "shared" in request:
+                step = _share(request["shared"], blas)
+            if step is not None:
+                if step:
+                    _send(sock, {"ok": False, "error": step})
+                    return 1
                 gc.collect()
                 gc.freeze()
                 reply = {"ok": True}
