@@ -138,6 +138,14 @@ output [ { name: "TOKEN", data_type: TYPE_INT32, dims: [ 1 ] } ]"""
 MODELS: dict[str, tuple[str, str]] = {
     "add_sub": (ADD_SUB_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
     "load_probe": (ADD_SUB_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
+    # load_probe under the stub sandbox, which a model may turn on for
+    # itself (docs/hardening.md); tritonpy only.
+    "load_probe_sandboxed": (
+        ADD_SUB_PY,
+        "max_batch_size: 0\n"
+        + _ADD_SUB_IO
+        + '\nparameters { key: "stub_sandbox" value { string_value: "true" } }',
+    ),
     "identity": (
         IDENTITY_PY,
         """max_batch_size: 0
@@ -178,12 +186,19 @@ EXAMPLES = {"llm": ROOT / "examples" / "llm"}
 # TRITONSERVER in-process inference API; llm's floor is the model without a
 # server, bench/llm_floor.py).
 FLOOR_MISSING = {"bls", "llm"}
-# Loaded on demand by the load-time scenario, not at server start.
-ON_DEMAND = {"load_probe"}
+# Loaded on demand by the load-time scenarios, not at server start.
+ON_DEMAND = {"load_probe", "load_probe_sandboxed"}
+# Models of tritonpy alone.
+TRITONPY_ONLY = {"load_probe_sandboxed"}
 
 
 def models_for(system: str) -> list[str]:
-    return [m for m in [*MODELS, *EXAMPLES] if not (system == "floor" and m in FLOOR_MISSING)]
+    return [
+        m
+        for m in [*MODELS, *EXAMPLES]
+        if not (system == "floor" and m in FLOOR_MISSING)
+        and not (system != "tritonpy" and m in TRITONPY_ONLY)
+    ]
 
 
 def _write_example(dest: Path, name: str, system: str) -> None:

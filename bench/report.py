@@ -710,6 +710,13 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   the floor has no BLS model (n/a).
 - load: `load_probe` (add_sub, one instance) loaded through the repository
   API and unloaded again; RSS of the stub process it started.
+- sandboxed start: `load_probe` and the same model with
+  `stub_sandbox=true` in its config, each loaded and unloaded
+  {doc["config"].get("start_repeats", 10)} times, alternating, after one
+  uncounted cycle each (which starts the stub templates); the median time
+  of the load request. Systems without a sandbox report their one time in
+  both rows, so the ratio columns compare tritonpy's sandboxed start with
+  theirs too.
 - many_instances / many_models ([bench/many.py](../bench/many.py)): N
   stubs ({", ".join(str(n) for n in doc["config"].get("many_sizes", []))}) of
   an add_sub model that imports {doc["config"].get("many_framework", "torch")}

@@ -142,6 +142,7 @@ def make_config(a: argparse.Namespace) -> Config:
     if a.smoke:
         cfg.rounds, cfg.duration, cfg.warmup, cfg.tokens = 1, 1.0, 0.0, 10
         cfg.load_repeats, cfg.budget_minutes, cfg.async_duration = 1, 10.0, 1.0
+        cfg.start_repeats = 2
         cfg.async_streams, cfg.async_tokens = (8, 64), 10
         cfg.sse_streams = (8,)
         cfg.llm_streams, cfg.llm_tokens = (1, 4), 8

@@ -7,6 +7,7 @@ the table, the JSON and the smoke test pick it up."""
 from __future__ import annotations
 
 import re
+import statistics
 import time
 import urllib.request
 from collections.abc import Callable
@@ -67,6 +68,8 @@ class Config:
     streaming_rounds: int = 2
     bls_conns: tuple[int, ...] = (1, 64)
     load_repeats: int = 3
+    # sandboxed_start: load and unload cycles of each model.
+    start_repeats: int = 10
     budget_minutes: float = 20.0
     # many_instances / many_models (bench/many.py): how many stubs, what
     # the model imports, and the rounds they run in (each run starts a
@@ -284,34 +287,79 @@ def _with_mib_s(inner: Callable[[Context, Server], dict], nbytes: int):
     return run
 
 
+def _load_once(server: Server, model: str) -> tuple[float, float | None] | str:
+    """Loads ``model``, then unloads it and waits until its stubs are
+    gone: (seconds the load took, the mean RSS in MiB of the stubs it
+    started, read while loaded: None if it started none), or the error."""
+    before = set(server.stubs())
+    t0 = time.monotonic()
+    code, body = server.request("POST", f"/v2/repository/models/{model}/load", b"")
+    elapsed = time.monotonic() - t0
+    if code != 200:
+        return body.decode(errors="replace")[:300]
+    new = set(server.stubs()) - before
+    rss = sum(rss_bytes(p) for p in new) / len(new) / MiB if new else None
+    server.request("POST", f"/v2/repository/models/{model}/unload", b"")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        server.model_states().get(model, ("",))[0] == "READY" or set(server.stubs()) - before
+    ):
+        time.sleep(0.05)
+    return elapsed, rss
+
+
 def _load_time(ctx: Context, server: Server) -> dict:
     """Load load_probe (one instance) ``load_repeats`` times: seconds per
     load, and the RSS of the stub process it starts."""
     times, rss = [], []
     for _ in range(ctx.cfg.load_repeats):
-        before = set(server.stubs())
-        t0 = time.monotonic()
-        code, body = server.request("POST", "/v2/repository/models/load_probe/load", b"")
-        elapsed = time.monotonic() - t0
-        if code != 200:
-            return {"ok": 0, "error": body.decode(errors="replace")[:300]}
-        times.append(elapsed)
-        new = set(server.stubs()) - before
-        if new:
-            rss.append(sum(rss_bytes(p) for p in new) / len(new) / MiB)
-        server.request("POST", "/v2/repository/models/load_probe/unload", b"")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and (
-            server.model_states().get("load_probe", ("",))[0] == "READY"
-            or set(server.stubs()) - before
-        ):
-            time.sleep(0.05)
+        once = _load_once(server, "load_probe")
+        if isinstance(once, str):
+            return {"ok": 0, "error": once}
+        times.append(once[0])
+        if once[1] is not None:
+            rss.append(once[1])
     times.sort()
     return {
         "ok": len(times),
         "load_s": times[len(times) // 2],
         "stub_rss_mib": sorted(rss)[len(rss) // 2] if rss else None,
         "start_s": server.ready_s,
+    }
+
+
+START = [
+    Metric("load_ms", "add_sub load to ready (ms)", "lower"),
+    Metric("sandboxed_load_ms", "the same, stub-sandbox=true (ms; others: no sandbox)", "lower"),
+    Metric("sandbox_ratio", "sandboxed / unsandboxed", "lower"),
+]
+
+
+def _sandboxed_start(ctx: Context, server: Server) -> dict:
+    """Load-to-ready of add_sub (one instance) with and without the stub
+    sandbox, ``start_repeats`` load and unload cycles each, alternating;
+    medians. The first cycle of each starts what later loads reuse (the
+    stub templates) and is not counted. The official backend and the
+    floor have no sandbox: their one time stands in both columns, so that
+    the ratio columns compare each of tritonpy's with it."""
+    models = ["load_probe"]
+    if "load_probe_sandboxed" in server.model_states():
+        models.append("load_probe_sandboxed")
+    times: dict[str, list[float]] = {m: [] for m in models}
+    for cycle in range(ctx.cfg.start_repeats + 1):
+        for model in models:
+            once = _load_once(server, model)
+            if isinstance(once, str):
+                return {"ok": 0, "error": f"{model}: {once}"}
+            if cycle:
+                times[model].append(once[0] * 1000)
+    plain = statistics.median(times["load_probe"])
+    boxed = statistics.median(times.get("load_probe_sandboxed") or times["load_probe"])
+    return {
+        "ok": ctx.cfg.start_repeats,
+        "load_ms": plain,
+        "sandboxed_load_ms": boxed,
+        "sandbox_ratio": boxed / plain if len(models) == 2 else None,
     }
 
 
@@ -562,6 +610,16 @@ def build(cfg: Config) -> list[Scenario]:
             )
         )
     # Before "load", which stays last (tests/unit/test_bench_figures.py).
+    out.append(
+        Scenario(
+            "sandboxed_start",
+            "stub start under the sandbox",
+            "add_sub load, sandboxed and not",
+            "add_sub",
+            START,
+            _sandboxed_start,
+        )
+    )
     out.extend(many_scenarios(cfg))
     out.extend(shared_scenarios(cfg))
     out.append(

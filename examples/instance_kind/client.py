@@ -6,7 +6,13 @@ answered each.
     python examples/instance_kind/client.py [--http localhost:8000] [--requests 12]
 
 Exits non-zero if an instance reports a kind that is not its group's, or
-if fewer than all three instances answered.
+if fewer than all three instances answered, each from a process of its own.
+
+A process is told apart by its pid and its pid namespace, which the model
+reports both. Unsandboxed, every stub shares the server's pid namespace
+and the pids differ. Under ``stub-sandbox=true`` each stub is pid 1 of a
+pid namespace of its own (docs/hardening.md): every instance then reports
+pid 1, and the namespaces differ.
 """
 
 import argparse
@@ -40,18 +46,20 @@ def main():
         kind = result.as_numpy("KIND")[0].decode()
         group = instance.rsplit("_", 1)[0]
         ok &= GROUPS.get(group) == kind
-        answers[(instance, kind, int(result.as_numpy("PID")[0]))].append(1)
+        process = (int(result.as_numpy("PID_NAMESPACE")[0]), int(result.as_numpy("PID")[0]))
+        answers[(instance, kind, process)].append(1)
     client.close()
-    for (instance, kind, pid), hits in sorted(answers.items()):
+    for (instance, kind, (namespace, pid)), hits in sorted(answers.items()):
         right = GROUPS.get(instance.rsplit("_", 1)[0]) == kind
         print(
-            f"{instance:14} kind {kind:6} pid {pid:7}: {len(hits)} requests  {'ok' if right else 'WRONG'}"
+            f"{instance:14} kind {kind:6} pid {pid:7} (pid namespace {namespace}): "
+            f"{len(hits)} requests  {'ok' if right else 'WRONG'}"
         )
-    pids = {pid for _, _, pid in answers}
+    processes = {process for _, _, process in answers}
     names = {instance for instance, _, _ in answers}
-    everyone = len(names) == INSTANCES and len(pids) == INSTANCES
+    everyone = len(names) == INSTANCES and len(processes) == INSTANCES
     print(
-        f"{len(names)} of {INSTANCES} instances answered, in {len(pids)} processes"
+        f"{len(names)} of {INSTANCES} instances answered, in {len(processes)} processes"
         f"  {'ok' if everyone else 'WRONG'}"
     )
     return 0 if ok and everyone else 1

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import sys
 import termios
 
@@ -169,9 +170,12 @@ def linked(directory: str) -> list[str]:
     return [os.path.realpath(p) for p in links]
 
 
-def rules(read: list[str], write: list[str], handled: int) -> list[tuple[str, int]]:
-    """(path, rights) of the sandboxed stub, each within ``handled``."""
-    out = [(p, RUN) for p in (*SYSTEM, *interpreter(), *read)]
+def rules(
+    read: list[str], write: list[str], handled: int, python: list[str]
+) -> list[tuple[str, int]]:
+    """(path, rights) of the sandboxed stub, each within ``handled``;
+    ``python``: interpreter()."""
+    out = [(p, RUN) for p in (*SYSTEM, *python, *read)]
     out += [(p, READ) for p in (*ETC, *MACHINE)]
     # /dev listed, but of its devices only these opened: a disk's device
     # node would give a root server's stub every byte of the disk.
@@ -213,6 +217,29 @@ class View:
         self.bound: list[tuple[str, bool]] = []  # (path, writable)
         # Directories made in a private tmpfs on the way to a bound path.
         self.ways: list[str] = []
+        # The host's kind of each path asked so far ("link", "dir",
+        # "file" or "" for none): paths share most of their ways, and a
+        # stub starts faster for asking the host once per name.
+        self.kinds: dict[str, str] = {}
+        # Directories of the view known to be there.
+        self.made: set[str] = set()
+
+    def kind(self, here: str) -> str:
+        known = self.kinds.get(here)
+        if known is None:
+            try:
+                mode = os.lstat(HOST + here).st_mode
+            except OSError:
+                known = ""
+            else:
+                if stat.S_ISLNK(mode):
+                    known = "link"
+                elif stat.S_ISDIR(mode):
+                    known = "dir"
+                else:
+                    known = "file"
+            self.kinds[here] = known
+        return known
 
     def covered(self, path: str, writable: bool) -> bool:
         return any(
@@ -227,27 +254,30 @@ class View:
         if not parts or hops > 40:
             return
         here = ""
+        kind = ""
+        last = len(parts) - 1
         for i, part in enumerate(parts):
             here += "/" + part
-            host = HOST + here
-            if os.path.islink(host):
-                target = os.readlink(host)
+            kind = self.kind(here)
+            if kind == "link":
+                target = os.readlink(HOST + here)
                 if not os.path.lexists(here):
                     os.symlink(target, here)
                 after = os.path.join(os.path.dirname(here), target, *parts[i + 1 :])
                 self.place(os.path.normpath(after), writable, hops + 1)
                 return
-            if not os.path.lexists(host):
+            if not kind or (i < last and kind != "dir"):
                 return
-            if i < len(parts) - 1 and not os.path.lexists(here):
-                if not os.path.isdir(host):
-                    return
-                os.mkdir(here)
-                if os.path.dirname(here) in SCRATCH:
-                    self.ways.append(here)
+            if i < last and here not in self.made:
+                if not os.path.lexists(here):
+                    os.mkdir(here)
+                    if os.path.dirname(here) in SCRATCH:
+                        self.ways.append(here)
+                self.made.add(here)
         if self.covered(here, writable):
             return
-        if os.path.isdir(host):
+        host = HOST + here
+        if kind == "dir":
             os.makedirs(here, exist_ok=True)
         elif not os.path.lexists(here):
             os.close(os.open(here, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
@@ -261,9 +291,10 @@ class View:
         self.bound.append((here, writable))
 
 
-def own_root(read: list[str], write: list[str], tmp_bytes: int) -> None:
-    """Makes the view of the module the stub's root (see the module)."""
-    reads = sorted({*SYSTEM, *interpreter(), *read, *ETC}, key=depth)
+def own_root(read: list[str], write: list[str], tmp_bytes: int, python: list[str]) -> None:
+    """Makes the view of the module the stub's root (see the module);
+    ``python``: interpreter()."""
+    reads = sorted({*SYSTEM, *python, *read, *ETC}, key=depth)
     writes = sorted(set(write), key=depth)
     cwd = os.getcwd()
     # The new root on the host's /tmp, the host's root beneath it.
@@ -325,12 +356,13 @@ def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
         handled |= IOCTL_DEV
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
     leave_terminal()
-    own_root(read, write, tmp_bytes)
+    python = interpreter()
+    own_root(read, write, tmp_bytes, python)
     os.environ["TMPDIR"] = "/tmp"
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         vars(tempfile)["tempdir"] = None  # chosen again, from TMPDIR
-    _lifetime.landlock(handled, scoped, rules(read, write, handled))
+    _lifetime.landlock(handled, scoped, rules(read, write, handled, python))
     # Root of its user namespace no more: no mount_setattr to undo the
     # read-only view (Landlock stops the other mount calls), no raw
     # sockets, no ptrace. Reading stays as the stub's uid may.
