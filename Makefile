@@ -81,7 +81,26 @@ test: setup
 test-unit: setup
 	$(VENV)/bin/pytest tests/unit tests/stub $(PYTEST_ARGS)
 
-bench: setup
+# The field's own load generators (bench/field.py), in a venv of their
+# own since genai-perf pins many packages: perf_analyzer from the
+# tritonclient 2.51.0 wheel, which loads libcudart.so.12 (PyPI's
+# nvidia-cuda-runtime-cu12; no GPU needed) and Debian's libb64, and
+# genai-perf 0.0.8, the release beside Triton 2.51. `make test` needs none
+# of it; bench-smoke skips their scenarios while they are missing.
+FIELD_VENV := .venv-genai
+FIELD_TOOLS := genai-perf==0.0.8 "tritonclient[all]==2.51.0" "nvidia-cuda-runtime-cu12>=12.1,<13" \
+    "transformers>=4.40,<5"
+$(FIELD_VENV)/.installed: Makefile
+	@[ -e /usr/lib/x86_64-linux-gnu/libb64.so.0d ] || ldconfig -p | grep -q 'libb64\.so\.0d' || { \
+	    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	    $$SUDO apt-get install -y libb64-0d || { $$SUDO apt-get update && $$SUDO apt-get install -y libb64-0d; }; }
+	[ -x $(FIELD_VENV)/bin/python ] || $(PYTHON) -m venv $(FIELD_VENV)
+	$(FIELD_VENV)/bin/python -m pip --disable-pip-version-check install -q $(FIELD_TOOLS)
+	touch $@
+.PHONY: bench-tools
+bench-tools: $(FIELD_VENV)/.installed
+
+bench: setup bench-tools
 	$(PY) -m bench --publish --command "make bench" $(BENCH_ARGS)
 
 bench-smoke: setup
@@ -98,7 +117,7 @@ wire:
 	$(PYTHON) tools/gen_wire.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(FIELD_VENV) build dist *.egg-info
 
 # Lock annotations: the backend compiled by clang with -Wthread-safety
 # (-Werror), so that every GUARDED_BY / REQUIRES in backend/src is checked;

@@ -329,20 +329,28 @@ def run_sse(
     procs: int,
     tokens: int,
     spinup: float = 1.5,
+    rate: float = 0.0,
 ) -> dict:
     """bench/sse_load.py (``generate_stream`` clients that check every
     token) over one window, ``procs`` processes sharing ``conns``: the
     figures of run_grpc; a stream that lost a token, got one out of order
-    or did not end counts as an error, the first described in "bad"."""
+    or did not end counts as an error, the first described in "bad".
+    With ``rate``, open loop: ``rate`` new streams/s in all (``conns``
+    then bounds the open ones), and "late" counts arrivals past the bound."""
     from bench.sse_load import WINDOW_STREAM_LIMIT_S
 
     argv = [sys.executable, str(SSE_LOAD), "--target", server.http, "--model", model]
+    if rate:
+        procs = max(1, min(procs, conns))
+        argv += ["--rate", repr(rate / procs)]
     window = Window(conns, procs, tokens, duration, warmup, spinup, WINDOW_STREAM_LIMIT_S + 60)
     outs, r = _window_workers(server, argv, window)
     r["bad"] = next((o["bad"] for o in outs if "bad" in o), None)
     if r["bad"] is not None and r["error"] is None:
         r["error"] = r["bad"]
     r.update(stream_figures(outs, duration))
+    if rate:
+        r["late"] = sum(o.get("late", 0) for o in outs)
     return r
 
 

@@ -120,6 +120,73 @@ class TritonPythonModel:
         return responses
 """
 
+# vllm_backend's pattern with a stand-in engine: execute hands each request
+# to an asyncio loop of the model's own thread and returns; on that loop an
+# engine task takes STEP_S per decode step (as vLLM's engine loop awaits
+# its model), then gives each active stream its token, and the streams'
+# coroutines send them before the next step starts. Every response is sent
+# from the model's own thread, none from execute, and a send that blocks
+# delays the next step, as it does vLLM's. Inputs as genai-perf sends them
+# for --backend vllm.
+ENGINE_PY = """
+import asyncio
+import json
+import threading
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+STEP_S = 0.002  # the stand-in engine's time per decode step (a token)
+FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.loop = asyncio.new_event_loop()
+        self.active = []  # the streams' queues
+        self.work = asyncio.Event()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self.engine(), self.loop)
+
+    async def engine(self):
+        while True:
+            if not self.active:
+                self.work.clear()
+                await self.work.wait()
+            await asyncio.sleep(STEP_S)
+            for queue in self.active:
+                queue.put_nowait(b"a")
+            await asyncio.sleep(0)  # the streams send their tokens
+
+    def execute(self, requests):
+        for request in requests:
+            asyncio.run_coroutine_threadsafe(self.generate(request), self.loop)
+        return None
+
+    async def generate(self, request):
+        sender = request.get_response_sender()
+        params = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
+        n = 16
+        if params is not None:
+            n = int(json.loads(params.as_numpy().reshape(-1)[0]).get("max_tokens", n))
+        queue = asyncio.Queue()
+        self.active.append(queue)
+        self.work.set()
+        try:
+            for i in range(n):
+                token = await queue.get()
+                sender.send(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(
+                    "text_output", np.array([token], dtype=object))]),
+                    flags=FINAL if i == n - 1 else 0)
+        finally:
+            self.active.remove(queue)
+        if n <= 0:
+            sender.send(flags=FINAL)
+
+    def finalize(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+"""
+
 _ADD_SUB_IO = """input [
   { name: "INPUT0", data_type: TYPE_FP32, dims: [ 4 ] },
   { name: "INPUT1", data_type: TYPE_FP32, dims: [ 4 ] }
@@ -133,6 +200,17 @@ _STREAM_CONFIG = """max_batch_size: 0
 model_transaction_policy { decoupled: true }
 input [ { name: "N", data_type: TYPE_INT32, dims: [ 1 ] } ]
 output [ { name: "TOKEN", data_type: TYPE_INT32, dims: [ 1 ] } ]"""
+
+# The inputs vllm_backend's model takes (and genai-perf sends).
+_VLLM_IO = """max_batch_size: 0
+model_transaction_policy { decoupled: true }
+input [
+  { name: "text_input", data_type: TYPE_STRING, dims: [ 1 ] },
+  { name: "stream", data_type: TYPE_BOOL, dims: [ 1 ], optional: true },
+  { name: "sampling_parameters", data_type: TYPE_STRING, dims: [ 1 ], optional: true },
+  { name: "exclude_input_in_output", data_type: TYPE_BOOL, dims: [ 1 ], optional: true }
+]
+output [ { name: "text_output", data_type: TYPE_STRING, dims: [ -1 ] } ]"""
 
 # name -> (model.py source or None for floor-only, config body after backend)
 MODELS: dict[str, tuple[str, str]] = {
@@ -174,6 +252,7 @@ output [ { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ 4 ] } ]""",
         _STREAM_CONFIG,
     ),
     "bls": (BLS_PY, "max_batch_size: 0\n" + _ADD_SUB_IO),
+    "engine": (ENGINE_PY, _VLLM_IO),
 }
 
 # Example models served as they ship (model.py and config.pbtxt; only
@@ -185,7 +264,7 @@ EXAMPLES = {"llm": ROOT / "examples" / "llm"}
 # Models the floor cannot serve natively (BLS would need the whole
 # TRITONSERVER in-process inference API; llm's floor is the model without a
 # server, bench/llm_floor.py).
-FLOOR_MISSING = {"bls", "llm"}
+FLOOR_MISSING = {"bls", "llm", "engine"}
 # Loaded on demand by the load-time scenarios, not at server start.
 ON_DEMAND = {"load_probe", "load_probe_sandboxed"}
 # Models of tritonpy alone.

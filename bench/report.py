@@ -654,6 +654,8 @@ end-to-end check. `python -m bench
 --help` (or `tritonpy bench --help`) lists every knob: rounds, durations,
 connection counts, sizes, streams, tokens, systems, scenario filter.
 
+{field_section(doc)}
+
 ## Latest run
 
 {md}
@@ -754,6 +756,64 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
     # table drawn from it.
     published.publish(doc)
     return path
+
+
+def field_section(doc: dict) -> str:
+    """How to check the figures with perf_analyzer and genai-perf, the
+    commands the suite runs (bench/field.py), rendered from its settings."""
+    from bench import field
+    from bench.scenarios import Config
+
+    names = set(Config.__dataclass_fields__)
+    cfg = Config(**{k: v for k, v in doc["config"].items() if k in names})
+    commands = "\n".join(field.example_commands(cfg))
+    rate = f"{cfg.sse_rates[0]:g}" if cfg.sse_rates else "180"
+    return f"""## Check with perf_analyzer and genai-perf
+
+The `pa_*` rows are perf_analyzer's own figures, the `genai_*` rows
+genai-perf's: the load generators Triton's users measure with, closed loop
+(concurrency) and open loop (a request rate, so that latency tails compare
+at equal offered load). `make bench-tools` (which `make bench` runs)
+installs them in a venv of their own, `.venv-genai`: perf_analyzer from the
+tritonclient 2.51.0 wheel, with libcudart.so.12 from
+nvidia-cuda-runtime-cu12 (no GPU is needed) and Debian's libb64-0d, and
+genai-perf 0.0.8, the release beside Triton 2.51. Against a server of your
+own on the default ports (`make serve` serves add_sub and llm), from the
+checkout:
+
+```sh
+make bench-tools
+export PATH="$PWD/.venv-genai/bin:$PATH"
+export LD_LIBRARY_PATH="$(echo $PWD/.venv-genai/lib/python3*/site-packages/nvidia/cuda_runtime/lib)"
+.venv/bin/python -m bench.field byte-tokenizer   # genai-perf's --tokenizer, made offline
+{commands}
+```
+
+genai-perf runs as for vllm_backend (`--backend vllm`): it sends
+`text_input`, `stream`, `exclude_input_in_output` and `sampling_parameters`
+(JSON with `max_tokens`), which the llm example takes. It counts tokens
+with a Hugging Face tokenizer: `bench.field` writes one that maps each
+byte to a token (the example's tokens are bytes), so nothing is
+downloaded and its counts are the model's. The `genai_engine_*` rows use a
+model of bench/models.py in vllm_backend's pattern: `execute` hands each
+request to an event loop of the model's own thread, where a stand-in
+engine takes 2.0 ms per decode step and the streams send their tokens
+before the next step starts (a send that blocks delays the next token, as
+in vLLM). What inter-token latency shows above 2.0 ms is the serving
+stack's.
+
+genai-perf has no server-sent-events mode for Triton 2.51; for
+`generate_stream`, `bench/sse_load.py` has an open-loop mode (`--rate`:
+new streams per second at constant intervals; TTFT counts from each
+stream's scheduled start), against a model that takes `{{"N": tokens}}`
+(bench/models.py's stream_async: a bench run writes its repository to
+`bench/work/repo-tritonpy`):
+
+```sh
+.venv/bin/python bench/sse_load.py --target localhost:8000 --model stream_async \\
+    --rate {rate} --conns 1024 --tokens {cfg.async_tokens} --start "$(date +%s)" --end "$(($(date +%s) + 10))"
+```
+"""
 
 
 def render(doc: dict, out_dir: Path, with_plots: bool, publish: bool) -> str:

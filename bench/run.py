@@ -35,6 +35,10 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in text.split(",") if x)
 
 
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x)
+
+
 def _sizes(text: str) -> tuple[int, ...]:
     units = {"k": 1 << 10, "m": 1 << 20}
     out = []
@@ -82,6 +86,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"tokens per stream_async request (default {d.async_tokens})",
     )
     p.add_argument("--llm-streams", help="concurrent streams of llm (default 1,16,64,256)")
+    p.add_argument("--sse-rates", help="open loop: new SSE streams/s of stream_async (default 180)")
+    p.add_argument("--pa-conns", help="perf_analyzer add_sub concurrency (default 1,64)")
+    p.add_argument("--pa-rates", help="perf_analyzer add_sub requests/s (default 1000)")
+    p.add_argument("--genai-llm-streams", help="genai-perf llm concurrency (default 16)")
+    p.add_argument("--genai-llm-rates", help="genai-perf llm requests/s (default 8)")
     p.add_argument(
         "--many-sizes", help="stubs of many_instances and many_models (default 16,64,128)"
     )
@@ -149,6 +158,9 @@ def make_config(a: argparse.Namespace) -> Config:
         cfg.llm_duration, cfg.llm_warmup = 1.0, 0.0
         cfg.many_sizes, cfg.many_framework = (2,), "numpy"
         cfg.shared_sizes, cfg.shared_requests, cfg.shared_mib = (2,), 200, 16
+        cfg.pa_conns, cfg.pa_rates, cfg.field_window_ms = (1,), (100.0,), 1000
+        cfg.genai_llm_streams, cfg.genai_llm_rates = (2,), (2.0,)
+        cfg.sse_rates = (20.0,)
     for name, conv in (
         ("rounds", int),
         ("duration", float),
@@ -171,6 +183,11 @@ def make_config(a: argparse.Namespace) -> Config:
         ("shared_requests", int),
         ("shared_mib", int),
         ("identity_sizes", _sizes),
+        ("sse_rates", _floats),
+        ("pa_conns", _ints),
+        ("pa_rates", _floats),
+        ("genai_llm_streams", _ints),
+        ("genai_llm_rates", _floats),
     ):
         value = getattr(a, name)
         if value is not None:

@@ -67,6 +67,19 @@ class Config:
     # rounds of the rest within 20 min on 2 cores.
     streaming_rounds: int = 2
     bls_conns: tuple[int, ...] = (1, 64)
+    # The field's own load generators (bench/field.py), closed loop and
+    # open loop: perf_analyzer on add_sub (connections; requests/s), and
+    # genai-perf on the engine model at one stream (vllm_backend's
+    # pattern) and on the llm example (streams; requests/s).
+    pa_conns: tuple[int, ...] = (1, 64)
+    pa_rates: tuple[float, ...] = (1000.0,)
+    genai_engine_streams: tuple[int, ...] = (1,)
+    genai_llm_streams: tuple[int, ...] = (16,)
+    genai_llm_rates: tuple[float, ...] = (8.0,)
+    field_window_ms: int = 3000
+    # SSE open loop: new streams/s of stream_async, at about the official
+    # backend's peak (its closed loop at 256 streams ends ~180 streams/s).
+    sse_rates: tuple[float, ...] = (180.0,)
     load_repeats: int = 3
     # sandboxed_start: load and unload cycles of each model.
     start_repeats: int = 10
@@ -161,13 +174,14 @@ def _wrk(
     return run
 
 
+CPU_TOKENS = Metric("cpu_s_per_1k", "CPU s / 1k tokens", "lower")
 STREAM_METRICS = [
     Metric("tok_s", "tokens/s", "higher"),
     Metric("ttft_p50_ms", "TTFT p50 (ms)", "lower"),
     Metric("ttft_p99_ms", "TTFT p99 (ms)", "lower"),
     Metric("itl_p50_us", "inter-token p50 (us)", "lower"),
     Metric("itl_p99_us", "inter-token p99 (us)", "lower"),
-    Metric("cpu_s_per_1k", "CPU s / 1k tokens", "lower"),
+    CPU_TOKENS,
 ]
 BUSY = Metric("busy_pct", "model busy (% of wall)", "higher")
 # The llm example's counter of seconds spent in decode steps.
@@ -208,6 +222,88 @@ def _sse(model: str, conns: int) -> Callable[[Context, Server], dict]:
         )
 
     return run
+
+
+def _sse_rate(model: str, rate: float) -> Callable[[Context, Server], dict]:
+    def run(ctx: Context, server: Server) -> dict:
+        return loads.run_sse(
+            server,
+            model=model,
+            conns=max(ctx.cfg.sse_streams, default=256) * 4,
+            duration=ctx.cfg.duration,
+            warmup=ctx.cfg.warmup,
+            procs=ctx.cfg.grpc_procs,
+            tokens=ctx.cfg.async_tokens,
+            rate=rate,
+        )
+
+    return run
+
+
+def _field(tool: str, model: str, **load: float) -> Callable[[Context, Server], dict]:
+    """perf_analyzer or genai-perf (bench/field.py) on ``model``; skipped
+    while they are not installed."""
+
+    def run(ctx: Context, server: Server) -> dict:
+        from bench import field
+
+        if (why := field.available()) is not None:
+            return {"skipped": why}
+        work = ctx.scripts.parent
+        offered = field.Load(model, window_ms=ctx.cfg.field_window_ms, **load)  # type: ignore[arg-type]
+        if tool == "perf_analyzer":
+            return field.run_perf_analyzer(server, work, offered)
+        return field.run_genai_perf(server, work, offered, tokens=ctx.cfg.llm_tokens)
+
+    return run
+
+
+def _load_label(load: dict) -> tuple[str, str]:
+    """(id suffix, title) of a closed (concurrency) or open (rate) load."""
+    if "rate" in load:
+        return f"r{load['rate']:g}", f"{load['rate']:g} req/s"
+    return f"c{load['concurrency']}", f"@{load['concurrency']}"
+
+
+def field_scenarios(cfg: Config) -> list[Scenario]:
+    """pa_* (perf_analyzer) and genai_* (genai-perf), bench/field.py."""
+    pa = [{"concurrency": c} for c in cfg.pa_conns] + [{"rate": r} for r in cfg.pa_rates]
+    out = []
+    for load in pa:
+        suffix, title = _load_label(load)
+        out.append(
+            Scenario(
+                f"pa_add_sub_{suffix}",
+                "add_sub by perf_analyzer (gRPC)",
+                f"perf_analyzer add_sub {title}",
+                "add_sub",
+                [Metric("rps", "req/s", "higher"), *LAT],
+                _field("perf_analyzer", "add_sub", **load),
+                rounds=cfg.streaming_rounds,
+            )
+        )
+    genai = [("engine", {"concurrency": c}) for c in cfg.genai_engine_streams]
+    genai += [("llm", {"concurrency": c}) for c in cfg.genai_llm_streams]
+    genai += [("llm", {"rate": r}) for r in cfg.genai_llm_rates]
+    for model, load in genai:
+        suffix, title = _load_label(load)
+        what = {
+            "engine": "a stand-in engine of 2.0 ms a step, sending from its own thread",
+            "llm": "the llm example",
+        }[model]
+        out.append(
+            Scenario(
+                f"genai_{model}_{suffix}",
+                f"genai-perf, gRPC streaming, --backend vllm: {what}",
+                f"genai-perf {model} {title}",
+                model,
+                [m for m in STREAM_METRICS if m is not CPU_TOKENS],
+                _field("genai-perf", model, **load),
+                rounds=cfg.streaming_rounds,
+                systems=("tritonpy", "official"),
+            )
+        )
+    return out
 
 
 def _step_seconds(server: Server) -> float:
@@ -583,6 +679,23 @@ def build(cfg: Config) -> list[Scenario]:
                 rounds=cfg.streaming_rounds,
             )
         )
+    for rate in cfg.sse_rates:
+        out.append(
+            Scenario(
+                f"sse_stream_async_r{rate:g}",
+                f"async decoupled streaming, HTTP SSE (generate_stream) x {cfg.async_tokens} "
+                "tokens, open loop",
+                f"SSE stream_async {rate:g} streams/s",
+                "stream_async",
+                [
+                    *STREAM_METRICS,
+                    Metric("errors", "streams wrong", "lower"),
+                    Metric("late", "arrivals held by the client's bound", "lower"),
+                ],
+                _sse_rate("stream_async", rate),
+                rounds=cfg.streaming_rounds,
+            )
+        )
     for n in cfg.llm_streams:
         out.append(
             Scenario(
@@ -609,6 +722,7 @@ def build(cfg: Config) -> list[Scenario]:
                 bls,
             )
         )
+    out.extend(field_scenarios(cfg))
     # Before "load", which stays last (tests/unit/test_bench_figures.py).
     out.append(
         Scenario(

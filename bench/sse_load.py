@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""A closed-loop load generator for Triton's ``generate_stream`` endpoint
-(server-sent events over HTTP/1.1), which checks every token.
+"""A load generator for Triton's ``generate_stream`` endpoint (server-sent
+events over HTTP/1.1), which checks every token.
 
-``--conns`` concurrent clients, each with a connection of its own, post
+Closed loop by default: ``--conns`` concurrent clients, each with a
+connection of its own, post
 ``{"N": tokens}`` (the stream models of bench/models.py; with ``--ids``
 also ``ID`` and ``MODE``, which the test models take) and read each event:
 a stream must carry TOKEN 0..N-1 in order (each event with the request's
@@ -11,6 +12,14 @@ ID, where sent), and end (the chunked body's terminator) after the last
 one. A stream that loses a
 token, gets one out of order, carries an error event, or is cut off counts
 as an error, and the first such is described in ``"bad"``.
+
+Open loop with ``--rate R``: a new stream every 1/R seconds (constant
+intervals, as genai-perf's ``--request-rate``), each on a connection of its
+own, however many are still open; ``--conns`` then only bounds how many may
+be open at once (an arrival past it is counted in ``"late"`` and sent when
+one ends), so that an overloaded server cannot make the client run out of
+descriptors. TTFT is counted from the stream's scheduled arrival, so a
+late client does not hide the server's queue.
 
 The window works as in grpc_load.py: the same absolute ``--start`` and
 ``--end`` for every process of a measurement. Prints one JSON object.
@@ -142,33 +151,74 @@ async def run_window(a: argparse.Namespace, out: dict) -> None:
     itl: list[float] = []
     counts = {"ok": 0, "errors": 0, "tokens": 0}
 
+    def record(s: Stream, ident: int | None, sent: float, waited: float) -> str | None:
+        """Counts a stream that was due at ``sent`` (time.time()) and
+        waited ``waited`` seconds on the client before it was sent; what
+        was wrong with it, if anything."""
+        done = time.time()
+        problem = token_problem(s, ident, a.tokens)
+        if problem is not None:
+            out.setdefault("bad", problem)
+        if a.start <= sent <= a.end:
+            counts["ok" if problem is None else "errors"] += 1
+            if s.ttft_us is not None:
+                ttft.append(s.ttft_us + waited * 1e6)
+        if a.start <= done <= a.end:
+            # Tokens of a stream that ends in the window (a stream is short).
+            counts["tokens"] += len(s.events)
+            itl.extend(s.itl_us)
+        return problem
+
+    def body_of(ident: int | None) -> dict:
+        body = {"N": a.tokens}
+        if ident is not None:
+            body.update(ID=ident, MODE=a.pattern)
+        return body
+
     async def client(session: aiohttp.ClientSession, k: int) -> None:
         serial = 0
         while time.time() < a.end:
             ident = k * 1_000_000 + serial if a.ids else None
             serial += 1
-            body = {"N": a.tokens}
-            if ident is not None:
-                body.update(ID=ident, MODE=a.pattern)
             sent = time.time()
-            s = await read_stream(session, url, body, limit=a.stream_limit)
-            done = time.time()
-            problem = token_problem(s, ident, a.tokens)
-            if problem is not None:
-                out.setdefault("bad", problem)
-            if a.start <= sent <= a.end:
-                counts["ok" if problem is None else "errors"] += 1
-                if s.ttft_us is not None:
-                    ttft.append(s.ttft_us)
-            if a.start <= done <= a.end:
-                # Tokens of a stream that ends in the window (a stream is short).
-                counts["tokens"] += len(s.events)
-                itl.extend(s.itl_us)
-            if problem is not None:
+            s = await read_stream(session, url, body_of(ident), limit=a.stream_limit)
+            if record(s, ident, sent, 0.0) is not None:
                 await asyncio.sleep(0.01)  # a failing server must not spin the client
 
+    async def open_loop(session: aiohttp.ClientSession) -> None:
+        slots = asyncio.Semaphore(a.conns)
+        tasks: set[asyncio.Task] = set()
+        wall0, perf0 = time.time(), time.perf_counter()
+        interval, late = 1.0 / a.rate, 0
+
+        async def one(ident: int | None, due: float) -> None:
+            try:
+                waited = time.perf_counter() - due
+                s = await read_stream(session, url, body_of(ident), limit=a.stream_limit)
+                record(s, ident, wall0 + (due - perf0), waited)
+            finally:
+                slots.release()
+
+        k = 0
+        while wall0 + k * interval < a.end:
+            due = perf0 + k * interval  # constant intervals from the first
+            if (pause := due - time.perf_counter()) > 0:
+                await asyncio.sleep(pause)
+            if slots.locked():
+                late += 1
+            await slots.acquire()
+            task = asyncio.create_task(one(k if a.ids else None, due))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            k += 1
+        await asyncio.gather(*tasks)
+        out["late"] = late
+
     async with aiohttp.ClientSession(connector=connector(a.conns)) as session:
-        await asyncio.gather(*(client(session, k) for k in range(a.conns)))
+        if a.rate:
+            await open_loop(session)
+        else:
+            await asyncio.gather(*(client(session, k) for k in range(a.conns)))
     out.update(counts, ttft_us=ttft, itl_us=itl)
 
 
@@ -196,6 +246,12 @@ def main() -> int:
         type=float,
         default=WINDOW_STREAM_LIMIT_S,
         help="seconds a stream may stay open before it counts as never ending",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="open loop: new streams per second (--conns then bounds the open ones)",
     )
     grpc_load.window_arguments(p, tokens=32)
     return grpc_load.run_and_print(main_async, p.parse_args())

@@ -4,8 +4,13 @@
 batching: one decode step serves every active stream.
 
 Inputs as Triton's LLM backends name them: ``text_input`` (the prompt),
-``max_tokens`` and optional ``stream`` (default false: one response with
-the whole text). Output ``text_output``: each new token when streaming.
+optional ``max_tokens`` (default 16) and ``stream`` (default false: one
+response with the whole text); and as vllm_backend's model takes them,
+which is what genai-perf sends with ``--backend vllm``:
+``sampling_parameters`` (JSON; its ``max_tokens`` counts where the tensor
+is not sent, other keys are ignored) and ``exclude_input_in_output``
+(default true; false puts the prompt before the text of a response that is
+not streamed). Output ``text_output``: each new token when streaming.
 The network is written below in PyTorch; its weights are random from a
 fixed seed (nothing is downloaded), so its text is gibberish, but every
 step does the work of a real model of its size: byte-level tokens, a KV
@@ -235,6 +240,25 @@ def _scalar(request, name, default):
     return default if t is None else t.as_numpy().reshape(-1)[0]
 
 
+def _max_tokens(request) -> int:
+    """``max_tokens``, else ``sampling_parameters``' (a JSON object whose
+    values vllm_backend's clients send as numbers or strings), else 16."""
+    given = _scalar(request, "max_tokens", None)
+    if given is not None:
+        return int(given)
+    params = _scalar(request, "sampling_parameters", None)
+    if params is None:
+        return 16
+    try:
+        value = json.loads(params).get("max_tokens", 16)
+        return int(value)
+    except (ValueError, TypeError, AttributeError) as e:
+        raise pb_utils.TritonModelException(
+            f"llm: request '{request.request_id()}': input 'sampling_parameters' must be a "
+            f"JSON object whose max_tokens is an integer: {e}"
+        ) from None
+
+
 def _text(token_bytes: bytes) -> pb_utils.InferenceResponse:
     return pb_utils.InferenceResponse(
         [pb_utils.Tensor("text_output", np.array([token_bytes], dtype=object))]
@@ -311,8 +335,10 @@ class TritonPythonModel:
         if isinstance(prompt, str):
             prompt = prompt.encode()
         stream = bool(_scalar(request, "stream", False))
-        tokens, count = self.generator.fit(prompt, int(_scalar(request, "max_tokens", 16)))
+        tokens, count = self.generator.fit(prompt, _max_tokens(request))
         text = bytearray()
+        if not stream and not bool(_scalar(request, "exclude_input_in_output", True)):
+            text += prompt
         sent = 0
         async for token in self.batcher.generate(
             Stream(tokens), steps=count, cost=len(tokens) + count, cancelled=request.is_cancelled

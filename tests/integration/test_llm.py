@@ -16,6 +16,7 @@ import os
 import queue
 import re
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -181,6 +182,41 @@ def test_http_sse_and_generate_equal_decoding_alone(
     for p, pieces, text in zip(PROMPTS, streamed, wholes, strict=True):
         assert pieces == list(expected[p]), p
         assert text == expected[p], p
+
+
+def test_vllm_backend_inputs(srv: TritonServer, expected: dict[str, str]) -> None:
+    """The inputs genai-perf sends with --backend vllm (as vllm_backend's
+    model takes them): no max_tokens tensor, sampling_parameters as JSON
+    with string values, exclude_input_in_output; a JSON that is not an
+    object fails the request with an error naming the input."""
+    p = PROMPTS[0]
+    params = json.dumps({"max_tokens": str(TOKENS), "min_tokens": str(TOKENS)})
+    conn, resp = sse(
+        srv,
+        {
+            "text_input": p,
+            "stream": True,
+            "exclude_input_in_output": True,
+            "sampling_parameters": params,
+        },
+    )
+    try:
+        assert [e["text_output"] for e in sse_events(resp)] == list(expected[p])
+    finally:
+        conn.close()
+    body = {"text_input": p, "exclude_input_in_output": False, "sampling_parameters": params}
+    req = urllib.request.Request(
+        f"http://{srv.http_url}/v2/models/llm/generate", json.dumps(body).encode()
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert json.loads(r.read())["text_output"] == p + expected[p]
+    body = {"text_input": p, "sampling_parameters": "[1]"}
+    req = urllib.request.Request(
+        f"http://{srv.http_url}/v2/models/llm/generate", json.dumps(body).encode()
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=120)
+    assert "sampling_parameters" in err.value.read().decode()
 
 
 @pytest.mark.parametrize("flag", ["--http", "--grpc"])

@@ -15,8 +15,11 @@ rounds in a row."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -73,6 +76,33 @@ def test_every_token_of_every_stream_arrives(srv: TritonServer, pattern: str, n:
             )
         )
         assert not problems, f"round {r + 1}: " + summary(problems, n)
+
+
+def test_open_loop_sends_at_its_rate(srv: TritonServer) -> None:
+    """bench/sse_load.py --rate: every stream due in the window is counted
+    once, all of them whole, and each has a TTFT (from its due time)."""
+    rate, window = 50.0, 2.0
+    start = time.time() + 3.0  # the client starts within it, even on a busy machine
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(Path(sse_load.__file__)),
+            *("--target", srv.http_url, "--model", "sse_async", "--ids", "--pattern", "0"),
+            *("--rate", str(rate), "--conns", "64", "--tokens", str(TOKENS)),
+            *("--start", repr(start), "--end", repr(start + window)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out.get("bad") is None, out["bad"]
+    due = out["ok"] + out["errors"]
+    # arrivals at k / rate from the client's start, before the window
+    # opens: rate * window of them fall in it
+    assert abs(due - rate * window) <= 1, out
+    assert out["errors"] == 0 and len(out["ttft_us"]) == out["ok"], out
 
 
 # ------------------------------------------------------------------ shutdown
