@@ -23,6 +23,7 @@ VERSION = 1
 HEADER_SIZE = 24
 MAX_FRAME = 131072
 ARENA_REF_SIZE = 16
+PAD_ALIGN = 8
 INLINE_LIMIT = 65536
 MAX_NDIM = 64
 MAX_COUNT = 1048576
@@ -207,7 +208,7 @@ class _W:
         self.b += raw
 
     def pad8(self) -> None:
-        self.b += b"\0" * (-len(self.b) % 8)
+        self.b += b"\0" * (-len(self.b) % PAD_ALIGN)
 
     def tensor(self, t: Tensor) -> None:
         self.str(t.name)
@@ -416,7 +417,7 @@ class _R:
             raise ProtocolError("reserved field is not zero")
 
     def pad8(self) -> None:
-        n = -self.pos % 8
+        n = -self.pos % PAD_ALIGN
         if any(self.take(n)):
             raise ProtocolError("padding is not zero")
 
@@ -466,7 +467,7 @@ def decode_header(buf: bytes) -> tuple[int, int, int, int]:
     if flags & ~allowed:
         raise ProtocolError(f"unknown flags {flags:#x}")
     if flags & FLAG_BODY_IN_ARENA:
-        if len(buf) != HEADER_SIZE + 16:
+        if len(buf) != HEADER_SIZE + ARENA_REF_SIZE:
             raise ProtocolError("BODY_IN_ARENA frame must carry exactly an arena reference")
     elif body_len != len(buf) - HEADER_SIZE:
         raise ProtocolError("body_len does not match the message length")

@@ -12,6 +12,10 @@ included by _codec.pyx) and src/tritonpy/stub/_wire.pxd (the limits and
 header offsets as C constants, cimported by the compiled stub modules). Regions between "BEGIN generated (<name>)" and "END generated
 (<name>)" lines: the constants of src/tritonpy/stub/_codec.pyi and of
 tests/protocol_ref.py, and the tables of docs/protocol.md.
+The record layouts of the binary bodies give each record's field offsets,
+size and smallest encoding as constants of the same files (Spec.layout),
+and a table of docs/protocol.md; tests/spec_codec.py encodes and decodes
+bodies from them, and tests/unit/test_wire_drift.py holds every codec to it.
 tests/unit/test_wire_spec.py runs the check. The spec is read with the
 standard library's tomllib (Python 3.11): a build needs none of this, only
 the files it writes, which are committed.
@@ -73,6 +77,34 @@ class Code:
     row: dict[str, Any]
 
 
+# Record field types of a fixed width (bytes); "zero32" is a reserved u32.
+WIDTHS = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "i64": 8, "f64": 8, "zero32": 4}
+# A str's length and a list's count: one u32 before the bytes or items.
+LENGTH_SIZE = 4
+_SPECIAL = ("str", "list", "tensor_data", "union")
+
+
+@dataclass(frozen=True)
+class RecordField:
+    name: str
+    type: str  # a WIDTHS key, one of _SPECIAL or a record name
+    of: str = ""  # list: the item type
+    flat: bool = False  # a record or union whose fields sit in this record's
+    tag: str = ""  # union: the earlier field whose value picks the case
+    codes: str = ""  # union: the code group naming the tag's values
+    cases: tuple[tuple[str, str], ...] = ()  # union: (code name, record)
+
+
+@dataclass(frozen=True)
+class Record:
+    """The fields of a binary body, or of an entry or tensor in one."""
+
+    name: str
+    fields: tuple[RecordField, ...]
+    frames: tuple[str, ...]
+    positional: bool  # decoded as a list of its values, not by name
+
+
 class Spec:
     """The validated contents of docs/protocol.toml."""
 
@@ -111,6 +143,86 @@ class Spec:
             if [c.value for c in group] != list(range(len(group))):
                 raise SpecError(f"{group[0].name}...: values must be 0, 1, ... without gaps")
         self.names = {"protocol_version": self.version, "HEADER_SIZE": self.header_size}
+        self.records = _records(raw, self)
+        self.body_of: dict[str, Record] = {}
+        for rec in self.records.values():
+            for frame in rec.frames:
+                if frame not in frame_names or frame in self.body_of:
+                    raise SpecError(f"record {rec.name}: frame {frame} unknown or given twice")
+                self.body_of[frame] = rec
+        binary = {c.name for c in self.frames} - {c.name for c in self.json_frames}
+        if set(self.body_of) != binary:
+            raise SpecError(f"frames without a body record: {sorted(binary - set(self.body_of))}")
+        layout = self.layout_names()
+        for lim in self.limits:
+            if lim["name"] in layout and layout[lim["name"]] != lim["value"]:
+                raise SpecError(f"limit {lim['name']} differs from the record layout")
+
+    def codes(self, group: str) -> list[Code]:
+        return {
+            "metric_op": self.metric_ops,
+            "location": self.locations,
+            "metric_kind": self.metric_kinds,
+            "log_level": self.log_levels,
+        }[group]
+
+    def fixed_size(self, type_: str) -> int | None:
+        """Bytes of a field of ``type_`` when it has a fixed width."""
+        if type_ in WIDTHS:
+            return WIDTHS[type_]
+        if type_ in _SPECIAL:
+            return None
+        sizes = [self.fixed_size(f.type) for f in self.records[type_].fields]
+        return None if None in sizes else sum(s for s in sizes if s is not None)
+
+    def min_size(self, f: RecordField | str) -> int:
+        """Bytes of the smallest encoding of a field (or of a record)."""
+        if isinstance(f, str):
+            return sum(self.min_size(g) for g in self.records[f].fields)
+        if f.type in WIDTHS:
+            return WIDTHS[f.type]
+        if f.type in ("str", "list"):
+            return LENGTH_SIZE
+        if f.type == "tensor_data":
+            return 0  # inline, nothing to pad, no bytes
+        if f.type == "union":
+            return min(self.min_size(rec) for _, rec in f.cases)
+        return self.min_size(f.type)
+
+    def layout(self, rec: Record) -> list[tuple[str, int]]:
+        """(name, value) of the layout constants of ``rec``: the offset of
+        each field at a fixed position, its smallest encoding (MIN_SIZE),
+        its size when fixed (SIZE), and per union case the record's
+        smallest encoding with that case (<CASE>_MIN_SIZE)."""
+        out: list[tuple[str, int]] = []
+        offset: int | None = 0
+        for f in rec.fields:
+            if offset is not None:
+                out.append((f"{f.name.upper()}_OFFSET", offset))
+                size = self.fixed_size(f.type)
+                offset = None if size is None else offset + size
+        if offset is not None:
+            out.append(("SIZE", offset))
+        out.append(("MIN_SIZE", self.min_size(rec.name)))
+        for f in rec.fields:
+            if f.type == "union":
+                others = self.min_size(rec.name) - self.min_size(f)
+                for code, case in f.cases:
+                    out.append((f"{code}_MIN_SIZE", others + self.min_size(case)))
+        return out
+
+    def layout_names(self) -> dict[str, int]:
+        """Every layout constant by its Python/Cython name (WIRE_ dropped):
+        the type widths, then <RECORD>_<what> of each record."""
+        out = {f"{t.upper()}_SIZE": n for t, n in WIDTHS.items() if t != "zero32"}
+        out["LENGTH_SIZE"] = LENGTH_SIZE
+        for rec in self.records.values():
+            for what, value in self.layout(rec):
+                name = f"{rec.name.upper()}_{what}"
+                if name in out:
+                    raise SpecError(f"record {rec.name}: the constant {name} is made twice")
+                out[name] = value
+        return out
 
     @property
     def json_frames(self) -> list[Code]:
@@ -136,6 +248,60 @@ def _codes(raw: dict[str, Any], group: str, bits: bool = False) -> list[Code]:
     if bits and any(c.value <= 0 or c.value & (c.value - 1) for c in out):
         raise SpecError(f"{group}: every value must be a single bit")
     return out
+
+
+def _records(raw: dict[str, Any], spec: Spec) -> dict[str, Record]:
+    records = {}
+    for name, row in raw["record"].items():
+        fields = []
+        for f in row["fields"]:
+            cases = tuple((k, v) for k, v in f.get("cases", {}).items())
+            fields.append(
+                RecordField(
+                    f["name"],
+                    f["type"],
+                    f.get("of", ""),
+                    f.get("flat", False),
+                    f.get("tag", ""),
+                    f.get("codes", ""),
+                    cases,
+                )
+            )
+        records[name] = Record(
+            name, tuple(fields), tuple(row.get("frames", ())), row.get("positional", False)
+        )
+    for rec in records.values():
+        seen: list[str] = []
+        for f in rec.fields:
+            used = [f.of] if f.type == "list" else [f.type]
+            used += [case for _, case in f.cases]
+            for t in used:
+                if t not in WIDTHS and t not in _SPECIAL and t not in records:
+                    raise SpecError(f"record {rec.name}: field {f.name} has unknown type {t}")
+            if f.type == "list" and f.of in _SPECIAL and f.of != "str":
+                raise SpecError(f"record {rec.name}: a list of {f.of}")
+            if f.type == "union":
+                if f.tag not in seen:
+                    raise SpecError(f"record {rec.name}: union {f.name} needs its tag first")
+                names = {c.name for c in spec.codes(f.codes)}
+                if {k for k, _ in f.cases} != names:
+                    raise SpecError(f"record {rec.name}: union {f.name} must cover {f.codes}")
+            seen.append(f.name)
+    _acyclic(records)
+    return records
+
+
+def _acyclic(records: dict[str, Record]) -> None:
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in path:
+            raise SpecError(f"records contain themselves: {' > '.join((*path, name))}")
+        for f in records[name].fields:
+            for t in (f.type, f.of, *(case for _, case in f.cases)):
+                if t in records:
+                    visit(t, (*path, name))
+
+    for name in records:
+        visit(name, ())
 
 
 def _or(codes: list[Code]) -> int:
@@ -209,8 +375,21 @@ def render_cpp(s: Spec) -> str:
     out += ["};", f"constexpr uint32_t kMaxMetricKind = {s.metric_kinds[-1].value};"]
     out += ["", "// LOG_LEVELS: bit n set = TRITONSERVER_LogLevel n is enabled."]
     out += [f"constexpr uint32_t kLogLevelsAll = {_hex(s.log_levels_all)};"]
+    out += ["", *_cpp_comment(_LAYOUT_DOC)]
+    limits = {lim["name"] for lim in s.limits}
+    for name, value in s.layout_names().items():
+        if name not in limits:
+            out.append(f"constexpr size_t k{camel(name)} = {value};")
     out += ["", "}  // namespace proto", "}  // namespace tritonpy", ""]
     return "\n".join(out)
+
+
+_LAYOUT_DOC = (
+    "Record layouts (the records of docs/protocol.toml): type widths, then per "
+    "record the offsets of its fields at fixed positions, its size when fixed, "
+    "its smallest encoding (min size) and, per union case, the record's smallest "
+    "encoding with that case."
+)
 
 
 def _or_bits(codes: list[Code]) -> int:
@@ -276,7 +455,7 @@ def render_pxd(s: Spec) -> str:
     compile-time constant costs no load from a module global."""
     out = [f"# {line}" for line in LICENSE]
     out += textwrap.wrap(
-        f"The limits and header layout of the IPC protocol (docs/protocol.md) as C "
+        f"The limits, header and record layouts of the IPC protocol (docs/protocol.md) as C "
         f"constants, {NOTICE}. Cimported by the compiled stub modules; Python code "
         "reads the same values from _codec (_wire.pxi).",
         80,
@@ -287,6 +466,9 @@ def render_pxd(s: Spec) -> str:
     out += [f"    WIRE_{lim['name']} = {lim['value']}" for lim in s.limits if _c_int(lim)]
     out += ["    # The header's fields, at these offsets (all little-endian)."]
     out += [f"    WIRE_HEADER_{f.name.upper()}_OFFSET = {f.offset}  # {f.type}" for f in s.header]
+    out += textwrap.wrap(_LAYOUT_DOC, 76, initial_indent="    # ", subsequent_indent="    # ")
+    limits = {lim["name"] for lim in s.limits}
+    out += [f"    WIRE_{n} = {v}" for n, v in s.layout_names().items() if n not in limits]
     return "\n".join(out) + "\n"
 
 
@@ -375,6 +557,24 @@ def region_doc_limits(s: Spec) -> str:
     return "\n".join(_table(["name", "value", "meaning"], rows))
 
 
+def region_doc_records(s: Spec) -> str:
+    def field(f: RecordField) -> str:
+        if f.type == "list":
+            return f"`{f.name}`: list of {f.of}"
+        if f.type == "union":
+            return f"`{f.name}`: by `{f.tag}`"
+        return f"`{f.name}`: {f.type}"
+
+    rows = []
+    for rec in s.records.values():
+        layout = dict(s.layout(rec))
+        size = str(layout["SIZE"]) if "SIZE" in layout else ""
+        frames = ", ".join(f"`{f}`" for f in rec.frames)
+        fields = ", ".join(map(field, rec.fields)) or "(empty)"
+        rows.append([f"`{rec.name}`", frames, fields, size, str(layout["MIN_SIZE"])])
+    return "\n".join(_table(["record", "body of", "fields", "size", "smallest"], rows))
+
+
 # ------------------------------------------------------------------ files
 
 _REGIONS = {
@@ -385,6 +585,7 @@ _REGIONS = {
         "frame types": region_doc_frames,
         "codes": region_doc_codes,
         "limits": region_doc_limits,
+        "records": region_doc_records,
     },
 }
 

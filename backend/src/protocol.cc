@@ -21,12 +21,6 @@ using codec::Writer;
 
 namespace {
 
-// Minimum encoded sizes, used to bound counts before allocating.
-constexpr size_t kMinTensor = 4 + 4 + 4 + 8 + 1;
-constexpr size_t kMinRequest = 4 + 1 + 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4;
-constexpr size_t kMinResponse = 8 + 4 + 4 + 1 + 4 + 4 + 4 + 4;
-constexpr size_t kCancelEntry = 8 + 4 + 4;
-
 // One request entry (EXECUTE and BLS_REQUEST share it).
 Status
 ReadRequest(Reader* r, Request* q)
@@ -40,13 +34,13 @@ ReadRequest(Reader* r, Request* q)
   TRITONPY_RETURN_IF_ERROR(r->U64(&q->timeout_us));
   TRITONPY_RETURN_IF_ERROR(r->Str(&q->parameters));
   uint32_t nout;
-  TRITONPY_RETURN_IF_ERROR(r->Count(4, &nout));
+  TRITONPY_RETURN_IF_ERROR(r->Count(kLengthSize, &nout));
   q->requested_outputs.assign(nout, std::string());
   for (std::string& name : q->requested_outputs) {
     TRITONPY_RETURN_IF_ERROR(r->Str(&name));
   }
   uint32_t nin;
-  TRITONPY_RETURN_IF_ERROR(r->Count(kMinTensor, &nin));
+  TRITONPY_RETURN_IF_ERROR(r->Count(kTensorMinSize, &nin));
   q->inputs.assign(nin, Tensor());
   for (Tensor& t : q->inputs) TRITONPY_RETURN_IF_ERROR(r->Tensor(&t));
   return r->Str(&q->trace_context);
@@ -226,7 +220,7 @@ DecodeCancel(const uint8_t* body, size_t len, CancelBody* out)
 {
   Reader r(body, len);
   uint32_t n;
-  TRITONPY_RETURN_IF_ERROR(r.Count(kCancelEntry, &n));
+  TRITONPY_RETURN_IF_ERROR(r.Count(kCancelEntrySize, &n));
   out->requests.assign(n, RequestRef());
   for (RequestRef& q : out->requests) {
     TRITONPY_RETURN_IF_ERROR(r.U64(&q.batch_id));
@@ -282,7 +276,7 @@ DecodeExecute(const uint8_t* body, size_t len, ExecuteBody* out)
 {
   Reader r(body, len);
   uint32_t n;
-  TRITONPY_RETURN_IF_ERROR(r.Count(kMinRequest, &n));
+  TRITONPY_RETURN_IF_ERROR(r.Count(kRequestMinSize, &n));
   out->requests.assign(n, Request());
   for (Request& q : out->requests) {
     TRITONPY_RETURN_IF_ERROR(ReadRequest(&r, &q));
@@ -316,7 +310,7 @@ DecodeBlsResponse(const uint8_t* body, size_t len, BlsResponseBody* out)
   TRITONPY_RETURN_IF_ERROR(r.Str(&out->error_message));
   TRITONPY_RETURN_IF_ERROR(r.Str(&out->parameters));
   uint32_t nout;
-  TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nout));
+  TRITONPY_RETURN_IF_ERROR(r.Count(kTensorMinSize, &nout));
   out->outputs.assign(nout, Tensor());
   for (Tensor& t : out->outputs) TRITONPY_RETURN_IF_ERROR(r.Tensor(&t));
   return r.Done();
@@ -327,7 +321,7 @@ DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out)
 {
   Reader r(body, len);
   uint32_t n;
-  TRITONPY_RETURN_IF_ERROR(r.Count(kMinResponse, &n));
+  TRITONPY_RETURN_IF_ERROR(r.Count(kResponseEntryMinSize, &n));
   // Every field of every entry is written below, so a body reused from
   // frame to frame (BatchTable's) keeps its allocations.
   out->responses.resize(n);
@@ -344,7 +338,7 @@ DecodeResponses(const uint8_t* body, size_t len, ResponsesBody* out)
     TRITONPY_RETURN_IF_ERROR(r.Str(&p.error_message));
     TRITONPY_RETURN_IF_ERROR(r.Str(&p.parameters));
     uint32_t nout;
-    TRITONPY_RETURN_IF_ERROR(r.Count(kMinTensor, &nout));
+    TRITONPY_RETURN_IF_ERROR(r.Count(kTensorMinSize, &nout));
     p.outputs.resize(nout);
     for (Tensor& t : p.outputs) {
       TRITONPY_RETURN_IF_ERROR(r.Tensor(&t, /*receiver_arena_ok=*/true));
@@ -386,7 +380,7 @@ DecodeRelease(const uint8_t* body, size_t len, ReleaseBody* out)
 {
   Reader r(body, len);
   uint32_t n;
-  TRITONPY_RETURN_IF_ERROR(r.Count(kArenaRefSize, &n));
+  TRITONPY_RETURN_IF_ERROR(r.Count(kAllocationSize, &n));
   out->allocations.assign(n, ArenaRef());
   for (ArenaRef& a : out->allocations) TRITONPY_RETURN_IF_ERROR(r.Ref(&a));
   return r.Done();

@@ -23,25 +23,31 @@ namespace codec {
 inline void
 PutU32(uint8_t* p, uint32_t v)
 {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  constexpr int kBytes = static_cast<int>(kU32Size);
+  for (int i = 0; i < kBytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 inline void
 PutU64(uint8_t* p, uint64_t v)
 {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  constexpr int kBytes = static_cast<int>(kU64Size);
+  for (int i = 0; i < kBytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 inline uint32_t
 GetU32(const uint8_t* p)
 {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  for (int i = static_cast<int>(kU32Size) - 1; i >= 0; --i) {
+    v = (v << 8) | p[i];
+  }
   return v;
 }
 inline uint64_t
 GetU64(const uint8_t* p)
 {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  for (int i = static_cast<int>(kU64Size) - 1; i >= 0; --i) {
+    v = (v << 8) | p[i];
+  }
   return v;
 }
 
@@ -70,21 +76,21 @@ class Reader {
   Status U8(uint8_t* v)
   {
     const uint8_t* p;
-    TRITONPY_RETURN_IF_ERROR(Take(1, &p));
+    TRITONPY_RETURN_IF_ERROR(Take(kU8Size, &p));
     *v = p[0];
     return Status();
   }
   Status U32(uint32_t* v)
   {
     const uint8_t* p;
-    TRITONPY_RETURN_IF_ERROR(Take(4, &p));
+    TRITONPY_RETURN_IF_ERROR(Take(kU32Size, &p));
     *v = GetU32(p);
     return Status();
   }
   Status U64(uint64_t* v)
   {
     const uint8_t* p;
-    TRITONPY_RETURN_IF_ERROR(Take(8, &p));
+    TRITONPY_RETURN_IF_ERROR(Take(kU64Size, &p));
     *v = GetU64(p);
     return Status();
   }
@@ -120,7 +126,7 @@ class Reader {
   }
   Status Pad8()
   {
-    size_t n = (8 - (pos_ % 8)) % 8;
+    size_t n = (kPadAlign - (pos_ % kPadAlign)) % kPadAlign;
     const uint8_t* p;
     TRITONPY_RETURN_IF_ERROR(Take(n, &p));
     for (size_t i = 0; i < n; ++i) {
@@ -174,7 +180,8 @@ class Reader {
     TRITONPY_RETURN_IF_ERROR(U32(&ndim));
     if (ndim > kMaxNdim) {
       return Violation(
-          "tensor '" + t->name + "': ndim " + std::to_string(ndim) + " > 64");
+          "tensor '" + t->name + "': ndim " + std::to_string(ndim) + " > " +
+          std::to_string(kMaxNdim));
     }
     t->dims.resize(ndim);
     for (uint32_t i = 0; i < ndim; ++i) {
@@ -222,13 +229,13 @@ class Writer {
   void U32(uint32_t v)
   {
     size_t at = out_->size();
-    out_->resize(at + 4);
+    out_->resize(at + kU32Size);
     PutU32(out_->data() + at, v);
   }
   void U64(uint64_t v)
   {
     size_t at = out_->size();
-    out_->resize(at + 8);
+    out_->resize(at + kU64Size);
     PutU64(out_->data() + at, v);
   }
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
@@ -258,7 +265,11 @@ class Writer {
       Str(ClipText(s));
     }
   }
-  void Pad8() { out_->resize(out_->size() + (8 - out_->size() % 8) % 8, 0); }
+  void Pad8()
+  {
+    out_->resize(
+        out_->size() + (kPadAlign - out_->size() % kPadAlign) % kPadAlign, 0);
+  }
   void Ref(const ArenaRef& r)
   {
     U32(r.arena_id);

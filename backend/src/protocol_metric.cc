@@ -15,9 +15,6 @@ using codec::Writer;
 
 namespace {
 
-// Smallest encoded op: code + handle.
-constexpr size_t kMinMetricOp = 1 + 4;
-
 Status
 ReadMetricOp(Reader* r, MetricOp* op)
 {
@@ -39,13 +36,13 @@ ReadMetricOp(Reader* r, MetricOp* op)
       TRITONPY_RETURN_IF_ERROR(r->U32(&op->metric));
       TRITONPY_RETURN_IF_ERROR(r->U32(&op->family));
       uint32_t n;
-      TRITONPY_RETURN_IF_ERROR(r->Count(8, &n));
+      TRITONPY_RETURN_IF_ERROR(r->Count(kF64Size, &n));
       op->labels.assign(n, {});
       for (auto& label : op->labels) {
         TRITONPY_RETURN_IF_ERROR(r->Str(&label.first));
         TRITONPY_RETURN_IF_ERROR(r->Str(&label.second));
       }
-      TRITONPY_RETURN_IF_ERROR(r->Count(8, &n));
+      TRITONPY_RETURN_IF_ERROR(r->Count(kF64Size, &n));
       op->values.assign(n, 0.0);
       for (double& b : op->values) TRITONPY_RETURN_IF_ERROR(r->F64(&b));
       return Status();
@@ -60,7 +57,7 @@ ReadMetricOp(Reader* r, MetricOp* op)
     case MetricOpCode::kObserve: {
       TRITONPY_RETURN_IF_ERROR(r->U32(&op->metric));
       uint32_t n;
-      TRITONPY_RETURN_IF_ERROR(r->Count(8, &n));
+      TRITONPY_RETURN_IF_ERROR(r->Count(kF64Size, &n));
       op->values.assign(n, 0.0);
       for (double& v : op->values) TRITONPY_RETURN_IF_ERROR(r->F64(&v));
       return Status();
@@ -118,7 +115,7 @@ DecodeMetric(const uint8_t* body, size_t len, MetricBody* out)
 {
   Reader r(body, len);
   uint32_t n;
-  TRITONPY_RETURN_IF_ERROR(r.Count(kMinMetricOp, &n));
+  TRITONPY_RETURN_IF_ERROR(r.Count(kMetricOpMinSize, &n));
   out->ops.assign(n, MetricOp());
   for (MetricOp& op : out->ops) TRITONPY_RETURN_IF_ERROR(ReadMetricOp(&r, &op));
   return r.Done();

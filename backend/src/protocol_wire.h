@@ -30,6 +30,10 @@ constexpr size_t kMaxFrame = 131072;
 // bytes of an arena reference (`u32 arena_id, u32 reserved, u64 offset`)
 constexpr size_t kArenaRefSize = 16;
 
+// inline tensor data starts at a multiple of this many bytes from the frame's
+// start (`pad8`)
+constexpr size_t kPadAlign = 8;
+
 // bytes of a tensor's data sent inline while the frame fits (sender policy)
 constexpr size_t kMaxInlineTensor = 65536;
 
@@ -156,6 +160,120 @@ constexpr uint32_t kMaxMetricKind = 2;
 
 // LOG_LEVELS: bit n set = TRITONSERVER_LogLevel n is enabled.
 constexpr uint32_t kLogLevelsAll = 0xF;
+
+// Record layouts (the records of docs/protocol.toml): type widths, then per
+// record the offsets of its fields at fixed positions, its size when fixed, its
+// smallest encoding (min size) and, per union case, the record's smallest
+// encoding with that case.
+constexpr size_t kU8Size = 1;
+constexpr size_t kU16Size = 2;
+constexpr size_t kU32Size = 4;
+constexpr size_t kU64Size = 8;
+constexpr size_t kI64Size = 8;
+constexpr size_t kF64Size = 8;
+constexpr size_t kLengthSize = 4;
+constexpr size_t kArenaRefArenaIdOffset = 0;
+constexpr size_t kArenaRefReservedOffset = 4;
+constexpr size_t kArenaRefOffsetOffset = 8;
+constexpr size_t kArenaRefMinSize = 16;
+constexpr size_t kTensorNameOffset = 0;
+constexpr size_t kTensorMinSize = 21;
+constexpr size_t kRequestRequestIdOffset = 0;
+constexpr size_t kRequestMinSize = 45;
+constexpr size_t kResponseResponseFlagsOffset = 0;
+constexpr size_t kResponseHasErrorOffset = 4;
+constexpr size_t kResponseErrorCodeOffset = 5;
+constexpr size_t kResponseErrorMessageOffset = 9;
+constexpr size_t kResponseMinSize = 21;
+constexpr size_t kResponseEntryBatchIdOffset = 0;
+constexpr size_t kResponseEntryRequestIndexOffset = 8;
+constexpr size_t kResponseEntryResponseOffset = 12;
+constexpr size_t kResponseEntryMinSize = 33;
+constexpr size_t kCancelEntryBatchIdOffset = 0;
+constexpr size_t kCancelEntryRequestIndexOffset = 8;
+constexpr size_t kCancelEntryReservedOffset = 12;
+constexpr size_t kCancelEntrySize = 16;
+constexpr size_t kCancelEntryMinSize = 16;
+constexpr size_t kAllocationRefOffset = 0;
+constexpr size_t kAllocationSize = 16;
+constexpr size_t kAllocationMinSize = 16;
+constexpr size_t kLabelKeyOffset = 0;
+constexpr size_t kLabelMinSize = 8;
+constexpr size_t kMetricOpOpOffset = 0;
+constexpr size_t kMetricOpArgsOffset = 1;
+constexpr size_t kMetricOpMinSize = 5;
+constexpr size_t kMetricOpFamilyNewMinSize = 17;
+constexpr size_t kMetricOpFamilyDeleteMinSize = 5;
+constexpr size_t kMetricOpMetricNewMinSize = 17;
+constexpr size_t kMetricOpMetricDeleteMinSize = 5;
+constexpr size_t kMetricOpIncrementMinSize = 13;
+constexpr size_t kMetricOpSetMinSize = 13;
+constexpr size_t kMetricOpObserveMinSize = 9;
+constexpr size_t kMetricOpValueMinSize = 5;
+constexpr size_t kOpFamilyNewFamilyOffset = 0;
+constexpr size_t kOpFamilyNewKindOffset = 4;
+constexpr size_t kOpFamilyNewNameOffset = 8;
+constexpr size_t kOpFamilyNewMinSize = 16;
+constexpr size_t kOpFamilyFamilyOffset = 0;
+constexpr size_t kOpFamilySize = 4;
+constexpr size_t kOpFamilyMinSize = 4;
+constexpr size_t kOpMetricNewMetricOffset = 0;
+constexpr size_t kOpMetricNewFamilyOffset = 4;
+constexpr size_t kOpMetricNewLabelsOffset = 8;
+constexpr size_t kOpMetricNewMinSize = 16;
+constexpr size_t kOpMetricMetricOffset = 0;
+constexpr size_t kOpMetricSize = 4;
+constexpr size_t kOpMetricMinSize = 4;
+constexpr size_t kOpMetricValueMetricOffset = 0;
+constexpr size_t kOpMetricValueValueOffset = 4;
+constexpr size_t kOpMetricValueSize = 12;
+constexpr size_t kOpMetricValueMinSize = 12;
+constexpr size_t kOpObserveMetricOffset = 0;
+constexpr size_t kOpObserveValuesOffset = 4;
+constexpr size_t kOpObserveMinSize = 8;
+constexpr size_t kEmptySize = 0;
+constexpr size_t kEmptyMinSize = 0;
+constexpr size_t kArenaArenaIdOffset = 0;
+constexpr size_t kArenaReservedOffset = 4;
+constexpr size_t kArenaSizeOffset = 8;
+constexpr size_t kArenaSize = 16;
+constexpr size_t kArenaMinSize = 16;
+constexpr size_t kExecuteRequestsOffset = 0;
+constexpr size_t kExecuteMinSize = 4;
+constexpr size_t kResponsesResponsesOffset = 0;
+constexpr size_t kResponsesMinSize = 4;
+constexpr size_t kExecuteDoneOkOffset = 0;
+constexpr size_t kExecuteDoneErrorOffset = 1;
+constexpr size_t kExecuteDoneMinSize = 5;
+constexpr size_t kLogLevelOffset = 0;
+constexpr size_t kLogFileOffset = 4;
+constexpr size_t kLogMinSize = 16;
+constexpr size_t kErrorMessageOffset = 0;
+constexpr size_t kErrorMinSize = 4;
+constexpr size_t kReleaseAllocationsOffset = 0;
+constexpr size_t kReleaseMinSize = 4;
+constexpr size_t kCancelRequestsOffset = 0;
+constexpr size_t kCancelMinSize = 4;
+constexpr size_t kSendErrorBatchIdOffset = 0;
+constexpr size_t kSendErrorRequestIndexOffset = 8;
+constexpr size_t kSendErrorErrorCodeOffset = 12;
+constexpr size_t kSendErrorMessageOffset = 16;
+constexpr size_t kSendErrorMinSize = 20;
+constexpr size_t kReadyReadyOffset = 0;
+constexpr size_t kReadyMessageOffset = 1;
+constexpr size_t kReadyMinSize = 5;
+constexpr size_t kBlsRequestModelNameOffset = 0;
+constexpr size_t kBlsRequestMinSize = 69;
+constexpr size_t kBlsResponseResponseOffset = 0;
+constexpr size_t kBlsResponseMinSize = 21;
+constexpr size_t kMetricOpsOffset = 0;
+constexpr size_t kMetricMinSize = 4;
+constexpr size_t kMetricDoneOkOffset = 0;
+constexpr size_t kMetricDoneErrorOffset = 1;
+constexpr size_t kMetricDoneMinSize = 13;
+constexpr size_t kLogLevelsEnabledOffset = 0;
+constexpr size_t kLogLevelsSize = 4;
+constexpr size_t kLogLevelsMinSize = 4;
 
 }  // namespace proto
 }  // namespace tritonpy

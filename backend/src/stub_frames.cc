@@ -32,9 +32,10 @@ void
 SendRelease(Channel* channel, const std::vector<proto::ArenaRef>& release)
 {
   if (channel == nullptr) return;
-  // As many frames as the list needs: the count, then 16 bytes each.
+  // As many frames as the list needs: the count, then one entry each.
   constexpr size_t kPerFrame =
-      (proto::kMaxFrame - proto::kHeaderSize - 4) / proto::kArenaRefSize;
+      (proto::kMaxFrame - proto::kHeaderSize - proto::kReleaseMinSize) /
+      proto::kAllocationSize;
   for (size_t at = 0; at < release.size(); at += kPerFrame) {
     proto::ReleaseBody body;
     body.allocations.assign(

@@ -29,7 +29,9 @@ from libc.string cimport memcpy, memset
 
 # The limits and header offsets as C constants (docs/protocol.toml).
 from tritonpy.stub._wire cimport (
+    WIRE_ALLOCATION_SIZE,
     WIRE_ARENA_REF_SIZE,
+    WIRE_F64_SIZE,
     WIRE_HEADER_BODY_LEN_OFFSET,
     WIRE_HEADER_FLAGS_OFFSET,
     WIRE_HEADER_ID_OFFSET,
@@ -38,8 +40,25 @@ from tritonpy.stub._wire cimport (
     WIRE_HEADER_SIZE,
     WIRE_HEADER_TYPE_OFFSET,
     WIRE_HEADER_VERSION_OFFSET,
+    WIRE_I64_SIZE,
+    WIRE_LABEL_MIN_SIZE,
+    WIRE_LENGTH_SIZE,
     WIRE_MAX_FRAME,
     WIRE_MAX_NDIM,
+    WIRE_METRIC_MIN_SIZE,
+    WIRE_METRIC_OP_FAMILY_NEW_MIN_SIZE,
+    WIRE_METRIC_OP_INCREMENT_MIN_SIZE,
+    WIRE_METRIC_OP_METRIC_NEW_MIN_SIZE,
+    WIRE_METRIC_OP_MIN_SIZE,
+    WIRE_METRIC_OP_OBSERVE_MIN_SIZE,
+    WIRE_PAD_ALIGN,
+    WIRE_RELEASE_MIN_SIZE,
+    WIRE_RESPONSE_ENTRY_MIN_SIZE,
+    WIRE_TENSOR_MIN_SIZE,
+    WIRE_U8_SIZE,
+    WIRE_U16_SIZE,
+    WIRE_U32_SIZE,
+    WIRE_U64_SIZE,
 )
 
 if sys.byteorder != "little":  # pragma: no cover
@@ -161,7 +180,7 @@ cdef Py_ssize_t entry_size(Entry e) except -1:
     the up to 7 padding bytes before inline data)."""
     # batch id, index, flags, has_error, code, message and parameters
     # lengths, output count
-    cdef Py_ssize_t size = 8 + 4 + 4 + 1 + 4 + 4 + 4 + 4
+    cdef Py_ssize_t size = WIRE_RESPONSE_ENTRY_MIN_SIZE
     cdef OutTensor o
     if e.error is not None:
         msg = e.error[1]
@@ -169,11 +188,11 @@ cdef Py_ssize_t entry_size(Entry e) except -1:
     size += _utf8_size(e.parameters)
     for o in e.outputs:
         # name, dtype, ndim, dims, byte size, location
-        size += 4 + _utf8_size(o.name) + 4 + 4 + 8 * len(o.dims) + 8 + 1
+        size += WIRE_TENSOR_MIN_SIZE + _utf8_size(o.name) + WIRE_I64_SIZE * len(o.dims)
         if o.data is not None:
-            size += 7 + <Py_ssize_t>o.byte_size  # padding to 8, the bytes
+            size += WIRE_PAD_ALIGN - 1 + <Py_ssize_t>o.byte_size  # padding, the bytes
         else:
-            size += 4 + 4 + 8  # arena id, reserved, offset
+            size += WIRE_ARENA_REF_SIZE  # arena id, reserved, offset
     return size
 
 
@@ -228,11 +247,11 @@ cdef class FrameWriter:
         self.pos = 0
         self.reserve(WIRE_HEADER_SIZE)
         memset(self.buf, 0, WIRE_HEADER_SIZE)
-        memcpy(self.buf + WIRE_HEADER_MAGIC_OFFSET, &_MAGIC, 4)
+        memcpy(self.buf + WIRE_HEADER_MAGIC_OFFSET, &_MAGIC, WIRE_U32_SIZE)
         self.buf[WIRE_HEADER_VERSION_OFFSET] = VERSION
         self.buf[WIRE_HEADER_TYPE_OFFSET] = <uint8_t>ftype
-        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, 2)
-        memcpy(self.buf + WIRE_HEADER_ID_OFFSET, &fid, 8)
+        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, WIRE_U16_SIZE)
+        memcpy(self.buf + WIRE_HEADER_ID_OFFSET, &fid, WIRE_U64_SIZE)
         self.pos = WIRE_HEADER_SIZE
         self.open = True
 
@@ -241,38 +260,38 @@ cdef class FrameWriter:
         later); with ``batch_done`` the frame also ends batch ``batch_id``
         (BATCH_DONE)."""
         self.begin(_RESPONSES_TYPE, batch_id, _FLAG_BATCH_DONE if batch_done else 0)
-        self.put(&count, 4)
+        self.put(&count, WIRE_U32_SIZE)
 
     cpdef set_count(self, uint32_t count):
         """The entry count of the RESPONSES frame begun by begin_responses."""
-        memcpy(self.buf + WIRE_HEADER_SIZE, &count, 4)
+        memcpy(self.buf + WIRE_HEADER_SIZE, &count, WIRE_U32_SIZE)
 
     cpdef set_flags(self, uint16_t flags):
-        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, 2)
+        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, WIRE_U16_SIZE)
 
     cpdef Py_ssize_t size(self):
         return self.pos
 
     cpdef patch_u32(self, Py_ssize_t at, uint32_t v):
         """Overwrite 4 bytes already written (e.g. a count known only later)."""
-        if at < WIRE_HEADER_SIZE or at + 4 > self.pos:
+        if at < WIRE_HEADER_SIZE or at + WIRE_U32_SIZE > self.pos:
             raise IndexError(f"patch_u32 at {at} outside the body written so far")
-        memcpy(self.buf + at, &v, 4)
+        memcpy(self.buf + at, &v, WIRE_U32_SIZE)
 
     cpdef u8(self, uint8_t v):
-        self.put(&v, 1)
+        self.put(&v, WIRE_U8_SIZE)
 
     cpdef u32(self, uint32_t v):
-        self.put(&v, 4)
+        self.put(&v, WIRE_U32_SIZE)
 
     cpdef u64(self, uint64_t v):
-        self.put(&v, 8)
+        self.put(&v, WIRE_U64_SIZE)
 
     cpdef f64(self, double v):
-        self.put(&v, 8)
+        self.put(&v, WIRE_F64_SIZE)
 
     cpdef i64(self, int64_t v):
-        self.put(&v, 8)
+        self.put(&v, WIRE_I64_SIZE)
 
     cpdef string(self, s):
         cdef Py_ssize_t size
@@ -292,7 +311,7 @@ cdef class FrameWriter:
         cdef uint32_t n = <uint32_t>size
         if size > 0xFFFFFFFF:
             raise OverflowError("a string longer than 4 GiB")
-        self.put(&n, 4)
+        self.put(&n, WIRE_LENGTH_SIZE)
         if size:
             self.put(p, size)
         return 0
@@ -306,7 +325,7 @@ cdef class FrameWriter:
             PyBuffer_Release(&view)
 
     cpdef pad8(self):
-        cdef Py_ssize_t n = (8 - self.pos % 8) % 8
+        cdef Py_ssize_t n = (WIRE_PAD_ALIGN - self.pos % WIRE_PAD_ALIGN) % WIRE_PAD_ALIGN
         self.reserve(n)
         memset(self.buf + self.pos, 0, n)
         self.pos += n
@@ -387,7 +406,7 @@ cdef class FrameWriter:
 
     cpdef bytes finish(self):
         cdef uint32_t body_len = <uint32_t>(self.pos - WIRE_HEADER_SIZE)
-        memcpy(self.buf + WIRE_HEADER_BODY_LEN_OFFSET, &body_len, 4)
+        memcpy(self.buf + WIRE_HEADER_BODY_LEN_OFFSET, &body_len, WIRE_U32_SIZE)
         self.open = False
         return PyBytes_FromStringAndSize(<const char*>self.buf, self.pos)
 
@@ -396,10 +415,10 @@ cdef class FrameWriter:
         in its arena, and return the short frame."""
         cdef uint32_t body_len = <uint32_t>(self.pos - WIRE_HEADER_SIZE)
         cdef uint16_t flags
-        memcpy(&flags, self.buf + WIRE_HEADER_FLAGS_OFFSET, 2)
+        memcpy(&flags, self.buf + WIRE_HEADER_FLAGS_OFFSET, WIRE_U16_SIZE)
         flags |= FLAG_BODY_IN_ARENA
-        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, 2)
-        memcpy(self.buf + WIRE_HEADER_BODY_LEN_OFFSET, &body_len, 4)
+        memcpy(self.buf + WIRE_HEADER_FLAGS_OFFSET, &flags, WIRE_U16_SIZE)
+        memcpy(self.buf + WIRE_HEADER_BODY_LEN_OFFSET, &body_len, WIRE_U32_SIZE)
         self.pos = WIRE_HEADER_SIZE
         self.u32(arena_id)
         self.u32(0)

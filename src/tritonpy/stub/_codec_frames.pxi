@@ -54,7 +54,8 @@ def body_in_arena(bytes frame):
 
 # Arena references one RELEASE frame holds: what the header and the count
 # leave.
-cdef Py_ssize_t _REFS_PER_FRAME = (WIRE_MAX_FRAME - WIRE_HEADER_SIZE - 4) // WIRE_ARENA_REF_SIZE
+cdef Py_ssize_t _REFS_PER_FRAME = (
+    WIRE_MAX_FRAME - WIRE_HEADER_SIZE - WIRE_RELEASE_MIN_SIZE) // WIRE_ALLOCATION_SIZE
 
 
 def encode_releases(int ftype, list refs):
@@ -70,7 +71,7 @@ def encode_releases(int ftype, list refs):
 # Observations per OBSERVE op, so that one op always fits in a frame.
 cdef Py_ssize_t _OBSERVE_CHUNK = 8192
 # Bytes of ops a METRIC frame carries: what the header and the count leave.
-cdef Py_ssize_t _METRIC_ROOM = WIRE_MAX_FRAME - WIRE_HEADER_SIZE - 4
+cdef Py_ssize_t _METRIC_ROOM = WIRE_MAX_FRAME - WIRE_HEADER_SIZE - WIRE_METRIC_MIN_SIZE
 
 
 cdef Py_ssize_t _text_size(object s) except -1:
@@ -83,19 +84,19 @@ cdef Py_ssize_t _op_size(tuple op) except -1:
     cdef int code = op[0]
     cdef Py_ssize_t size
     if code == OP_INCREMENT or code == OP_SET:
-        return 1 + 4 + 8  # op, metric, value
+        return WIRE_METRIC_OP_INCREMENT_MIN_SIZE  # op, metric, value
     if code == OP_OBSERVE:
-        return 1 + 4 + 4 + 8 * len(op[2])  # op, metric, count, values
+        return WIRE_METRIC_OP_OBSERVE_MIN_SIZE + WIRE_F64_SIZE * len(op[2])
     if code == OP_FAMILY_NEW:
-        # op, family, kind, name and description lengths
-        return 1 + 4 + 4 + 8 + _text_size(op[3]) + _text_size(op[4])
+        # op, family, kind, name and description lengths, their bytes
+        return WIRE_METRIC_OP_FAMILY_NEW_MIN_SIZE + _text_size(op[3]) + _text_size(op[4])
     if code == OP_METRIC_NEW:
         # op, metric, family, label count, bucket count, buckets
-        size = 1 + 4 + 4 + 4 + 4 + 8 * len(op[4])
+        size = WIRE_METRIC_OP_METRIC_NEW_MIN_SIZE + WIRE_F64_SIZE * len(op[4])
         for key, value in op[3]:
-            size += 8 + _text_size(key) + _text_size(value)
+            size += WIRE_LABEL_MIN_SIZE + _text_size(key) + _text_size(value)
         return size
-    return 1 + 4  # op, handle
+    return WIRE_METRIC_OP_MIN_SIZE  # op, handle
 
 
 def metric_op_size(tuple op):

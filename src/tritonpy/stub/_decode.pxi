@@ -63,42 +63,42 @@ cdef class _Reader:
         return 0
 
     cdef uint8_t u8(self) except? 0xFF:
-        self.need(1)
+        self.need(WIRE_U8_SIZE)
         cdef uint8_t v = self.p[self.pos]
-        self.pos += 1
+        self.pos += WIRE_U8_SIZE
         return v
 
     cdef uint32_t u32(self) except? 0xFFFFFFFF:
         cdef uint32_t v
-        self.need(4)
-        memcpy(&v, self.p + self.pos, 4)
-        self.pos += 4
+        self.need(WIRE_U32_SIZE)
+        memcpy(&v, self.p + self.pos, WIRE_U32_SIZE)
+        self.pos += WIRE_U32_SIZE
         return v
 
     cdef uint64_t u64(self) except? 0xFFFFFFFFFFFFFFFF:
         cdef uint64_t v
-        self.need(8)
-        memcpy(&v, self.p + self.pos, 8)
-        self.pos += 8
+        self.need(WIRE_U64_SIZE)
+        memcpy(&v, self.p + self.pos, WIRE_U64_SIZE)
+        self.pos += WIRE_U64_SIZE
         return v
 
     cdef int64_t i64(self) except? -1:
         cdef int64_t v
-        self.need(8)
-        memcpy(&v, self.p + self.pos, 8)
-        self.pos += 8
+        self.need(WIRE_I64_SIZE)
+        memcpy(&v, self.p + self.pos, WIRE_I64_SIZE)
+        self.pos += WIRE_I64_SIZE
         return v
 
     cdef double f64(self) except? -1.0:
         cdef double v
-        self.need(8)
-        memcpy(&v, self.p + self.pos, 8)
-        self.pos += 8
+        self.need(WIRE_F64_SIZE)
+        memcpy(&v, self.p + self.pos, WIRE_F64_SIZE)
+        self.pos += WIRE_F64_SIZE
         return v
 
     cdef tuple f64s(self):
         cdef uint32_t n = self.u32()
-        self.need(<Py_ssize_t>n * 8)
+        self.need(<Py_ssize_t>n * WIRE_F64_SIZE)
         cdef list out = []
         cdef uint32_t i
         for i in range(n):
@@ -126,7 +126,7 @@ cdef class _Reader:
             m = _metric_op(op, self.u32())
             m.family = self.u32()
             n = self.u32()
-            self.need(<Py_ssize_t>n * 8)
+            self.need(<Py_ssize_t>n * WIRE_LABEL_MIN_SIZE)
             labels = []
             for i in range(n):
                 key = self.string()
@@ -159,7 +159,7 @@ cdef class _Reader:
         return 0
 
     cdef int pad8(self) except -1:
-        cdef Py_ssize_t n = (8 - self.pos % 8) % 8
+        cdef Py_ssize_t n = (WIRE_PAD_ALIGN - self.pos % WIRE_PAD_ALIGN) % WIRE_PAD_ALIGN
         self.need(n)
         cdef Py_ssize_t i
         for i in range(n):
@@ -286,11 +286,11 @@ cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
     cdef uint32_t magic, body_len, reserved
     cdef uint16_t flags
     cdef uint64_t fid
-    memcpy(&magic, p + WIRE_HEADER_MAGIC_OFFSET, 4)
-    memcpy(&flags, p + WIRE_HEADER_FLAGS_OFFSET, 2)
-    memcpy(&fid, p + WIRE_HEADER_ID_OFFSET, 8)
-    memcpy(&body_len, p + WIRE_HEADER_BODY_LEN_OFFSET, 4)
-    memcpy(&reserved, p + WIRE_HEADER_RESERVED_OFFSET, 4)
+    memcpy(&magic, p + WIRE_HEADER_MAGIC_OFFSET, WIRE_U32_SIZE)
+    memcpy(&flags, p + WIRE_HEADER_FLAGS_OFFSET, WIRE_U16_SIZE)
+    memcpy(&fid, p + WIRE_HEADER_ID_OFFSET, WIRE_U64_SIZE)
+    memcpy(&body_len, p + WIRE_HEADER_BODY_LEN_OFFSET, WIRE_U32_SIZE)
+    memcpy(&reserved, p + WIRE_HEADER_RESERVED_OFFSET, WIRE_U32_SIZE)
     if magic != _MAGIC:
         raise ProtocolError(f"bad magic {magic:#x}")
     cdef uint8_t version = p[WIRE_HEADER_VERSION_OFFSET]
@@ -307,7 +307,7 @@ cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
     if reserved != 0:
         raise ProtocolError("the header's reserved field is not zero")
     if flags & FLAG_BODY_IN_ARENA:
-        if n != WIRE_HEADER_SIZE + 16:
+        if n != WIRE_HEADER_SIZE + WIRE_ARENA_REF_SIZE:
             raise ProtocolError("a BODY_IN_ARENA frame must carry exactly an arena reference")
     elif body_len != n - WIRE_HEADER_SIZE:
         raise ProtocolError(
@@ -335,7 +335,7 @@ def decode_arena_ref(buf):
     return aid, off
 
 
-def decode_body(int ftype, buf, Py_ssize_t start=24):
+def decode_body(int ftype, buf, Py_ssize_t start=WIRE_HEADER_SIZE):
     """Decode the body of a frame of type ``ftype`` that occupies
     ``buf[start:]``. Offsets of inline tensor data in the result are
     offsets into ``buf``.
@@ -409,7 +409,7 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
         out = (ok, err_text, r.f64())
     elif ftype == METRIC:
         count = r.u32()
-        r.need(<Py_ssize_t>count * 5)
+        r.need(<Py_ssize_t>count * WIRE_METRIC_OP_MIN_SIZE)
         items = []
         for i in range(count):
             items.append(r.metric_op())
