@@ -512,7 +512,7 @@ def separate_summary(doc: dict) -> str:
                 f"- many_instances {n}: loaded in {load:.1f} s, the stubs' summed PSS "
                 f"{pss:,.0f} MiB"
                 + (f"; they served {rps:,.0f} add_sub req/s" if rps is not None else "")
-                + "; the official backend was not run at this size (see below)."
+                + "; no figure of the official backend at this size (see below)."
             )
     shared = sorted(
         int(sc["id"].rsplit("_n", 1)[1])
