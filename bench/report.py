@@ -773,7 +773,8 @@ def field_section(doc: dict) -> str:
 The `pa_*` rows are perf_analyzer's own figures, the `genai_*` rows
 genai-perf's: the load generators Triton's users measure with, closed loop
 (concurrency) and open loop (a request rate, so that latency tails compare
-at equal offered load). `make bench-tools` (which `make bench` runs)
+at equal offered load), in the first {cfg.field_rounds} round(s) (the time
+budget). `make bench-tools` (which `make bench` runs)
 installs them in a venv of their own, `.venv-genai`: perf_analyzer from the
 tritonclient 2.51.0 wheel, with libcudart.so.12 from
 nvidia-cuda-runtime-cu12 (no GPU is needed) and Debian's libb64-0d, and
