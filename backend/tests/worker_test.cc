@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "check.h"
-#include "child_launch.h"
-#include "worker_thread.h"
+#include "process/child_launch.h"
+#include "util/worker_thread.h"
 
 using tritonpy::ChildLinks;
 using tritonpy::ChildPlan;
