@@ -131,9 +131,9 @@ setup(
             define_macros=macros,
             # child_steps.h: the steps of a child of the server, which the
             # stub template (_zygote) shares with the backend.
-            include_dirs=[os.path.join(ROOT, "backend", "src")],
+            include_dirs=[os.path.join(ROOT, "backend", "src", "process")],
             # ... and is rebuilt when that header changes.
-            depends=["backend/src/child_steps.h"],
+            depends=["backend/src/process/child_steps.h"],
             extra_compile_args=["-O2"] if not DEBUG else ["-O0", "-g"],
         )
         for name in EXTENSIONS

@@ -6,7 +6,7 @@ the files that use them (`make wire`).
     python tools/gen_wire.py           rewrite whatever differs
     python tools/gen_wire.py --check   list what differs, exit 1 if anything
 
-Whole files: backend/src/protocol_wire.h (the backend's constants, included
+Whole files: backend/src/protocol/protocol_wire.h (the backend's constants, included
 by protocol.h), src/tritonpy/stub/_wire.pxi (the stub codec's Python names,
 included by _codec.pyx) and src/tritonpy/stub/_wire.pxd (the limits and
 header offsets as C constants, cimported by the compiled stub modules). Regions between "BEGIN generated (<name>)" and "END generated
@@ -35,7 +35,7 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "docs/protocol.toml"
-CPP_HEADER = "backend/src/protocol_wire.h"
+CPP_HEADER = "backend/src/protocol/protocol_wire.h"
 PXI = "src/tritonpy/stub/_wire.pxi"
 PXD = "src/tritonpy/stub/_wire.pxd"
 # The files written whole; the others have generated regions (_REGIONS).

@@ -9,12 +9,12 @@
 #include <memory>
 #include <string>
 
-#include "backend_state.h"
-#include "barrier.h"
-#include "instance_state.h"
-#include "model_state.h"
+#include "instance/instance_state.h"
+#include "model/backend_state.h"
+#include "model/model_state.h"
+#include "triton/triton_util.h"
 #include "triton_c_api/triton_api.h"
-#include "triton_util.h"
+#include "util/barrier.h"
 
 #define TRITONPY_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -28,12 +28,12 @@
 #include <thread>
 #include <vector>
 
-#include "arena.h"
-#include "bls.h"
-#include "channel.h"
+#include "bls/bls.h"
 #include "check.h"
 #include "fake_triton.h"
-#include "protocol.h"
+#include "ipc/arena.h"
+#include "ipc/channel.h"
+#include "protocol/protocol.h"
 
 namespace tp = tritonpy::proto;
 using tritonpy::Status;

@@ -51,17 +51,17 @@
 #include <string>
 #include <vector>
 
-#include "arena.h"
-#include "batch.h"
-#include "bls.h"
-#include "channel.h"
+#include "bls/bls.h"
 #include "fake_triton.h"
 #include "fuzz_driver.h"
-#include "metrics.h"
-#include "protocol.h"
-#include "response_writer.h"
-#include "stub_frames.h"
-#include "stub_supervisor.h"
+#include "instance/batch.h"
+#include "instance/response_writer.h"
+#include "instance/stub_frames.h"
+#include "ipc/arena.h"
+#include "ipc/channel.h"
+#include "process/stub_supervisor.h"
+#include "protocol/protocol.h"
+#include "triton/metrics.h"
 
 namespace tp = tritonpy::proto;
 using tritonpy::Status;

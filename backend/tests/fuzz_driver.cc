@@ -15,7 +15,7 @@
 #include <sstream>
 #include <vector>
 
-#include "protocol.h"
+#include "protocol/protocol.h"
 
 namespace tritonpy {
 namespace fuzz {

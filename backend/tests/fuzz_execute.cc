@@ -37,15 +37,15 @@
 #include <string>
 #include <vector>
 
-#include "arena.h"
-#include "batch.h"
-#include "execute_builder.h"
 #include "fake_triton.h"
 #include "fuzz_driver.h"
 #include "fuzz_input.h"
 #include "fuzz_requests.h"
-#include "model_state.h"
-#include "protocol.h"
+#include "instance/batch.h"
+#include "instance/execute_builder.h"
+#include "ipc/arena.h"
+#include "model/model_state.h"
+#include "protocol/protocol.h"
 
 namespace tp = tritonpy::proto;
 using tritonpy::fuzz::FuzzInput;

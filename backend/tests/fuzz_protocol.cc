@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "arena.h"
 #include "fuzz_driver.h"
-#include "protocol.h"
+#include "ipc/arena.h"
+#include "protocol/protocol.h"
 
 namespace tp = tritonpy::proto;
 using tritonpy::Status;

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "protocol.h"
+#include "protocol/protocol.h"
 
 tritonpy::ModelState::~ModelState()
 {

@@ -15,7 +15,7 @@
 
 #include "fake_triton.h"
 #include "fuzz_input.h"
-#include "model_state.h"
+#include "model/model_state.h"
 
 namespace tritonpy {
 

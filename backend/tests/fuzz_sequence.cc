@@ -40,22 +40,22 @@
 #include <string>
 #include <vector>
 
-#include "admission_gate.h"
-#include "arena.h"
-#include "batch.h"
-#include "batch_arenas.h"
-#include "batch_table.h"
-#include "channel.h"
-#include "execute_builder.h"
 #include "fake_triton.h"
 #include "fuzz_driver.h"
 #include "fuzz_input.h"
 #include "fuzz_requests.h"
-#include "model_state.h"
-#include "protocol.h"
-#include "response_writer.h"
-#include "stub_process.h"
-#include "stub_supervisor.h"
+#include "instance/admission_gate.h"
+#include "instance/batch.h"
+#include "instance/batch_arenas.h"
+#include "instance/batch_table.h"
+#include "instance/execute_builder.h"
+#include "instance/response_writer.h"
+#include "ipc/arena.h"
+#include "ipc/channel.h"
+#include "model/model_state.h"
+#include "process/stub_process.h"
+#include "process/stub_supervisor.h"
+#include "protocol/protocol.h"
 
 namespace tp = tritonpy::proto;
 using tritonpy::Status;

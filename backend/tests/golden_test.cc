@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "json.h"
-#include "protocol.h"
+#include "protocol/protocol.h"
+#include "util/json.h"
 
 namespace tp = tritonpy::proto;
 using tritonpy::Status;

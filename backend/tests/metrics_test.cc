@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "fake_triton.h"
-#include "metrics.h"
+#include "triton/metrics.h"
 
 using tritonpy::MetricStore;
 using tritonpy::Status;

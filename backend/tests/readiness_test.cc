@@ -13,8 +13,8 @@
 #include <string>
 
 #include "check.h"
-#include "readiness_queries.h"
-#include "stub_supervisor.h"
+#include "instance/readiness_queries.h"
+#include "process/stub_supervisor.h"
 
 using tritonpy::Status;
 

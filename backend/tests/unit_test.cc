@@ -28,16 +28,16 @@
 #include <utility>
 #include <vector>
 
-#include "arena.h"
-#include "channel.h"
 #include "check.h"
-#include "fd_closer.h"
-#include "frontend_pacer.h"
-#include "json.h"
-#include "log_limiter.h"
-#include "machine_memory.h"
-#include "protocol.h"
-#include "stub_memory.h"
+#include "instance/frontend_pacer.h"
+#include "ipc/arena.h"
+#include "ipc/channel.h"
+#include "ipc/fd_closer.h"
+#include "model/machine_memory.h"
+#include "process/stub_memory.h"
+#include "protocol/protocol.h"
+#include "util/json.h"
+#include "util/log_limiter.h"
 
 using tritonpy::Allocation;
 using tritonpy::ArenaAllocator;

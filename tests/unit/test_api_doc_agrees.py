@@ -64,10 +64,10 @@ def test_the_dtypes_a_tensor_takes_are_the_documented_ones() -> None:
 
 
 def test_the_metric_family_docstring_says_what_the_backend_refuses() -> None:
-    """backend/src/metrics.cc refuses another model's series; the docstring
+    """backend/src/triton/metrics.cc refuses another model's series; the docstring
     must not promise they are shared."""
     refusal = "a model cannot use another model's series"
-    assert refusal in (ROOT / "backend" / "src" / "metrics.cc").read_text()
+    assert refusal in (ROOT / "backend" / "src" / "triton" / "metrics.cc").read_text()
     doc = inspect.getdoc(pb_utils.MetricFamily) or ""
     assert refusal in " ".join(doc.split()), doc
     assert not re.search(r"in this model or another\) share", doc), doc

@@ -2,7 +2,9 @@
 # Copyright (c) The tritonpy authors.
 """The backend's C++ unit tests, built by ``pip install .`` and run here:
 tritonpy_unit_test (backend/tests/unit_test.cc: JSON, the arena allocator,
-peer arena bounds, codec round trips, the socket end's receive) and
+peer arena bounds, codec round trips, the socket end's receive),
+tritonpy_worker_test (backend/tests/worker_test.cc: the backend's worker
+threads and the descriptor pairs of the children it starts),
 tritonpy_bls_test (backend/tests/bls_test.cc, with ASan and UBSan: the BLS
 bookkeeping under Triton's callbacks played from several threads),
 tritonpy_readiness_test (backend/tests/readiness_test.cc, with ASan and
@@ -27,6 +29,12 @@ def run(name: str) -> None:
 
 def test_cpp_unit_tests_pass() -> None:
     run("tritonpy_unit_test")
+
+
+def test_cpp_worker_tests_pass() -> None:
+    """Among them: a wake-up sent before the worker waits is not lost, and a
+    child that cannot start leaves no descriptor of its pairs open."""
+    run("tritonpy_worker_test")
 
 
 def test_cpp_bls_tests_pass_under_asan() -> None:

@@ -54,7 +54,7 @@ def test_every_public_method_is_documented(cls: str) -> None:
 
 
 def test_every_backend_setting_is_documented() -> None:
-    source = (ROOT / "backend" / "src" / "backend_state.cc").read_text()
+    source = (ROOT / "backend" / "src" / "model" / "backend_state.cc").read_text()
     keys = set(re.findall(r'key == "([a-z-]+)"', source))
     keys |= set(
         re.findall(r'"([a-z]+(?:-[a-z]+)+)"', source.split("namespace {")[1].split("Trim(")[0])
@@ -67,11 +67,11 @@ def test_every_backend_setting_is_documented() -> None:
 
 
 def test_every_model_parameter_is_documented() -> None:
-    source = (ROOT / "backend" / "src" / "model_state.cc").read_text()
+    source = (ROOT / "backend" / "src" / "model" / "model_state.cc").read_text()
     params = set(re.findall(r'params->Find\("([a-z_]+)"\)', source))
     params |= set(re.findall(r'Parameter\(params, "([a-z_]+)"', source))
     # The sandbox's parameters are in backend_state.cc's kSandboxKeys.
-    sandbox = (ROOT / "backend" / "src" / "backend_state.cc").read_text()
+    sandbox = (ROOT / "backend" / "src" / "model" / "backend_state.cc").read_text()
     params |= set(re.findall(r'\{"[a-z-]+",\s*"([a-z_]+)",', sandbox))
     assert "stub_sandbox_max_processes" in params
     assert "max_inflight_batches" in params
@@ -80,11 +80,11 @@ def test_every_model_parameter_is_documented() -> None:
 
 
 def test_default_values_match_the_backend() -> None:
-    header = (ROOT / "backend" / "src" / "backend_state.h").read_text()
+    header = (ROOT / "backend" / "src" / "model" / "backend_state.h").read_text()
     timeout = re.search(r"stub_timeout_seconds = (\d+);", header)
     assert timeout is not None
     assert f"| `stub-timeout-seconds` | {timeout.group(1)} |" in CONFIG
-    model = (ROOT / "backend" / "src" / "model_state.h").read_text()
+    model = (ROOT / "backend" / "src" / "model" / "model_state.h").read_text()
     inflight = re.search(r"kDefaultMaxInflightBatches = (\d+);", model)
     assert inflight is not None
     decoupled = re.search(r"kDecoupledMaxInflightBatches = (\d+);", model)
@@ -113,7 +113,7 @@ def test_relative_links_resolve() -> None:
 
 def test_every_environment_variable_is_documented() -> None:
     sources = [ROOT / "setup.py", *(ROOT / "src").rglob("*.py"), *(ROOT / "src").rglob("*.pyx")]
-    sources += [*(ROOT / "backend" / "src").glob("*.cc")]
+    sources += [*(ROOT / "backend" / "src").rglob("*.cc")]
     names = set()
     for path in sources:
         names |= set(re.findall(r'"(TRITONPY_[A-Z_]+)"', path.read_text()))

@@ -358,7 +358,7 @@ _LAYOUT_LITERAL = re.compile(
 
 def test_no_layout_constant_is_written_by_hand() -> None:
     """Sizes and offsets in the codecs are generated names
-    (backend/src/protocol_wire.h, stub/_wire.pxd, protocol_ref's region)."""
+    (backend/src/protocol/protocol_wire.h, stub/_wire.pxd, protocol_ref's region)."""
     root = Path(__file__).resolve().parents[2]
     files = [p for folder, glob in CODEC_SOURCES for p in sorted((root / folder).rglob(glob))]
     assert len(files) >= len(CODEC_SOURCES)

@@ -3,7 +3,7 @@
 //
 // Our own declarations of the in-process inference and model-repository
 // part of Triton's TRITONSERVER C API (tritonserver 2.51) used by business
-// logic scripting and the model loading API (backend/src/bls.cc). Names,
+// logic scripting and the model loading API (backend/src/bls/bls.cc). Names,
 // parameter types and enum values follow the documented ABI; Triton
 // resolves the symbols when it dlopens the backend.
 #pragma once

@@ -3,7 +3,7 @@
 //
 // Our own declarations of the custom-metrics part of Triton's TRITONSERVER
 // C API (tritonserver 2.51 exports every one of them), used by
-// backend/src/metrics.cc. Names, parameter types and enum values follow
+// backend/src/triton/metrics.cc. Names, parameter types and enum values follow
 // the documented ABI; Triton resolves the symbols when it dlopens the
 // backend.
 #pragma once

@@ -15,7 +15,7 @@ block (``CLONE_CHILD_SETTID`` at the address ``PR_GET_TID_ADDRESS``
 reads): without it, ``raise`` and ``abort`` in the stub would signal a
 thread that is not theirs. In the child, before any Python runs, the
 steps of an exec'd stub are taken by the same C code the backend uses
-(``backend/src/child_steps.h``): sandbox, process group, parent-death
+(``backend/src/process/child_steps.h``): sandbox, process group, parent-death
 signal, descriptors.
 """
 

@@ -21,7 +21,7 @@ anything over that view, from abstract unix sockets made outside the
 sandbox and from signalling processes outside it. Last, the stub drops
 its capabilities but those to read files as its uid may. The backend
 applies the namespaces and no_new_privs before the stub runs
-(backend/src/child_steps.h).
+(backend/src/process/child_steps.h).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 """The stub template ("zygote"): ``python -m tritonpy.stub --template``.
 
 The backend starts one per interpreter, environment, preload list and
-sandbox (backend/src/stub_template.h), the way it starts a stub, but
+sandbox (backend/src/process/stub_template.h), the way it starts a stub, but
 isolated: ``python -s -c BOOT``, where BOOT drops the working directory
 from ``sys.path`` before it runs this package's ``__main__``, so that no
 directory a stub may write (the server's working directory, the user

@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+
+#include "process/stub_template.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+#include "triton/triton_util.h"
+#include "util/barrier.h"
+#include "util/json.h"
+
+extern char** environ;
+
+namespace tritonpy {
+
+namespace {
+
+// Descriptors in the template, as in a stub (stub_process.cc).
+constexpr int kControlFd = 3;
+constexpr int kLifelineFd = 4;
+// The largest message either side sends (template.py's _MAX_REQUEST).
+constexpr size_t kMaxMessage = 1 << 20;
+constexpr size_t kTitleRoom = 4096;
+// The template's `-c` code: `-m tritonpy.stub` without the working
+// directory that -m puts first on sys.path (Python 3.11's -P, on every
+// version): with `-s` (no user site), no directory a stub may write is on
+// the template's path when it imports.
+constexpr const char* kBoot =
+    "import sys\n"
+    "if sys.path[:1] == ['']: del sys.path[0]\n"
+    "import runpy\n"
+    "runpy.run_module('tritonpy.stub', run_name='__main__', alter_sys=True)\n";
+
+// Sends `text` with `fds` as one message.
+bool
+SendWithFds(int sock, const std::string& text, const std::vector<int>& fds)
+{
+  struct iovec iov = {const_cast<char*>(text.data()), text.size()};
+  struct msghdr msg = {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  if (!fds.empty()) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t n;
+  do {
+    n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(text.size());
+}
+
+// Receives one message within `timeout_ms` into *text; false at end of
+// file, on an error, at the deadline, or once the process `pidfd` refers
+// to (-1: none) exited without sending (*why says which). A child it
+// forked holds its socket until that child's go byte: the socket alone
+// does not say that it died.
+bool
+Receive(
+    int sock, int pidfd, int timeout_ms, std::string* text, std::string* why)
+{
+  struct pollfd p[2] = {{sock, POLLIN, 0}, {pidfd, POLLIN, 0}};
+  int r;
+  do {
+    r = poll(p, 2, timeout_ms);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) {
+    *why = "no answer within " + std::to_string(timeout_ms / 1000) +
+           " s (stub-timeout-seconds)";
+    return false;
+  }
+  if (p[0].revents == 0 && p[1].revents != 0) {
+    *why = "it exited before it answered";
+    return false;
+  }
+  std::vector<char> buf(kMaxMessage);
+  ssize_t n;
+  do {
+    n = recv(sock, buf.data(), buf.size(), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) {
+    *why = n == 0 ? "it closed its socket" : strerror(errno);
+    return false;
+  }
+  text->assign(buf.data(), static_cast<size_t>(n));
+  return true;
+}
+
+}  // namespace
+
+struct StubTemplates::Template {
+  Mutex mu;
+  std::string describe;  // "interpreter '...' preload 'numpy'"
+  StubLaunch launch;     // without templates
+  pid_t pid GUARDED_BY(mu) = -1;
+  int control GUARDED_BY(mu) = -1;   // its socket
+  int lifeline GUARDED_BY(mu) = -1;  // the write end of its lifeline
+  int pidfd GUARDED_BY(mu) = -1;     // readable once it exited; -1: none
+  // Why it cannot serve, for good: its stubs are exec'd.
+  std::string refused GUARDED_BY(mu);
+  // A model's own: whether it ran initialize_shared (since it started).
+  bool shared GUARDED_BY(mu) = false;
+  // Its memory metrics, while it runs (reset before it is reaped, so that
+  // no reused pid is read).
+  MemoryReporter::Registration memory GUARDED_BY(mu);
+
+  // Whether it has exited (it is not reaped yet).
+  bool Exited() REQUIRES(mu)
+  {
+    siginfo_t info;
+    info.si_pid = 0;
+    int r = waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT);
+    return (r == 0 && info.si_pid == pid) || (r < 0 && errno == ECHILD);
+  }
+
+  // Ends it (EOF first: it exits by itself) and reaps it; its stubs stay.
+  std::string End() REQUIRES(mu)
+  {
+    CloseIf(&control);
+    CloseIf(&lifeline);
+    CloseIf(&pidfd);
+    memory.Reset();
+    if (pid <= 0) return "";
+    kill(-pid, SIGKILL);  // it and what is left of its group
+    int status = 0;
+    pid_t r;
+    do {
+      r = waitpid(pid, &status, 0);
+    } while (r < 0 && errno == EINTR);
+    pid = -1;
+    return r < 0 ? "" : DescribeWaitStatus(status);
+  }
+
+  // Sends `message`, waits for its {"ok": true}; "" or why not (it is
+  // then ended).
+  std::string Ask(const std::string& message, int timeout_ms) REQUIRES(mu)
+  {
+    std::string text, why;
+    json::Value answer;
+    if (!SendWithFds(control, message, {})) {
+      why = std::string("sending it a message: ") + strerror(errno);
+    } else if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
+      const std::string how = End();
+      return how.empty() ? why : why + "; the template " + how;
+    } else if (!json::Parse(text, &answer).ok()) {
+      why = "it sent '" + text.substr(0, 200) + "'";
+    } else if (!json::GetBool(answer, "ok")) {
+      why = json::GetString(answer, "error", "it refused");
+    }
+    if (!why.empty()) End();
+    return why;
+  }
+
+  // Starts it and waits until it has imported everything; "" or why not.
+  // `starter` runs a job on the backend's starter thread (StubTemplates).
+  std::string Start(
+      int timeout_ms,
+      const std::function<void(const std::function<void()>&)>& starter)
+      REQUIRES(mu)
+  {
+    ChildLinks links("");
+    Status s = links.Open(ChildLinks::Kind::kSocket, kControlFd);
+    if (s.ok()) s = links.Open(ChildLinks::Kind::kToChild, kLifelineFd);
+    if (!s.ok()) return s.message();
+    ChildPlan plan;
+    plan.program = launch.python;
+    plan.args = {
+        launch.python, "-s", "-c", kBoot, "--template", "--fd",
+        std::to_string(kControlFd), "--server-lifeline",
+        std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
+        // Room for the command lines of the stubs it forks
+        // (template.py, _retitle), which ps and tools read.
+        "--title-room", std::string(kTitleRoom, ' ')};
+    plan.env =
+        launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
+    plan.null_stdin = true;
+    plan.what = "stub template";
+    std::string executable;
+    pid_t started = -1;
+    s = Status::Internal("the starter thread failed to start it");
+    starter([&] { s = links.Start(&plan, &started, &executable); });
+    if (!s.ok()) return s.message();
+    pid = started;
+    control = links.Take(0);
+    lifeline = links.Take(1);
+#ifdef SYS_pidfd_open
+    pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#endif
+    std::string text, why;
+    json::Value hello;
+    if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
+      // How it ended says why (a crash at import, a kill).
+      const std::string how = End();
+      return how.empty() ? why : why + "; the template " + how;
+    }
+    if (!json::Parse(text, &hello).ok()) {
+      why = "it sent '" + text.substr(0, 200) + "'";
+    } else if (!json::GetBool(hello, "ok")) {
+      why = json::GetString(hello, "error", "it refused");
+    } else if (!launch.model.empty()) {
+      // A model's own: it imports the model before it forks.
+      shared = false;
+      return Ask("{\"model\": " + launch.model + "}", timeout_ms);
+    }
+    if (!why.empty()) End();
+    return why;
+  }
+};
+
+StubTemplates::StubTemplates(int timeout_seconds, MemoryReporter* memory)
+    : timeout_ms_(timeout_seconds * 1000), memory_(memory)
+{
+  starter_.Start(
+      "tritonpy-starter", "the stub template starter",
+      [this] { return RunStarterJob(); }, LogAndGoOn);
+}
+
+StubTemplates::~StubTemplates()
+{
+  {
+    MutexLock lock(&mu_);
+    for (auto& [key, t] : templates_) {
+      MutexLock tlock(&t->mu);
+      t->End();
+    }
+  }
+  starter_.Stop();
+  starter_.Join();
+}
+
+bool
+StubTemplates::RunStarterJob()
+{
+  const std::function<void()>* job;
+  {
+    MutexLock lock(&starter_mu_);
+    job = job_;
+  }
+  if (job == nullptr) return starter_.Wait();
+  // Its caller waits in OnStarter (call_mu_ lets one in at a time). A job
+  // that throws is done all the same: its caller finds no result.
+  const Status failed = Guarded("the stub template starter", [&] {
+    (*job)();
+    return Status();
+  });
+  if (!failed.ok()) TRITONPY_LOG_ERROR(failed.message());
+  MutexLock lock(&starter_mu_);
+  job_ = nullptr;
+  job_done_ = true;
+  job_done_cv_.NotifyAll();
+  return true;
+}
+
+void
+StubTemplates::OnStarter(const std::function<void()>& job)
+{
+  MutexLock call(&call_mu_);
+  MutexLock lock(&starter_mu_);
+  job_ = &job;
+  job_done_ = false;
+  starter_.Wake();
+  while (!job_done_) job_done_cv_.Wait();
+}
+
+std::shared_ptr<StubTemplates::Template>
+StubTemplates::Find(const StubLaunch& launch)
+{
+  // What makes two templates differ. The sandbox is applied per stub,
+  // but sandboxed and unsandboxed models never share a template: what one
+  // kind of stub leaves in it (a cache, a module's state) the other does
+  // not see.
+  const StubSandbox& box = launch.sandbox;
+  std::string key =
+      launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
+      (launch.env_filtered ? "1" : "0") + '\0' + JoinNames(launch.preload) +
+      '\0' +
+      (box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
+                         std::to_string(box.address_space_bytes) + " " +
+                         std::to_string(box.uid)
+                   : "no sandbox") +
+      '\0' + launch.model_key;
+  MutexLock lock(&mu_);
+  std::shared_ptr<Template>& t = templates_[key];
+  if (t == nullptr) {
+    t = std::make_shared<Template>();
+    t->launch = launch;
+    t->launch.templates = nullptr;
+    t->describe = "interpreter '" + launch.python + "', preload '" +
+                  JoinNames(launch.preload) + "'" +
+                  (box.enabled ? ", sandboxed stubs" : "") +
+                  (launch.model_key.empty() ? "" : ", " + launch.model_key);
+  }
+  return t;
+}
+
+pid_t
+StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
+{
+  std::shared_ptr<Template> t = Find(launch);
+  MutexLock lock(&t->mu);
+  if (!t->refused.empty()) return 0;
+  const std::string what = "tritonpy: stub template (" + t->describe + ")";
+  // Given up for good: its stubs are exec'd.
+  auto refuse = [&](const std::string& why) REQUIRES(t->mu) {
+    t->refused = why;
+    TRITONPY_LOG_WARN(
+        what + " cannot fork stubs: " + why +
+        "; its stubs start afresh (exec) instead");
+    return 0;
+  };
+  if (t->pid > 0 && t->Exited()) {
+    const pid_t old = t->pid;
+    const std::string how = t->End();
+    TRITONPY_LOG_WARN(
+        what + " pid " + std::to_string(old) + " " + how +
+        "; starting it again (running stubs are unaffected)");
+  }
+  if (t->pid <= 0) {
+    const std::string why = t->Start(
+        timeout_ms_,
+        [this](const std::function<void()>& job) { OnStarter(job); });
+    if (!why.empty()) return refuse(why);
+    TRITONPY_LOG_INFO(what + " started, pid " + std::to_string(t->pid));
+    const MemoryReporter::Labels labels = {
+        {"kind", "template"},
+        {"model", ""},
+        {"version", ""},
+        {"instance", "template pid " + std::to_string(t->pid)}};
+    t->memory = MemoryReporter::Registration(
+        memory_,
+        memory_->Add(t->pid, labels, "stub template (" + t->describe + ")"));
+  }
+
+  if (!launch.shared_args.empty() && !t->shared) {
+    // The config is final: initialize_shared runs once, before the
+    // instances fork.
+    const std::string why =
+        t->Ask("{\"shared\": " + launch.shared_args + "}", timeout_ms_);
+    if (!why.empty()) return refuse(why);
+    t->shared = true;
+  }
+
+  // The request: the stub's argv (`python -m tritonpy.stub ...`).
+  const ChildPlan& plan = *fork.plan;
+  json::Value request = json::Value::object();
+  request["argv"] = plan.args;
+  std::vector<std::string> env;
+  if (plan.env != nullptr) {
+    env = *plan.env;
+  } else {
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  }
+  request["env"] = env;
+  char cwd[PATH_MAX];
+  request["cwd"] = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "/";
+  request["parent"] = static_cast<int64_t>(fork.parent);
+  if (plan.sandbox.enabled) {
+    json::Value sandbox = json::Value::object();
+    sandbox["max_processes"] = plan.sandbox.max_processes;
+    sandbox["address_space"] = plan.sandbox.address_space_bytes;
+    sandbox["own_network"] = plan.sandbox.own_network;
+    request["sandbox"] = std::move(sandbox);
+  } else {
+    request["sandbox"] = nullptr;
+  }
+  // Every forked child waits for its go byte (child_steps.h).
+  std::vector<int> fds = {fork.report_fd, fork.go_fd};
+  std::vector<int> targets;
+  for (const auto& [fd, target] : plan.place) {
+    fds.push_back(fd);
+    targets.push_back(target);
+  }
+  request["targets"] = targets;
+  request["null_stdin"] = plan.null_stdin;
+
+  std::string text, why;
+  json::Value reply;
+  if (!SendWithFds(t->control, json::Write(request), fds)) {
+    why = std::string("sending it the request: ") + strerror(errno);
+  } else if (!Receive(t->control, t->pidfd, timeout_ms_, &text, &why)) {
+  } else if (!json::Parse(text, &reply).ok()) {
+    why = "it answered '" + text.substr(0, 200) + "'";
+  }
+  if (!why.empty()) {
+    const std::string how = t->End();
+    TRITONPY_LOG_WARN(
+        what + " failed to fork a stub: " + why +
+        (how.empty() ? "" : "; the template " + how) +
+        "; this stub starts afresh (exec), the next fork starts the " +
+        "template again");
+    return 0;
+  }
+  const int64_t pid = json::GetInt(reply, "pid", -1);
+  if (pid > 0) return static_cast<pid_t>(pid);
+  if (json::Find(reply, "errno") != nullptr) {
+    *err = static_cast<int>(json::GetInt(reply, "errno"));
+    return -1;
+  }
+  TRITONPY_LOG_WARN(
+      what +
+      " refused to fork a stub: " + json::GetString(reply, "refused", text) +
+      "; this stub starts afresh (exec) instead");
+  return 0;
+}
+
+std::string
+JoinNames(const std::vector<std::string>& names, const char* sep)
+{
+  std::string out;
+  for (const std::string& name : names) {
+    if (!out.empty()) out += sep;
+    out += name;
+  }
+  return out;
+}
+
+void
+StubTemplates::Forget(const std::string& model_key)
+{
+  std::vector<std::shared_ptr<Template>> ended;
+  {
+    MutexLock lock(&mu_);
+    for (auto it = templates_.begin(); it != templates_.end();) {
+      if (it->second->launch.model_key == model_key) {
+        ended.push_back(std::move(it->second));
+        it = templates_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Outside mu_: a fork of another model's template may hold its own lock.
+  for (const std::shared_ptr<Template>& t : ended) {
+    MutexLock tlock(&t->mu);
+    t->End();
+  }
+}
+
+std::vector<StubTemplates::Running>
+StubTemplates::List() const
+{
+  std::vector<Running> out;
+  MutexLock lock(&mu_);
+  for (const auto& [key, t] : templates_) {
+    MutexLock tlock(&t->mu);
+    if (t->pid > 0) out.push_back({t->describe, t->pid});
+  }
+  return out;
+}
+
+}  // namespace tritonpy

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Copyright (c) The tritonpy authors.
+//
+// StubTemplates: the stub templates ("zygotes") of one backend
+// (stub-fork, docs/configuration.md). A template is
+// `<python> -m tritonpy.stub --template`, started like a stub (StartChild:
+// a process group of its own, the parent-death signal, a lifeline) with the
+// stubs' environment; it imports the stub's modules and the preload list
+// once, then forks stubs on request (tritonpy/stub/template.py has its
+// messages). One template per interpreter, environment and preload list:
+// an execution environment's models get one made with that environment's
+// interpreter, the models of a Python-based backend share their backend's.
+// A forked stub is a child of this process (CLONE_PARENT), set up by the
+// steps of an exec'd one (child_steps.h): StubProcess waits for it, kills
+// and restarts it as ever, and a template's death leaves it alone. A
+// template that died is started again at the next fork; one that cannot
+// start (a preload module fails to import, or starts a thread) is given up:
+// its stubs are exec'd, with one warning naming the reason.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "process/child_launch.h"
+#include "process/memory_reporter.h"
+#include "process/stub_launch.h"
+#include "util/mutex.h"
+#include "util/worker_thread.h"
+
+namespace tritonpy {
+
+class StubTemplates {
+ public:
+  // `timeout_seconds`: how long a template may take to start (its imports)
+  // or to answer a fork request (stub-timeout-seconds). `memory`: where a
+  // running template's PSS and private memory are reported (kind
+  // "template"); it outlives this.
+  StubTemplates(int timeout_seconds, MemoryReporter* memory);
+  ~StubTemplates();  // ends every template (running stubs stay)
+  StubTemplates(const StubTemplates&) = delete;
+  StubTemplates& operator=(const StubTemplates&) = delete;
+
+  // Forks the stub of `fork` from the template of `launch` (started when
+  // it is not running): the ChildForker contract (child_launch.h). 0 when
+  // the stub must be exec'd instead (logged). Thread-safe.
+  pid_t Fork(const StubLaunch& launch, const ChildFork& fork, int* err);
+
+  // The templates running now: what each is for, and its pid.
+  struct Running {
+    std::string describe;
+    pid_t pid;
+  };
+  std::vector<Running> List() const;
+
+  // Ends the template of launch.model_key (a model's own, whose model is
+  // unloaded); its stubs stay.
+  void Forget(const std::string& model_key);
+
+ private:
+  struct Template;
+  // Runs `job` on the starter thread and waits for it.
+  void OnStarter(const std::function<void()>& job) EXCLUDES(starter_mu_);
+  // The starter's step: runs the job waiting, or waits for one.
+  bool RunStarterJob() EXCLUDES(starter_mu_);
+  std::shared_ptr<Template> Find(const StubLaunch& launch);
+
+  const int timeout_ms_;
+  MemoryReporter* const memory_;
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
+
+  // The thread every template is started from. The kernel's parent of a
+  // template, and so of each stub it forks (CLONE_PARENT), is the server
+  // *thread* that started the template, and a forked stub keeps
+  // PR_SET_PDEATHSIG until it watches the server itself: the kernel sends
+  // it when that thread ends. Triton's threads that load instances in
+  // parallel end with their instance, so templates are started from a
+  // thread of this object's, which outlives them.
+  Mutex call_mu_;  // one job at a time
+  Mutex starter_mu_;
+  CondVar job_done_cv_{&starter_mu_};
+  const std::function<void()>* job_ GUARDED_BY(starter_mu_) = nullptr;
+  bool job_done_ GUARDED_BY(starter_mu_) = false;
+  WorkerThread starter_;  // woken when a job waits
+};
+
+// "a,b,c": names joined with `sep`.
+std::string JoinNames(
+    const std::vector<std::string>& names, const char* sep = ",");
+
+}  // namespace tritonpy
