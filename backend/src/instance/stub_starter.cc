@@ -43,10 +43,11 @@ StubStarter::Start(
     StubTraits* traits)
 {
   // The model's first instance gets the stub that ran auto_complete_config,
-  // already past HELLO (docs/protocol.md).
+  // already past HELLO (docs/protocol.md): with instances starting in
+  // parallel, the one whose name the stub's command line has.
   std::unique_ptr<StubProcess> proc;
   std::shared_ptr<Channel> ch;
-  const bool greeted = model_->TakeAutoCompleteStub(&proc, &ch);
+  const bool greeted = model_->TakeAutoCompleteStub(name_, &proc, &ch);
   if (!greeted) {
     proc = std::make_unique<StubProcess>();
     int fd = -1;

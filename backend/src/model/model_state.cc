@@ -246,10 +246,14 @@ ModelState::ShareInTemplate()
 
 bool
 ModelState::TakeAutoCompleteStub(
-    std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel)
+    const std::string& instance, std::unique_ptr<StubProcess>* process,
+    std::shared_ptr<Channel>* channel)
 {
   MutexLock lock(&stub_mu_);
   if (auto_complete_stub_.process == nullptr) return false;
+  if (auto_complete_instance_exists_ && instance != auto_complete_instance_) {
+    return false;
+  }
   *process = std::move(auto_complete_stub_.process);
   *channel = std::move(auto_complete_stub_.channel);
   return true;
@@ -307,8 +311,29 @@ ModelState::AutoComplete(const std::string& first_instance)
         "tritonpy: model '" + name_ +
         "': config after auto_complete_config: " + config_json_);
   }
+  // Triton names a group's instances <group name>_<index>.
+  bool exists = false;
+  json::Value completed_config;
+  if (json::Parse(config_json_, &completed_config).ok()) {
+    if (const json::Value* groups =
+            json::Find(completed_config, "instance_group");
+        groups != nullptr && groups->is_array()) {
+      for (const json::Value& group : *groups) {
+        const std::string prefix = json::GetString(group, "name", "") + "_";
+        const int64_t count = json::GetInt(group, "count", 1);
+        if (first_instance.rfind(prefix, 0) != 0) continue;
+        const std::string index = first_instance.substr(prefix.size());
+        exists = exists ||
+                 (!index.empty() &&
+                  index.find_first_not_of("0123456789") == std::string::npos &&
+                  index.size() < 19 && std::stoll(index) < count);
+      }
+    }
+  }
   MutexLock lock(&stub_mu_);
   auto_complete_stub_ = std::move(stub);
+  auto_complete_instance_ = first_instance;
+  auto_complete_instance_exists_ = exists;
   return Status();
 }
 

@@ -33,11 +33,12 @@ class ModelState {
 
   // Moves the stub that ran auto_complete_config (past HELLO, waiting for
   // INIT) to the caller; false when there is none (left). Thread-safe:
-  // instances start in parallel, and whichever asks first takes it (the
-  // stub takes its instance's name from INIT).
+  // instances start in parallel, and the stub goes to the instance it was
+  // started for (its command line names it), or to whichever asks first
+  // when the completed config has no instance of that name.
   bool TakeAutoCompleteStub(
-      std::unique_ptr<StubProcess>* process, std::shared_ptr<Channel>* channel)
-      EXCLUDES(stub_mu_);
+      const std::string& instance, std::unique_ptr<StubProcess>* process,
+      std::shared_ptr<Channel>* channel) EXCLUDES(stub_mu_);
 
   // Holds one of the model's instance-start-parallelism turns to start an
   // instance, from construction (waiting for one) to destruction.
@@ -115,6 +116,10 @@ class ModelState {
   double execute_timeout_seconds_ = 0;
   Mutex stub_mu_;
   StartedStub auto_complete_stub_ GUARDED_BY(stub_mu_);
+  // The instance auto_complete_stub_ was started for, and whether the
+  // completed config has an instance of that name.
+  std::string auto_complete_instance_ GUARDED_BY(stub_mu_);
+  bool auto_complete_instance_exists_ GUARDED_BY(stub_mu_) = false;
   Mutex start_mu_;
   CondVar start_cv_{&start_mu_};
   // Instances between the start and the end of their StartTurn.
