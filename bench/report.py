@@ -808,7 +808,7 @@ genai-perf has no server-sent-events mode for Triton 2.51; for
 new streams per second at constant intervals; TTFT counts from each
 stream's scheduled start), against a model that takes `{{"N": tokens}}`
 (bench/models.py's stream_async: a bench run writes its repository to
-`bench/work/repo-tritonpy`):
+`repo-tritonpy` in the `work` folder under `bench/`):
 
 ```sh
 .venv/bin/python bench/sse_load.py --target localhost:8000 --model stream_async \\
