@@ -331,16 +331,21 @@ async def die_with_followers(
     queued: int,
 ) -> list:
     """A SERIAL batch that holds its execute, ``followers`` requests sent
-    behind it; once ``queued`` of them wait in Triton's queue (the backend
-    took the rest) the held one kills its stub. All results, the held
-    request's first."""
+    behind it; once ``queued`` of them wait in Triton's queue and the
+    backend's Execute waits for room with the rest (its verbose line), the
+    held one kills its stub. All results, the held request's first."""
     mark = srv.log_size()
     first = asyncio.ensure_future(c.infer(model, inputs(1000)))
     held = f"serial: '{model}' dies once told"
     assert await asyncio.to_thread(srv.wait_log, held, 60, mark), srv.log()[mark:]
     rest = [asyncio.ensure_future(c.infer(model, inputs(10))) for _ in range(followers)]
+    # Both, at once: a count alone may pass through `queued` while the
+    # backend has not yet taken the batches it sends ahead.
+    waits = f"model '{model}' instance '{model}_0_0': Execute waits for room ahead"
     deadline = time.monotonic() + 60
-    while (now := sample(scrape(srv), "nv_inference_pending_request_count", model=model)) != queued:
+    while (
+        now := sample(scrape(srv), "nv_inference_pending_request_count", model=model)
+    ) != queued or waits not in srv.log()[mark:]:
         assert time.monotonic() < deadline, f"{now} requests queued in Triton, not {queued}"
         await asyncio.sleep(0.05)
     go = srv.repo / model / "1" / "go"

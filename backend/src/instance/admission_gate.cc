@@ -6,6 +6,7 @@
 #include <chrono>
 #include <utility>
 
+#include "triton/triton_util.h"
 #include "util/clock.h"
 
 namespace tritonpy {
@@ -31,6 +32,12 @@ AdmissionGate::Admit(Ticket* ticket)
          stub_->cv.WaitUntil(restart_deadline)) {}
   if (stub_->state() == StubState::kReady && !stub_->traits().async_execute) {
     if (!RoomAheadLocked(prefetch_)) {
+      if (TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)) {
+        TRITONPY_LOG_VERBOSE(
+            "tritonpy: " + describe_ + ": Execute waits for room ahead (" +
+            std::to_string(executing_batches_) + " batches, " +
+            std::to_string(executing_bytes_) + " arena bytes sent ahead)");
+      }
       // Full: refill once the stub is down to half the batches sent
       // ahead, so that this thread sleeps and wakes once per few
       // batches instead of once per batch (see ResumeAt).
