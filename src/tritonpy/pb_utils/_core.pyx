@@ -12,7 +12,8 @@ compiled modules read them as C fields (stub/_batch.pyx builds the
 requests and tensors of a batch there, and encodes its answers). What runs
 per request in a model is here: ``Tensor(name, array)`` for an ndarray of a
 native dtype, ``as_numpy``, ``get_input_tensor_by_name``,
-``InferenceResponse(output_tensors=[...])`` and the accessors. Everything
+``get_output_tensor_by_name`` (a BLS model reads its calls' outputs with
+it), ``InferenceResponse(output_tensors=[...])`` and the accessors. Everything
 else (conversions, BYTES, BF16, DLPack, BLS, parameters, the errors) stays
 in the Python subclasses, reached as their methods (``_init_general``,
 ``_materialize``). (Python 3.11 reads and writes ``__slots__`` about as
@@ -116,17 +117,35 @@ cdef class RequestCore:
         self._release_flags = int(flags)
 
 
-def get_input_tensor_by_name(inference_request, name):
-    """The request's input named ``name``, or None."""
-    if isinstance(inference_request, RequestCore):
-        for t in <list?>(<RequestCore>inference_request)._inputs:
-            if (<TensorCore?>t)._name == name:
+cdef object _named(tensors, name):
+    """The tensor named ``name`` in ``tensors``, or None: C fields read for
+    a list of TensorCore, ``name()`` called otherwise."""
+    if type(tensors) is list:
+        for t in <list>tensors:
+            if isinstance(t, TensorCore):
+                if (<TensorCore>t)._name == name:
+                    return t
+            elif t.name() == name:
                 return t
         return None
-    for t in inference_request.inputs():
+    for t in tensors:
         if t.name() == name:
             return t
     return None
+
+
+def get_input_tensor_by_name(inference_request, name):
+    """The request's input named ``name``, or None."""
+    if isinstance(inference_request, RequestCore):
+        return _named((<RequestCore>inference_request)._inputs, name)
+    return _named(inference_request.inputs(), name)
+
+
+def get_output_tensor_by_name(inference_response, name):
+    """The response's output named ``name``, or None."""
+    if isinstance(inference_response, ResponseCore):
+        return _named((<ResponseCore>inference_response)._output_tensors, name)
+    return _named(inference_response.output_tensors(), name)
 
 
 # output_tensors left out (an explicit None is refused, as officially).

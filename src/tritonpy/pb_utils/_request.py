@@ -166,9 +166,13 @@ class InferenceRequest(RequestCore):
                 correlation_id = str(correlation_id)  # numpy.str_: a plain str
             elif not isinstance(correlation_id, int):
                 raise TritonModelException("Correlation ID must be integer or string")
-        model_version = _integer("model_version", model_version, _INT64_MIN, _INT64_MAX)
-        flags = _integer("flags", flags, 0, _UINT32_MAX)
-        timeout = _integer("timeout", timeout, 0, _UINT64_MAX)
+        # (The defaults pass without a call: this runs per BLS call.)
+        if type(model_version) is not int or model_version != -1:
+            model_version = _integer("model_version", model_version, _INT64_MIN, _INT64_MAX)
+        if type(flags) is not int or flags:
+            flags = _integer("flags", flags, 0, _UINT32_MAX)
+        if type(timeout) is not int or timeout:
+            timeout = _integer("timeout", timeout, 0, _UINT64_MAX)
         if preferred_memory is None or trace is None:
             which = "preferred_memory" if preferred_memory is None else "trace"
             raise TypeError(f"InferenceRequest(): {which} must not be None")
@@ -199,7 +203,7 @@ class InferenceRequest(RequestCore):
             correlation_id,
             flags,
             timeout,
-            parameters_to_json(parameters),
+            "{}" if parameters is None else parameters_to_json(parameters),
             output_names,
             inputs,
             preferred_memory,
