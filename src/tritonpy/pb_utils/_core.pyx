@@ -248,6 +248,12 @@ cdef class SenderCore:
 # _sender.py) fill the fields Python code can only read.
 
 
+cdef object _INT64_MIN = -(2**63)
+cdef object _INT64_MAX = 2**63 - 1
+cdef object _UINT32_MAX = 2**32 - 1
+cdef object _UINT64_MAX = 2**64 - 1
+
+
 def init_request(
     RequestCore r not None,
     model_name,
@@ -261,8 +267,45 @@ def init_request(
     inputs,
     preferred_memory,
     trace,
+    bint plain=False,
 ):
-    """The fields of a request a model builds (BLS), checked by the caller."""
+    """The fields of a request a model builds (BLS), checked by the caller.
+
+    With ``plain``, the arguments are ``InferenceRequest(...)``'s as given,
+    checked here (it runs per BLS call) when they are what BLS code mostly
+    passes: str names, an int or str correlation id, ints in their ranges,
+    lists of str and of tensors, no parameters. False, with nothing
+    filled, for anything else: _request.py then converts or refuses it."""
+    if plain:
+        if not (
+            type(model_name) is str
+            and type(request_id) is str
+            and (type(correlation_id) is int or type(correlation_id) is str)
+            and type(model_version) is int
+            and type(flags) is int
+            and type(timeout) is int
+            and type(requested_output_names) is list
+            and type(inputs) is list
+            and parameters is None
+            and preferred_memory is not None
+            and trace is not None
+        ):
+            return False
+        if not (
+            _INT64_MIN <= model_version <= _INT64_MAX
+            and 0 <= flags <= _UINT32_MAX
+            and 0 <= timeout <= _UINT64_MAX
+        ):
+            return False
+        for n in <list>requested_output_names:
+            if type(n) is not str:
+                return False
+        for t in <list>inputs:
+            if not isinstance(t, TensorCore):
+                return False
+        parameters = "{}"
+        requested_output_names = list(requested_output_names)
+        inputs = list(inputs)
     r._model_name = model_name
     r._model_version = model_version
     r._request_id = request_id
@@ -274,6 +317,7 @@ def init_request(
     r._inputs = inputs
     r._preferred_memory = preferred_memory
     r._trace = trace
+    return True
 
 
 def keep_trace(RequestCore r not None, trace):

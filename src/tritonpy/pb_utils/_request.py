@@ -141,6 +141,22 @@ class InferenceRequest(RequestCore):
         trace: InferenceTrace = NO_TRACE,
         parameters: dict[str, bool | int | str] | None = None,
     ) -> None:
+        if init_request(
+            self,
+            model_name,
+            model_version,
+            request_id,
+            correlation_id,
+            flags,
+            timeout,
+            parameters,
+            requested_output_names,
+            inputs,
+            preferred_memory,
+            trace,
+            plain=True,
+        ):
+            return  # the common case, checked in C (it runs per BLS call)
         if inputs is _REQUIRED or requested_output_names is _REQUIRED or model_name is _REQUIRED:
             missing = [
                 n
@@ -166,13 +182,9 @@ class InferenceRequest(RequestCore):
                 correlation_id = str(correlation_id)  # numpy.str_: a plain str
             elif not isinstance(correlation_id, int):
                 raise TritonModelException("Correlation ID must be integer or string")
-        # (The defaults pass without a call: this runs per BLS call.)
-        if type(model_version) is not int or model_version != -1:
-            model_version = _integer("model_version", model_version, _INT64_MIN, _INT64_MAX)
-        if type(flags) is not int or flags:
-            flags = _integer("flags", flags, 0, _UINT32_MAX)
-        if type(timeout) is not int or timeout:
-            timeout = _integer("timeout", timeout, 0, _UINT64_MAX)
+        model_version = _integer("model_version", model_version, _INT64_MIN, _INT64_MAX)
+        flags = _integer("flags", flags, 0, _UINT32_MAX)
+        timeout = _integer("timeout", timeout, 0, _UINT64_MAX)
         if preferred_memory is None or trace is None:
             which = "preferred_memory" if preferred_memory is None else "trace"
             raise TypeError(f"InferenceRequest(): {which} must not be None")
@@ -203,7 +215,7 @@ class InferenceRequest(RequestCore):
             correlation_id,
             flags,
             timeout,
-            "{}" if parameters is None else parameters_to_json(parameters),
+            parameters_to_json(parameters),
             output_names,
             inputs,
             preferred_memory,
