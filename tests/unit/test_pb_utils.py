@@ -531,6 +531,27 @@ def test_bls_request_constructor():
         asyncio.run(req.async_exec())
 
 
+def test_bls_request_checked_in_c_and_in_python_alike():
+    """Plain arguments (what BLS code passes) are checked and filled in C
+    (_core.init_request with plain=True); the same request given with tuples and
+    numpy scalars goes through the Python checks: the same fields."""
+    t = Tensor("IN0", np.zeros(2, np.float32))
+    names, inputs = ["OUT0"], [t]
+    plain = pb.InferenceRequest("id", 7, inputs, names, "m", 2, 1, 5)
+    general = pb.InferenceRequest(
+        np.str_("id"), 7, (t,), ("OUT0",), np.str_("m"), np.int64(2), np.uint32(1), np.int32(5)
+    )
+    names.append("OUT1")  # the request keeps its own lists
+    inputs.append(t)
+    for r in (plain, general):
+        assert (r.request_id(), r.correlation_id(), r.flags(), r.timeout()) == ("id", 7, 1, 5)
+        assert (r._model_name, r._model_version, r.parameters()) == ("m", 2, "{}")
+        assert r.inputs() == [t] and r.requested_output_names() == {"OUT0"}
+        assert r._preferred_memory is plain._preferred_memory and r.trace() is plain.trace()
+    with pytest.raises(TypeError, match="model_version"):
+        pb.InferenceRequest("id", 7, [t], ["OUT0"], "m", 2**63)
+
+
 def test_bls_request_constructor_errors():
     t = Tensor("IN0", np.zeros(2, np.float32))
     with pytest.raises(TypeError, match="model_name"):

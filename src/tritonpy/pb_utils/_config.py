@@ -24,16 +24,14 @@ if TYPE_CHECKING:
     def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
         """The request's input named ``name``, or None."""
 
-else:  # compiled: it runs for every input of every request
-    from ._core import get_input_tensor_by_name
+    def get_output_tensor_by_name(
+        inference_response: InferenceResponse, name: str
+    ) -> Tensor | None:
+        """The response's output named ``name``, or None."""
 
-
-def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
-    """The response's output named ``name``, or None."""
-    for tensor in inference_response.output_tensors():
-        if tensor.name() == name:
-            return tensor
-    return None
+else:  # compiled: they run for every input of every request, and for
+    # every output of every BLS call
+    from ._core import get_input_tensor_by_name, get_output_tensor_by_name
 
 
 def _config_entry(model_config: dict[str, Any], section: str, name: str) -> dict[str, Any] | None:

@@ -96,20 +96,22 @@ class SenderCore:
     def send(self, response: Any = None, flags: int = 0) -> None: ...
 
 def get_input_tensor_by_name(inference_request: Any, name: str) -> Any: ...
+def get_output_tensor_by_name(inference_response: Any, name: str) -> Any: ...
 def init_request(
     r: RequestCore,
-    model_name: str,
-    model_version: int,
-    request_id: str,
-    correlation_id: int | str,
-    flags: int,
-    timeout: int,
-    parameters: str,
-    requested_output_names: list[str],
-    inputs: list[Any],
+    model_name: Any,
+    model_version: Any,
+    request_id: Any,
+    correlation_id: Any,
+    flags: Any,
+    timeout: Any,
+    parameters: Any,
+    requested_output_names: Any,
+    inputs: Any,
     preferred_memory: Any,
     trace: Any,
-) -> None: ...
+    plain: bool = False,
+) -> bool: ...
 def keep_trace(r: RequestCore, trace: Any) -> None: ...
 def keep_sender(r: RequestCore, sender: Any) -> None: ...
 def cancel_callbacks(r: RequestCore) -> list[Any]: ...

@@ -12,7 +12,8 @@ compiled modules read them as C fields (stub/_batch.pyx builds the
 requests and tensors of a batch there, and encodes its answers). What runs
 per request in a model is here: ``Tensor(name, array)`` for an ndarray of a
 native dtype, ``as_numpy``, ``get_input_tensor_by_name``,
-``InferenceResponse(output_tensors=[...])`` and the accessors. Everything
+``get_output_tensor_by_name`` (a BLS model reads its calls' outputs with
+it), ``InferenceResponse(output_tensors=[...])`` and the accessors. Everything
 else (conversions, BYTES, BF16, DLPack, BLS, parameters, the errors) stays
 in the Python subclasses, reached as their methods (``_init_general``,
 ``_materialize``). (Python 3.11 reads and writes ``__slots__`` about as
@@ -116,17 +117,35 @@ cdef class RequestCore:
         self._release_flags = int(flags)
 
 
-def get_input_tensor_by_name(inference_request, name):
-    """The request's input named ``name``, or None."""
-    if isinstance(inference_request, RequestCore):
-        for t in <list?>(<RequestCore>inference_request)._inputs:
-            if (<TensorCore?>t)._name == name:
+cdef object _named(tensors, name):
+    """The tensor named ``name`` in ``tensors``, or None: C fields read for
+    a list of TensorCore, ``name()`` called otherwise."""
+    if type(tensors) is list:
+        for t in <list>tensors:
+            if isinstance(t, TensorCore):
+                if (<TensorCore>t)._name == name:
+                    return t
+            elif t.name() == name:
                 return t
         return None
-    for t in inference_request.inputs():
+    for t in tensors:
         if t.name() == name:
             return t
     return None
+
+
+def get_input_tensor_by_name(inference_request, name):
+    """The request's input named ``name``, or None."""
+    if isinstance(inference_request, RequestCore):
+        return _named((<RequestCore>inference_request)._inputs, name)
+    return _named(inference_request.inputs(), name)
+
+
+def get_output_tensor_by_name(inference_response, name):
+    """The response's output named ``name``, or None."""
+    if isinstance(inference_response, ResponseCore):
+        return _named((<ResponseCore>inference_response)._output_tensors, name)
+    return _named(inference_response.output_tensors(), name)
 
 
 # output_tensors left out (an explicit None is refused, as officially).
@@ -229,6 +248,12 @@ cdef class SenderCore:
 # _sender.py) fill the fields Python code can only read.
 
 
+cdef object _INT64_MIN = -(2**63)
+cdef object _INT64_MAX = 2**63 - 1
+cdef object _UINT32_MAX = 2**32 - 1
+cdef object _UINT64_MAX = 2**64 - 1
+
+
 def init_request(
     RequestCore r not None,
     model_name,
@@ -242,8 +267,45 @@ def init_request(
     inputs,
     preferred_memory,
     trace,
+    bint plain=False,
 ):
-    """The fields of a request a model builds (BLS), checked by the caller."""
+    """The fields of a request a model builds (BLS), checked by the caller.
+
+    With ``plain``, the arguments are ``InferenceRequest(...)``'s as given,
+    checked here (it runs per BLS call) when they are what BLS code mostly
+    passes: str names, an int or str correlation id, ints in their ranges,
+    lists of str and of tensors, no parameters. False, with nothing
+    filled, for anything else: _request.py then converts or refuses it."""
+    if plain:
+        if not (
+            type(model_name) is str
+            and type(request_id) is str
+            and (type(correlation_id) is int or type(correlation_id) is str)
+            and type(model_version) is int
+            and type(flags) is int
+            and type(timeout) is int
+            and type(requested_output_names) is list
+            and type(inputs) is list
+            and parameters is None
+            and preferred_memory is not None
+            and trace is not None
+        ):
+            return False
+        if not (
+            _INT64_MIN <= model_version <= _INT64_MAX
+            and 0 <= flags <= _UINT32_MAX
+            and 0 <= timeout <= _UINT64_MAX
+        ):
+            return False
+        for n in <list>requested_output_names:
+            if type(n) is not str:
+                return False
+        for t in <list>inputs:
+            if not isinstance(t, TensorCore):
+                return False
+        parameters = "{}"
+        requested_output_names = list(requested_output_names)
+        inputs = list(inputs)
     r._model_name = model_name
     r._model_version = model_version
     r._request_id = request_id
@@ -255,6 +317,7 @@ def init_request(
     r._inputs = inputs
     r._preferred_memory = preferred_memory
     r._trace = trace
+    return True
 
 
 def keep_trace(RequestCore r not None, trace):

@@ -141,6 +141,22 @@ class InferenceRequest(RequestCore):
         trace: InferenceTrace = NO_TRACE,
         parameters: dict[str, bool | int | str] | None = None,
     ) -> None:
+        if init_request(
+            self,
+            model_name,
+            model_version,
+            request_id,
+            correlation_id,
+            flags,
+            timeout,
+            parameters,
+            requested_output_names,
+            inputs,
+            preferred_memory,
+            trace,
+            plain=True,
+        ):
+            return  # the common case, checked in C (it runs per BLS call)
         if inputs is _REQUIRED or requested_output_names is _REQUIRED or model_name is _REQUIRED:
             missing = [
                 n

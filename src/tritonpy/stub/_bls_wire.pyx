@@ -11,7 +11,7 @@ fields (pb_utils/_core.pxd).
 from libc.stdint cimport uint64_t
 
 from tritonpy.pb_utils._seam cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
-from tritonpy.stub._codec cimport WireTensor
+from tritonpy.stub._codec cimport FrameWriter, WireTensor
 from tritonpy.stub._wire cimport WIRE_INLINE_LIMIT, WIRE_MAX_FRAME
 
 import math
@@ -59,7 +59,9 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
         params = request._parameters
         if params == "{}":
             params = ""
-        trace = request.trace()
+        trace = request._trace
+        if type(trace) is str:  # a request given to execute(): trace() makes it
+            trace = request.trace()
         # (Fields out of their wire range, e.g. a negative correlation id, fail here.)
         return encode_request(
             call_id,
@@ -91,7 +93,8 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
     None, arena_id, offset, byte_size). A body too large for a frame goes
     into ``own`` (the stub's arenas). ``trace_batch_id`` (0: none) and
     ``trace_request_index`` name the request whose trace the call continues."""
-    w = C.FrameWriter()
+    # Typed: the writes below are C calls.
+    cdef FrameWriter w = FrameWriter()
     w.begin(_BLS_REQUEST, call_id)
     w.string(model_name)
     w.i64(model_version)

@@ -314,9 +314,6 @@ class BlsClient:
         if self.channel.closed:
             raise pb_utils.TritonModelException(f"{what}: the server connection is closed")
 
-    def _encode(self, call: Call, request: Any) -> bytes:
-        return self.out.bls_request(call.id, request)
-
     def _start(self, call: Call, frame: bytes) -> None:
         """Loop thread (or a reader in turn): register and send."""
         self._calls[call.id] = call
@@ -355,7 +352,7 @@ class BlsClient:
             return err
         call = Call(self, self._new_id(), decoupled)
         call.deadline = self._deadline(request)
-        self._submit(call, self._encode(call, request))
+        self._submit(call, self.out.bls_request(call.id, request))
         if decoupled:
             return _ITER(call)
         return self._wait_final(call)
@@ -364,7 +361,7 @@ class BlsClient:
         self._check_usable("InferenceRequest.async_exec()")
         call = Call(self, self._new_id(), decoupled)
         call.deadline = self._deadline(request)
-        self._start(call, self._encode(call, request))
+        self._start(call, self.out.bls_request(call.id, request))
         if decoupled:
             # Back once there is something to iterate: a plain ``for`` over
             # the responses blocks the loop, and by then every coroutine
