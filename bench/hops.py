@@ -352,9 +352,9 @@ def _stub_split() -> str:
     counts = json.loads(STUB_COST.read_text())["instructions_per_request"]
     own = counts["empty"] / counts["add_sub"]
     return (
-        f"of add_sub's instructions in the stub, {own:.0%} are measured by the "
-        "`empty` model (the stub's own receive, decode, dispatch, encode and send) "
-        f"and {1 - own:.0%} by what model.py's tensors and arithmetic add"
+        f"{own:.0%} of add_sub's instructions in the stub are the `empty` model's "
+        "(the stub's own receive, decode, dispatch, encode and send), "
+        f"{1 - own:.0%} what model.py's tensors and arithmetic add"
     )
 
 
@@ -375,7 +375,8 @@ from
 .venv/bin/python -m bench.hops --publish
 ```
 
-Run {result["date"]} on {result["machine"]}; {result["rounds"]} alternating
+Run {result["date"]} on {result["machine"]} (load average
+{result["load_average"][0]} at the start, {result["load_average"][1]} at the end); {result["rounds"]} alternating
 rounds of one server per system, {result["requests"]:,} requests each after a
 warm-up; the medians are over the requests of every round. The client is a
 Python loop on one kept-alive socket, not wrk, and tracing every request
@@ -411,7 +412,12 @@ Who spends each hop:
   completing the response) are inside this hop for every backend and
   cannot be separated by the trace.
 - INFER_RESPONSE_COMPLETE → HTTP_SEND_START: Triton's front end writes the
-  JSON answer and hands it to its HTTP thread. Triton's.
+  JSON answer and hands it to its HTTP thread. Triton's code, but compare
+  the columns: the floor completes its response on Triton's model
+  instance thread, both Python backends from a thread of their own
+  (tritonpy's reader), and the trace does not say why the hop is longer
+  for them (the HTTP thread's wake-up, the two cores shared with the stub
+  and the reader, the response's JSON built on another thread).
 - HTTP_SEND_START → HTTP_SEND_END: Triton's send. Triton's.
 - HTTP_SEND_END → client receive: the kernel's loopback, the client's
   wake-up and its read. The client's and the kernel's.
@@ -433,9 +439,10 @@ request, not with the medians above:
 {cpu_table(result)}
 
 The stub's row is the stub process's time on a CPU: decode, batch,
-model.py's `execute`, encode and its two socket calls. Inside it, counted
-by callgrind (performance.md's table, `python -m bench.stub_cost --model
-empty` and `--model add_sub`), {_stub_split()}. The rest of the
+model.py's `execute`, encode and its two socket calls. Inside it, by
+callgrind's counts (performance.md's table, `python -m bench.stub_cost
+--model empty` and `--model add_sub`), {_stub_split()}; instructions are
+not time, so this splits the stub's row only roughly. The rest of the
 COMPUTE_INPUT_END → INFER_RESPONSE_COMPLETE hop is the reader thread's time
 on a CPU and the two wake-ups (the stub's and the reader's), which no
 counter here separates from each other.
@@ -462,12 +469,16 @@ def main(argv: list[str] | None = None) -> int:
         help="write docs/benchmarks/hops.json and docs/benchmarks.md's section from it",
     )
     a = p.parse_args(argv)
+    from bench.report import machine  # report renders this tool's section
+
+    m = machine()
     load = Path("/proc/loadavg").read_text().split()[0]
     result = {
         "what": "median µs of each hop of one add_sub request over HTTP at one connection, "
         "from Triton's trace, python -m bench.hops",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.processor() or platform.machine()}, load average {load} at start",
+        "machine": f"{m.get('cpu', platform.machine())}, {m.get('cores')} cores",
+        "load_average": [load],
         "rounds": a.rounds,
         "requests": a.requests,
         "systems": {},
@@ -475,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tritonpy-hops-") as tmp:
         systems = a.system or list(SYSTEMS)
         result["systems"] = measure(systems, a.rounds, a.requests, a.warmup, Path(tmp))
+    result["load_average"].append(Path("/proc/loadavg").read_text().split()[0])
     print(table(result))
     print()
     print(cpu_table(result))
