@@ -413,11 +413,11 @@ Who spends each hop:
   cannot be separated by the trace.
 - INFER_RESPONSE_COMPLETE → HTTP_SEND_START: Triton's front end writes the
   JSON answer and hands it to its HTTP thread. Triton's code, but compare
-  the columns: the floor completes its response on Triton's model
-  instance thread, both Python backends from a thread of their own
-  (tritonpy's reader), and the trace does not say why the hop is longer
-  for them (the HTTP thread's wake-up, the two cores shared with the stub
-  and the reader, the response's JSON built on another thread).
+  the columns: the floor completes its response inside Execute, on
+  Triton's model instance thread, tritonpy from its reader thread, and
+  the trace does not say why the hop is longer for both Python backends
+  (the HTTP thread's wake-up, the two cores shared with the stub, the
+  thread the response's JSON is built on).
 - HTTP_SEND_START → HTTP_SEND_END: Triton's send. Triton's.
 - HTTP_SEND_END → client receive: the kernel's loopback, the client's
   wake-up and its read. The client's and the kernel's.
