@@ -248,3 +248,13 @@ def floor_backend_dir(work: Path) -> Path:
 
 def tritonpy_backend_dir(work: Path) -> Path:
     return inst.backend_dir(work / "backends-tritonpy")
+
+
+def system_backend_dir(system: str, work: Path) -> tuple[Path, dict[str, str]]:
+    """The backend directory of ``system`` (tritonpy, official or floor) and
+    the environment its server needs."""
+    if system == "official":
+        return official_backend_dir(work)
+    if system == "floor":
+        return floor_backend_dir(work), {}
+    return tritonpy_backend_dir(work), {}

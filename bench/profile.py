@@ -112,13 +112,7 @@ def profile(
         with config.open("a") as f:
             for key, value in model_params.items():
                 f.write(f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n')
-    extra_env: dict[str, str] = {}
-    if system == "official":
-        backends, extra_env = env.official_backend_dir(work)
-    elif system == "floor":
-        backends = env.floor_backend_dir(work)
-    else:
-        backends = env.tritonpy_backend_dir(work)
+    backends, extra_env = env.system_backend_dir(system, work)
     streamed = model in STREAMED
     if streamed:
         protocol = "grpc"

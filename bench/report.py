@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import published
+from bench import hops, published
 from bench.environment import OFFICIAL_ARGS
 from bench.scenarios import Config, Scenario
 
@@ -664,6 +664,8 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
 {pics}
 
 {separate_section(published.load_separate())}
+
+{hops.section(hops.load())}
 
 ## How each number is measured
 

@@ -2,8 +2,9 @@
 # Copyright (c) The tritonpy authors.
 """Every benchmark figure in the README and the docs comes from the result
 file committed with it: docs/benchmarks/bench.json (what `make bench`
-publishes, with the pages) and docs/benchmarks/stub_cost.json (`python -m
-bench.stub_cost --json`). Each figure is rendered again from its file here
+publishes, with the pages), docs/benchmarks/stub_cost.json (`python -m
+bench.stub_cost --json`) and docs/benchmarks/hops.json (`python -m
+bench.hops --publish`). Each figure is rendered again from its file here
 and must be in the page as it is: a figure changed by hand, or a result
 file changed without its pages, fails.
 
@@ -45,10 +46,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # bench/
-from bench import published, report  # noqa: E402
+from bench import hops, published, report  # noqa: E402
 
 DOC = published.load()
 STUB_COST = json.loads((ROOT / "docs" / "benchmarks" / "stub_cost.json").read_text())
+HOPS = hops.load()
 
 
 def page(name: str) -> str:
@@ -111,6 +113,16 @@ def test_filling_the_pages_again_changes_nothing() -> None:
     for path in published.PAGES:
         text = path.read_text()
         assert published.fill(text, DOC) == text, path.name
+
+
+def test_the_hops_section_is_the_result_file_s() -> None:
+    # docs/benchmarks/hops.json (python -m bench.hops --publish), and the
+    # stub's instruction counts it quotes from stub_cost.json.
+    assert HOPS is not None
+    assert hops.section(HOPS) in page("docs/benchmarks.md")
+    drifted = copy.deepcopy(HOPS)
+    drifted["systems"]["tritonpy"]["hops"][6]["median_us"] += 1.0
+    assert hops.section(drifted) not in page("docs/benchmarks.md")
 
 
 def test_the_stub_cost_table_is_the_result_file_s() -> None:
@@ -255,6 +267,8 @@ def _page_results(path: Path) -> list[tuple[int, str, str]]:
         # The separate runs' section: test_bench_separate.py ties it to
         # docs/benchmarks/separate.json.
         text = _blank(text, report.separate_section(published.load_separate()))
+        # The hop-by-hop section: tied to docs/benchmarks/hops.json above.
+        text = _blank(text, hops.section(HOPS))
     if path.name == "performance.md":  # likewise to fork_memory.json
         from bench import fork_memory
 

@@ -1,0 +1,499 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""Where one add_sub request's time goes, hop by hop, by Triton's own trace.
+
+    python -m bench.hops [--rounds 2] [--requests 2000] [--system tritonpy ...] [--publish]
+
+Starts one server per system in turn, for each of ``--rounds`` rounds (the
+benchmark suite's repository and backends) with Triton's trace at every request (``--trace-config
+level=TIMESTAMPS``, ``rate=1``), and sends add_sub requests over HTTP one
+after the other on one kept-alive connection, the JSON body of `make
+bench`. The client stamps each request with the monotonic clock just before
+its send and just after the last byte of its answer; Triton's trace stamps
+are from the same clock, so each trace is placed on its request's line.
+Prints, per system, the median of each hop between consecutive stamps
+(CHAIN), and each group of threads' time on a CPU per request (the
+schedstat of /proc: the stub processes, tritonpy's reader threads,
+Triton's other threads), with the time they waited for a CPU.
+``--publish`` writes the result file (docs/benchmarks/hops.json) and the
+section of docs/benchmarks.md drawn from it.
+
+Tracing every request costs time of its own (Triton takes each stamp and
+keeps the trace): read the differences between systems, measured in the
+same run, more than the absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import json
+import os
+import platform
+import socket
+import statistics
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import environment as env
+from bench.models import write_repository
+from tritonpy._testbase.server import Server
+
+MODEL = "add_sub"
+BODY = {
+    "inputs": [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [4], "data": [1, 1, 1, 1]},
+    ]
+}
+SEND, RECV = "client send", "client receive"
+SYSTEMS = ("tritonpy", "official", "floor")
+
+
+def _request(port: int) -> bytes:
+    body = json.dumps(BODY, separators=(",", ":")).encode()
+    head = (
+        f"POST /v2/models/{MODEL}/infer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _read_answer(sock: socket.socket) -> None:
+    """Read one HTTP answer with a Content-Length to its last byte."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(f"add_sub failed: {head.decode(errors='replace')} {rest[:200]!r}")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(rest) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        rest += chunk
+
+
+def drive(port: int, requests: int) -> list[tuple[int, int]]:
+    """(send, receive) monotonic ns of each request, one after the other."""
+    payload = _request(port)
+    out = []
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(requests):
+            sent = time.monotonic_ns()
+            sock.sendall(payload)
+            _read_answer(sock)
+            out.append((sent, time.monotonic_ns()))
+    return out
+
+
+def place(traces: list[dict], calls: list[tuple[int, int]], warmup: int) -> list[dict[str, int]]:
+    """Each trace of the model as ns since its request's send, keyed by
+    stamp name, with the client's receive; warm-up requests left out."""
+    sends = [s for s, _ in calls]
+    # Triton writes a trace in parts (its model, then each stamp as it is
+    # taken), each with the trace's id.
+    merged: dict[int, dict] = {}
+    for part in traces:
+        trace = merged.setdefault(part["id"], {"stamps": {}})
+        trace["model"] = part.get("model_name", trace.get("model"))
+        for t in part.get("timestamps", ()):
+            trace["stamps"][t["name"]] = int(t["ns"])
+    placed = []
+    for trace in merged.values():
+        stamps = trace["stamps"]
+        if trace["model"] != MODEL or not stamps:
+            continue
+        first = min(stamps.values())
+        i = bisect.bisect_right(sends, first) - 1
+        if i < warmup or not sends[i] <= first <= calls[i][1]:
+            continue
+        sent, received = calls[i]
+        row = {name: ns - sent for name, ns in stamps.items()}
+        row[SEND], row[RECV] = 0, received - sent
+        if all(name in row for name in CHAIN):
+            placed.append(row)
+    return placed
+
+
+# The stamps one add_sub request passes, in the order each system takes
+# them on its way to the client; a hop is the time between two of them.
+# REQUEST_END (the request's release) is left out: tritonpy releases a
+# request after its answer has left, off the client's path.
+CHAIN = (
+    SEND,
+    "HTTP_RECV_START",
+    "HTTP_RECV_END",
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "INFER_RESPONSE_COMPLETE",
+    "HTTP_SEND_START",
+    "HTTP_SEND_END",
+    RECV,
+)
+
+
+def summarise(placed: list[dict[str, int]]) -> dict:
+    """The median of each hop of CHAIN, and of the whole request."""
+    hops = [
+        {
+            "from": a,
+            "to": b,
+            "median_us": round(statistics.median(r[b] - r[a] for r in placed) / 1e3, 1),
+        }
+        for a, b in itertools.pairwise(CHAIN)
+    ]
+    whole = [r[RECV] / 1e3 for r in placed]
+    return {
+        "traced": len(placed),
+        "hops": hops,
+        "whole_us": round(statistics.median(whole), 1),
+        "whole_mean_us": round(statistics.fmean(whole), 1),
+    }
+
+
+def _on_cpu(pids: list[tuple[int, str]]) -> dict[str, tuple[int, int]]:
+    """Group -> (ns on a CPU, ns waiting for one) summed over the threads of
+    ``pids``, from /proc's schedstat. Groups: the stub processes,
+    tritonpy's named threads (the reader), Triton's other threads."""
+    out: dict[str, tuple[int, int]] = {}
+    for pid, kind in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            base = f"/proc/{pid}/task/{tid}"
+            try:
+                name = Path(f"{base}/comm").read_text().strip()
+                run, wait = (int(v) for v in Path(f"{base}/schedstat").read_text().split()[:2])
+            except (OSError, ValueError):
+                continue
+            group = kind if kind == "stub" else name if name.startswith("tritonpy-") else kind
+            had = out.get(group, (0, 0))
+            out[group] = (had[0] + run, had[1] + wait)
+    return out
+
+
+def run_system(
+    system: str, requests: int, warmup: int, work: Path
+) -> tuple[list[dict[str, int]], dict[str, tuple[int, int]]]:
+    """One server of ``system``: its traced requests placed on the client's
+    line, and each thread group's (ns on a CPU, ns waiting) over them."""
+    repo = write_repository(work / f"repo-{system}", system)
+    backends, extra_env = env.system_backend_dir(system, work)
+    trace_file = work / f"trace-{system}.json"
+    trace_file.unlink(missing_ok=True)
+    server = Server(
+        repo,
+        backends,
+        work / f"server-{system}.log",
+        models=[MODEL],
+        env=extra_env,
+        extra_args=[
+            f"--trace-config=triton,file={trace_file}",
+            "--trace-config=triton,log-frequency=0",
+            "--trace-config=level=TIMESTAMPS",
+            "--trace-config=rate=1",
+            "--trace-config=count=-1",
+        ],
+    )
+    try:
+        server.wait_ready()
+        calls = drive(server.http_port, warmup)
+        pids = [(server.proc.pid, "Triton's threads"), *((p, "stub") for p in server.stubs())]
+        before = _on_cpu(pids)
+        calls += drive(server.http_port, requests)
+        after = _on_cpu(pids)
+    finally:
+        server.stop()
+    placed = place(json.loads(trace_file.read_text()), calls, warmup)
+    if len(placed) < requests // 2:
+        raise RuntimeError(
+            f"{system}: {len(placed)} of {requests} traces fall inside their request's "
+            "send and receive: is Triton's trace clock the monotonic one?"
+        )
+    spent = {
+        g: (run - before.get(g, (0, 0))[0], wait - before.get(g, (0, 0))[1])
+        for g, (run, wait) in after.items()
+    }
+    return placed, spent
+
+
+def measure(systems: list[str], rounds: int, requests: int, warmup: int, work: Path) -> dict:
+    """Each system in turn, ``rounds`` times; the hops' medians over every
+    traced request of all rounds, the thread groups' means."""
+    placed: dict[str, list[dict[str, int]]] = {s: [] for s in systems}
+    spent: dict[str, dict[str, list[int]]] = {s: {} for s in systems}
+    for _ in range(rounds):
+        for system in systems:
+            got, cpu = run_system(system, requests, warmup, work)
+            placed[system] += got
+            for g, (run, wait) in cpu.items():
+                total = spent[system].setdefault(g, [0, 0])
+                total[0] += run
+                total[1] += wait
+            print(f"{system}: {len(got)} requests traced", flush=True)
+    out = {}
+    for system in systems:
+        n = rounds * requests
+        result = summarise(placed[system])
+        result["on_cpu_us"] = {
+            g: round(run / n / 1e3, 1) for g, (run, _) in sorted(spent[system].items())
+        }
+        result["waiting_for_cpu_us"] = round(
+            sum(wait for _, wait in spent[system].values()) / n / 1e3, 1
+        )
+        out[system] = result
+    return out
+
+
+def table(result: dict) -> str:
+    """The hops of the result file as a Markdown table, one column per system."""
+    systems = list(result["systems"])
+    rows = [
+        "| hop (Triton's trace stamps) | " + " | ".join(f"{s} median µs" for s in systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
+    for i, (a, b) in enumerate(itertools.pairwise(CHAIN)):
+        cells = [f"{result['systems'][s]['hops'][i]['median_us']:.1f}" for s in systems]
+        rows.append(f"| {a} → {b} | " + " | ".join(cells) + " |")
+    rows.append(
+        "| whole request | "
+        + " | ".join(f"{result['systems'][s]['whole_us']:.1f}" for s in systems)
+        + " |"
+    )
+    return "\n".join(rows)
+
+
+def cpu_table(result: dict) -> str:
+    """On-CPU time per request of each group of threads, one column per system."""
+    systems = list(result["systems"])
+    groups = sorted({g for s in systems for g in result["systems"][s]["on_cpu_us"]})
+    rows = [
+        "| threads | " + " | ".join(f"{s} on-CPU µs / request" for s in systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
+    for g in groups:
+        cells = [result["systems"][s]["on_cpu_us"].get(g) for s in systems]
+        if any(cells):  # threads idle during the requests are left out
+            rows.append(
+                f"| {g} | " + " | ".join("–" if c is None else str(c) for c in cells) + " |"
+            )
+    rows.append(
+        "| whole request, mean µs | "
+        + " | ".join(str(result["systems"][s]["whole_mean_us"]) for s in systems)
+        + " |"
+    )
+    rows.append(
+        "| waiting for a CPU, all threads | "
+        + " | ".join(str(result["systems"][s]["waiting_for_cpu_us"]) for s in systems)
+        + " |"
+    )
+    return "\n".join(rows)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULT = ROOT / "docs" / "benchmarks" / "hops.json"
+STUB_COST = ROOT / "docs" / "benchmarks" / "stub_cost.json"
+PAGE = ROOT / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- hops -->", "<!-- /hops -->"
+# Who spends each hop of CHAIN (by index): Triton's front end and core,
+# the backend (with the Triton calls it makes for its response), or the
+# client with the kernel's loopback and the wake-up of the receiving thread.
+OWNER = ("client", "triton", "triton", "triton", "triton", "backend", "backend",
+         "triton", "triton", "client")  # fmt: skip
+
+
+def load() -> dict | None:
+    """The result file; None before there is one."""
+    return json.loads(RESULT.read_text()) if RESULT.exists() else None
+
+
+def _shares(result: dict) -> str:
+    lines = []
+    sums = {}
+    for system, got in result["systems"].items():
+        by = {o: sum(h["median_us"] for h, w in zip(got["hops"], OWNER, strict=True) if w == o)
+              for o in ("triton", "backend", "client")}  # fmt: skip
+        sums[system] = by
+        lines.append(
+            f"- {system}: Triton's hops {by['triton']:.1f} µs, the backend's "
+            f"{by['backend']:.1f} µs, the client's and the kernel's {by['client']:.1f} µs "
+            f"(sums of the medians in the run)."
+        )
+    if "floor" in sums:
+        for system in sums:
+            if system == "floor":
+                continue
+            extra = sums[system]["backend"] - sums["floor"]["backend"]
+            lines.append(
+                f"- {system}'s backend hops took {extra:.1f} µs more than the floor's: "
+                "what a Python backend adds to the request in this run."
+            )
+    return "\n".join(lines)
+
+
+def _stub_split() -> str:
+    counts = json.loads(STUB_COST.read_text())["instructions_per_request"]
+    own = counts["empty"] / counts["add_sub"]
+    return (
+        f"{own:.0%} of add_sub's instructions in the stub are the `empty` model's "
+        "(the stub's own receive, decode, dispatch, encode and send), "
+        f"{1 - own:.0%} what model.py's tensors and arithmetic add"
+    )
+
+
+def section(result: dict | None) -> str:
+    """docs/benchmarks.md's section drawn from the result file."""
+    if result is None:
+        return f"{BEGIN}{END}"
+    return f"""{BEGIN}
+## One add_sub request, hop by hop
+
+Where the microseconds of one add_sub request go, from the client's send
+to its receive, over HTTP at one connection, by Triton's own trace
+(`--trace-config level=TIMESTAMPS`, every request traced). The figures
+and their result file, [benchmarks/hops.json](benchmarks/hops.json), come
+from
+
+```sh
+.venv/bin/python -m bench.hops --publish
+```
+
+Run {result["date"]} on {result["machine"]} (load average
+{result["load_average"][0]} at the start, {result["load_average"][1]} at the end); {result["rounds"]} alternating
+rounds of one server per system, {result["requests"]:,} requests each after a
+warm-up; the medians are over the requests of every round. The client is a
+Python loop on one kept-alive socket, not wrk, and tracing every request
+costs time of its own: the whole request is not the p50 of the table
+above. Compare the systems within this table.
+
+{table(result)}
+
+Who spends each hop:
+
+- client send → HTTP_RECV_START: the client's send, the kernel's loopback
+  and the wake-up of Triton's HTTP thread until it starts reading. The
+  client's and the kernel's; Triton's wake-up cannot be told apart from
+  outside.
+- HTTP_RECV_START → REQUEST_START: Triton's HTTP front end reads the body,
+  parses the JSON and builds the inference request. Triton's.
+- REQUEST_START → COMPUTE_START: Triton's core queues the request; the
+  model instance's thread takes it and calls the backend's Execute.
+  Triton's.
+- COMPUTE_START → COMPUTE_INPUT_END: the backend's Execute until its inputs
+  are ready, as each backend reports it. tritonpy stamps the moment before
+  it writes the EXECUTE frame (the inputs are in shared memory by then);
+  the floor reports one time for all its stamps, so its whole share is in
+  the next hop.
+- COMPUTE_INPUT_END → INFER_RESPONSE_COMPLETE: for tritonpy, the EXECUTE
+  frame written, the stub woken, its decode and batch, model.py's
+  `execute`, the answer encoded and sent, the backend's reader thread
+  woken, the Triton response built and sent
+  (`TRITONBACKEND_ResponseSend`), until Triton hands the finished response
+  to its HTTP front end. The trace has no stamp inside it: the thread table
+  below splits it by time on a CPU. For the floor: its C++ add_sub and its
+  response. Triton's response calls (the front end allocating the outputs,
+  completing the response) are inside this hop for every backend and
+  cannot be separated by the trace.
+- INFER_RESPONSE_COMPLETE → HTTP_SEND_START: Triton's front end writes the
+  JSON answer and hands it to its HTTP thread. Triton's code, but compare
+  the columns: the floor completes its response inside Execute, on
+  Triton's model instance thread, tritonpy from its reader thread, and
+  the trace does not say why the hop is longer for both Python backends
+  (the HTTP thread's wake-up, the two cores shared with the stub, the
+  thread the response's JSON is built on).
+- HTTP_SEND_START → HTTP_SEND_END: Triton's send. Triton's.
+- HTTP_SEND_END → client receive: the kernel's loopback, the client's
+  wake-up and its read. The client's and the kernel's.
+
+REQUEST_END, the request's release, is off the client's path in tritonpy:
+the reader releases a request after its answer has gone to Triton, so it
+is often stamped after HTTP_SEND_START. Each hop's median is taken alone,
+so the medians do not add up to the whole request's exactly. Summed by
+who spends them:
+
+{_shares(result)}
+
+Time on a CPU per request of each group of threads over the same requests,
+from `/proc/<pid>/task/<tid>/schedstat` (user and kernel time together),
+and the time they were ready to run with no core free. These are means,
+with the slow requests in them, so compare them with the mean whole
+request, not with the medians above:
+
+{cpu_table(result)}
+
+The stub's row is the stub process's time on a CPU: decode, batch,
+model.py's `execute`, encode and its two socket calls. Inside it, by
+callgrind's counts (performance.md's table, `python -m bench.stub_cost
+--model empty` and `--model add_sub`), {_stub_split()}; instructions are
+not time, so this splits the stub's row only roughly. The rest of the
+COMPUTE_INPUT_END → INFER_RESPONSE_COMPLETE hop is the reader thread's time
+on a CPU and the two wake-ups (the stub's and the reader's), which no
+counter here separates from each other.
+{END}"""
+
+
+def publish(result: dict) -> None:
+    """Write the result file and the page's section drawn from it."""
+    RESULT.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    text = PAGE.read_text()
+    begin, end = text.index(BEGIN), text.index(END) + len(END)
+    PAGE.write_text(text[:begin] + section(result) + text[end:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.hops", description=__doc__.split("\n")[0])
+    p.add_argument("--system", action="append", choices=SYSTEMS)
+    p.add_argument("--rounds", type=int, default=2, help="each system this many times, in turn")
+    p.add_argument("--requests", type=int, default=2000, help="traced requests per server")
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="write docs/benchmarks/hops.json and docs/benchmarks.md's section from it",
+    )
+    a = p.parse_args(argv)
+    from bench.report import machine  # report renders this tool's section
+
+    m = machine()
+    load = Path("/proc/loadavg").read_text().split()[0]
+    result = {
+        "what": "median µs of each hop of one add_sub request over HTTP at one connection, "
+        "from Triton's trace, python -m bench.hops",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{m.get('cpu', platform.machine())}, {m.get('cores')} cores",
+        "load_average": [load],
+        "rounds": a.rounds,
+        "requests": a.requests,
+        "systems": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="tritonpy-hops-") as tmp:
+        systems = a.system or list(SYSTEMS)
+        result["systems"] = measure(systems, a.rounds, a.requests, a.warmup, Path(tmp))
+    result["load_average"].append(Path("/proc/loadavg").read_text().split()[0])
+    print(table(result))
+    print()
+    print(cpu_table(result))
+    if a.publish:
+        publish(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""bench/hops.py's reading of Triton's trace file: a trace written in
+parts is put together by its id and placed on the line of the request whose
+send and receive hold it; warm-up requests, other models' traces and
+traces missing a stamp of the chain stay out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))  # bench/
+from bench import hops  # noqa: E402
+
+STAMPS = [name for name in hops.CHAIN if name not in (hops.SEND, hops.RECV)]
+
+
+def parts(trace_id: int, model: str, first_ns: int) -> list[dict]:
+    """One trace as Triton 2.51 writes it: the model in one part, then
+    each stamp in a part of its own, 1 µs apart."""
+    out: list[dict] = [{"id": trace_id, "model_name": model, "model_version": 1}]
+    for i, name in enumerate(STAMPS):
+        out.append({"id": trace_id, "timestamps": [{"name": name, "ns": first_ns + i * 1000}]})
+    return out
+
+
+def test_traces_are_placed_on_their_requests_line() -> None:
+    calls = [(0, 50_000), (100_000, 150_000), (200_000, 250_000)]
+    traces = parts(1, "add_sub", 10_000) + parts(2, "add_sub", 110_000)
+    traces += parts(3, "other", 210_000) + parts(4, "add_sub", 210_000)
+    placed = hops.place(traces, calls, warmup=1)
+    assert len(placed) == 2  # the warm-up's trace (id 1) left out
+    first = placed[0]
+    assert first[hops.SEND] == 0
+    assert first["HTTP_RECV_START"] == 10_000
+    assert first[hops.RECV] == 50_000
+    result = hops.summarise(placed)
+    assert [h["from"] for h in result["hops"]] == list(hops.CHAIN[:-1])
+    assert result["hops"][0]["median_us"] == 10.0
+    assert result["hops"][1]["median_us"] == 1.0
+    assert result["whole_us"] == 50.0
+
+
+def test_a_trace_outside_every_request_or_missing_a_stamp_stays_out() -> None:
+    calls = [(0, 50_000), (100_000, 150_000)]
+    late = parts(1, "add_sub", 60_000)  # between two requests
+    short = [p for p in parts(2, "add_sub", 110_000) if "HTTP_SEND_END" not in str(p)]
+    assert hops.place(late + short, calls, warmup=0) == []
