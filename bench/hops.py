@@ -2,20 +2,22 @@
 # Copyright (c) The tritonpy authors.
 """Where one add_sub request's time goes, hop by hop, by Triton's own trace.
 
-    python -m bench.hops [--rounds 2] [--requests 2000] [--system tritonpy ...] [--publish]
+    python -m bench.hops [--rounds 2] [--requests 2000] [--system tritonpy ...]
+                         [--protocol http|grpc] [--publish]
 
 Starts one server per system in turn, for each of ``--rounds`` rounds (the
 benchmark suite's repository and backends) with Triton's trace at every request (``--trace-config
-level=TIMESTAMPS``, ``rate=1``), and sends add_sub requests over HTTP one
-after the other on one kept-alive connection, the JSON body of `make
-bench`. The client stamps each request with the monotonic clock just before
+level=TIMESTAMPS``, ``rate=1``), and sends add_sub requests one after the
+other on one connection: over HTTP (the default) the JSON body of `make
+bench` on one kept-alive socket; with ``--protocol grpc`` the ModelInfer
+request of bench/grpc_load.py, serialized once, on one gRPC channel. The client stamps each request with the monotonic clock just before
 its send and just after the last byte of its answer; Triton's trace stamps
 are from the same clock, so each trace is placed on its request's line.
 Prints, per system, the median of each hop between consecutive stamps
 (CHAIN), and each group of threads' time on a CPU per request (the
 schedstat of /proc: the stub processes, tritonpy's reader threads,
 Triton's other threads), with the time they waited for a CPU.
-``--publish`` writes the result file (docs/benchmarks/hops.json) and the
+``--publish`` (HTTP only) writes the result file (docs/benchmarks/hops.json) and the
 section of docs/benchmarks.md drawn from it.
 
 Tracing every request costs time of its own (Triton takes each stamp and
@@ -85,6 +87,24 @@ def _read_answer(sock: socket.socket) -> None:
         rest += chunk
 
 
+def drive_grpc(target: str, requests: int) -> list[tuple[int, int]]:
+    """(send, receive) monotonic ns of each gRPC ModelInfer, one after the
+    other on one channel; the request is serialized once and sent as bytes."""
+    import grpc
+
+    from bench import grpc_load
+
+    payload = grpc_load.add_sub_request(MODEL)
+    out = []
+    with grpc.insecure_channel(target) as channel:
+        call = channel.unary_unary(grpc_load.SERVICE + "ModelInfer")
+        for _ in range(requests):
+            sent = time.monotonic_ns()
+            call(payload)
+            out.append((sent, time.monotonic_ns()))
+    return out
+
+
 def drive(port: int, requests: int) -> list[tuple[int, int]]:
     """(send, receive) monotonic ns of each request, one after the other."""
     payload = _request(port)
@@ -99,9 +119,13 @@ def drive(port: int, requests: int) -> list[tuple[int, int]]:
     return out
 
 
-def place(traces: list[dict], calls: list[tuple[int, int]], warmup: int) -> list[dict[str, int]]:
+def place(
+    traces: list[dict], calls: list[tuple[int, int]], warmup: int, chain: tuple[str, ...] = ()
+) -> list[dict[str, int]]:
     """Each trace of the model as ns since its request's send, keyed by
-    stamp name, with the client's receive; warm-up requests left out."""
+    stamp name, with the client's receive; warm-up requests and traces
+    without every stamp of ``chain`` (default: HTTP's CHAIN) left out."""
+    chain = chain or CHAIN
     sends = [s for s, _ in calls]
     # Triton writes a trace in parts (its model, then each stamp as it is
     # taken), each with the trace's id.
@@ -114,16 +138,18 @@ def place(traces: list[dict], calls: list[tuple[int, int]], warmup: int) -> list
     placed = []
     for trace in merged.values():
         stamps = trace["stamps"]
-        if trace["model"] != MODEL or not stamps:
+        if trace["model"] != MODEL or not any(name in chain for name in stamps):
             continue
-        first = min(stamps.values())
+        # The first stamp of the chain: gRPC's GRPC_WAITREAD_START is taken
+        # while the request before it is in flight.
+        first = min(ns for name, ns in stamps.items() if name in chain)
         i = bisect.bisect_right(sends, first) - 1
         if i < warmup or not sends[i] <= first <= calls[i][1]:
             continue
         sent, received = calls[i]
         row = {name: ns - sent for name, ns in stamps.items()}
         row[SEND], row[RECV] = 0, received - sent
-        if all(name in row for name in CHAIN):
+        if all(name in row for name in chain):
             placed.append(row)
     return placed
 
@@ -145,25 +171,57 @@ CHAIN = (
     "HTTP_SEND_END",
     RECV,
 )
+# The same over gRPC. GRPC_WAITREAD_END: a completion-queue thread of
+# Triton's gRPC front end has the whole request. GRPC_SEND_START: the
+# response is complete and its write (gRPC's Finish) starts, on the thread
+# that completed the response. GRPC_SEND_END is stamped when a
+# completion-queue thread learns the write is done, often after the client
+# has the answer: it is off the chain (see OFF_CHAIN).
+GRPC_CHAIN = (
+    SEND,
+    "GRPC_WAITREAD_END",
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "INFER_RESPONSE_COMPLETE",
+    "GRPC_SEND_START",
+    RECV,
+)
+CHAINS = {"http": CHAIN, "grpc": GRPC_CHAIN}
+# Stamps off the client's path, as µs after the response's completion
+# (INFER_RESPONSE_COMPLETE): the request's release, and (gRPC) when a
+# completion-queue thread took the write's completion.
+OFF_CHAIN = ("REQUEST_END", "GRPC_SEND_END")
 
 
-def summarise(placed: list[dict[str, int]]) -> dict:
-    """The median of each hop of CHAIN, and of the whole request."""
+def summarise(placed: list[dict[str, int]], chain: tuple[str, ...] = ()) -> dict:
+    """The median of each hop of ``chain`` (default: HTTP's CHAIN), of the
+    whole request, and of the stamps OFF_CHAIN after the response."""
+    chain = chain or CHAIN
     hops = [
         {
             "from": a,
             "to": b,
             "median_us": round(statistics.median(r[b] - r[a] for r in placed) / 1e3, 1),
         }
-        for a, b in itertools.pairwise(CHAIN)
+        for a, b in itertools.pairwise(chain)
     ]
     whole = [r[RECV] / 1e3 for r in placed]
-    return {
+    out = {
         "traced": len(placed),
         "hops": hops,
         "whole_us": round(statistics.median(whole), 1),
         "whole_mean_us": round(statistics.fmean(whole), 1),
     }
+    after = {}
+    for name in OFF_CHAIN:
+        got = [r[name] - r["INFER_RESPONSE_COMPLETE"] for r in placed if name in r]
+        if got and name not in chain:
+            after[name] = round(statistics.median(got) / 1e3, 1)
+    if chain is not CHAIN:  # the published HTTP result file keeps its fields
+        out["after_response_us"] = after
+    return out
 
 
 def _on_cpu(pids: list[tuple[int, str]]) -> dict[str, tuple[int, int]]:
@@ -190,7 +248,7 @@ def _on_cpu(pids: list[tuple[int, str]]) -> dict[str, tuple[int, int]]:
 
 
 def run_system(
-    system: str, requests: int, warmup: int, work: Path
+    system: str, requests: int, warmup: int, work: Path, protocol: str = "http"
 ) -> tuple[list[dict[str, int]], dict[str, tuple[int, int]]]:
     """One server of ``system``: its traced requests placed on the client's
     line, and each thread group's (ns on a CPU, ns waiting) over them."""
@@ -214,14 +272,20 @@ def run_system(
     )
     try:
         server.wait_ready()
-        calls = drive(server.http_port, warmup)
+
+        def send(n: int) -> list[tuple[int, int]]:
+            if protocol == "grpc":
+                return drive_grpc(server.grpc, n)
+            return drive(server.http_port, n)
+
+        calls = send(warmup)
         pids = [(server.proc.pid, "Triton's threads"), *((p, "stub") for p in server.stubs())]
         before = _on_cpu(pids)
-        calls += drive(server.http_port, requests)
+        calls += send(requests)
         after = _on_cpu(pids)
     finally:
         server.stop()
-    placed = place(json.loads(trace_file.read_text()), calls, warmup)
+    placed = place(json.loads(trace_file.read_text()), calls, warmup, CHAINS[protocol])
     if len(placed) < requests // 2:
         raise RuntimeError(
             f"{system}: {len(placed)} of {requests} traces fall inside their request's "
@@ -234,14 +298,16 @@ def run_system(
     return placed, spent
 
 
-def measure(systems: list[str], rounds: int, requests: int, warmup: int, work: Path) -> dict:
+def measure(
+    systems: list[str], rounds: int, requests: int, warmup: int, work: Path, protocol: str = "http"
+) -> dict:
     """Each system in turn, ``rounds`` times; the hops' medians over every
     traced request of all rounds, the thread groups' means."""
     placed: dict[str, list[dict[str, int]]] = {s: [] for s in systems}
     spent: dict[str, dict[str, list[int]]] = {s: {} for s in systems}
     for _ in range(rounds):
         for system in systems:
-            got, cpu = run_system(system, requests, warmup, work)
+            got, cpu = run_system(system, requests, warmup, work, protocol)
             placed[system] += got
             for g, (run, wait) in cpu.items():
                 total = spent[system].setdefault(g, [0, 0])
@@ -251,7 +317,7 @@ def measure(systems: list[str], rounds: int, requests: int, warmup: int, work: P
     out = {}
     for system in systems:
         n = rounds * requests
-        result = summarise(placed[system])
+        result = summarise(placed[system], CHAINS[protocol])
         result["on_cpu_us"] = {
             g: round(run / n / 1e3, 1) for g, (run, _) in sorted(spent[system].items())
         }
@@ -265,11 +331,12 @@ def measure(systems: list[str], rounds: int, requests: int, warmup: int, work: P
 def table(result: dict) -> str:
     """The hops of the result file as a Markdown table, one column per system."""
     systems = list(result["systems"])
+    chain = CHAINS[result.get("protocol", "http")]
     rows = [
         "| hop (Triton's trace stamps) | " + " | ".join(f"{s} median µs" for s in systems) + " |",
         "|---|" + "---|" * len(systems),
     ]
-    for i, (a, b) in enumerate(itertools.pairwise(CHAIN)):
+    for i, (a, b) in enumerate(itertools.pairwise(chain)):
         cells = [f"{result['systems'][s]['hops'][i]['median_us']:.1f}" for s in systems]
         rows.append(f"| {a} → {b} | " + " | ".join(cells) + " |")
     rows.append(
@@ -278,6 +345,27 @@ def table(result: dict) -> str:
         + " |"
     )
     return "\n".join(rows)
+
+
+def after_table(result: dict) -> str:
+    """The median µs from each system's response completion to the stamps
+    off the client's path (OFF_CHAIN) that its result has."""
+    systems = list(result["systems"])
+    names = [
+        n
+        for n in OFF_CHAIN
+        if any(n in result["systems"][s].get("after_response_us", {}) for s in systems)
+    ]
+    rows = [
+        "| after INFER_RESPONSE_COMPLETE | " + " | ".join(f"{s} median µs" for s in systems) + " |",
+        "|---|" + "---|" * len(systems),
+    ]
+    for n in names:
+        cells = [
+            str(result["systems"][s].get("after_response_us", {}).get(n, "–")) for s in systems
+        ]
+        rows.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) if names else ""
 
 
 def cpu_table(result: dict) -> str:
@@ -464,17 +552,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=2000, help="traced requests per server")
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument(
+        "--protocol",
+        choices=sorted(CHAINS),
+        default="http",
+        help="the front end the requests go through (default http)",
+    )
+    p.add_argument(
         "--publish",
         action="store_true",
-        help="write docs/benchmarks/hops.json and docs/benchmarks.md's section from it",
+        help="write docs/benchmarks/hops.json and docs/benchmarks.md's section from it (HTTP)",
     )
     a = p.parse_args(argv)
+    if a.publish and a.protocol != "http":
+        p.error("--publish writes the HTTP section only")
     from bench.report import machine  # report renders this tool's section
 
     m = machine()
     load = Path("/proc/loadavg").read_text().split()[0]
     result = {
-        "what": "median µs of each hop of one add_sub request over HTTP at one connection, "
+        "what": f"median µs of each hop of one add_sub request over {a.protocol.upper()} "
+        "at one connection, "
         "from Triton's trace, python -m bench.hops",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{m.get('cpu', platform.machine())}, {m.get('cores')} cores",
@@ -485,9 +582,13 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="tritonpy-hops-") as tmp:
         systems = a.system or list(SYSTEMS)
-        result["systems"] = measure(systems, a.rounds, a.requests, a.warmup, Path(tmp))
+        result["systems"] = measure(systems, a.rounds, a.requests, a.warmup, Path(tmp), a.protocol)
     result["load_average"].append(Path("/proc/loadavg").read_text().split()[0])
+    if a.protocol != "http":
+        result["protocol"] = a.protocol
     print(table(result))
+    print()
+    print(after_table(result))
     print()
     print(cpu_table(result))
     if a.publish:

@@ -49,3 +49,25 @@ def test_a_trace_outside_every_request_or_missing_a_stamp_stays_out() -> None:
     late = parts(1, "add_sub", 60_000)  # between two requests
     short = [p for p in parts(2, "add_sub", 110_000) if "HTTP_SEND_END" not in str(p)]
     assert hops.place(late + short, calls, warmup=0) == []
+
+
+def test_a_grpc_trace_is_placed_by_its_chain_not_by_the_stamp_taken_before_it() -> None:
+    # Triton stamps GRPC_WAITREAD_START when it starts waiting for the next
+    # request, while the request before it is still in flight.
+    calls = [(0, 50_000), (100_000, 150_000)]
+    grpc = [name for name in hops.GRPC_CHAIN if name not in (hops.SEND, hops.RECV)]
+    trace = [{"id": 7, "model_name": "add_sub", "model_version": 1}]
+    trace.append({"id": 7, "timestamps": [{"name": "GRPC_WAITREAD_START", "ns": 20_000}]})
+    for i, name in enumerate(grpc):
+        trace.append({"id": 7, "timestamps": [{"name": name, "ns": 110_000 + i * 1000}]})
+    trace.append({"id": 7, "timestamps": [{"name": "REQUEST_END", "ns": 140_000}]})
+    placed = hops.place(trace, calls, warmup=1, chain=hops.GRPC_CHAIN)
+    assert len(placed) == 1
+    assert placed[0]["GRPC_WAITREAD_END"] == 10_000
+    result = hops.summarise(placed, hops.GRPC_CHAIN)
+    assert [h["from"] for h in result["hops"]] == list(hops.GRPC_CHAIN[:-1])
+    last = grpc[-1]
+    assert result["hops"][-1]["median_us"] == (50_000 - placed[0][last]) / 1e3
+    # The release, off the client's path, counts from the response's completion.
+    done = placed[0]["INFER_RESPONSE_COMPLETE"]
+    assert result["after_response_us"]["REQUEST_END"] == (40_000 - done) / 1e3
