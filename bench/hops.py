@@ -224,11 +224,22 @@ def summarise(placed: list[dict[str, int]], chain: tuple[str, ...] = ()) -> dict
     return out
 
 
-def _on_cpu(pids: list[tuple[int, str]]) -> dict[str, tuple[int, int]]:
-    """Group -> (ns on a CPU, ns waiting for one) summed over the threads of
-    ``pids``, from /proc's schedstat. Groups: the stub processes,
-    tritonpy's named threads (the reader), Triton's other threads."""
-    out: dict[str, tuple[int, int]] = {}
+def _switches(base: str) -> int:
+    """The context switches of the thread at ``base`` in /proc, voluntary
+    (it blocked) and not (it was preempted)."""
+    total = 0
+    for line in Path(f"{base}/status").read_text().splitlines():
+        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+            total += int(line.split(":", 1)[1])
+    return total
+
+
+def _on_cpu(pids: list[tuple[int, str]]) -> dict[str, tuple[int, int, int]]:
+    """Group -> (ns on a CPU, ns waiting for one, context switches) summed
+    over the threads of ``pids``, from /proc's schedstat and status. Groups:
+    the stub processes, tritonpy's named threads (the reader), Triton's
+    other threads."""
+    out: dict[str, tuple[int, int, int]] = {}
     for pid, kind in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -239,19 +250,21 @@ def _on_cpu(pids: list[tuple[int, str]]) -> dict[str, tuple[int, int]]:
             try:
                 name = Path(f"{base}/comm").read_text().strip()
                 run, wait = (int(v) for v in Path(f"{base}/schedstat").read_text().split()[:2])
+                switches = _switches(base)
             except (OSError, ValueError):
                 continue
             group = kind if kind == "stub" else name if name.startswith("tritonpy-") else kind
-            had = out.get(group, (0, 0))
-            out[group] = (had[0] + run, had[1] + wait)
+            had = out.get(group, (0, 0, 0))
+            out[group] = (had[0] + run, had[1] + wait, had[2] + switches)
     return out
 
 
 def run_system(
     system: str, requests: int, warmup: int, work: Path, protocol: str = "http"
-) -> tuple[list[dict[str, int]], dict[str, tuple[int, int]]]:
+) -> tuple[list[dict[str, int]], dict[str, tuple[int, int, int]]]:
     """One server of ``system``: its traced requests placed on the client's
-    line, and each thread group's (ns on a CPU, ns waiting) over them."""
+    line, and each thread group's (ns on a CPU, ns waiting, context
+    switches) over them."""
     repo = write_repository(work / f"repo-{system}", system)
     backends, extra_env = env.system_backend_dir(system, work)
     trace_file = work / f"trace-{system}.json"
@@ -292,8 +305,8 @@ def run_system(
             "send and receive: is Triton's trace clock the monotonic one?"
         )
     spent = {
-        g: (run - before.get(g, (0, 0))[0], wait - before.get(g, (0, 0))[1])
-        for g, (run, wait) in after.items()
+        g: tuple(now - was for now, was in zip(counts, before.get(g, (0, 0, 0)), strict=True))
+        for g, counts in after.items()
     }
     return placed, spent
 
@@ -309,21 +322,26 @@ def measure(
         for system in systems:
             got, cpu = run_system(system, requests, warmup, work, protocol)
             placed[system] += got
-            for g, (run, wait) in cpu.items():
-                total = spent[system].setdefault(g, [0, 0])
-                total[0] += run
-                total[1] += wait
+            for g, counts in cpu.items():
+                total = spent[system].setdefault(g, [0, 0, 0])
+                for i, c in enumerate(counts):
+                    total[i] += c
             print(f"{system}: {len(got)} requests traced", flush=True)
     out = {}
     for system in systems:
         n = rounds * requests
         result = summarise(placed[system], CHAINS[protocol])
         result["on_cpu_us"] = {
-            g: round(run / n / 1e3, 1) for g, (run, _) in sorted(spent[system].items())
+            g: round(run / n / 1e3, 1) for g, (run, _, _) in sorted(spent[system].items())
         }
         result["waiting_for_cpu_us"] = round(
-            sum(wait for _, wait in spent[system].values()) / n / 1e3, 1
+            sum(wait for _, wait, _ in spent[system].values()) / n / 1e3, 1
         )
+        # How often the threads block or are preempted per request: each
+        # switch is a wake-up or a wait on the request's path or beside it.
+        result["switches_per_request"] = {
+            g: round(sw / n, 2) for g, (_, _, sw) in sorted(spent[system].items())
+        }
         out[system] = result
     return out
 
@@ -368,20 +386,37 @@ def after_table(result: dict) -> str:
     return "\n".join(rows) if names else ""
 
 
-def cpu_table(result: dict) -> str:
-    """On-CPU time per request of each group of threads, one column per system."""
-    systems = list(result["systems"])
-    groups = sorted({g for s in systems for g in result["systems"][s]["on_cpu_us"]})
+def _group_rows(result: dict, systems: list[str], key: str, unit: str) -> list[str]:
+    """A table's head and one row per group of threads of ``key`` (a
+    per-group figure of each system); groups idle in every system are left
+    out."""
+    groups = sorted({g for s in systems for g in result["systems"][s][key]})
     rows = [
-        "| threads | " + " | ".join(f"{s} on-CPU µs / request" for s in systems) + " |",
+        "| threads | " + " | ".join(f"{s} {unit}" for s in systems) + " |",
         "|---|" + "---|" * len(systems),
     ]
     for g in groups:
-        cells = [result["systems"][s]["on_cpu_us"].get(g) for s in systems]
-        if any(cells):  # threads idle during the requests are left out
+        cells = [result["systems"][s][key].get(g) for s in systems]
+        if any(cells):
             rows.append(
                 f"| {g} | " + " | ".join("–" if c is None else str(c) for c in cells) + " |"
             )
+    return rows
+
+
+def switch_table(result: dict) -> str:
+    """Context switches per request of each group of threads, one column
+    per system (empty for a result file without them)."""
+    systems = [s for s in result["systems"] if "switches_per_request" in result["systems"][s]]
+    if not systems:
+        return ""
+    return "\n".join(_group_rows(result, systems, "switches_per_request", "switches / request"))
+
+
+def cpu_table(result: dict) -> str:
+    """On-CPU time per request of each group of threads, one column per system."""
+    systems = list(result["systems"])
+    rows = _group_rows(result, systems, "on_cpu_us", "on-CPU µs / request")
     rows.append(
         "| whole request, mean µs | "
         + " | ".join(str(result["systems"][s]["whole_mean_us"]) for s in systems)
@@ -591,6 +626,8 @@ def main(argv: list[str] | None = None) -> int:
     print(after_table(result))
     print()
     print(cpu_table(result))
+    print()
+    print(switch_table(result))
     if a.publish:
         publish(result)
     return 0

@@ -71,3 +71,13 @@ def test_a_grpc_trace_is_placed_by_its_chain_not_by_the_stamp_taken_before_it() 
     # The release, off the client's path, counts from the response's completion.
     done = placed[0]["INFER_RESPONSE_COMPLETE"]
     assert result["after_response_us"]["REQUEST_END"] == (40_000 - done) / 1e3
+
+
+def test_a_threads_context_switches_are_read_from_proc() -> None:
+    import threading
+    import time
+
+    base = f"/proc/self/task/{threading.get_native_id()}"
+    before = hops._switches(base)
+    time.sleep(0.001)  # blocks: one voluntary switch at least
+    assert hops._switches(base) > before
