@@ -31,20 +31,8 @@ AdmissionGate::Admit(Ticket* ticket)
   while (stub_->state() == StubState::kRestarting &&
          stub_->cv.WaitUntil(restart_deadline)) {}
   if (stub_->state() == StubState::kReady && !stub_->traits().async_execute) {
-    if (!RoomAheadLocked(prefetch_)) {
-      if (TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)) {
-        TRITONPY_LOG_VERBOSE(
-            "tritonpy: " + describe_ + ": Execute waits for room ahead (" +
-            std::to_string(executing_batches_) + " batches, " +
-            std::to_string(executing_bytes_) + " arena bytes sent ahead)");
-      }
-      // Full: refill once the stub is down to half the batches sent
-      // ahead, so that this thread sleeps and wakes once per few
-      // batches instead of once per batch (see ResumeAt).
-      while (!RoomAheadLocked(ResumeAt(prefetch_)) && stub_->serving()) {
-        stub_->cv.Wait();
-      }
-    }
+    // Normally AfterSend of the previous batch made room already.
+    WaitRoomAheadLocked();
   } else if (stub_->state() == StubState::kReady) {
     while (inflight_batches_ >= max_inflight_ && stub_->serving()) {
       stub_->cv.Wait();
@@ -81,10 +69,38 @@ AdmissionGate::Register(
 }
 
 void
-AdmissionGate::WaitReturned(const Batch& batch)
+AdmissionGate::WaitRoomAheadLocked()
 {
+  if (RoomAheadLocked(prefetch_)) return;
+  if (TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)) {
+    TRITONPY_LOG_VERBOSE(
+        "tritonpy: " + describe_ + ": Execute waits for room ahead (" +
+        std::to_string(executing_batches_) + " batches, " +
+        std::to_string(executing_bytes_) + " arena bytes sent ahead)");
+  }
+  // Full: refill once the stub is down to half the batches sent ahead, so
+  // that this thread sleeps and wakes once per few batches instead of once
+  // per batch (see ResumeAt).
+  while (!RoomAheadLocked(ResumeAt(prefetch_)) && stub_->serving()) {
+    stub_->cv.Wait();
+  }
+}
+
+void
+AdmissionGate::AfterSend(const Batch& batch)
+{
+  if (!batch.sync_execute) return;
   MutexLock lock(&stub_->mu);
-  while (batch.state < BatchState::kReturned) stub_->cv.Wait();
+  if (prefetch_ == 0) {
+    while (batch.state < BatchState::kReturned) stub_->cv.Wait();
+    return;
+  }
+  // Waiting here rather than before the next batch is read is what keeps
+  // Triton's dynamic batcher forming that batch late: it forms it when
+  // Execute returns, so a batch formed as the one ahead starts holds the
+  // requests that came in meanwhile, where one formed as soon as this one
+  // was sent would hold only those of that instant and then wait.
+  WaitRoomAheadLocked();
 }
 
 void

@@ -14,7 +14,9 @@
 //   Ended (reader)          -> kEnded      wakes an async Execute
 // Bounds: an async instance keeps at most max_inflight_batches batches in
 // flight; a sync one sends at most sync_prefetch_batches ahead of the one
-// executing (and, past the first ahead, only below kAheadBytes of inputs).
+// executing (and, past the first ahead, only below kAheadBytes of inputs),
+// and waits for that room before Execute returns (AfterSend), so that
+// Triton forms its next batch as late as it can be sent.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +47,9 @@ class AdmissionGate {
   };
   // Execute thread. Waits out a restart in progress (spawn + HELLO + INIT,
   // at most restart_wait_s); then an async instance waits for room among
-  // its batches in flight, a sync one until at most `prefetch` batches
-  // are queued before this one. UNAVAILABLE "<describe> is unavailable:
+  // its batches in flight, a sync one (which AfterSend of its previous
+  // batch let through) until at most `prefetch` batches are queued before
+  // this one. UNAVAILABLE "<describe> is unavailable:
   // <why>" when the stub is not running or the instance stops.
   Status Admit(Ticket* ticket) EXCLUDES(stub_->mu);
   // Execute thread: hands `batch` to the reader (kPending) unless the stub
@@ -54,9 +57,11 @@ class AdmissionGate {
   bool Register(
       const std::shared_ptr<Batch>& batch,
       const std::shared_ptr<Channel>& channel) EXCLUDES(stub_->mu);
-  // Execute thread: waits until the model's execute() returned for
-  // `batch` (or the stub went away).
-  void WaitReturned(const Batch& batch) EXCLUDES(stub_->mu);
+  // Execute thread, after sending `batch`, before Execute returns: a sync
+  // instance waits until its stub has room for the next batch ahead
+  // (`prefetch` 0: until the model's execute() returned for `batch`, or
+  // the stub went away). An async instance does not wait here.
+  void AfterSend(const Batch& batch) EXCLUDES(stub_->mu);
 
   // Reader thread: the batches registered since the last call, now
   // kExecuting.
@@ -92,6 +97,9 @@ class AdmissionGate {
            (executing_batches_ < 2 || executing_bytes_ < kAheadBytes);
   }
   void ReturnedLocked(Batch* batch) REQUIRES(stub_->mu);
+  // Sync instance: waits until a batch may be sent ahead (RoomAheadLocked,
+  // refilled from ResumeAt) or the stub stops serving.
+  void WaitRoomAheadLocked() REQUIRES(stub_->mu);
 
   const std::string describe_;
   StubSupervisor* const stub_;

@@ -106,7 +106,6 @@ InstanceState::ExecuteBatch(
   batch->exec_start_ns = NowNs();
   batch->id = next_batch_id_++;
   batch->decoupled = model_->decoupled();
-  const uint32_t prefetch = model_->sync_prefetch_batches();
 
   AdmissionGate::Ticket admitted;
   Status status = gate_.Admit(&admitted);
@@ -199,11 +198,9 @@ InstanceState::ExecuteBatch(
     // handle it as a death, which fails this batch with the reason.
     channel->Shutdown();
   }
-  if (async_execute || prefetch > 0) return;
-  // sync_prefetch_batches 0: wait until the model's execute returned (and,
-  // in default mode, the batch ended), as the official backend does. The
-  // reader fails the batch if the stub dies.
-  gate_.WaitReturned(*batch);
+  // Waits for room ahead, or with sync_prefetch_batches 0 until the model's
+  // execute returned, as the official backend does (admission_gate.h).
+  gate_.AfterSend(*batch);
 }
 
 }  // namespace tritonpy
