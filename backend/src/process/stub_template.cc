@@ -184,6 +184,8 @@ struct StubTemplates::Template {
         launch.python, "-s", "-c", kBoot, "--template", "--fd",
         std::to_string(kControlFd), "--server-lifeline",
         std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
+        // Its stubs' sandbox module, loaded and prepared once.
+        "--sandboxed", launch.sandbox.enabled ? "1" : "0",
         // Room for the command lines of the stubs it forks
         // (template.py, _retitle), which ps and tools read.
         "--title-room", std::string(kTitleRoom, ' ')};

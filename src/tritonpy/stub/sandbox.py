@@ -158,16 +158,35 @@ def interpreter() -> list[str]:
     return paths
 
 
+# The symbolic links found in each directory scanned, with its st_mtime_ns
+# then: a sandboxed stubs' template scans its path once (prepare), and the
+# stubs it forks list again only a directory changed since (a link made or
+# removed in it changes its mtime).
+_LINKS: dict[str, tuple[int, list[str]]] = {}
+
+
 def linked(directory: str) -> list[str]:
     """Where the symbolic links of ``directory`` lead (a package linked
     into a path directory): Landlock judges a file where it is, not by
     the link that led there."""
     try:
-        with os.scandir(directory) as entries:
-            links = [e.path for e in entries if e.is_symlink()]
+        mtime = os.stat(directory).st_mtime_ns
+        known = _LINKS.get(directory)
+        if known is not None and known[0] == mtime:
+            links = known[1]
+        else:
+            with os.scandir(directory) as entries:
+                links = [e.path for e in entries if e.is_symlink()]
+            _LINKS[directory] = (mtime, links)
     except OSError:
         return []
     return [os.path.realpath(p) for p in links]
+
+
+def prepare() -> None:
+    """In the template of sandboxed stubs: what each stub would find the
+    same (the links of the interpreter's path) found once."""
+    interpreter()
 
 
 def rules(
@@ -202,6 +221,21 @@ def leave_terminal() -> None:
         fcntl.ioctl(tty, termios.TIOCNOTTY)
     finally:
         os.close(tty)
+
+
+def null_stdin() -> None:
+    """A stdin that is the null device (the backend opened it before the
+    view was built) becomes the view's /dev/null: what the descriptor
+    names then does not depend on when the kernel lets go of the host's
+    detached mounts."""
+    try:
+        if os.fstat(0).st_rdev != os.stat("/dev/null").st_rdev:
+            return
+        null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def depth(path: str) -> int:
@@ -331,6 +365,7 @@ def own_root(read: list[str], write: list[str], tmp_bytes: int, python: list[str
     # under /tmp) is not a place to write by that name either.
     for way in view.ways:
         _lifetime.bind(way, way, _lifetime.READ_ONLY, recursive=False)
+    null_stdin()
     _lifetime.detach(HOST)
     os.rmdir(HOST)
     for directory in ("/", "/dev"):

@@ -63,7 +63,7 @@ from typing import Any
 from tritonpy.stub import _zygote
 
 USAGE = """usage: python -m tritonpy.stub --template --fd FD --server-lifeline FD
-       [--preload M,...] [--title-room SPACES]
+       [--preload M,...] [--sandboxed 0|1] [--title-room SPACES]
 
 tritonpy stub template: imports the stub and the preload modules once, then
 forks stubs on request. Started by the backend, not by hand.
@@ -179,13 +179,15 @@ def _thread_refusal(step: str) -> str:
     return f"{step} started a thread ({', '.join(threads)}): a template with threads cannot fork"
 
 
-def _warm(preload: list[str], blas: _Blas) -> str:
-    """Imports the stub's modules and ``preload``; "" or why the template
-    cannot serve."""
+def _warm(preload: list[str], blas: _Blas, sandboxed: bool) -> str:
+    """Imports the stub's modules and ``preload`` (and, for sandboxed
+    stubs, the sandbox's, prepared); "" or why the template cannot
+    serve."""
     why = _zygote.can_fork()
     if why:
         return why
-    for name in (*_STUB_MODULES, *preload):
+    own = (*_STUB_MODULES, "tritonpy.stub.sandbox") if sandboxed else _STUB_MODULES
+    for name in (*own, *preload):
         try:
             importlib.import_module(name)
         except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the module
@@ -194,6 +196,10 @@ def _warm(preload: list[str], blas: _Blas) -> str:
         if why:
             return why
     blas.find()
+    if sandboxed:
+        from tritonpy.stub import sandbox
+
+        sandbox.prepare()
     return ""
 
 
@@ -408,7 +414,13 @@ def _fork(
 
 
 def serve(argv: list[str]) -> int:
-    values = {"--fd": "", "--server-lifeline": "", "--preload": "", "--title-room": ""}
+    values = {
+        "--fd": "",
+        "--server-lifeline": "",
+        "--preload": "",
+        "--sandboxed": "0",
+        "--title-room": "",
+    }
     for i in range(0, len(argv) - 1, 2):
         if argv[i] not in values:
             sys.exit(f"{USAGE}\nerror: unknown argument {argv[i]!r}")
@@ -424,7 +436,9 @@ def serve(argv: list[str]) -> int:
     _retitle(own[: own.index("--title-room")] if "--title-room" in own else own)
     blas = _Blas()
     sock = socket.socket(fileno=fd)
-    why = _warm([m for m in values["--preload"].split(",") if m], blas)
+    why = _warm(
+        [m for m in values["--preload"].split(",") if m], blas, values["--sandboxed"] == "1"
+    )
     if why:
         _send(sock, {"ok": False, "error": why})
         return 1
