@@ -16,7 +16,15 @@ from pathlib import Path
 from test_sandbox_tightens import SANDBOX
 
 from checks import add_sub_works
-from server import TritonServer, build_repository, children, running, wait_gone, wait_until
+from server import (
+    TritonServer,
+    alive,
+    build_repository,
+    children,
+    running,
+    wait_gone,
+    wait_until,
+)
 
 MODELS = ["add_sub"]
 VERBOSE = ["--model-control-mode=explicit", "--log-verbose=1", *SANDBOX]
@@ -95,6 +103,7 @@ def test_a_spare_not_taken_is_reaped_when_its_template_ends(tmp_path: Path) -> N
         (template,) = children(srv.proc.pid, templates=True)
         unload(srv)
         os.kill(template, signal.SIGKILL)
+        wait_until(lambda: not alive(template))  # a zombie of the server's
         # The next fork finds the template dead, ends it with its spare
         # (which no zombie of the server's may outlive) and starts another.
         mark = srv.log_size()

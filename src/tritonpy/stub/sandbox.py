@@ -13,7 +13,9 @@ files or devices; the operator's writable paths, writable; a /dev of
 null, zero, full, random, urandom and tty alone; and private tmpfs of
 ``stub-sandbox-tmp-bytes`` each on /tmp and /dev/shm. Every path keeps
 its host name; the host's root is detached. The rest of the host (its
-unix sockets, terminals, other models, /home) is not there at all.
+unix sockets, terminals, other models, /home) is not there at all (the
+detach on a thread of its own, which the stub waits for before it serves:
+finish()).
 Landlock then restricts it within that view: from then on it, and
 everything it starts, may read only those paths and write only /tmp,
 /dev/shm and what the operator adds. Landlock also keeps it from mounting
@@ -366,16 +368,26 @@ def own_root(read: list[str], write: list[str], tmp_bytes: int, python: list[str
     for way in view.ways:
         _lifetime.bind(way, way, _lifetime.READ_ONLY, recursive=False)
     null_stdin()
-    _lifetime.detach(HOST)
-    os.rmdir(HOST)
     for directory in ("/", "/dev"):
         os.chmod(directory, 0o755)
-    _lifetime.set_mount("/", _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_DEVICES)
     _lifetime.set_mount("/dev", _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_EXEC)
+    # The host's root detached, its mount point removed and the root made
+    # read-only on a thread of their own (the detach waits for the
+    # kernel), while the stub sets up the rest; finish() waits for them.
+    _lifetime.finish_root_later(
+        HOST, _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_DEVICES
+    )
     try:
         os.chdir(cwd)
     except OSError:
         pass  # not in the view: the root
+
+
+def finish() -> None:
+    """Waits until the host's root is gone from the stub's view (own_root
+    started it): before the stub serves, so before any model code. OSError
+    naming the step the kernel refused."""
+    _lifetime.finish_root()
 
 
 def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
