@@ -119,6 +119,52 @@ struct StubTemplates::Template {
   // Its memory metrics, while it runs (reset before it is reaped, so that
   // no reused pid is read).
   MemoryReporter::Registration memory GUARDED_BY(mu);
+  // The template of sandboxed stubs: its spare (template.py), a child of
+  // this process that the next fork with stub-sandbox-network=none takes;
+  // reaped here when it is not taken. `spare_asked`: its answer is due.
+  pid_t spare GUARDED_BY(mu) = -1;
+  bool spare_asked GUARDED_BY(mu) = false;
+
+  // Kills and reaps the spare that was not taken.
+  void EndSpare() REQUIRES(mu)
+  {
+    if (spare <= 0) return;
+    kill(spare, SIGKILL);
+    pid_t r;
+    do {
+      r = waitpid(spare, nullptr, 0);
+    } while (r < 0 && errno == EINTR);
+    spare = -1;
+  }
+
+  // Reads the answer to the spare asked for, if it is due: true unless
+  // the template gave none (it is then ended by the caller).
+  bool CollectSpare(int timeout_ms) REQUIRES(mu)
+  {
+    if (!spare_asked) return true;
+    spare_asked = false;
+    std::string text, why;
+    json::Value answer;
+    if (!Receive(control, pidfd, timeout_ms, &text, &why) ||
+        !json::Parse(text, &answer).ok()) {
+      return false;
+    }
+    const int64_t pid = json::GetInt(answer, "spare", 0);
+    if (pid > 0 && pid != spare) {
+      EndSpare();  // it died meanwhile: the template made another
+      spare = static_cast<pid_t>(pid);
+      TRITONPY_LOG_VERBOSE(
+          "tritonpy: stub template (" + describe + ") made a spare, pid " +
+          std::to_string(spare));
+    }
+    return true;
+  }
+
+  // Asks for the next spare; its answer is read before the next message.
+  void AskSpare() REQUIRES(mu)
+  {
+    if (SendWithFds(control, "{\"spare\": true}", {})) spare_asked = true;
+  }
 
   // Whether it has exited (it is not reaped yet).
   bool Exited() REQUIRES(mu)
@@ -129,9 +175,13 @@ struct StubTemplates::Template {
     return (r == 0 && info.si_pid == pid) || (r < 0 && errno == ECHILD);
   }
 
-  // Ends it (EOF first: it exits by itself) and reaps it; its stubs stay.
+  // Ends it (EOF first: it exits by itself) and reaps it, and its spare;
+  // its stubs stay.
   std::string End() REQUIRES(mu)
   {
+    // A spare it made and did not say yet is said now, or it is found
+    // among the template's process group below.
+    const bool said = pid <= 0 || control < 0 || CollectSpare(1000);
     CloseIf(&control);
     CloseIf(&lifeline);
     CloseIf(&pidfd);
@@ -143,8 +193,17 @@ struct StubTemplates::Template {
     do {
       r = waitpid(pid, &status, 0);
     } while (r < 0 && errno == EINTR);
+    const std::string how = r < 0 ? "" : DescribeWaitStatus(status);
+    EndSpare();
+    if (!said) {
+      // A spare keeps the template's group until it is taken: what is
+      // left of the group, killed above, is reaped.
+      do {
+        r = waitpid(-pid, nullptr, 0);
+      } while (r > 0 || (r < 0 && errno == EINTR));
+    }
     pid = -1;
-    return r < 0 ? "" : DescribeWaitStatus(status);
+    return how;
   }
 
   // Sends `message`, waits for its {"ok": true}; "" or why not (it is
@@ -153,7 +212,9 @@ struct StubTemplates::Template {
   {
     std::string text, why;
     json::Value answer;
-    if (!SendWithFds(control, message, {})) {
+    if (!CollectSpare(timeout_ms)) {
+      why = "it did not answer for its spare";
+    } else if (!SendWithFds(control, message, {})) {
       why = std::string("sending it a message: ") + strerror(errno);
     } else if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
       const std::string how = End();
@@ -184,6 +245,8 @@ struct StubTemplates::Template {
         launch.python, "-s", "-c", kBoot, "--template", "--fd",
         std::to_string(kControlFd), "--server-lifeline",
         std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
+        // Its stubs' sandbox module, loaded and prepared once.
+        "--sandboxed", launch.sandbox.enabled ? "1" : "0",
         // Room for the command lines of the stubs it forks
         // (template.py, _retitle), which ps and tools read.
         "--title-room", std::string(kTitleRoom, ' ')};
@@ -391,7 +454,9 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
 
   std::string text, why;
   json::Value reply;
-  if (!SendWithFds(t->control, json::Write(request), fds)) {
+  if (!t->CollectSpare(timeout_ms_)) {
+    why = "no answer for its spare";
+  } else if (!SendWithFds(t->control, json::Write(request), fds)) {
     why = std::string("sending it the request: ") + strerror(errno);
   } else if (!Receive(t->control, t->pidfd, timeout_ms_, &text, &why)) {
   } else if (!json::Parse(text, &reply).ok()) {
@@ -407,7 +472,16 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
     return 0;
   }
   const int64_t pid = json::GetInt(reply, "pid", -1);
-  if (pid > 0) return static_cast<pid_t>(pid);
+  if (pid > 0) {
+    if (pid == t->spare) {
+      t->spare = -1;  // the stub's now: its StubProcess reaps it
+      TRITONPY_LOG_VERBOSE(
+          what + " forked stub pid " + std::to_string(pid) + " from its spare");
+    }
+    // The next sandboxed stub's namespaces, made before it is asked for.
+    if (plan.sandbox.enabled) t->AskSpare();
+    return static_cast<pid_t>(pid);
+  }
   if (json::Find(reply, "errno") != nullptr) {
     *err = static_cast<int>(json::GetInt(reply, "errno"));
     return -1;

@@ -40,24 +40,30 @@ def _stat(pid: int) -> list[str] | None:
         return None
 
 
-def _is_template(pid: int) -> bool:
+def _kind(pid: int) -> str:
+    """ "template", "spare" (a template's sandboxed child cloned ahead of
+    its stub, ``... --template ... --spare``) or "" (a stub)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"\0--template\0" in f.read()
+            line = f.read()
     except OSError:
-        return False
+        return ""
+    if b"\0--template\0" not in line:
+        return ""
+    return "spare" if line.rstrip(b"\0").endswith(b"\0--spare") else "template"
 
 
-def children(pid: int, *, templates: bool = False) -> list[int]:
+def children(pid: int, *, templates: bool = False, spares: bool = False) -> list[int]:
     """The live children of ``pid``: for a tritonserver, its stubs. Stub
     templates (``python -m tritonpy.stub --template``, which fork stubs
-    with stub-fork=true) are children too but not stubs: listed only with
-    ``templates=True``."""
+    with stub-fork=true) and their spares are children too but not stubs:
+    listed only with ``templates=True``, ``spares=True``."""
+    want = "spare" if spares else "template" if templates else ""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             st = _stat(int(entry))
-            if st and int(st[1]) == pid and st[0] != "Z" and _is_template(int(entry)) == templates:
+            if st and int(st[1]) == pid and st[0] != "Z" and _kind(int(entry)) == want:
                 out.append(int(entry))
     return out
 

@@ -527,6 +527,104 @@ def detach(str path) -> None:
 
 cdef extern from *:
     """
+    #include <pthread.h>
+    #include <signal.h>
+    #include <string.h>
+    #include <unistd.h>
+
+    /* The last steps of the stub's root, on a thread of their own: the
+       detach waits for the kernel (an RCU grace period) while the stub's
+       main thread goes on. `step` names the one that failed (0: none). */
+    struct tritonpy_root_job {
+      char host[256];
+      uint64_t root_attributes;
+      int step;
+      int error;
+      int started;
+      pthread_t thread;
+    };
+    static struct tritonpy_root_job tritonpy_root;
+
+    static void* tritonpy_root_run(void* arg)
+    {
+      struct tritonpy_root_job* job = (struct tritonpy_root_job*)arg;
+      sigset_t all;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, NULL);
+      job->step = 1;
+      if (tritonpy_detach(job->host) != 0) goto failed;
+      job->step = 2;
+      if (rmdir(job->host) != 0) goto failed;
+      job->step = 3;
+      if (tritonpy_set_mount("/", job->root_attributes) != 0) goto failed;
+      job->step = 0;
+      return NULL;
+    failed:
+      job->error = errno;
+      return NULL;
+    }
+
+    /* 0, or the error of pthread_create (the caller then runs the job). */
+    static int tritonpy_root_start(const char* host, uint64_t attributes)
+    {
+      struct tritonpy_root_job* job = &tritonpy_root;
+      memset(job, 0, sizeof(*job));
+      strncpy(job->host, host, sizeof(job->host) - 1);
+      job->root_attributes = attributes;
+      int r = pthread_create(&job->thread, NULL, tritonpy_root_run, job);
+      job->started = r == 0;
+      return r;
+    }
+
+    /* Waits for the job (run here if no thread took it): 0, or its step. */
+    static int tritonpy_root_finish(int* error)
+    {
+      struct tritonpy_root_job* job = &tritonpy_root;
+      if (job->started) {
+        pthread_join(job->thread, NULL);
+        job->started = 0;
+      } else {
+        tritonpy_root_run(job);
+      }
+      *error = job->error;
+      return job->step;
+    }
+    """
+    int tritonpy_root_start(const char* host, unsigned long long attributes)
+    int tritonpy_root_finish(int* error) nogil
+
+
+_root_host = ""
+
+
+def finish_root_later(str host, unsigned long long attributes) -> None:
+    """Starts the last steps of the stub's own root on a thread of its
+    own: detaches ``host`` (the host's root, and the mounts beneath it),
+    removes its mount point, and sets ``attributes`` on the root.
+    finish_root() waits for them; nothing may run in between that the
+    host's root must not be reachable for."""
+    global _root_host
+    _root_host = host
+    tritonpy_root_start(os.fsencode(host), attributes)
+
+
+def finish_root() -> None:
+    """Waits for finish_root_later's steps (they run here if no thread
+    could take them). OSError naming the step the kernel refused."""
+    cdef int error = 0
+    cdef int step
+    with nogil:
+        step = tritonpy_root_finish(&error)
+    if step == 1:
+        raise _refused(error, f"detaching {_root_host} (umount2 MNT_DETACH)")
+    if step == 2:
+        raise _refused(error, f"removing {_root_host} (rmdir)")
+    if step == 3:
+        raise _refused(error, "the attributes of the mount at / (mount_setattr)")
+
+
+cdef extern from *:
+    """
     #include <linux/capability.h>
     #include <sys/prctl.h>
     #include <sys/syscall.h>

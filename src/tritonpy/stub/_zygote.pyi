@@ -15,4 +15,15 @@ def fork_stub(
     max_fd: int,
     own_network: bool = True,
 ) -> int: ...
+def clone_spare() -> int: ...
+def take_steps(
+    report_fd: int,
+    go_fd: int,
+    parent: int,
+    max_processes: int,
+    address_space: int,
+    place: list[tuple[int, int]],
+    null_stdin: bool,
+    max_fd: int,
+) -> None: ...
 def clear_death_signal() -> None: ...

@@ -109,6 +109,23 @@ def can_fork() -> str:
     return ""
 
 
+cdef void _fill(
+    tritonpy_child_setup* s, int report_fd, int go_fd, int parent, list place, bint null_stdin
+) except *:
+    """The steps' descriptors; the caller fills in the sandbox's fields."""
+    if len(place) > 6:
+        raise ValueError("too many descriptors for a stub")
+    memset(s, 0, sizeof(s[0]))
+    s.report_fd = report_fd
+    s.go_fd = go_fd
+    s.parent = parent
+    for fd, target in place:
+        s.place[s.placed][0] = fd
+        s.place[s.placed][1] = target
+        s.placed += 1
+    s.null_stdin = null_stdin
+
+
 def fork_stub(
     int report_fd,
     int go_fd,
@@ -130,32 +147,31 @@ def fork_stub(
     unless ``own_network`` is false (stub-sandbox-network=host). OSError
     when the kernel refuses the clone."""
     cdef tritonpy_child_setup s
+    _fill(&s, report_fd, go_fd, parent, place, null_stdin)
+    s.sandbox = sandbox
+    s.own_network = sandbox and own_network
+    s.max_processes = max_processes
+    s.address_space = address_space
+    return _clone(sandbox, own_network, &s, max_fd)
+
+
+cdef long _clone(
+    bint sandbox, bint own_network, tritonpy_child_setup* steps, int max_fd
+) except -1:
+    """Clones a sibling as fork_stub says; the child takes ``steps``
+    (none: NULL) and returns 0."""
     cdef int* tid = tritonpy_tid_address()
     cdef long pid
     cdef int err
     cdef int last
     if tid == NULL:
         raise OSError(can_fork())
-    if len(place) > 6:
-        raise ValueError("too many descriptors for a stub")
-    memset(&s, 0, sizeof(s))
-    s.report_fd = report_fd
-    s.go_fd = go_fd
-    s.parent = parent
-    s.sandbox = sandbox
-    s.own_network = sandbox and own_network
-    s.max_processes = max_processes
-    s.address_space = address_space
-    for fd, target in place:
-        s.place[s.placed][0] = fd
-        s.place[s.placed][1] = target
-        s.placed += 1
-    s.null_stdin = null_stdin
     PyOS_BeforeFork()
     pid = tritonpy_clone_sibling(sandbox, own_network, tid)
     if pid == 0:
-        last = tritonpy_child_setup_run(&s)
-        tritonpy_child_finish(last + 1, max_fd)
+        if steps != NULL:
+            last = tritonpy_child_setup_run(steps)
+            tritonpy_child_finish(last + 1, max_fd)
         PyOS_AfterFork_Child()
         return 0
     err = errno_now()
@@ -163,6 +179,38 @@ def fork_stub(
     if pid < 0:
         raise OSError(err, os.strerror(err))
     return pid
+
+
+def clone_spare() -> int:
+    """Clones a sandboxed child of this process's parent ahead of its
+    stub (template.py, the spare): new user, pid, mount and network
+    namespaces, and no other step. Returns as fork does; OSError when the
+    kernel refuses the clone. The child takes its steps with
+    ``take_steps`` once it is given a stub to become."""
+    return _clone(True, True, NULL, 0)
+
+
+def take_steps(
+    int report_fd,
+    int go_fd,
+    int parent,
+    unsigned long long max_processes,
+    unsigned long long address_space,
+    list place,
+    bint null_stdin,
+    int max_fd,
+) -> None:
+    """In a spare (clone_spare): the steps a sandboxed child of fork_stub
+    takes after its clone, the go byte first."""
+    cdef tritonpy_child_setup s
+    cdef int last
+    _fill(&s, report_fd, go_fd, parent, place, null_stdin)
+    s.sandbox = 1
+    s.own_network = 1
+    s.max_processes = max_processes
+    s.address_space = address_space
+    last = tritonpy_child_setup_run(&s)
+    tritonpy_child_finish(last + 1, max_fd)
 
 
 cdef extern from "<errno.h>":

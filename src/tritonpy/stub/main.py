@@ -191,6 +191,18 @@ def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None
     loop = _new_loop()
     asyncio.set_event_loop(loop)
     stub = Stub(fd, instance or f"fd{fd}", loop)
+    if confinement is not None:
+        # The host's root, detached meanwhile (sandbox.own_root), is gone
+        # before the stub says HELLO, and so before any model code.
+        from tritonpy.stub import sandbox
+
+        try:
+            sandbox.finish()
+        except OSError as e:
+            sys.exit(
+                f"tritonpy stub {instance}: the stub sandbox (stub-sandbox=true) "
+                f"could not be set up: {e.strerror}"
+            )
     stub.start()
     try:
         while True:

@@ -13,7 +13,9 @@ files or devices; the operator's writable paths, writable; a /dev of
 null, zero, full, random, urandom and tty alone; and private tmpfs of
 ``stub-sandbox-tmp-bytes`` each on /tmp and /dev/shm. Every path keeps
 its host name; the host's root is detached. The rest of the host (its
-unix sockets, terminals, other models, /home) is not there at all.
+unix sockets, terminals, other models, /home) is not there at all (the
+detach on a thread of its own, which the stub waits for before it serves:
+finish()).
 Landlock then restricts it within that view: from then on it, and
 everything it starts, may read only those paths and write only /tmp,
 /dev/shm and what the operator adds. Landlock also keeps it from mounting
@@ -158,16 +160,35 @@ def interpreter() -> list[str]:
     return paths
 
 
+# The symbolic links found in each directory scanned, with its st_mtime_ns
+# then: a sandboxed stubs' template scans its path once (prepare), and the
+# stubs it forks list again only a directory changed since (a link made or
+# removed in it changes its mtime).
+_LINKS: dict[str, tuple[int, list[str]]] = {}
+
+
 def linked(directory: str) -> list[str]:
     """Where the symbolic links of ``directory`` lead (a package linked
     into a path directory): Landlock judges a file where it is, not by
     the link that led there."""
     try:
-        with os.scandir(directory) as entries:
-            links = [e.path for e in entries if e.is_symlink()]
+        mtime = os.stat(directory).st_mtime_ns
+        known = _LINKS.get(directory)
+        if known is not None and known[0] == mtime:
+            links = known[1]
+        else:
+            with os.scandir(directory) as entries:
+                links = [e.path for e in entries if e.is_symlink()]
+            _LINKS[directory] = (mtime, links)
     except OSError:
         return []
     return [os.path.realpath(p) for p in links]
+
+
+def prepare() -> None:
+    """In the template of sandboxed stubs: what each stub would find the
+    same (the links of the interpreter's path) found once."""
+    interpreter()
 
 
 def rules(
@@ -202,6 +223,21 @@ def leave_terminal() -> None:
         fcntl.ioctl(tty, termios.TIOCNOTTY)
     finally:
         os.close(tty)
+
+
+def null_stdin() -> None:
+    """A stdin that is the null device (the backend opened it before the
+    view was built) becomes the view's /dev/null: what the descriptor
+    names then does not depend on when the kernel lets go of the host's
+    detached mounts."""
+    try:
+        if os.fstat(0).st_rdev != os.stat("/dev/null").st_rdev:
+            return
+        null = os.open("/dev/null", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def depth(path: str) -> int:
@@ -331,16 +367,27 @@ def own_root(read: list[str], write: list[str], tmp_bytes: int, python: list[str
     # under /tmp) is not a place to write by that name either.
     for way in view.ways:
         _lifetime.bind(way, way, _lifetime.READ_ONLY, recursive=False)
-    _lifetime.detach(HOST)
-    os.rmdir(HOST)
+    null_stdin()
     for directory in ("/", "/dev"):
         os.chmod(directory, 0o755)
-    _lifetime.set_mount("/", _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_DEVICES)
     _lifetime.set_mount("/dev", _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_EXEC)
+    # The host's root detached, its mount point removed and the root made
+    # read-only on a thread of their own (the detach waits for the
+    # kernel), while the stub sets up the rest; finish() waits for them.
+    _lifetime.finish_root_later(
+        HOST, _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_DEVICES
+    )
     try:
         os.chdir(cwd)
     except OSError:
         pass  # not in the view: the root
+
+
+def finish() -> None:
+    """Waits until the host's root is gone from the stub's view (own_root
+    started it): before the stub serves, so before any model code. OSError
+    naming the step the kernel refused."""
+    _lifetime.finish_root()
 
 
 def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:

@@ -43,11 +43,20 @@ The messages, one SOCK_SEQPACKET message each, JSON:
         file and exits.
     template -> backend: {"pid": N}, {"errno": E} (the kernel refused the
         clone), or {"refused": "..."} (the backend execs this stub instead)
+    backend -> template, to the template of sandboxed stubs, after a fork:
+        {"spare": true}: it clones the next sandboxed child ahead (the
+        spare: new user, pid, mount and network namespaces, no other step),
+        which waits for the fork request it will serve; answered
+        {"spare": N} (its pid, the backend's child to reap when it is not
+        taken) or {"spare": 0} (none). A fork request with
+        stub-sandbox-network=none goes to the spare, once: the reply is its
+        pid, and the next spare is asked for anew.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import gc
 import importlib
 import json
@@ -63,7 +72,7 @@ from typing import Any
 from tritonpy.stub import _zygote
 
 USAGE = """usage: python -m tritonpy.stub --template --fd FD --server-lifeline FD
-       [--preload M,...] [--title-room SPACES]
+       [--preload M,...] [--sandboxed 0|1] [--title-room SPACES]
 
 tritonpy stub template: imports the stub and the preload modules once, then
 forks stubs on request. Started by the backend, not by hand.
@@ -179,13 +188,15 @@ def _thread_refusal(step: str) -> str:
     return f"{step} started a thread ({', '.join(threads)}): a template with threads cannot fork"
 
 
-def _warm(preload: list[str], blas: _Blas) -> str:
-    """Imports the stub's modules and ``preload``; "" or why the template
-    cannot serve."""
+def _warm(preload: list[str], blas: _Blas, sandboxed: bool) -> str:
+    """Imports the stub's modules and ``preload`` (and, for sandboxed
+    stubs, the sandbox's, prepared); "" or why the template cannot
+    serve."""
     why = _zygote.can_fork()
     if why:
         return why
-    for name in (*_STUB_MODULES, *preload):
+    own = (*_STUB_MODULES, "tritonpy.stub.sandbox") if sandboxed else _STUB_MODULES
+    for name in (*own, *preload):
         try:
             importlib.import_module(name)
         except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the module
@@ -194,6 +205,10 @@ def _warm(preload: list[str], blas: _Blas) -> str:
         if why:
             return why
     blas.find()
+    if sandboxed:
+        from tritonpy.stub import sandbox
+
+        sandbox.prepare()
     return ""
 
 
@@ -329,6 +344,8 @@ def _become_stub(sock: socket.socket, request: dict[str, Any], path: _Path, blas
     code = 1
     try:
         sock.detach()  # descriptor 3 is the stub's socket now
+        if _spare is not None:
+            _spare.sock.detach()  # closed by the steps: its number is reused
         os.environ.clear()
         os.environ.update(entry.split("=", 1) for entry in request["env"] if "=" in entry)
         os.chdir(request["cwd"])
@@ -367,6 +384,100 @@ def _reseed(blas: _Blas) -> None:
         # Drawn at import: a stub's managers and listeners must not accept
         # another stub's key.
         process.current_process().authkey = os.urandom(32)
+
+
+class _Spare:
+    """The sandboxed child cloned ahead of its fork request: a child of
+    the server (CLONE_PARENT) in namespaces of its own, holding nothing
+    but its end of a socket pair until a request comes."""
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+
+
+_spare: _Spare | None = None
+# The template's command line, as ps shows it (serve); a spare's adds --spare.
+_TITLE: list[str] = []
+
+
+def _make_spare(sock: socket.socket, path: _Path, blas: _Blas, max_fd: int) -> int:
+    """The spare's pid (cloned now if there is none), or 0."""
+    global _spare
+    if _spare is not None:
+        return _spare.pid
+    if _threads():
+        return 0
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        pid = _zygote.clone_spare()
+    except OSError:
+        ours.close()
+        theirs.close()
+        return 0
+    if pid == 0:
+        _serve_spare(theirs, sock, path, blas, max_fd)
+    theirs.close()
+    _spare = _Spare(pid, ours)
+    return pid
+
+
+def _serve_spare(
+    own: socket.socket, sock: socket.socket, path: _Path, blas: _Blas, max_fd: int
+) -> None:
+    """In the spare: waits, holding no descriptor of the template's, for
+    the one fork request it serves; then the steps and the stub, as a
+    forked child. Exits when the template hangs up first. Never returns."""
+    try:
+        _retitle([*_TITLE, "--spare"])
+        keep = own.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, max_fd)
+        message, received, _, _ = socket.recv_fds(own, _MAX_REQUEST, _MAX_FDS)
+        if not message:
+            os._exit(0)
+        # Above the stub's descriptors (3 and 4 are free here): placing
+        # those must not overwrite the set-up's pipes.
+        fds = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 16) for fd in received]
+        for fd in received:
+            os.close(fd)
+        request = json.loads(message)
+        sandbox = request["sandbox"]
+        _zygote.take_steps(
+            fds[0],
+            fds[1],
+            request["parent"],
+            sandbox["max_processes"],
+            sandbox["address_space"],
+            list(zip(fds[2:], request["targets"], strict=True)),
+            bool(request.get("null_stdin")),
+            max_fd,
+        )
+        own.detach()  # closed by the steps
+    except BaseException:  # noqa: BLE001 - the backend sees the stub end before its HELLO
+        os._exit(1)
+    _become_stub(sock, request, path, blas)
+
+
+def _give_spare(message: bytes, request: dict[str, Any], fds: list[int]) -> dict[str, Any] | None:
+    """A request of the spare's kind given to it: the reply, or None when
+    there is no spare for it (or it is gone)."""
+    global _spare
+    sandbox = request.get("sandbox")
+    if _spare is None or not sandbox or not sandbox.get("own_network", True):
+        return None
+    if len(fds) != 2 + len(request["targets"]) or request["argv"][1:3] != ["-m", "tritonpy.stub"]:
+        return None  # refused by _fork
+    spare, _spare = _spare, None
+    try:
+        socket.send_fds(spare.sock, [message], fds)
+    except OSError:
+        return None  # it died: the backend reaps it
+    finally:
+        spare.sock.close()
+    return {"pid": spare.pid}
 
 
 def _fork(
@@ -408,7 +519,13 @@ def _fork(
 
 
 def serve(argv: list[str]) -> int:
-    values = {"--fd": "", "--server-lifeline": "", "--preload": "", "--title-room": ""}
+    values = {
+        "--fd": "",
+        "--server-lifeline": "",
+        "--preload": "",
+        "--sandboxed": "0",
+        "--title-room": "",
+    }
     for i in range(0, len(argv) - 1, 2):
         if argv[i] not in values:
             sys.exit(f"{USAGE}\nerror: unknown argument {argv[i]!r}")
@@ -421,10 +538,13 @@ def serve(argv: list[str]) -> int:
     path = _Path()
     # What it runs as, without the boot code and the room for stubs' titles.
     own = [sys.orig_argv[0], "-s", "-m", "tritonpy.stub", *sys.argv[1:]]
-    _retitle(own[: own.index("--title-room")] if "--title-room" in own else own)
+    _TITLE[:] = own[: own.index("--title-room")] if "--title-room" in own else own
+    _retitle(_TITLE)
     blas = _Blas()
     sock = socket.socket(fileno=fd)
-    why = _warm([m for m in values["--preload"].split(",") if m], blas)
+    why = _warm(
+        [m for m in values["--preload"].split(",") if m], blas, values["--sandboxed"] == "1"
+    )
     if why:
         _send(sock, {"ok": False, "error": why})
         return 1
@@ -459,6 +579,8 @@ def serve(argv: list[str]) -> int:
                 step = why
             elif "shared" in request:
                 step = _share(request["shared"], blas)
+            elif "spare" in request:
+                reply = {"spare": _make_spare(sock, path, blas, max_fd)}
             if step is not None:
                 if step:
                     _send(sock, {"ok": False, "error": step})
@@ -466,8 +588,9 @@ def serve(argv: list[str]) -> int:
                 gc.collect()
                 gc.freeze()
                 reply = {"ok": True}
-            else:
-                reply = _fork(sock, request, fds, path, blas, max_fd)
+            elif "spare" not in request:
+                given = _give_spare(message, request, fds)
+                reply = given or _fork(sock, request, fds, path, blas, max_fd)
         except (ValueError, KeyError, TypeError) as e:
             reply = {"refused": f"bad request: {e}"}
         finally:

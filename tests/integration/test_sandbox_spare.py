@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""The spare of the template of sandboxed stubs (docs/hardening.md, "Stub
+templates"): after each sandboxed fork the template clones the next
+sandboxed child ahead, in namespaces of its own; the next load takes it,
+it serves one stub only, and one that is not taken is reaped."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+from test_sandbox_tightens import SANDBOX
+
+from checks import add_sub_works
+from server import (
+    TritonServer,
+    alive,
+    build_repository,
+    children,
+    running,
+    wait_gone,
+    wait_until,
+)
+
+MODELS = ["add_sub"]
+VERBOSE = ["--model-control-mode=explicit", "--log-verbose=1", *SANDBOX]
+
+
+def made(srv: TritonServer, after: int = 0) -> list[int]:
+    return [int(p) for p in re.findall(r"made a spare, pid (\d+)", srv.log()[after:])]
+
+
+def taken(srv: TritonServer, after: int = 0) -> list[int]:
+    return [int(p) for p in re.findall(r"forked stub pid (\d+) from its spare", srv.log()[after:])]
+
+
+def state(srv: TritonServer, model: str) -> str:
+    _, body = srv.request("POST", "/v2/repository/index", b"{}")
+    return next((m.get("state", "") for m in json.loads(body) if m["name"] == model), "")
+
+
+def load(srv: TritonServer) -> list[int]:
+    """Loads add_sub; its stubs."""
+    code, body = srv.request("POST", "/v2/repository/models/add_sub/load", b"")
+    assert code == 200, body
+    return srv.stubs()
+
+
+def unload(srv: TritonServer) -> None:
+    stubs = srv.stubs()
+    code, body = srv.request("POST", "/v2/repository/models/add_sub/unload", b"")
+    assert code == 200, body
+    wait_until(lambda: state(srv, "add_sub") == "UNAVAILABLE")
+    assert wait_gone(stubs) == []
+
+
+def namespace(pid: int, kind: str) -> str:
+    return os.readlink(f"/proc/{pid}/ns/{kind}")
+
+
+def test_a_sandboxed_load_takes_the_spare_and_the_next_takes_another(tmp_path: Path) -> None:
+    repo = build_repository(tmp_path / "repo", MODELS)
+    with running(TritonServer(repo, tmp_path, args=VERBOSE)) as srv:
+        (first,) = load(srv)
+        assert taken(srv) == []  # no spare before the first sandboxed fork
+        # Cloned ahead: its own namespaces, not a stub, holding no
+        # descriptor of the template's or the server's but its socket pair.
+        wait_until(lambda: len(children(srv.proc.pid, spares=True)) == 1)
+        (spare,) = children(srv.proc.pid, spares=True)
+        for kind in ("user", "pid", "mnt", "net"):
+            assert namespace(spare, kind) != namespace(srv.proc.pid, kind), kind
+        held = {
+            int(fd): os.readlink(f"/proc/{spare}/fd/{fd}") for fd in os.listdir(f"/proc/{spare}/fd")
+        }
+        beyond = [link for fd, link in held.items() if fd > 2]
+        assert len(beyond) == 1 and beyond[0].startswith("socket:"), held
+        unload(srv)
+        mark = srv.log_size()
+        (second,) = load(srv)
+        assert second == spare and taken(srv, mark) == [spare] and made(srv, mark) == [spare]
+        assert first != second
+        add_sub_works(srv)
+        # A spare serves one stub: the next load is given a new one.
+        wait_until(lambda: children(srv.proc.pid, spares=True) not in ([], [spare]))
+        (following,) = children(srv.proc.pid, spares=True)
+        unload(srv)
+        mark = srv.log_size()
+        (third,) = load(srv)
+        assert third == following != spare and taken(srv, mark) == [following]
+        add_sub_works(srv)
+
+
+def test_a_spare_not_taken_is_reaped_when_its_template_ends(tmp_path: Path) -> None:
+    repo = build_repository(tmp_path / "repo", MODELS)
+    with running(TritonServer(repo, tmp_path, args=VERBOSE)) as srv:
+        load(srv)
+        wait_until(lambda: len(children(srv.proc.pid, spares=True)) == 1)
+        (spare,) = children(srv.proc.pid, spares=True)
+        (template,) = children(srv.proc.pid, templates=True)
+        unload(srv)
+        os.kill(template, signal.SIGKILL)
+        wait_until(lambda: not alive(template))  # a zombie of the server's
+        # The next fork finds the template dead, ends it with its spare
+        # (which no zombie of the server's may outlive) and starts another.
+        mark = srv.log_size()
+        (stub,) = load(srv)
+        assert stub != spare and taken(srv, mark) == []
+        assert srv.wait_log("starting it again", after=mark)
+        assert not os.path.exists(f"/proc/{spare}"), "the spare was not reaped"
+        add_sub_works(srv)
+        wait_until(lambda: len(children(srv.proc.pid, spares=True)) == 1)
+        (last,) = children(srv.proc.pid, spares=True)
+    # At shutdown: the backend learned of it from the template's answer,
+    # due then, and reaped it before the server exited.
+    assert f"made a spare, pid {last}" in srv.log()
+    assert not os.path.exists(f"/proc/{last}")
