@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <memory>
+#include <thread>
 
+#include "instance/response_writer.h"
 #include "protocol/protocol_frames.h"
 #include "triton/triton_util.h"
 #include "util/barrier.h"
@@ -59,6 +61,7 @@ void
 InstanceReader::Join()
 {
   thread_.Join();
+  Lane().DrainAll();  // what this reader parked goes out before the end
 }
 
 Status
@@ -181,6 +184,12 @@ InstanceReader::Step()
       blocking_.store(false);
     }
   }
+  // Parked responses (response_lane.h) go out between frames, as the
+  // pacer lets them; while any is left the reader only looks for a frame,
+  // and waits for the pacer when there is none.
+  ResponseLane& lane = Lane();
+  if (!lane.empty()) lane.Drain(false);
+  if (!lane.empty()) timeout_ms = 0;
   size_t len = 0;
   std::vector<int> fds;
   Status err;
@@ -189,6 +198,9 @@ InstanceReader::Step()
   std::string kill_reason;
   bool unloading = false;
   if (r == Channel::RecvResult::kTimeout) {
+    if (!lane.empty() && lane.Drain(true) == 0) {
+      std::this_thread::yield();  // another reader is sending them
+    }
     log_levels_->Sync(channel.get());
     table_->Adopt();
     table_->PollCancellation(true);

@@ -123,6 +123,57 @@ Pacer()
   return pacer;
 }
 
+void SendParked(ParkedResponse* p);
+
+}  // namespace
+
+ResponseLane&
+Lane()
+{
+  static ResponseLane* lane =  // never destroyed, as the pacer
+      new ResponseLane(&Pacer(), SendParked, ResponseLane::kMaxParked);
+  return *lane;
+}
+
+namespace {
+
+// Sends a parked response (ResponseLane): its failure can only be logged,
+// as its request may be complete by now.
+void
+SendParked(ParkedResponse* p)
+{
+  TRITONSERVER_Error* err = nullptr;
+  auto* factory = static_cast<TRITONBACKEND_ResponseFactory*>(p->factory);
+  if (p->response != nullptr) {
+    TRITONSERVER_Error* payload = ToTriton(p->error);
+    err = TRITONBACKEND_ResponseSend(
+        static_cast<TRITONBACKEND_Response*>(p->response), p->flags, payload);
+    if (payload != nullptr) TRITONSERVER_ErrorDelete(payload);
+  } else {
+    err = TRITONBACKEND_ResponseFactorySendFlags(factory, p->flags);
+  }
+  if (factory != nullptr) {
+    LogIfError(
+        TRITONBACKEND_ResponseFactoryDelete(factory),
+        "deleting a response factory failed");
+  }
+  if (err != nullptr) {
+    TRITONPY_LOG_ERROR(
+        "tritonpy: request '" + p->request_id +
+        "': sending a response failed: " + FromTriton(err).message());
+  }
+}
+
+// Whether the next response (or flag) of `req` goes out now, through the
+// pacer; else the caller parks it in Lane().
+bool
+GoesNow(BatchRequest* req)
+{
+  const bool first = !req->delivered;
+  req->delivered = true;
+  return Lane().SendNow(req->request, first);
+}
+
 // Sends `response` (with `status` as its error, if any) with `flags`; or,
 // when `hold`, keeps it in `req` for the final flag (BatchRequest::held).
 void
@@ -139,8 +190,22 @@ Deliver(
     req->MarkResponded();
   }
   // Never faster than Triton's HTTP front end takes responses in: it
-  // drops what overflows its queue (frontend_pacer.h).
-  Pacer().BeforeSend();
+  // drops what overflows its queue (frontend_pacer.h). A later response
+  // waits in the lane rather than hold a first one (response_lane.h).
+  if (!GoesNow(req)) {
+    // A final one keeps its request's factory until it is sent, as the
+    // responses made by it need (the lane deletes it then).
+    void* factory = nullptr;
+    if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
+      factory = req->factory;
+      req->factory = nullptr;
+    }
+    Lane().Park(
+        ParkedResponse{
+            req->request, response, factory, flags, status, req->id});
+    if (factory != nullptr) Lane().DrainThrough(req->request);
+    return;
+  }
   TRITONSERVER_Error* payload = ToTriton(status);
   TRITONSERVER_Error* err =
       TRITONBACKEND_ResponseSend(response, flags, payload);
@@ -370,8 +435,17 @@ SendFinalFlag(BatchRequest* req, Status* send_error)
   if (req->factory == nullptr) {
     err = TRITONBACKEND_ResponseFactoryNew(&req->factory, req->request);
   }
+  if (err == nullptr && !GoesNow(req)) {  // a stream's end is a command too
+    // The lane sends the flag through the factory, then deletes it.
+    Lane().Park(
+        ParkedResponse{
+            req->request, nullptr, req->factory,
+            TRITONSERVER_RESPONSE_COMPLETE_FINAL, Status(), req->id});
+    req->factory = nullptr;
+    Lane().DrainThrough(req->request);
+    return;
+  }
   if (err == nullptr) {
-    Pacer().BeforeSend();  // a stream's end is a command too
     err = TRITONBACKEND_ResponseFactorySendFlags(
         req->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }
