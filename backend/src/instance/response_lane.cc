@@ -5,6 +5,7 @@
 
 #include <thread>
 #include <utility>
+#include <vector>
 
 namespace tritonpy {
 
@@ -94,13 +95,37 @@ ResponseLane::DrainAll()
 void
 ResponseLane::DrainThrough(const void* stream)
 {
-  for (;;) {
-    {
-      MutexLock lock(&mu_);
-      if (per_stream_.count(stream) == 0) return;
-    }
-    if (Drain(true) == 0) std::this_thread::yield();
+  // Only this stream's responses must go: they leave the queue, in order,
+  // ahead of the others' (no stream's order changes).
+  for (bool idle = false; !draining_.compare_exchange_strong(idle, true);
+       idle = false) {
+    std::this_thread::yield();  // another thread is sending parked ones
   }
+  std::vector<ParkedResponse> mine;
+  {
+    MutexLock lock(&mu_);
+    if (per_stream_.count(stream) != 0) {
+      std::deque<ParkedResponse> rest;
+      for (ParkedResponse& p : queue_) {
+        if (p.stream == stream) {
+          mine.push_back(std::move(p));
+        } else {
+          rest.push_back(std::move(p));
+        }
+      }
+      queue_.swap(rest);
+      parked_count_.store(queue_.size());
+    }
+  }
+  for (ParkedResponse& p : mine) {
+    pacer_->BeforeSend();
+    send_(&p);
+  }
+  if (!mine.empty()) {
+    MutexLock lock(&mu_);
+    per_stream_.erase(stream);
+  }
+  draining_.store(false);
 }
 
 ResponseLane::Counters

@@ -12,7 +12,8 @@
 // response then only waits for room in the front end's queue (the pacer
 // still guards it), not for the backlog. Parked responses leave in the
 // order they came, whenever the pacer has budget (Drain, between frames,
-// and with a wait when the reader has nothing to read).
+// and with a wait when the reader has nothing to read), except that a
+// stream's final response takes its stream's ahead (DrainThrough).
 //
 // The promises:
 //  - a stream's responses leave in the order they were delivered: once a
@@ -20,6 +21,10 @@
 //    behind it, so nothing overtakes an earlier response of its stream and
 //    the final flag stays last;
 //  - nothing is lost: a parked response is sent exactly once;
+//  - a stream's final response is sent before its request is released:
+//    DrainThrough sends the stream's parked responses ahead of the others'
+//    (Triton 2.51's HTTP front end loses what a generate_stream request
+//    sends after its release);
 //  - what is parked is bounded (max_parked): Park drains, waiting for the
 //    pacer, until the lane is below it again, so the reader pushes back on
 //    the stub as it did before the lane.
@@ -77,8 +82,9 @@ class ResponseLane {
   size_t Drain(bool wait) EXCLUDES(mu_);
   // Sends everything parked, waiting for the pacer as it must.
   void DrainAll() EXCLUDES(mu_);
-  // Sends parked responses, waiting for the pacer as it must, until none
-  // of `stream` is left (those ahead of its last go first).
+  // Sends every parked response of `stream`, in order and ahead of the
+  // others', waiting for the pacer as it must: before its request is
+  // released (response_writer.cc).
   void DrainThrough(const void* stream) EXCLUDES(mu_);
 
   bool empty() const { return parked_count_.load() == 0; }

@@ -137,25 +137,20 @@ Lane()
 
 namespace {
 
-// Sends a parked response (ResponseLane): its failure can only be logged,
-// as its request may be complete by now.
+// Sends a parked response (ResponseLane): its failure is logged (the
+// entry that made it was answered when it was parked).
 void
 SendParked(ParkedResponse* p)
 {
   TRITONSERVER_Error* err = nullptr;
-  auto* factory = static_cast<TRITONBACKEND_ResponseFactory*>(p->factory);
   if (p->response != nullptr) {
     TRITONSERVER_Error* payload = ToTriton(p->error);
     err = TRITONBACKEND_ResponseSend(
         static_cast<TRITONBACKEND_Response*>(p->response), p->flags, payload);
     if (payload != nullptr) TRITONSERVER_ErrorDelete(payload);
   } else {
-    err = TRITONBACKEND_ResponseFactorySendFlags(factory, p->flags);
-  }
-  if (factory != nullptr) {
-    LogIfError(
-        TRITONBACKEND_ResponseFactoryDelete(factory),
-        "deleting a response factory failed");
+    err = TRITONBACKEND_ResponseFactorySendFlags(
+        static_cast<TRITONBACKEND_ResponseFactory*>(p->factory), p->flags);
   }
   if (err != nullptr) {
     TRITONPY_LOG_ERROR(
@@ -193,17 +188,13 @@ Deliver(
   // drops what overflows its queue (frontend_pacer.h). A later response
   // waits in the lane rather than hold a first one (response_lane.h).
   if (!GoesNow(req)) {
-    // A final one keeps its request's factory until it is sent, as the
-    // responses made by it need (the lane deletes it then).
-    void* factory = nullptr;
-    if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
-      factory = req->factory;
-      req->factory = nullptr;
-    }
     Lane().Park(
         ParkedResponse{
-            req->request, response, factory, flags, status, req->id});
-    if (factory != nullptr) Lane().DrainThrough(req->request);
+            req->request, response, nullptr, flags, status, req->id});
+    // What a request sends after its release is lost (response_lane.h).
+    if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
+      Lane().DrainThrough(req->request);
+    }
     return;
   }
   TRITONSERVER_Error* payload = ToTriton(status);
@@ -436,13 +427,11 @@ SendFinalFlag(BatchRequest* req, Status* send_error)
     err = TRITONBACKEND_ResponseFactoryNew(&req->factory, req->request);
   }
   if (err == nullptr && !GoesNow(req)) {  // a stream's end is a command too
-    // The lane sends the flag through the factory, then deletes it.
     Lane().Park(
         ParkedResponse{
             req->request, nullptr, req->factory,
             TRITONSERVER_RESPONSE_COMPLETE_FINAL, Status(), req->id});
-    req->factory = nullptr;
-    Lane().DrainThrough(req->request);
+    Lane().DrainThrough(req->request);  // before the request's release
     return;
   }
   if (err == nullptr) {
