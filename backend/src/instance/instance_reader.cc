@@ -189,7 +189,8 @@ InstanceReader::Step()
   // and waits for the pacer when there is none.
   ResponseLane& lane = Lane();
   if (!lane.empty()) lane.Drain(false);
-  if (!lane.empty()) timeout_ms = 0;
+  const bool polling = !lane.empty();
+  if (polling) timeout_ms = 0;
   size_t len = 0;
   std::vector<int> fds;
   Status err;
@@ -197,10 +198,15 @@ InstanceReader::Step()
   blocking_.store(false);
   std::string kill_reason;
   bool unloading = false;
-  if (r == Channel::RecvResult::kTimeout) {
-    if (!lane.empty() && lane.Drain(true) == 0) {
+  if (r == Channel::RecvResult::kTimeout && polling) {
+    // No frame: the reader waits for the pacer on parked responses. The
+    // timeout's chores wait for a real timeout (they follow each frame).
+    if (lane.Drain(true) == 0) {
       std::this_thread::yield();  // another reader is sending them
     }
+    return true;
+  }
+  if (r == Channel::RecvResult::kTimeout) {
     log_levels_->Sync(channel.get());
     table_->Adopt();
     table_->PollCancellation(true);

@@ -20,8 +20,8 @@ ResponseLane::SendNow(const void* stream, bool first)
   bool others_parked = false;
   {
     MutexLock lock(&mu_);
-    if (per_stream_.count(stream) != 0) return false;  // its order first
-    others_parked = !per_stream_.empty();
+    if (streams_.count(stream) != 0) return false;  // its order first
+    others_parked = !streams_.empty();
     if (first && others_parked) ++counters_.overtakes;
   }
   if (first) {
@@ -38,9 +38,9 @@ ResponseLane::Park(ParkedResponse parked)
 {
   {
     MutexLock lock(&mu_);
-    ++per_stream_[parked.stream];
-    queue_.push_back(std::move(parked));
-    parked_count_.store(queue_.size());
+    order_.push_back(parked.stream);
+    streams_[parked.stream].waiting.push_back(std::move(parked));
+    parked_count_.fetch_add(1);
     ++counters_.parked;
   }
   while (parked_count_.load() > max_parked_) {
@@ -49,14 +49,39 @@ ResponseLane::Park(ParkedResponse parked)
   }
 }
 
+bool
+ResponseLane::TakeNext(ParkedResponse* out)
+{
+  while (!order_.empty()) {
+    const void* key = order_.front();
+    order_.pop_front();
+    auto it = streams_.find(key);
+    if (it == streams_.end() || it->second.waiting.empty()) continue;
+    *out = std::move(it->second.waiting.front());
+    it->second.waiting.pop_front();
+    ++it->second.sending;
+    parked_count_.fetch_sub(1);
+    return true;
+  }
+  return false;
+}
+
+void
+ResponseLane::Sent(const void* stream, size_t n)
+{
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  it->second.sending -= n;
+  if (it->second.sending == 0 && it->second.waiting.empty()) streams_.erase(it);
+}
+
 size_t
 ResponseLane::Drain(bool wait)
 {
   bool idle = false;
   if (!draining_.compare_exchange_strong(idle, true)) return 0;
   size_t sent = 0;
-  for (;;) {
-    if (parked_count_.load() == 0) break;
+  while (!empty()) {
     if (wait && sent == 0) {
       pacer_->BeforeSend();
     } else if (!pacer_->TryBeforeSend()) {
@@ -65,18 +90,14 @@ ResponseLane::Drain(bool wait)
     ParkedResponse p;
     {
       MutexLock lock(&mu_);
-      // Only the drainer takes from the queue: it still holds one.
-      p = std::move(queue_.front());
-      queue_.pop_front();
-      parked_count_.store(queue_.size());
+      if (!TakeNext(&p)) break;  // only the drainer takes: not reached
     }
     send_(&p);
     {
       // Counted until sent: a later response of its stream parks
       // meanwhile instead of overtaking it.
       MutexLock lock(&mu_);
-      auto it = per_stream_.find(p.stream);
-      if (it != per_stream_.end() && --it->second == 0) per_stream_.erase(it);
+      Sent(p.stream, 1);
     }
     ++sent;
   }
@@ -95,26 +116,20 @@ ResponseLane::DrainAll()
 void
 ResponseLane::DrainThrough(const void* stream)
 {
-  // Only this stream's responses must go: they leave the queue, in order,
-  // ahead of the others' (no stream's order changes).
+  // Only this stream's responses must go: they leave, in order, ahead of
+  // the others' (no stream's order changes).
   for (bool idle = false; !draining_.compare_exchange_strong(idle, true);
        idle = false) {
     std::this_thread::yield();  // another thread is sending parked ones
   }
-  std::vector<ParkedResponse> mine;
+  std::deque<ParkedResponse> mine;
   {
     MutexLock lock(&mu_);
-    if (per_stream_.count(stream) != 0) {
-      std::deque<ParkedResponse> rest;
-      for (ParkedResponse& p : queue_) {
-        if (p.stream == stream) {
-          mine.push_back(std::move(p));
-        } else {
-          rest.push_back(std::move(p));
-        }
-      }
-      queue_.swap(rest);
-      parked_count_.store(queue_.size());
+    auto it = streams_.find(stream);
+    if (it != streams_.end()) {
+      mine.swap(it->second.waiting);
+      it->second.sending += mine.size();
+      parked_count_.fetch_sub(mine.size());
     }
   }
   for (ParkedResponse& p : mine) {
@@ -123,7 +138,7 @@ ResponseLane::DrainThrough(const void* stream)
   }
   if (!mine.empty()) {
     MutexLock lock(&mu_);
-    per_stream_.erase(stream);
+    Sent(stream, mine.size());
   }
   draining_.store(false);
 }

@@ -101,12 +101,25 @@ class ResponseLane {
   FrontEndPacer* const pacer_;
   const SendFn send_;
   const size_t max_parked_;
+  // A stream with responses parked or being sent.
+  struct Stream {
+    std::deque<ParkedResponse> waiting;  // in its order
+    size_t sending = 0;                  // taken by a drainer, not sent yet
+  };
+  // Takes the next parked response in parking order into *out (false:
+  // none). Drainer only.
+  bool TakeNext(ParkedResponse* out) REQUIRES(mu_);
+  // After a taken response of `stream` was sent.
+  void Sent(const void* stream, size_t n) REQUIRES(mu_);
+
   Mutex mu_;
-  std::deque<ParkedResponse> queue_ GUARDED_BY(mu_);
-  // Responses parked, or being sent, per stream.
-  std::unordered_map<const void*, size_t> per_stream_ GUARDED_BY(mu_);
+  std::unordered_map<const void*, Stream> streams_ GUARDED_BY(mu_);
+  // The stream of each parked response, in parking order; a stream whose
+  // responses went out first (DrainThrough) leaves its keys behind, which
+  // TakeNext skips.
+  std::deque<const void*> order_ GUARDED_BY(mu_);
   Counters counters_ GUARDED_BY(mu_);
-  std::atomic<size_t> parked_count_{0};  // queue_.size(), read unlocked
+  std::atomic<size_t> parked_count_{0};  // responses waiting, read unlocked
   std::atomic<bool> draining_{false};    // one thread sends parked ones
 };
 
