@@ -30,7 +30,6 @@
 
 #include "check.h"
 #include "instance/frontend_pacer.h"
-#include "instance/response_lane.h"
 #include "ipc/arena.h"
 #include "ipc/channel.h"
 #include "ipc/fd_closer.h"
@@ -43,9 +42,7 @@
 using tritonpy::Allocation;
 using tritonpy::ArenaAllocator;
 using tritonpy::FrontEndPacer;
-using tritonpy::ParkedResponse;
 using tritonpy::PeerArenas;
-using tritonpy::ResponseLane;
 using tritonpy::Status;
 using tritonpy::json::Value;
 namespace tp = tritonpy::proto;
@@ -1037,102 +1034,6 @@ TestFrontEndPacerReusedDescriptor()
   for (int fd : {dgram[0], dgram[1], other[0], other[1]}) close(fd);
 }
 
-// What a test's lane sent, in order: "stream/number" ("+F" when final).
-std::vector<std::string> lane_sent;
-
-void
-RecordSent(ParkedResponse* p)
-{
-  lane_sent.push_back(
-      std::to_string(reinterpret_cast<uintptr_t>(p->stream)) + "/" +
-      std::to_string(reinterpret_cast<uintptr_t>(p->response)) +
-      (p->flags != 0 ? "+F" : ""));
-}
-
-// Delivers response `n` of `stream` (0 is its first) through `lane`, as
-// response_writer.cc does: sent now (recorded) or parked.
-void
-LaneDeliver(ResponseLane* lane, uintptr_t stream, uintptr_t n, bool final)
-{
-  ParkedResponse p{
-      reinterpret_cast<const void*>(stream),
-      reinterpret_cast<void*>(n),
-      nullptr,
-      final ? 1u : 0u,
-      Status(),
-      "request"};
-  if (lane->SendNow(p.stream, n == 0)) {
-    RecordSent(&p);
-  } else {
-    lane->Park(std::move(p));
-  }
-}
-
-// While the front end's queue is full, later responses park and a new
-// stream's first response goes ahead of them (once the queue has room,
-// not once they are gone); parked ones then leave in order, each stream's
-// in its own order with its final last, none lost; and the lane's bound
-// holds the sender back (it sends the oldest) rather than grow.
-void
-TestResponseLaneFirstOvertakes()
-{
-  FrontEndPacer& pacer = FrontEndPacer::Get();
-  int dgram[2];
-  CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, dgram) == 0);
-  auto drain_queue = [&] {  // the front end's thread, reading it empty
-    char buf[64];
-    while (recv(dgram[1], buf, sizeof(buf), 0) > 0) {}
-  };
-  lane_sent.clear();
-  ResponseLane lane(&pacer, RecordSent, 8);
-  pacer.WatchForTest({dgram[0]});
-  LaneDeliver(&lane, 1, 0, false);  // an empty queue: sent at once
-  LaneDeliver(&lane, 1, 1, false);
-  FillDatagrams(dgram[0]);
-  pacer.WatchForTest({dgram[0]});  // its budget spent: measured full next
-  for (uintptr_t n = 2; n <= 5; ++n) LaneDeliver(&lane, 1, n, n == 5);
-  CHECK(lane.parked() == 4 && lane_sent.size() == 2);
-  CHECK(lane.Drain(false) == 0);  // the queue is still full
-  // Stream 2's first response waits for room in the queue, then goes.
-  std::thread reader(drain_queue);
-  LaneDeliver(&lane, 2, 0, false);
-  reader.join();
-  LaneDeliver(&lane, 2, 1, false);  // behind what is parked
-  LaneDeliver(&lane, 3, 0, true);   // a first response, final too
-  LaneDeliver(&lane, 2, 2, true);   // its final: after its other one
-  CHECK(lane.parked() == 6);
-  CHECK(lane.counters().overtakes == 2 && lane.counters().parked == 6);
-  // A stream's end sends its own parked responses ahead of the others'.
-  lane.DrainThrough(reinterpret_cast<const void*>(uintptr_t{2}));
-  CHECK(lane.parked() == 4);
-  CHECK(lane.Drain(false) == 4 && lane.empty());
-  const std::vector<std::string> expected = {"1/0", "1/1",   "2/0", "3/0+F",
-                                             "2/1", "2/2+F", "1/2", "1/3",
-                                             "1/4", "1/5+F"};
-  CHECK(lane_sent == expected);
-
-  // The bound: with the queue full, the ninth parked response makes the
-  // sender send the oldest as soon as the queue has room.
-  lane_sent.clear();
-  FillDatagrams(dgram[0]);
-  pacer.WatchForTest({dgram[0]});
-  for (uintptr_t n = 1; n <= 8; ++n) LaneDeliver(&lane, 4, n, false);
-  CHECK(lane.parked() == 8 && lane_sent.empty());
-  std::thread reader2(drain_queue);
-  LaneDeliver(&lane, 4, 9, true);
-  reader2.join();
-  CHECK(lane.parked() <= 8 && !lane_sent.empty());
-  CHECK(lane_sent.front() == "4/1");
-  lane.DrainAll();
-  CHECK(lane_sent.size() == 9 && lane_sent.back() == "4/9+F");
-  for (size_t i = 0; i < lane_sent.size(); ++i) {
-    CHECK(lane_sent[i].rfind("4/" + std::to_string(i + 1), 0) == 0);
-  }
-  pacer.WatchForTest({});
-  close(dgram[0]);
-  close(dgram[1]);
-}
-
 int
 main()
 {
@@ -1140,7 +1041,6 @@ main()
   TestFrontEndPacerWaitCapped();
   TestFrontEndPacerWaitsUnlocked();
   TestFrontEndPacerReusedDescriptor();
-  TestResponseLaneFirstOvertakes();
   TestText();
   TestJson();
   TestAllocator();

@@ -64,7 +64,6 @@ struct BatchRequest {
   TRITONBACKEND_Response* held = nullptr;
   Status held_error;  // the held response's error, if it is an error response
   bool cancel_sent = false;  // a CANCEL entry went to the stub
-  bool delivered = false;    // a response or flag of it was sent or parked
 
   // No final response may follow (one was sent, or the request is done).
   bool responded() const { return state != RequestState::kOpen; }

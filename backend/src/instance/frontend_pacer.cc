@@ -284,8 +284,8 @@ FrontEndPacer::Apply(const std::vector<Watched>& watched)
   }
 }
 
-bool
-FrontEndPacer::Refill(bool wait)
+void
+FrontEndPacer::Refill()
 {
   std::vector<Queue> full;
   const auto start = Clock::now();
@@ -294,7 +294,7 @@ FrontEndPacer::Refill(bool wait)
     // Another sender may have refilled while this one waited for the lock.
     if (budget_.load(std::memory_order_relaxed) > 0) {
       budget_.fetch_sub(1, std::memory_order_relaxed);
-      return true;
+      return;
     }
     ++counters_.refills;
     if (!fixed_ && (!scanned_ || start - last_scan_ >=
@@ -317,7 +317,6 @@ FrontEndPacer::Refill(bool wait)
       queues_[kept++] = q;
     }
     queues_.resize(kept);
-    if (!wait && !full.empty()) return false;
   }
   const bool waited = !full.empty();
   std::vector<Watched> watched;
@@ -355,7 +354,6 @@ FrontEndPacer::Refill(bool wait)
   }
   const int64_t per_response = kCommandsPerResponse * command_cost_;
   budget_.store(std::max<int64_t>(room / per_response, 1) - 1);
-  return true;
 }
 
 }  // namespace tritonpy

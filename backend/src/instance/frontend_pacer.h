@@ -83,15 +83,7 @@ class FrontEndPacer {
   void BeforeSend()
   {
     if (budget_.fetch_sub(1, std::memory_order_relaxed) > 0) return;
-    Refill(true);
-  }
-
-  // BeforeSend without the wait: true when a send may go now (a unit of
-  // budget is taken), false when BeforeSend would wait for a queue.
-  bool TryBeforeSend()
-  {
-    if (budget_.fetch_sub(1, std::memory_order_relaxed) > 0) return true;
-    return Refill(false);
+    Refill();
   }
 
   // Counters, for the tests and the debug line.
@@ -126,9 +118,7 @@ class FrontEndPacer {
     int64_t queued = 0;
   };
 
-  // Measures the queues for a new budget, waiting for room when `wait`;
-  // without it, returns false instead of waiting.
-  bool Refill(bool wait) EXCLUDES(mu_);
+  void Refill() EXCLUDES(mu_);
   // Re-reads the process's descriptors into queues_.
   void Scan() REQUIRES(mu_);
   // Waits, holding no lock, until each of the `full` queues (copies) has

@@ -7,9 +7,7 @@
 
 #include <chrono>
 #include <memory>
-#include <thread>
 
-#include "instance/response_writer.h"
 #include "protocol/protocol_frames.h"
 #include "triton/triton_util.h"
 #include "util/barrier.h"
@@ -61,7 +59,6 @@ void
 InstanceReader::Join()
 {
   thread_.Join();
-  Lane().DrainAll();  // what this reader parked goes out before the end
 }
 
 Status
@@ -184,13 +181,6 @@ InstanceReader::Step()
       blocking_.store(false);
     }
   }
-  // Parked responses (response_lane.h) go out between frames, as the
-  // pacer lets them; while any is left the reader only looks for a frame,
-  // and waits for the pacer when there is none.
-  ResponseLane& lane = Lane();
-  if (!lane.empty()) lane.Drain(false);
-  const bool polling = !lane.empty();
-  if (polling) timeout_ms = 0;
   size_t len = 0;
   std::vector<int> fds;
   Status err;
@@ -198,14 +188,6 @@ InstanceReader::Step()
   blocking_.store(false);
   std::string kill_reason;
   bool unloading = false;
-  if (r == Channel::RecvResult::kTimeout && polling) {
-    // No frame: the reader waits for the pacer on parked responses. The
-    // timeout's chores wait for a real timeout (they follow each frame).
-    if (lane.Drain(true) == 0) {
-      std::this_thread::yield();  // another reader is sending them
-    }
-    return true;
-  }
   if (r == Channel::RecvResult::kTimeout) {
     log_levels_->Sync(channel.get());
     table_->Adopt();

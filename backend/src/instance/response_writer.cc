@@ -123,52 +123,6 @@ Pacer()
   return pacer;
 }
 
-void SendParked(ParkedResponse* p);
-
-}  // namespace
-
-ResponseLane&
-Lane()
-{
-  static ResponseLane* lane =  // never destroyed, as the pacer
-      new ResponseLane(&Pacer(), SendParked, ResponseLane::kMaxParked);
-  return *lane;
-}
-
-namespace {
-
-// Sends a parked response (ResponseLane): its failure is logged (the
-// entry that made it was answered when it was parked).
-void
-SendParked(ParkedResponse* p)
-{
-  TRITONSERVER_Error* err = nullptr;
-  if (p->response != nullptr) {
-    TRITONSERVER_Error* payload = ToTriton(p->error);
-    err = TRITONBACKEND_ResponseSend(
-        static_cast<TRITONBACKEND_Response*>(p->response), p->flags, payload);
-    if (payload != nullptr) TRITONSERVER_ErrorDelete(payload);
-  } else {
-    err = TRITONBACKEND_ResponseFactorySendFlags(
-        static_cast<TRITONBACKEND_ResponseFactory*>(p->factory), p->flags);
-  }
-  if (err != nullptr) {
-    TRITONPY_LOG_ERROR(
-        "tritonpy: request '" + p->request_id +
-        "': sending a response failed: " + FromTriton(err).message());
-  }
-}
-
-// Whether the next response (or flag) of `req` goes out now, through the
-// pacer; else the caller parks it in Lane().
-bool
-GoesNow(BatchRequest* req)
-{
-  const bool first = !req->delivered;
-  req->delivered = true;
-  return Lane().SendNow(req->request, first);
-}
-
 // Sends `response` (with `status` as its error, if any) with `flags`; or,
 // when `hold`, keeps it in `req` for the final flag (BatchRequest::held).
 void
@@ -185,18 +139,8 @@ Deliver(
     req->MarkResponded();
   }
   // Never faster than Triton's HTTP front end takes responses in: it
-  // drops what overflows its queue (frontend_pacer.h). A later response
-  // waits in the lane rather than hold a first one (response_lane.h).
-  if (!GoesNow(req)) {
-    Lane().Park(
-        ParkedResponse{
-            req->request, response, nullptr, flags, status, req->id});
-    // What a request sends after its release is lost (response_lane.h).
-    if ((flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0) {
-      Lane().DrainThrough(req->request);
-    }
-    return;
-  }
+  // drops what overflows its queue (frontend_pacer.h).
+  Pacer().BeforeSend();
   TRITONSERVER_Error* payload = ToTriton(status);
   TRITONSERVER_Error* err =
       TRITONBACKEND_ResponseSend(response, flags, payload);
@@ -426,15 +370,8 @@ SendFinalFlag(BatchRequest* req, Status* send_error)
   if (req->factory == nullptr) {
     err = TRITONBACKEND_ResponseFactoryNew(&req->factory, req->request);
   }
-  if (err == nullptr && !GoesNow(req)) {  // a stream's end is a command too
-    Lane().Park(
-        ParkedResponse{
-            req->request, nullptr, req->factory,
-            TRITONSERVER_RESPONSE_COMPLETE_FINAL, Status(), req->id});
-    Lane().DrainThrough(req->request);  // before the request's release
-    return;
-  }
   if (err == nullptr) {
+    Pacer().BeforeSend();  // a stream's end is a command too
     err = TRITONBACKEND_ResponseFactorySendFlags(
         req->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }

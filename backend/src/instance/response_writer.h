@@ -10,17 +10,12 @@
 #include <vector>
 
 #include "instance/batch.h"
-#include "instance/response_lane.h"
 #include "ipc/arena.h"
 #include "protocol/protocol.h"
 #include "triton_c_api/triton_api.h"
 #include "util/error.h"
 
 namespace tritonpy {
-
-// The process's lane of responses held back for the front end's queues
-// (response_lane.h): readers drain it between frames.
-ResponseLane& Lane();
 
 // Sends one error response of `req` with `flags` (through its factory in
 // decoupled mode). A failure of TRITONBACKEND_ResponseSend is returned in
