@@ -816,6 +816,18 @@ stream's scheduled start), against a model that takes `{{"N": tokens}}`
 .venv/bin/python bench/sse_load.py --target localhost:8000 --model stream_async \\
     --rate {rate} --conns 1024 --tokens {cfg.async_tokens} --start "$(date +%s)" --end "$(($(date +%s) + 10))"
 ```
+
+The `sse_stream_async_peak` row runs this open loop at the official
+backend's peak rate of the same run: before the first round the suite runs
+the official in closed loop at {cfg.sse_peak_streams} SSE streams and takes
+its tokens/s over the tokens of a stream as the streams/s to offer every
+system (its log says `SSE peak rate of the official: ... streams/s`);
+`--sse-peak-rate` gives the rate instead. The SSE rows alone, both
+systems, alternating rounds:
+
+```sh
+.venv/bin/python -m bench --only sse_ --systems tritonpy,official --rounds 4
+```
 """
 
 

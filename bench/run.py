@@ -24,7 +24,15 @@ from pathlib import Path
 from bench import environment as env
 from bench import report
 from bench.models import ON_DEMAND, models_for, write_repository
-from bench.scenarios import Config, Context, Scenario, build
+from bench.scenarios import (
+    SSE_PEAK,
+    Config,
+    Context,
+    Scenario,
+    build,
+    peak_rate,
+    sse_peak_calibration,
+)
 from tritonpy._testbase.server import Server
 
 SYSTEMS = ("tritonpy", "official", "floor")
@@ -123,6 +131,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         help=f"start no round that would end after this (default {d.budget_minutes})",
     )
+    p.add_argument(
+        "--streaming-rounds",
+        type=int,
+        help="rounds the streaming scenarios (stream_async, SSE, llm) run in "
+        f"(default {d.streaming_rounds})",
+    )
+    p.add_argument(
+        "--sse-peak-rate",
+        type=float,
+        help="streams/s of the SSE open loop at the official's peak (default: measured "
+        f"from the official in closed loop at --sse-peak-streams, {d.sse_peak_streams})",
+    )
+    p.add_argument(
+        "--sse-peak-streams",
+        type=int,
+        help="closed-loop streams that find the official's peak SSE rate "
+        f"(default {d.sse_peak_streams})",
+    )
     p.add_argument("--systems", default=",".join(SYSTEMS), help="subset of tritonpy,official,floor")
     p.add_argument("--only", default="", help="comma list of scenario id prefixes to run")
     p.add_argument(
@@ -160,7 +186,7 @@ def make_config(a: argparse.Namespace) -> Config:
         cfg.shared_sizes, cfg.shared_requests, cfg.shared_mib = (2,), 200, 16
         cfg.pa_conns, cfg.pa_rates, cfg.field_window_ms = (1,), (100.0,), 1000
         cfg.genai_llm_streams, cfg.genai_llm_rates = (2,), (2.0,)
-        cfg.sse_rates = (20.0,)
+        cfg.sse_rates, cfg.sse_peak_streams = (20.0,), 8
     for name, conv in (
         ("rounds", int),
         ("duration", float),
@@ -184,6 +210,9 @@ def make_config(a: argparse.Namespace) -> Config:
         ("shared_mib", int),
         ("identity_sizes", _sizes),
         ("sse_rates", _floats),
+        ("sse_peak_rate", float),
+        ("streaming_rounds", int),
+        ("sse_peak_streams", int),
         ("pa_conns", _ints),
         ("pa_rates", _floats),
         ("genai_llm_streams", _ints),
@@ -295,6 +324,26 @@ def run_pass(
     return out
 
 
+def find_sse_peak(ctx: Context, work: Path) -> None:
+    """Sets ctx.sse_peak_rate: given (--sse-peak-rate), or the official's
+    streams/s in closed loop, measured now, before the rounds."""
+    cfg = ctx.cfg
+    if cfg.sse_peak_rate > 0:
+        ctx.sse_peak_rate = cfg.sse_peak_rate
+        env.log(f"SSE peak rate given: {cfg.sse_peak_rate:g} streams/s")
+        return
+    if "official" not in ctx.setups:
+        ctx.sse_peak_why = "needs the official system (or --sse-peak-rate)"
+        return
+    scen = sse_peak_calibration(cfg)
+    res = run_pass(ctx, "official", [scen], work, *ctx.setups["official"], 0)[scen.id]
+    ctx.sse_peak_rate = peak_rate(cfg, res)
+    if ctx.sse_peak_rate is None:
+        ctx.sse_peak_why = f"finding the official's peak rate failed: {res.get('reason')}"[:400]
+        return
+    env.log(f"SSE peak rate of the official: {ctx.sse_peak_rate:.1f} streams/s")
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # unwinds through run_pass, which stops its server
 
@@ -342,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     scripts = work / "lua"
     scripts.mkdir(exist_ok=True)
     ctx = Context(cfg, wrk, scripts, grpc_client, setups=setups)
+    if any(s.id == SSE_PEAK for s in scenarios):
+        find_sse_peak(ctx, work)
     results: dict[str, dict[str, list[dict]]] = {s.id: {k: [] for k in systems} for s in scenarios}
     rounds_done, round_times = 0, []
 

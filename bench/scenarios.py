@@ -83,6 +83,12 @@ class Config:
     # SSE open loop: new streams/s of stream_async, at about the official
     # backend's peak (its closed loop at 256 streams ends ~180 streams/s).
     sse_rates: tuple[float, ...] = (180.0,)
+    # SSE open loop at the official's peak rate: the streams/s the official
+    # backend completes in closed loop at sse_peak_streams streams, measured
+    # once before the first round (or given: sse_peak_rate > 0), offered to
+    # every system.
+    sse_peak_streams: int = 256
+    sse_peak_rate: float = 0.0
     load_repeats: int = 3
     # sandboxed_start: load and unload cycles of each model.
     start_repeats: int = 10
@@ -112,6 +118,10 @@ class Context:
     # system -> (backend directory, environment, tritonserver arguments),
     # for the scenarios that start servers of their own.
     setups: dict[str, tuple[Path, dict[str, str], list[str]]] = field(default_factory=dict)
+    # The official's peak SSE rate (streams/s) of this run, once known
+    # (sse_peak_scenarios), or why it is not.
+    sse_peak_rate: float | None = None
+    sse_peak_why: str = "the official's peak rate was not measured"
 
 
 @dataclass
@@ -241,6 +251,46 @@ def _sse_rate(model: str, rate: float) -> Callable[[Context, Server], dict]:
         )
 
     return run
+
+
+def _sse_peak(model: str) -> Callable[[Context, Server], dict]:
+    def run(ctx: Context, server: Server) -> dict:
+        if not ctx.sse_peak_rate:
+            return {"skipped": ctx.sse_peak_why}
+        r = _sse_rate(model, ctx.sse_peak_rate)(ctx, server)
+        r["rate"] = ctx.sse_peak_rate
+        return r
+
+    return run
+
+
+SSE_PEAK = "sse_stream_async_peak"
+# What an SSE open loop reports.
+SSE_OPEN_METRICS = [
+    *STREAM_METRICS,
+    Metric("errors", "streams wrong", "lower"),
+    Metric("late", "arrivals held by the client's bound", "lower"),
+]
+
+
+def sse_peak_calibration(cfg: Config) -> Scenario:
+    """The closed-loop run that finds the official's peak SSE rate: its
+    tokens/s over the tokens of a stream are the streams/s it completes."""
+    n = cfg.sse_peak_streams
+    return Scenario(
+        f"{SSE_PEAK}_find",
+        "the official's peak SSE rate, closed loop",
+        f"SSE stream_async {n} streams (finding the peak rate)",
+        "stream_async",
+        STREAM_METRICS,
+        _sse("stream_async", n),
+    )
+
+
+def peak_rate(cfg: Config, calibration: dict) -> float | None:
+    """Streams/s of a calibration result (sse_peak_calibration)."""
+    tok_s = (calibration.get("metrics") or {}).get("tok_s")
+    return tok_s / cfg.async_tokens if tok_s else None
 
 
 def _field(tool: str, model: str, **load: float) -> Callable[[Context, Server], dict]:
@@ -690,15 +740,23 @@ def build(cfg: Config) -> list[Scenario]:
                 "tokens, open loop",
                 f"SSE stream_async {rate:g} streams/s",
                 "stream_async",
-                [
-                    *STREAM_METRICS,
-                    Metric("errors", "streams wrong", "lower"),
-                    Metric("late", "arrivals held by the client's bound", "lower"),
-                ],
+                SSE_OPEN_METRICS,
                 _sse_rate("stream_async", rate),
                 rounds=cfg.streaming_rounds,
             )
         )
+    out.append(
+        Scenario(
+            SSE_PEAK,
+            f"async decoupled streaming, HTTP SSE (generate_stream) x {cfg.async_tokens} "
+            "tokens, open loop at the official's peak rate",
+            "SSE stream_async at the official's peak streams/s",
+            "stream_async",
+            [*SSE_OPEN_METRICS, Metric("rate", "streams/s offered", "higher")],
+            _sse_peak("stream_async"),
+            rounds=cfg.streaming_rounds,
+        )
+    )
     for n in cfg.llm_streams:
         out.append(
             Scenario(
