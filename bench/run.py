@@ -224,6 +224,16 @@ def make_config(a: argparse.Namespace) -> Config:
     return cfg
 
 
+_CHECKOUT = str(Path(__file__).resolve().parent.parent) + os.sep
+
+
+def failure_reason(text: str) -> str:
+    """A failure's reason as the result files keep it: at most 400
+    characters, with paths inside the checkout made relative to it, so that
+    a published result names no machine's folders."""
+    return text.replace(_CHECKOUT, "")[:400]
+
+
 def measure(
     ctx: Context, scen: Scenario, system: str, server: Server, states: dict[str, tuple[str, str]]
 ) -> dict:
@@ -252,11 +262,14 @@ def measure(
         raw = standalone(ctx) if standalone is not None else scen.run(ctx, server)
     except Exception as e:  # a broken scenario must not end the suite
         traceback.print_exc()
-        return {"status": "failed", "reason": f"{type(e).__name__}: {e}"[:400]}
+        return {"status": "failed", "reason": failure_reason(f"{type(e).__name__}: {e}")}
     if raw.get("skipped"):  # e.g. too little free memory for the run
-        return {"status": "skipped", "reason": raw["skipped"][:400]}
+        return {"status": "skipped", "reason": failure_reason(raw["skipped"])}
     if not raw.get("ok"):
-        return {"status": "failed", "reason": (raw.get("error") or "no successful request")[:400]}
+        return {
+            "status": "failed",
+            "reason": failure_reason(raw.get("error") or "no successful request"),
+        }
     if "server_cpu_s" in raw:
         raw["cpu_s_per_1k"] = raw["server_cpu_s"] / raw.get("tokens", raw["ok"]) * 1000
     cores = os.cpu_count() or 1
