@@ -14,11 +14,11 @@ from bench.run import failure_reason  # noqa: E402
 
 def test_paths_inside_the_checkout_become_relative() -> None:
     tool = CHECKOUT / ".venv-genai" / "bin" / "perf_analyzer"
-    out = CHECKOUT / "bench" / "work" / "pa.csv"
+    out = CHECKOUT / "bench" / "results" / "pa.csv"
     reason = failure_reason(f"TimeoutExpired: Command '['{tool}', '-f', '{out}']'")
     assert str(CHECKOUT) not in reason
     assert "'.venv-genai/bin/perf_analyzer'" in reason
-    assert "'bench/work/pa.csv'" in reason
+    assert "'bench/results/pa.csv'" in reason
 
 
 def test_other_paths_and_the_length_cap() -> None:
