@@ -226,7 +226,7 @@ def readme_block(doc: dict) -> str:
     lines = [
         "",
         f"Ratios from the last full run ({doc['date']}, {doc['elapsed_s'] / 60:.1f} min, "
-        f"{doc['rounds']} alternating rounds; medians):",
+        f"{doc['rounds']} alternating round{'' if doc['rounds'] == 1 else 's'}; medians):",
         "",
         "| scenario | tritonpy / official | tritonpy / floor |",
         "|---|---|---|",

@@ -643,7 +643,7 @@ Every server: `tritonserver --model-control-mode=explicit
 
 `make bench` sets up what it needs (wrk and libgrpc++-dev from Debian, the
 C++ gRPC client built with g++, matplotlib, numpy and torch for the
-interpreter the official stub embeds, the floor backend built with CMake), runs for about half an hour on this machine, and writes
+interpreter the official stub embeds, the floor backend built with CMake), runs for about three quarters of an hour on this machine, and writes
 `bench/results/bench.{{md,json}}` and plots, then this page, the result
 file it is drawn from ([benchmarks/bench.json](benchmarks/bench.json):
 the aggregated results, without each round's raw figures) and every
