@@ -146,8 +146,9 @@ class InferenceRequest(RequestCore):
         # code mostly passes (it runs per BLS call); else they are checked,
         # converted or refused below and filled as they then are.
         plain = True
+        params: dict[str, bool | int | str] | str | None = parameters  # JSON text once checked
         while not init_request(self, model_name, model_version, request_id, correlation_id,
-                               flags, timeout, parameters, requested_output_names, inputs,
+                               flags, timeout, params, requested_output_names, inputs,
                                preferred_memory, trace, plain=plain):  # fmt: skip
             plain = False
             missing = [
@@ -204,7 +205,7 @@ class InferenceRequest(RequestCore):
                     raise TritonModelException(
                         f"inputs must be Tensor objects, got {type(t).__name__}"
                     )
-            parameters = parameters_to_json(parameters)
+            params = parameters_to_json(parameters)
         # The per-request state starts as RequestCore.__cinit__ sets it.
 
     def correlation_id(self) -> int | str:
