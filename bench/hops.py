@@ -3,7 +3,7 @@
 """Where one add_sub request's time goes, hop by hop, by Triton's own trace.
 
     python -m bench.hops [--rounds 2] [--requests 2000] [--system tritonpy ...]
-                         [--protocol http|grpc] [--publish]
+                         [--protocol http|grpc] [--model add_sub|bls] [--publish]
 
 Starts one server per system in turn, for each of ``--rounds`` rounds (the
 benchmark suite's repository and backends) with Triton's trace at every request (``--trace-config
@@ -17,7 +17,11 @@ Prints, per system, the median of each hop between consecutive stamps
 (CHAIN), and each group of threads' time on a CPU per request (the
 schedstat of /proc: the stub processes, tritonpy's reader threads,
 Triton's other threads), with the time they waited for a CPU.
-``--publish`` (HTTP only) writes the result file (docs/benchmarks/hops.json) and the
+``--model bls`` sends the same inputs to the benchmark's BLS model, whose
+``execute`` calls add_sub with a blocking ``exec()`` (no floor: it has no
+BLS); its chain is the outer request's, the inner call inside the
+COMPUTE_INPUT_END → INFER_RESPONSE_COMPLETE hop, and the thread table
+counts every stub. ``--publish`` (HTTP add_sub only) writes the result file (docs/benchmarks/hops.json) and the
 section of docs/benchmarks.md drawn from it.
 
 Tracing every request costs time of its own (Triton takes each stamp and
@@ -39,12 +43,14 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 from bench import environment as env
 from bench.models import write_repository
 from tritonpy._testbase.server import Server
 
 MODEL = "add_sub"
+MODELS = ("add_sub", "bls")  # bls calls add_sub: both are loaded for it
 BODY = {
     "inputs": [
         {"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]},
@@ -55,10 +61,10 @@ SEND, RECV = "client send", "client receive"
 SYSTEMS = ("tritonpy", "official", "floor")
 
 
-def _request(port: int) -> bytes:
+def _request(port: int, model: str = MODEL) -> bytes:
     body = json.dumps(BODY, separators=(",", ":")).encode()
     head = (
-        f"POST /v2/models/{MODEL}/infer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"POST /v2/models/{model}/infer HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
@@ -74,7 +80,7 @@ def _read_answer(sock: socket.socket) -> None:
         data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
     if not head.startswith(b"HTTP/1.1 200"):
-        raise RuntimeError(f"add_sub failed: {head.decode(errors='replace')} {rest[:200]!r}")
+        raise RuntimeError(f"the request failed: {head.decode(errors='replace')} {rest[:200]!r}")
     length = next(
         int(line.split(b":", 1)[1])
         for line in head.split(b"\r\n")
@@ -87,14 +93,14 @@ def _read_answer(sock: socket.socket) -> None:
         rest += chunk
 
 
-def drive_grpc(target: str, requests: int) -> list[tuple[int, int]]:
+def drive_grpc(target: str, requests: int, model: str = MODEL) -> list[tuple[int, int]]:
     """(send, receive) monotonic ns of each gRPC ModelInfer, one after the
     other on one channel; the request is serialized once and sent as bytes."""
     import grpc
 
     from bench import grpc_load
 
-    payload = grpc_load.add_sub_request(MODEL)
+    payload = grpc_load.add_sub_request(model)
     out = []
     with grpc.insecure_channel(target) as channel:
         call = channel.unary_unary(grpc_load.SERVICE + "ModelInfer")
@@ -105,9 +111,9 @@ def drive_grpc(target: str, requests: int) -> list[tuple[int, int]]:
     return out
 
 
-def drive(port: int, requests: int) -> list[tuple[int, int]]:
+def drive(port: int, requests: int, model: str = MODEL) -> list[tuple[int, int]]:
     """(send, receive) monotonic ns of each request, one after the other."""
-    payload = _request(port)
+    payload = _request(port, model)
     out = []
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -120,9 +126,13 @@ def drive(port: int, requests: int) -> list[tuple[int, int]]:
 
 
 def place(
-    traces: list[dict], calls: list[tuple[int, int]], warmup: int, chain: tuple[str, ...] = ()
+    traces: list[dict],
+    calls: list[tuple[int, int]],
+    warmup: int,
+    chain: tuple[str, ...] = (),
+    model: str = MODEL,
 ) -> list[dict[str, int]]:
-    """Each trace of the model as ns since its request's send, keyed by
+    """Each trace of ``model`` as ns since its request's send, keyed by
     stamp name, with the client's receive; warm-up requests and traces
     without every stamp of ``chain`` (default: HTTP's CHAIN) left out."""
     chain = chain or CHAIN
@@ -138,7 +148,7 @@ def place(
     placed = []
     for trace in merged.values():
         stamps = trace["stamps"]
-        if trace["model"] != MODEL or not any(name in chain for name in stamps):
+        if trace["model"] != model or not any(name in chain for name in stamps):
             continue
         # The first stamp of the chain: gRPC's GRPC_WAITREAD_START is taken
         # while the request before it is in flight.
@@ -259,12 +269,23 @@ def _on_cpu(pids: list[tuple[int, str]]) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+class Load(NamedTuple):
+    """What the client sends: through which front end, to which model."""
+
+    protocol: str = "http"
+    model: str = MODEL
+
+
+HTTP_ADD_SUB = Load()
+
+
 def run_system(
-    system: str, requests: int, warmup: int, work: Path, protocol: str = "http"
+    system: str, requests: int, warmup: int, work: Path, load: Load = HTTP_ADD_SUB
 ) -> tuple[list[dict[str, int]], dict[str, tuple[int, int, int]]]:
     """One server of ``system``: its traced requests placed on the client's
     line, and each thread group's (ns on a CPU, ns waiting, context
     switches) over them."""
+    protocol, model = load
     repo = write_repository(work / f"repo-{system}", system)
     backends, extra_env = env.system_backend_dir(system, work)
     trace_file = work / f"trace-{system}.json"
@@ -273,7 +294,7 @@ def run_system(
         repo,
         backends,
         work / f"server-{system}.log",
-        models=[MODEL],
+        models=[MODEL] if model == MODEL else [MODEL, model],
         env=extra_env,
         extra_args=[
             f"--trace-config=triton,file={trace_file}",
@@ -288,8 +309,8 @@ def run_system(
 
         def send(n: int) -> list[tuple[int, int]]:
             if protocol == "grpc":
-                return drive_grpc(server.grpc, n)
-            return drive(server.http_port, n)
+                return drive_grpc(server.grpc, n, model)
+            return drive(server.http_port, n, model)
 
         calls = send(warmup)
         pids = [(server.proc.pid, "Triton's threads"), *((p, "stub") for p in server.stubs())]
@@ -298,7 +319,7 @@ def run_system(
         after = _on_cpu(pids)
     finally:
         server.stop()
-    placed = place(json.loads(trace_file.read_text()), calls, warmup, CHAINS[protocol])
+    placed = place(json.loads(trace_file.read_text()), calls, warmup, CHAINS[protocol], model)
     if len(placed) < requests // 2:
         raise RuntimeError(
             f"{system}: {len(placed)} of {requests} traces fall inside their request's "
@@ -312,7 +333,12 @@ def run_system(
 
 
 def measure(
-    systems: list[str], rounds: int, requests: int, warmup: int, work: Path, protocol: str = "http"
+    systems: list[str],
+    rounds: int,
+    requests: int,
+    warmup: int,
+    work: Path,
+    load: Load = HTTP_ADD_SUB,
 ) -> dict:
     """Each system in turn, ``rounds`` times; the hops' medians over every
     traced request of all rounds, the thread groups' means."""
@@ -320,7 +346,7 @@ def measure(
     spent: dict[str, dict[str, list[int]]] = {s: {} for s in systems}
     for _ in range(rounds):
         for system in systems:
-            got, cpu = run_system(system, requests, warmup, work, protocol)
+            got, cpu = run_system(system, requests, warmup, work, load)
             placed[system] += got
             for g, counts in cpu.items():
                 total = spent[system].setdefault(g, [0, 0, 0])
@@ -330,7 +356,7 @@ def measure(
     out = {}
     for system in systems:
         n = rounds * requests
-        result = summarise(placed[system], CHAINS[protocol])
+        result = summarise(placed[system], CHAINS[load.protocol])
         result["on_cpu_us"] = {
             g: round(run / n / 1e3, 1) for g, (run, _, _) in sorted(spent[system].items())
         }
@@ -593,19 +619,27 @@ def main(argv: list[str] | None = None) -> int:
         help="the front end the requests go through (default http)",
     )
     p.add_argument(
+        "--model",
+        choices=MODELS,
+        default=MODEL,
+        help="add_sub (the default), or bls: a model calling add_sub (no floor)",
+    )
+    p.add_argument(
         "--publish",
         action="store_true",
         help="write docs/benchmarks/hops.json and docs/benchmarks.md's section from it (HTTP)",
     )
     a = p.parse_args(argv)
-    if a.publish and a.protocol != "http":
-        p.error("--publish writes the HTTP section only")
+    if a.publish and (a.protocol != "http" or a.model != MODEL):
+        p.error("--publish writes the HTTP add_sub section only")
+    if a.model != MODEL and "floor" in (a.system or ()):
+        p.error("the floor has no BLS model")
     from bench.report import machine  # report renders this tool's section
 
     m = machine()
     load = Path("/proc/loadavg").read_text().split()[0]
     result = {
-        "what": f"median µs of each hop of one add_sub request over {a.protocol.upper()} "
+        "what": f"median µs of each hop of one {a.model} request over {a.protocol.upper()} "
         "at one connection, "
         "from Triton's trace, python -m bench.hops",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -616,8 +650,10 @@ def main(argv: list[str] | None = None) -> int:
         "systems": {},
     }
     with tempfile.TemporaryDirectory(prefix="tritonpy-hops-") as tmp:
-        systems = a.system or list(SYSTEMS)
-        result["systems"] = measure(systems, a.rounds, a.requests, a.warmup, Path(tmp), a.protocol)
+        systems = a.system or [s for s in SYSTEMS if a.model == MODEL or s != "floor"]
+        result["systems"] = measure(
+            systems, a.rounds, a.requests, a.warmup, Path(tmp), Load(a.protocol, a.model)
+        )
     result["load_average"].append(Path("/proc/loadavg").read_text().split()[0])
     if a.protocol != "http":
         result["protocol"] = a.protocol

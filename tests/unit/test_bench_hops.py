@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # bench/
@@ -81,3 +83,18 @@ def test_a_threads_context_switches_are_read_from_proc() -> None:
     before = hops._switches(base)
     time.sleep(0.001)  # blocks: one voluntary switch at least
     assert hops._switches(base) > before
+
+
+def test_with_model_bls_only_the_bls_models_traces_are_placed() -> None:
+    # bench.hops --model bls: the BLS model's requests, not add_sub's
+    # (which it calls, and which Triton traces too when a trace is passed).
+    calls = [(0, 50_000), (100_000, 150_000)]
+    traces = parts(1, "bls", 10_000) + parts(2, "add_sub", 20_000) + parts(3, "bls", 110_000)
+    placed = hops.place(traces, calls, warmup=0, model="bls")
+    assert [row["HTTP_RECV_START"] for row in placed] == [10_000, 10_000]
+    assert len(hops.place(traces, calls, warmup=0)) == 1  # add_sub's, by default
+
+
+def test_the_floor_has_no_bls_model_to_trace() -> None:
+    with pytest.raises(SystemExit):
+        hops.main(["--model", "bls", "--system", "floor"])

@@ -141,23 +141,16 @@ class InferenceRequest(RequestCore):
         trace: InferenceTrace = NO_TRACE,
         parameters: dict[str, bool | int | str] | None = None,
     ) -> None:
-        if init_request(
-            self,
-            model_name,
-            model_version,
-            request_id,
-            correlation_id,
-            flags,
-            timeout,
-            parameters,
-            requested_output_names,
-            inputs,
-            preferred_memory,
-            trace,
-            plain=True,
-        ):
-            return  # the common case, checked in C (it runs per BLS call)
-        if inputs is _REQUIRED or requested_output_names is _REQUIRED or model_name is _REQUIRED:
+        # Filled by one call (the fields are RequestCore's), at most twice:
+        # first the arguments as given, checked in C when they are what BLS
+        # code mostly passes (it runs per BLS call); else they are checked,
+        # converted or refused below and filled as they then are.
+        plain = True
+        params: dict[str, bool | int | str] | str | None = parameters  # JSON text once checked
+        while not init_request(self, model_name, model_version, request_id, correlation_id,
+                               flags, timeout, params, requested_output_names, inputs,
+                               preferred_memory, trace, plain=plain):  # fmt: skip
+            plain = False
             missing = [
                 n
                 for n, v in (
@@ -167,60 +160,52 @@ class InferenceRequest(RequestCore):
                 )
                 if v is _REQUIRED
             ]
-            raise TypeError(
-                "InferenceRequest() missing required argument(s): " + ", ".join(missing)
-            )
-        # None is a TypeError for every argument but parameters, as the
-        # official binding declares them (pybind11 `none(false)`); a value
-        # of the wrong kind past that is its own error.
-        if type(correlation_id) is not int:
-            if correlation_id is None:
+            if missing:
                 raise TypeError(
-                    "InferenceRequest(): correlation_id must be an int or a str, got None"
+                    "InferenceRequest() missing required argument(s): " + ", ".join(missing)
                 )
-            if isinstance(correlation_id, str):
-                correlation_id = str(correlation_id)  # numpy.str_: a plain str
-            elif not isinstance(correlation_id, int):
-                raise TritonModelException("Correlation ID must be integer or string")
-        model_version = _integer("model_version", model_version, _INT64_MIN, _INT64_MAX)
-        flags = _integer("flags", flags, 0, _UINT32_MAX)
-        timeout = _integer("timeout", timeout, 0, _UINT64_MAX)
-        if preferred_memory is None or trace is None:
-            which = "preferred_memory" if preferred_memory is None else "trace"
-            raise TypeError(f"InferenceRequest(): {which} must not be None")
-        # Text arguments take str, bytes and their numpy scalars (_text.py).
-        if type(model_name) is not str:
-            if (name := text(model_name)) is None:
-                raise TypeError(f"model_name must be a str, got {describe(model_name)}")
-            model_name = name
-        if type(request_id) is not str:
-            if (rid := text(request_id)) is None:
-                raise TypeError(f"request_id must be a str, got {describe(request_id)}")
-            request_id = rid
-        output_names = list(requested_output_names)
-        for n in output_names:
-            if type(n) is not str:
-                output_names = texts(output_names, "requested_output_names items")
-                break
-        inputs = list(inputs)
-        for t in inputs:
-            if not isinstance(t, Tensor):
-                # The official backend's type for a list holding a non-Tensor.
-                raise TritonModelException(f"inputs must be Tensor objects, got {type(t).__name__}")
-        init_request(
-            self,
-            model_name,
-            model_version,
-            request_id,
-            correlation_id,
-            flags,
-            timeout,
-            parameters_to_json(parameters),
-            output_names,
-            inputs,
-            preferred_memory,
-            trace,
-        )
+            # None is a TypeError for every argument but parameters, as the
+            # official binding declares them (pybind11 `none(false)`); a value
+            # of the wrong kind past that is its own error.
+            if type(correlation_id) is not int:
+                if correlation_id is None:
+                    raise TypeError(
+                        "InferenceRequest(): correlation_id must be an int or a str, got None"
+                    )
+                if isinstance(correlation_id, str):
+                    correlation_id = str(correlation_id)  # numpy.str_: a plain str
+                elif not isinstance(correlation_id, int):
+                    raise TritonModelException("Correlation ID must be integer or string")
+            model_version = _integer("model_version", model_version, _INT64_MIN, _INT64_MAX)
+            flags = _integer("flags", flags, 0, _UINT32_MAX)
+            timeout = _integer("timeout", timeout, 0, _UINT64_MAX)
+            if preferred_memory is None or trace is None:
+                which = "preferred_memory" if preferred_memory is None else "trace"
+                raise TypeError(f"InferenceRequest(): {which} must not be None")
+            # Text arguments take str, bytes and their numpy scalars (_text.py).
+            if type(model_name) is not str:
+                if (name := text(model_name)) is None:
+                    raise TypeError(f"model_name must be a str, got {describe(model_name)}")
+                model_name = name
+            if type(request_id) is not str:
+                if (rid := text(request_id)) is None:
+                    raise TypeError(f"request_id must be a str, got {describe(request_id)}")
+                request_id = rid
+            requested_output_names = list(requested_output_names)
+            for n in requested_output_names:
+                if type(n) is not str:
+                    requested_output_names = texts(
+                        requested_output_names, "requested_output_names items"
+                    )
+                    break
+            inputs = list(inputs)
+            for t in inputs:
+                if not isinstance(t, Tensor):
+                    # The official backend's type for a list holding a non-Tensor.
+                    raise TritonModelException(
+                        f"inputs must be Tensor objects, got {type(t).__name__}"
+                    )
+            params = parameters_to_json(parameters)
         # The per-request state starts as RequestCore.__cinit__ sets it.
 
     def correlation_id(self) -> int | str:

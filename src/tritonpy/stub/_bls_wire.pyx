@@ -8,7 +8,9 @@ waits; this module only converts, reading the request's and tensors' C
 fields (pb_utils/_core.pxd).
 """
 
-from libc.stdint cimport uint64_t
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from libc.stdint cimport uint32_t, uint64_t
 
 from tritonpy.pb_utils._seam cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
 from tritonpy.stub._codec cimport FrameWriter, WireTensor
@@ -33,51 +35,47 @@ def request_frame(Py_ssize_t call_id, RequestCore request not None, own):
     in the frame while it has room; larger ones are copied into the stub's
     arenas (``own``; the backend returns them with RELEASE once copied),
     unless the model wrote them there (pb_utils.Tensor.empty): those are
-    sent by reference."""
-    cdef list inputs = []
+    sent by reference. Written straight from the request's fields (it runs
+    per BLS call)."""
     cdef list taken = []
     cdef Py_ssize_t budget = WIRE_MAX_FRAME - _FIXED_RESERVE
-    cdef Py_ssize_t n
+    cdef Py_buffer view
     cdef TensorCore t
+    cdef FrameWriter w
+    corr = request._correlation_id
+    if corr == 0 or corr == "":
+        corr = None
+    params = request._parameters
+    if params == "{}":
+        params = ""
+    trace = request._trace
+    if type(trace) is str:  # a request given to execute(): trace() makes it
+        trace = request.trace()
     try:
+        # (Fields out of their wire range, e.g. a negative correlation id, fail here.)
+        w = _request_head(
+            call_id, request._model_name, request._model_version, request._request_id, corr,
+            request._flags, request._timeout, params, request._requested_output_names,
+            trace._batch_id, trace._index, len(request._inputs))
         for t in request._inputs:
             name, dtype, dims, data = wire_parts(t)
+            if type(dims) is not tuple:
+                dims = tuple(dims)
+            PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+            try:
+                if view.len <= WIRE_INLINE_LIMIT and view.len + _TENSOR_RESERVE <= budget:
+                    budget -= view.len + _TENSOR_RESERVE
+                    w._inline(name, dtype, dims, view.buf, view.len)
+                    continue
+            finally:
+                PyBuffer_Release(&view)
             mv = memoryview(data)
             if mv.ndim != 1 or mv.format != "B":
                 mv = mv.cast("B")
-            n = mv.nbytes
-            if n <= WIRE_INLINE_LIMIT and n + _TENSOR_RESERVE <= budget:
-                budget -= n + _TENSOR_RESERVE
-                inputs.append((name, dtype, tuple(dims), mv, 0, 0, n))
-                continue
             aid, off = own.place(mv)
             taken.append((aid, off))
-            inputs.append((name, dtype, tuple(dims), None, aid, off, n))
-        corr = request._correlation_id
-        if corr == 0 or corr == "":
-            corr = None
-        params = request._parameters
-        if params == "{}":
-            params = ""
-        trace = request._trace
-        if type(trace) is str:  # a request given to execute(): trace() makes it
-            trace = request.trace()
-        # (Fields out of their wire range, e.g. a negative correlation id, fail here.)
-        return encode_request(
-            call_id,
-            request._model_name,
-            request._model_version,
-            request._request_id,
-            corr,
-            request._flags,
-            request._timeout,
-            params,
-            request._requested_output_names,
-            inputs,
-            own,
-            trace._batch_id,
-            trace._index,
-        )
+            w.tensor_arena(name, dtype, dims, mv.nbytes, aid, off)
+        return _request_end(w, own)
     except BaseException:
         for aid, off in taken:
             own.free(aid, off)
@@ -93,7 +91,24 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
     None, arena_id, offset, byte_size). A body too large for a frame goes
     into ``own`` (the stub's arenas). ``trace_batch_id`` (0: none) and
     ``trace_request_index`` name the request whose trace the call continues."""
-    # Typed: the writes below are C calls.
+    cdef FrameWriter w = _request_head(
+        call_id, model_name, model_version, request_id, correlation, flags, timeout_us,
+        parameters, requested, trace_batch_id, trace_request_index, len(inputs))
+    for name, dtype, dims, data, aid, off, n in inputs:
+        if data is not None:
+            w.tensor_inline(name, dtype, dims, data)
+        else:
+            w.tensor_arena(name, dtype, dims, n, aid, off)
+    return _request_end(w, own)
+
+
+cdef FrameWriter _request_head(
+        Py_ssize_t call_id, str model_name, long long model_version, str request_id,
+        correlation, unsigned int flags, unsigned long long timeout_us, str parameters,
+        requested, unsigned long long trace_batch_id, unsigned int trace_request_index,
+        uint32_t input_count):
+    """A BLS_REQUEST up to its inputs (docs/protocol.md), ``input_count``
+    of them to follow."""
     cdef FrameWriter w = FrameWriter()
     w.begin(_BLS_REQUEST, call_id)
     w.string(model_name)
@@ -119,12 +134,13 @@ def encode_request(Py_ssize_t call_id, str model_name, long long model_version,
     w.u32(len(requested))
     for name in requested:
         w.string(name)
-    w.u32(len(inputs))
-    for name, dtype, dims, data, aid, off, n in inputs:
-        if data is not None:
-            w.tensor_inline(name, dtype, dims, data)
-        else:
-            w.tensor_arena(name, dtype, dims, n, aid, off)
+    w.u32(input_count)
+    return w
+
+
+cdef bytes _request_end(FrameWriter w, own):
+    """The BLS_REQUEST after its inputs, as a frame; a body too large for
+    one goes into ``own`` (the stub's arenas)."""
     w.string("")  # trace_context: the backend takes the trace from trace_batch_id
     if w.size() > WIRE_MAX_FRAME:
         if own is None:
@@ -151,7 +167,7 @@ def response_outputs(tuple outputs, buf, lease, release):
     cdef list tensors = []
     cdef TensorCore t
     cdef WireTensor w, other
-    cdef Py_ssize_t start, size
+    cdef Py_ssize_t size
     for w in outputs:
         if w.dtype == _TYPE_BYTES:
             continue
@@ -166,8 +182,7 @@ def response_outputs(tuple outputs, buf, lease, release):
             )
     for w in outputs:
         if w.location == _LOC_INLINE:
-            start = w.offset
-            data = memoryview(bytearray(buf[start : start + <Py_ssize_t>w.byte_size]))
+            data = memoryview(_copied(buf, w.offset, w.byte_size))
         else:
             data = memoryview(lease(w.arena_id, w.arena_offset, w.byte_size))
             if data.ndim != 1 or data.format != "B":
@@ -179,3 +194,16 @@ def response_outputs(tuple outputs, buf, lease, release):
         t._buf = data
         tensors.append(t)
     return tensors
+
+
+cdef bytearray _copied(buf, uint64_t start, uint64_t n):
+    """A copy of ``n`` bytes of ``buf`` from ``start`` (a frame's inline
+    data, which the decoder found inside it)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if start > <uint64_t>view.len or n > <uint64_t>view.len - start:
+            raise ValueError("BLS output outside its frame")
+        return PyByteArray_FromStringAndSize(<const char*>view.buf + start, <Py_ssize_t>n)
+    finally:
+        PyBuffer_Release(&view)
