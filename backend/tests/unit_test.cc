@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <linux/sockios.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -894,6 +895,16 @@ TestFrontEndPacer()
   // A measured budget: the next sends cost no syscall, no refill.
   for (int i = 0; i < 50; ++i) pacer.BeforeSend();
   CHECK(pacer.counters().refills == 1);
+  // An end that an epoll set waits to read (a front-end thread's) is
+  // left out at the next scan; its peer, where commands queue, is kept.
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, stream[1], &ev) == 0);
+  pacer.WatchForTest({});  // scan again
+  pacer.BeforeSend();
+  CHECK(pacer.counters().queues == 3 && pacer.counters().refills == 2);
+  close(ep);
 
   // Two full queues nobody drains (their HTTP threads stopped): the
   // sender waits for them together, kStallMs, once, then skips both.

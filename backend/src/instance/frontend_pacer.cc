@@ -9,11 +9,14 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 namespace tritonpy {
@@ -125,6 +128,62 @@ StillSocket(int fd, dev_t dev, ino_t ino)
          st.st_ino == ino;
 }
 
+// A socket some thread of the process waits to read, as an epoll set
+// lists it (/proc/self/fdinfo of the set).
+struct ReadEnd {
+  dev_t dev;
+  ino_t ino;
+};
+
+// The sockets registered for input in the process's epoll sets: the ends
+// the front end's threads read their commands from. A command is queued
+// in the send buffer of the other end, so these need no watching.
+std::vector<ReadEnd>
+ReadEnds(const std::vector<int>& epoll_fds)
+{
+  std::vector<ReadEnd> out;
+  char path[64];
+  char line[256];
+  for (int fd : epoll_fds) {
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    FILE* f = fopen(path, "re");
+    if (f == nullptr) continue;
+    while (fgets(line, sizeof(line), f) != nullptr) {
+      // "tfd: %8d events: %8x data: %16llx  pos:%lli ino:%lx sdev:%x"
+      int tfd = 0;
+      unsigned events = 0;
+      unsigned long long data = 0;
+      long long pos = 0;
+      unsigned long ino = 0;
+      unsigned sdev = 0;
+      if (sscanf(
+              line, "tfd: %d events: %x data: %llx pos:%lli ino:%lx sdev:%x",
+              &tfd, &events, &data, &pos, &ino, &sdev) != 6) {
+        continue;
+      }
+      if ((events & POLLIN) == 0) continue;
+      // The kernel's dev_t: major in the top 12 bits, minor below.
+      out.push_back(
+          ReadEnd{
+              makedev(sdev >> 20, sdev & 0xfffff), static_cast<ino_t>(ino)});
+    }
+    fclose(f);
+  }
+  return out;
+}
+
+bool
+IsEpoll(int fd)
+{
+  char path[64];
+  char target[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(path, target, sizeof(target) - 1);
+  if (n <= 0) return false;
+  target[n] = '\0';
+  return strcmp(target, "anon_inode:[eventpoll]") == 0;
+}
+
 }  // namespace
 
 FrontEndPacer&
@@ -164,6 +223,7 @@ void
 FrontEndPacer::Scan()
 {
   std::vector<Queue> found;
+  std::vector<int> epolls;
   DIR* dir = opendir("/proc/self/fd");
   if (dir != nullptr) {
     const int own = dirfd(dir);
@@ -171,6 +231,10 @@ FrontEndPacer::Scan()
       char* end = nullptr;
       const long fd = strtol(e->d_name, &end, 10);
       if (end == e->d_name || *end != '\0' || fd == own) continue;
+      if (e->d_type == DT_LNK && IsEpoll(static_cast<int>(fd))) {
+        epolls.push_back(static_cast<int>(fd));
+        continue;
+      }
       if (!IsFrontEndQueue(static_cast<int>(fd))) continue;
       struct stat st;
       if (fstat(static_cast<int>(fd), &st) != 0) continue;
@@ -184,6 +248,18 @@ FrontEndPacer::Scan()
     }
     closedir(dir);
   }
+  // Each pair's read end is left out: half the measuring per refill.
+  const std::vector<ReadEnd> read_ends = ReadEnds(epolls);
+  found.erase(
+      std::remove_if(
+          found.begin(), found.end(),
+          [&read_ends](const Queue& q) {
+            for (const ReadEnd& r : read_ends) {
+              if (r.dev == q.dev && r.ino == q.ino) return true;
+            }
+            return false;
+          }),
+      found.end());
   queues_.swap(found);
   scanned_ = true;
   last_scan_ = Clock::now();
@@ -288,6 +364,7 @@ void
 FrontEndPacer::Refill()
 {
   std::vector<Queue> full;
+  int64_t room = 0;
   const auto start = Clock::now();
   {
     MutexLock lock(&mu_);
@@ -301,52 +378,63 @@ FrontEndPacer::Refill()
                                      std::chrono::milliseconds(kRescanMs))) {
       Scan();
     }
-    size_t kept = 0;
-    for (Queue& q : queues_) {
-      if (!StillSocket(q.fd, q.dev, q.ino)) {
-        scanned_ = false;  // closed, or its number reused: dropped
-        continue;
-      }
-      const int64_t queued = QueuedBytes(q.fd);
-      if (queued < 0) {
-        scanned_ = false;
-        continue;
-      }
-      if (q.stalled_at >= 0 && queued != q.stalled_at) q.stalled_at = -1;
-      if (q.stalled_at < 0 && queued * 4 > q.sndbuf) full.push_back(q);
-      queues_[kept++] = q;
+    room = MeasureRoom(&full);
+    if (full.empty()) {
+      SetBudget(room);
+      return;
     }
-    queues_.resize(kept);
   }
-  const bool waited = !full.empty();
-  std::vector<Watched> watched;
-  if (waited) watched = WaitForRoom(full);
+  // Only after a wait is each queue measured a second time.
+  std::vector<Watched> watched = WaitForRoom(full);
   MutexLock lock(&mu_);
   Apply(watched);
+  room = MeasureRoom(nullptr);
+  if (counters_.waits == 0) {
+    if (LogFn log = log_.load()) {
+      log(false,
+          "tritonpy: Triton's HTTP front end takes responses in slower "
+          "than they come; they are paced to its queues from now on "
+          "(docs/llm-serving.md, HTTP streams). Logged once.");
+    }
+  }
+  ++counters_.waits;
+  counters_.wait_us += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(
+          Clock::now() - start)
+          .count());
+  SetBudget(room);
+}
+
+int64_t
+FrontEndPacer::MeasureRoom(std::vector<Queue>* full)
+{
   int64_t room = std::numeric_limits<int64_t>::max();
-  for (const Queue& q : queues_) {
-    if (q.stalled_at >= 0 || !StillSocket(q.fd, q.dev, q.ino)) continue;
-    const int64_t queued = QueuedBytes(q.fd);
-    if (queued < 0) continue;  // gone
+  size_t kept = 0;
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    Queue q = queues_[i];
+    const int64_t queued =
+        StillSocket(q.fd, q.dev, q.ino) ? QueuedBytes(q.fd) : -1;
+    if (queued < 0) {
+      scanned_ = false;  // closed, or its number reused: dropped
+      continue;
+    }
+    if (full != nullptr && q.stalled_at >= 0 && queued != q.stalled_at) {
+      q.stalled_at = -1;  // it moved again
+    }
+    queues_[kept++] = q;
+    if (q.stalled_at >= 0) continue;
+    if (full != nullptr && queued * 4 > q.sndbuf) full->push_back(q);
     // A quarter of each buffer stays free for other senders (other
     // backends' responses, the front end's own commands).
     room = std::min(room, q.sndbuf * 3 / 4 - queued);
   }
-  if (waited) {
-    if (counters_.waits == 0) {
-      if (LogFn log = log_.load()) {
-        log(false,
-            "tritonpy: Triton's HTTP front end takes responses in slower "
-            "than they come; they are paced to its queues from now on "
-            "(docs/llm-serving.md, HTTP streams). Logged once.");
-      }
-    }
-    ++counters_.waits;
-    counters_.wait_us += static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(
-            Clock::now() - start)
-            .count());
-  }
+  queues_.resize(kept);
+  return room;
+}
+
+void
+FrontEndPacer::SetBudget(int64_t room)
+{
   if (room == std::numeric_limits<int64_t>::max()) {
     // Nothing to pace against (no HTTP front end yet, or every queue
     // stalled): a budget that cannot fill a default buffer alone.

@@ -128,6 +128,12 @@ class FrontEndPacer {
       EXCLUDES(mu_);
   // Marks the queues a wait found stalled or gone.
   void Apply(const std::vector<Watched>& watched) REQUIRES(mu_);
+  // Measures each queue once (dropping those gone) and returns the room
+  // the fullest leaves; with `full`, also takes a queue that moved off
+  // its stall for live again and appends those over a quarter full.
+  int64_t MeasureRoom(std::vector<Queue>* full) REQUIRES(mu_);
+  // The budget `room` bytes allow (INT64_MAX: no queue to pace against).
+  void SetBudget(int64_t room) REQUIRES(mu_);
 
   std::atomic<int64_t> budget_{0};
   Mutex mu_;
