@@ -160,10 +160,21 @@ struct StubTemplates::Template {
     return true;
   }
 
-  // Asks for the next spare; its answer is read before the next message.
-  void AskSpare() REQUIRES(mu)
+  // Asks for the next spare, for stubs of `sandbox`: the template writes
+  // its ids' maps (SandboxIdMaps) once it cloned it, so that it builds
+  // its root ahead. Its answer is read before the next message.
+  void AskSpare(const StubSandbox& sandbox) REQUIRES(mu)
   {
-    if (SendWithFds(control, "{\"spare\": true}", {})) spare_asked = true;
+    json::Value maps = json::Value::array();
+    for (const auto& [name, text] : SandboxIdMaps(sandbox)) {
+      maps.push_back(json::Value::array({name, text}));
+    }
+    json::Value ask = json::Value::object();
+    ask["maps"] = std::move(maps);
+    ask["tmp_bytes"] = sandbox.tmp_bytes;
+    json::Value message = json::Value::object();
+    message["spare"] = std::move(ask);
+    if (SendWithFds(control, json::Write(message), {})) spare_asked = true;
   }
 
   // Whether it has exited (it is not reaped yet).
@@ -479,7 +490,7 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
           what + " forked stub pid " + std::to_string(pid) + " from its spare");
     }
     // The next sandboxed stub's namespaces, made before it is asked for.
-    if (plan.sandbox.enabled) t->AskSpare();
+    if (plan.sandbox.enabled) t->AskSpare(plan.sandbox);
     return static_cast<pid_t>(pid);
   }
   if (json::Find(reply, "errno") != nullptr) {

@@ -416,6 +416,12 @@ cdef extern from *:
       return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options);
     }
 
+    /* The same tmpfs given `options` (its size) again. */
+    static int tritonpy_resize_scratch(const char* path, const char* options)
+    {
+      return mount("tmpfs", path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, options);
+    }
+
     /* struct mount_attr and mount_setattr's number (the same on every
        architecture), spelled here as headers may predate them. */
     struct tritonpy_mount_attr {
@@ -467,6 +473,7 @@ cdef extern from *:
     int tritonpy_landlock_allow(int ruleset, const char* path, unsigned long long access)
     int tritonpy_landlock_restrict(int ruleset)
     int tritonpy_mount_scratch(const char* path, const char* options)
+    int tritonpy_resize_scratch(const char* path, const char* options)
     int tritonpy_bind(const char* source, const char* target, unsigned long long set, int recursive)
     int tritonpy_set_mount(const char* path, unsigned long long set)
     int tritonpy_pivot_here(const char* put_old)
@@ -487,6 +494,14 @@ def mount_scratch(str path, unsigned long long size) -> None:
     options = f"size={size},mode=1777".encode()
     if tritonpy_mount_scratch(os.fsencode(path), options) != 0:
         raise _refused(errno, f"a private scratch tmpfs on {path} (mount -t tmpfs)")
+
+
+def resize_scratch(str path, unsigned long long size) -> None:
+    """Makes the scratch tmpfs on ``path`` (mount_scratch's) ``size``
+    bytes. OSError naming the step."""
+    options = f"size={size}".encode()
+    if tritonpy_resize_scratch(os.fsencode(path), options) != 0:
+        raise _refused(errno, f"the size of the private scratch on {path} (mount -o remount)")
 
 
 READ_ONLY = TRITONPY_MOUNT_ATTR_RDONLY
