@@ -76,7 +76,9 @@ def test_a_sandboxed_load_takes_the_spare_and_the_next_takes_another(tmp_path: P
         (first,) = load(srv)
         assert taken(srv) == []  # no spare before the first sandboxed fork
         # Cloned ahead: its own namespaces, not a stub, holding no
-        # descriptor of the template's or the server's but its socket pair.
+        # descriptor of the template's or the server's but its socket pair
+        # (and, once it built the common part of its root, its Landlock
+        # ruleset).
         wait_until(lambda: len(children(srv.proc.pid, spares=True)) == 1)
         (spare,) = children(srv.proc.pid, spares=True)
         for kind in ("user", "pid", "mnt", "net"):
@@ -85,7 +87,9 @@ def test_a_sandboxed_load_takes_the_spare_and_the_next_takes_another(tmp_path: P
             int(fd): os.readlink(f"/proc/{spare}/fd/{fd}") for fd in os.listdir(f"/proc/{spare}/fd")
         }
         beyond = [link for fd, link in held.items() if fd > 2]
-        assert len(beyond) == 1 and beyond[0].startswith("socket:"), held
+        sockets = [link for link in beyond if link.startswith("socket:")]
+        assert len(sockets) == 1, held
+        assert set(beyond) - set(sockets) <= {"anon_inode:[landlock-ruleset]"}, held
         unload(srv)
         mark = srv.log_size()
         (second,) = load(srv)
@@ -151,6 +155,9 @@ def test_a_spare_builds_the_common_root_ahead_and_its_stub_binds_its_own(tmp_pat
         code, body = srv.request("POST", "/v2/repository/models/sandbox_probe/load", b"")
         assert code == 200, body
         assert taken(srv, mark) == [spare]
+        # The ruleset it built ahead is applied and closed before model code.
+        held = [os.readlink(f"/proc/{spare}/fd/{fd}") for fd in os.listdir(f"/proc/{spare}/fd")]
+        assert "anon_inode:[landlock-ruleset]" not in held, held
         filled = probe(srv, "fill", "/tmp")
         assert filled["error"].startswith("ENOSPC"), filled
         assert filled["written"] <= 4 << 20, filled

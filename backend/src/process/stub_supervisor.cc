@@ -54,6 +54,7 @@ StubSupervisor::Adopt(
   started_ = Clock::now();
   answered_ = false;
   if (pid_observer_) pid_observer_(pid_);
+  process_->Started();
   Transition(StubState::kReady);
 }
 

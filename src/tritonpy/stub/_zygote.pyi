@@ -27,5 +27,6 @@ def take_steps(
     null_stdin: bool,
     max_fd: int,
     entered: tuple[int, int],
+    keep: int = -1,
 ) -> None: ...
 def clear_death_signal() -> None: ...

@@ -103,9 +103,19 @@ cdef extern from *:
       }
       return r;
     }
+
+    /* Closes the descriptors from `first` to `last`. */
+    static void tritonpy_close_between(int first, int last)
+    {
+    #ifdef SYS_close_range
+      if (syscall(SYS_close_range, first, last, 0) == 0) return;
+    #endif
+      for (int fd = first; fd <= last; ++fd) close(fd);
+    }
     """
     int* tritonpy_tid_address()
     long tritonpy_clone_sibling(int sandbox, int own_network, int* tid)
+    void tritonpy_close_between(int first, int last)
 
 
 def can_fork() -> str:
@@ -217,10 +227,13 @@ def take_steps(
     bint null_stdin,
     int max_fd,
     tuple entered,
+    int keep=-1,
 ) -> None:
     """In a spare (clone_spare): the steps a sandboxed child of fork_stub
     takes after its clone, the go byte first, but those ``enter`` took
-    (``entered``: what it returned), whose failure is reported here."""
+    (``entered``: what it returned), whose failure is reported here. The
+    descriptor ``keep`` (above 15, the highest a stub's are placed at;
+    -1: none) stays open."""
     cdef tritonpy_child_setup s
     cdef int last
     _fill(&s, report_fd, go_fd, parent, place, null_stdin)
@@ -232,7 +245,11 @@ def take_steps(
     s.enter_failure.step = entered[0]
     s.enter_failure.error = entered[1]
     last = tritonpy_child_setup_run(&s)
-    tritonpy_child_finish(last + 1, max_fd)
+    if keep > last:
+        tritonpy_close_between(last + 1, keep - 1)
+        tritonpy_child_finish(keep + 1, max_fd)
+    else:
+        tritonpy_child_finish(last + 1, max_fd)
 
 
 cdef extern from "<errno.h>":

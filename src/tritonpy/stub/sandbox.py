@@ -336,8 +336,11 @@ def _common_root(tmp_bytes: int, python: list[str]) -> View:
     """The part of the stub's root that every stub of an interpreter has:
     the new root pivoted into, its /tmp, /dev and /dev/shm, /proc, /sys,
     the system, ``python`` and /etc bound (see the module)."""
-    # The new root on the host's /tmp, the host's root beneath it.
-    _lifetime.mount_scratch("/tmp", VIEW_BYTES)
+    # The new root on the host's /tmp, the host's root beneath it. Without
+    # access times: a link followed for the first time would otherwise
+    # write its atime, and a write under way makes the kernel refuse the
+    # root's read-only flag (EBUSY) while finish_root_later sets it.
+    _lifetime.mount_scratch("/tmp", VIEW_BYTES, noatime=True)
     os.mkdir("/tmp" + HOST)
     os.chdir("/tmp")
     _lifetime.pivot_here(HOST.lstrip("/"))
@@ -346,7 +349,7 @@ def _common_root(tmp_bytes: int, python: list[str]) -> View:
     os.mkdir("/tmp")
     _lifetime.mount_scratch("/tmp", tmp_bytes)
     os.mkdir("/dev")
-    _lifetime.mount_scratch("/dev", VIEW_BYTES)
+    _lifetime.mount_scratch("/dev", VIEW_BYTES, noatime=True)
     for device in DEVICES:
         view.place(device, True)
     for name, target in DEVICE_LINKS:
@@ -382,6 +385,15 @@ class Ahead:
         # The stub's working directory (the server's), entered once the
         # root holds what the stub reads.
         self.cwd = "/"
+        # The Landlock ruleset with the rules of the common part in it
+        # (-1: none), and those rules: the stub adds its own and applies it.
+        self.ruleset = -1
+        self.rules: set[tuple[str, int]] = set()
+
+
+# Where a spare keeps its ruleset's descriptor: above those its stub's are
+# placed at (child_steps.h), which the steps close.
+RULESET_FD = 64
 
 
 AHEAD: Ahead | None = None
@@ -394,7 +406,12 @@ def build_ahead(tmp_bytes: int) -> None:
     global AHEAD
     AHEAD = Ahead(tmp_bytes)
     try:
-        AHEAD.view = _common_root(tmp_bytes, interpreter())
+        python = interpreter()
+        AHEAD.view = _common_root(tmp_bytes, python)
+        handled, scoped = _landlock_rights()
+        common = rules([], [], handled, python)
+        AHEAD.ruleset = _lifetime.landlock_ruleset(handled, scoped, common, RULESET_FD)
+        AHEAD.rules = set(common)
     except OSError as e:
         AHEAD.error = e
 
@@ -454,9 +471,9 @@ def finish() -> None:
     _lifetime.finish_root()
 
 
-def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
-    """Mounts the scratch and restricts the stub (see the module). OSError
-    naming the step the kernel refused."""
+def _landlock_rights() -> tuple[int, int]:
+    """The filesystem rights and scopes this kernel's Landlock handles.
+    OSError where it has none."""
     abi = _lifetime.landlock_abi()
     handled = (1 << 13) - 1  # ABI 1
     if abi >= 2:
@@ -466,6 +483,13 @@ def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
     if abi >= 5:
         handled |= IOCTL_DEV
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    return handled, scoped
+
+
+def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
+    """Mounts the scratch and restricts the stub (see the module). OSError
+    naming the step the kernel refused."""
+    handled, scoped = _landlock_rights()
     leave_terminal()
     cwd = os.getcwd() if AHEAD is None else AHEAD.cwd
     python = interpreter(cwd)
@@ -474,7 +498,11 @@ def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         vars(tempfile)["tempdir"] = None  # chosen again, from TMPDIR
-    _lifetime.landlock(handled, scoped, rules(read, write, handled, python))
+    own = rules(read, write, handled, python)
+    if AHEAD is None:
+        _lifetime.landlock(handled, scoped, own)
+    else:
+        _lifetime.landlock_finish(AHEAD.ruleset, [r for r in own if r not in AHEAD.rules])
     # Root of its user namespace no more: no mount_setattr to undo the
     # read-only view (Landlock stops the other mount calls), no raw
     # sockets, no ptrace. Reading stays as the stub's uid may.

@@ -43,7 +43,8 @@ The messages, one SOCK_SEQPACKET message each, JSON:
         file and exits.
     template -> backend: {"pid": N}, {"errno": E} (the kernel refused the
         clone), or {"refused": "..."} (the backend execs this stub instead)
-    backend -> template, to the template of sandboxed stubs, after a fork:
+    backend -> template, to the template of sandboxed stubs, once a stub
+        it forked is up:
         {"spare": {"maps": [[file, text], ...], "tmp_bytes": N}}: it clones
         the next sandboxed child ahead (the spare: new user, pid, mount and
         network namespaces), writes its ids' maps (the files of
@@ -55,7 +56,7 @@ The messages, one SOCK_SEQPACKET message each, JSON:
         serve. Answered {"spare": N} (its pid, the backend's child to reap
         when it is not taken) or {"spare": 0} (none). A fork request with
         stub-sandbox-network=none goes to the spare, once: the reply is its
-        pid, and the next spare is asked for anew.
+        pid, and the next spare is asked for once that stub is up.
 """
 
 from __future__ import annotations
@@ -487,20 +488,23 @@ def _make_spare(
     return pid
 
 
-def _build_ahead(own: socket.socket) -> tuple[int, int]:
+def _build_ahead(own: socket.socket) -> tuple[tuple[int, int], int]:
     """In the spare, once its ids are mapped (the template's first
     message): the sandbox's steps within its own namespaces, then the
-    common part of its root. What ``enter`` returned, for take_steps."""
+    common part of its root and of its Landlock ruleset. What ``enter``
+    returned, and the ruleset's descriptor (-1: none), for take_steps."""
     message = own.recv(_MAX_REQUEST)
     if not message:
         os._exit(0)
     tmp_bytes = json.loads(message)["ahead"]["tmp_bytes"]
     entered = _zygote.enter()
-    if entered[0] < 0:
-        from tritonpy.stub import sandbox
+    if entered[0] >= 0:
+        return entered, -1
+    from tritonpy.stub import sandbox
 
-        sandbox.build_ahead(tmp_bytes)
-    return entered
+    sandbox.build_ahead(tmp_bytes)
+    assert sandbox.AHEAD is not None
+    return entered, sandbox.AHEAD.ruleset
 
 
 def _serve_spare(
@@ -516,7 +520,7 @@ def _serve_spare(
         keep = own.fileno()
         os.closerange(3, keep)
         os.closerange(keep + 1, max_fd)
-        entered = _build_ahead(own)
+        entered, ruleset = _build_ahead(own)
         message, received, _, _ = socket.recv_fds(own, _MAX_REQUEST, _MAX_FDS)
         if not message:
             os._exit(0)
@@ -537,6 +541,7 @@ def _serve_spare(
             bool(request.get("null_stdin")),
             max_fd,
             entered,
+            ruleset,
         )
         own.detach()  # closed by the steps
     except BaseException:  # noqa: BLE001 - the backend sees the stub end before its HELLO
