@@ -13,7 +13,8 @@ import re
 import signal
 from pathlib import Path
 
-from test_sandbox_tightens import SANDBOX
+from test_sandbox_confines import probe
+from test_sandbox_tightens import SANDBOX, with_parameters
 
 from checks import add_sub_works
 from server import (
@@ -62,13 +63,22 @@ def namespace(pid: int, kind: str) -> str:
     return os.readlink(f"/proc/{pid}/ns/{kind}")
 
 
+def mounts(pid: int) -> dict[str, str]:
+    """Mount point -> file system type, as the process ``pid`` sees them
+    (the last mount on a point wins)."""
+    with open(f"/proc/{pid}/mountinfo") as f:
+        return {line.split()[4]: line.split(" - ")[1].split()[0] for line in f}
+
+
 def test_a_sandboxed_load_takes_the_spare_and_the_next_takes_another(tmp_path: Path) -> None:
     repo = build_repository(tmp_path / "repo", MODELS)
     with running(TritonServer(repo, tmp_path, args=VERBOSE)) as srv:
         (first,) = load(srv)
         assert taken(srv) == []  # no spare before the first sandboxed fork
         # Cloned ahead: its own namespaces, not a stub, holding no
-        # descriptor of the template's or the server's but its socket pair.
+        # descriptor of the template's or the server's but its socket pair
+        # (and, once it built the common part of its root, its Landlock
+        # ruleset).
         wait_until(lambda: len(children(srv.proc.pid, spares=True)) == 1)
         (spare,) = children(srv.proc.pid, spares=True)
         for kind in ("user", "pid", "mnt", "net"):
@@ -77,7 +87,9 @@ def test_a_sandboxed_load_takes_the_spare_and_the_next_takes_another(tmp_path: P
             int(fd): os.readlink(f"/proc/{spare}/fd/{fd}") for fd in os.listdir(f"/proc/{spare}/fd")
         }
         beyond = [link for fd, link in held.items() if fd > 2]
-        assert len(beyond) == 1 and beyond[0].startswith("socket:"), held
+        sockets = [link for link in beyond if link.startswith("socket:")]
+        assert len(sockets) == 1, held
+        assert set(beyond) - set(sockets) <= {"anon_inode:[landlock-ruleset]"}, held
         unload(srv)
         mark = srv.log_size()
         (second,) = load(srv)
@@ -118,3 +130,41 @@ def test_a_spare_not_taken_is_reaped_when_its_template_ends(tmp_path: Path) -> N
     # due then, and reaped it before the server exited.
     assert f"made a spare, pid {last}" in srv.log()
     assert not os.path.exists(f"/proc/{last}")
+
+
+def test_a_spare_builds_the_common_root_ahead_and_its_stub_binds_its_own(tmp_path: Path) -> None:
+    """Before it is taken, a spare has its ids mapped (by its template) and
+    the part of a stub's root every stub has built: a tmpfs root with its
+    /tmp, /dev/shm and the system in it, the host's root beneath it. The
+    stub it becomes binds its own model's directory, gets its model's own
+    scratch size, and sees nothing else of the host."""
+    repo = build_repository(tmp_path / "repo", ["add_sub", "sandbox_probe"])
+    with_parameters(repo, "sandbox_probe", stub_sandbox_tmp_bytes=str(4 << 20))
+    with running(TritonServer(repo, tmp_path, args=VERBOSE)) as srv:
+        load(srv)
+        wait_until(lambda: len(children(srv.proc.pid, spares=True)) == 1)
+        (spare,) = children(srv.proc.pid, spares=True)
+        with open(f"/proc/{spare}/uid_map") as f:
+            assert f.read().split()[:3] == ["0", "0", "1"]
+        wait_until(lambda: "/dev/shm" in mounts(spare))
+        seen = mounts(spare)
+        assert seen["/"] == seen["/tmp"] == seen["/dev/shm"] == "tmpfs", seen
+        assert "/usr" in seen and "/.tritonpy-host" in seen, seen
+        assert str(repo) not in seen  # no model's directory before its request
+        mark = srv.log_size()
+        code, body = srv.request("POST", "/v2/repository/models/sandbox_probe/load", b"")
+        assert code == 200, body
+        assert taken(srv, mark) == [spare]
+        # The ruleset it built ahead is applied and closed before model code.
+        held = [os.readlink(f"/proc/{spare}/fd/{fd}") for fd in os.listdir(f"/proc/{spare}/fd")]
+        assert "anon_inode:[landlock-ruleset]" not in held, held
+        filled = probe(srv, "fill", "/tmp")
+        assert filled["error"].startswith("ENOSPC"), filled
+        assert filled["written"] <= 4 << 20, filled
+        own = repo / "sandbox_probe" / "config.pbtxt"
+        assert probe(srv, "read", str(own)).get("ok", 0) > 0
+        for absent in ("/etc/shadow", str(repo / "add_sub" / "config.pbtxt"), "/.tritonpy-host"):
+            assert probe(srv, "list" if absent.endswith("host") else "read", absent)[
+                "error"
+            ].startswith("ENOENT"), absent
+        add_sub_works(srv)

@@ -148,29 +148,63 @@ WriteProcFile(pid_t pid, const char* name, const std::string& text)
   return Status();
 }
 
-// Maps the sandboxed child's user namespace. A server that is not root
-// may map only its own ids: uid and gid 0 inside are the server's. A root
-// server maps uid 0 to root (files stay readable as they are for every
-// stub) and kSandboxRealUid to sandbox.uid, which the stub takes as its
-// real uid before anything else runs (tritonpy/stub/main.py): a real root
-// would escape RLIMIT_NPROC.
+// Reads /proc/<pid>/<name> into *text; false if it cannot be read.
+bool
+ReadProcFile(pid_t pid, const std::string& name, std::string* text)
+{
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  ssize_t n;
+  do {
+    n = read(fd, buf, sizeof(buf));
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n < 0) return false;
+  text->assign(buf, static_cast<size_t>(n));
+  return true;
+}
+
+// The words of `text` (the kernel pads a map's numbers with spaces).
+std::vector<std::string>
+Words(const std::string& text)
+{
+  std::vector<std::string> words;
+  size_t at = 0;
+  while (true) {
+    at = text.find_first_not_of(" \t\n", at);
+    if (at == std::string::npos) return words;
+    const size_t end = text.find_first_of(" \t\n", at);
+    words.push_back(text.substr(at, end - at));
+    at = end;
+  }
+}
+
+// Maps the sandboxed child's user namespace (SandboxIdMaps). A spare's
+// were written by its template before its pid was known here
+// (stub_template.h): they must then read as these would.
 Status
 MapIds(pid_t pid, const StubSandbox& sandbox)
 {
-  if (geteuid() == 0) {
-    TRITONPY_RETURN_IF_ERROR(WriteProcFile(
-        pid, "uid_map",
-        "0 0 1\n" + std::to_string(kSandboxRealUid) + " " +
-            std::to_string(sandbox.uid) + " 1\n"));
-    return WriteProcFile(pid, "gid_map", "0 0 1\n");
+  const std::vector<std::pair<std::string, std::string>> maps =
+      SandboxIdMaps(sandbox);
+  std::string now;
+  if (ReadProcFile(pid, "uid_map", &now) && !Words(now).empty()) {
+    for (const auto& [name, text] : maps) {
+      if (!ReadProcFile(pid, name, &now) || Words(now) != Words(text)) {
+        return Status::Unavailable(
+            "/proc/" + std::to_string(pid) + "/" + name + " reads '" +
+            now.substr(0, now.find('\n')) + "' instead of '" +
+            text.substr(0, text.find('\n')) + "'");
+      }
+    }
+    return Status();
   }
-  // Without CAP_SETGID, gid_map may be written only once setgroups is
-  // denied.
-  TRITONPY_RETURN_IF_ERROR(WriteProcFile(pid, "setgroups", "deny"));
-  TRITONPY_RETURN_IF_ERROR(
-      WriteProcFile(pid, "uid_map", "0 " + std::to_string(geteuid()) + " 1\n"));
-  return WriteProcFile(
-      pid, "gid_map", "0 " + std::to_string(getegid()) + " 1\n");
+  for (const auto& [name, text] : maps) {
+    TRITONPY_RETURN_IF_ERROR(WriteProcFile(pid, name.c_str(), text));
+  }
+  return Status();
 }
 
 // The sandbox's name in messages.
@@ -227,6 +261,28 @@ Exited(pid_t pid)
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>>
+SandboxIdMaps(const StubSandbox& sandbox)
+{
+  // A server that is not root may map only its own ids: uid and gid 0
+  // inside are the server's (and without CAP_SETGID, gid_map may be
+  // written only once setgroups is denied). A root server maps uid 0 to
+  // root (files stay readable as they are for every stub) and
+  // kSandboxRealUid to sandbox.uid, which the stub takes as its real uid
+  // before anything else runs (tritonpy/stub/main.py): a real root would
+  // escape RLIMIT_NPROC.
+  if (geteuid() == 0) {
+    return {
+        {"uid_map", "0 0 1\n" + std::to_string(kSandboxRealUid) + " " +
+                        std::to_string(sandbox.uid) + " 1\n"},
+        {"gid_map", "0 0 1\n"}};
+  }
+  return {
+      {"setgroups", "deny"},
+      {"uid_map", "0 " + std::to_string(geteuid()) + " 1\n"},
+      {"gid_map", "0 " + std::to_string(getegid()) + " 1\n"}};
+}
 
 void
 CloseIf(int* fd)

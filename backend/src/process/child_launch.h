@@ -58,6 +58,13 @@ using ChildForker = std::function<pid_t(const ChildFork&, int* err)>;
 // when given --sandbox-real-uid (tritonpy/stub/main.py).
 constexpr int kSandboxRealUid = 1;
 
+// The files of /proc/<pid>/ that map a sandboxed child's user namespace,
+// in the order they are written, with what is written: the backend
+// writes them once it has the child's pid, a stub template those of its
+// spare (stub_template.h) when it clones it.
+std::vector<std::pair<std::string, std::string>> SandboxIdMaps(
+    const StubSandbox& sandbox);
+
 // Forks, or with plan.sandbox.enabled clones into new user, pid and mount
 // namespaces (the child is pid 1 of its own), and waits until the child
 // reached execve. The child leads a process group of its own and has
@@ -66,7 +73,9 @@ constexpr int kSandboxRealUid = 1;
 // *executable: the program as resolved. With a `forker`, the child is
 // forked by it (from a stub template) instead, and set up by the same
 // steps (child_steps.h) short of execve; the sandbox's ids are mapped here
-// all the same, and the child goes on only once it got the go byte. When
+// all the same (a template's spare has them mapped by its template: they
+// are checked instead), and the child goes on only once it got the go
+// byte. When
 // the forker returns 0, StartChild sets *abandoned and fails: the plan's
 // descriptors may be held by a child the template forked before it died
 // (which exits without its go byte), so the caller starts the child again

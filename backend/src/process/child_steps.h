@@ -68,6 +68,11 @@ struct tritonpy_child_setup {
   int place[TRITONPY_MAX_PLACED][2];
   size_t placed;
   int null_stdin;
+  // A spare (tritonpy/stub/template.py) took tritonpy_child_enter's steps
+  // before its request: they are not taken again; the one that failed
+  // (step -1: none) is reported once the go byte came.
+  int entered;
+  struct tritonpy_step_failure enter_failure;
 };
 
 static inline void
@@ -103,6 +108,38 @@ tritonpy_loopback_up(void)
   return r;
 }
 
+// The sandbox's first steps, which reach nothing beyond the child's own
+// namespaces (its ids mapped by then): its mounts made private, a /proc
+// of its pid namespace, uid and gid 0 of its user namespace, its loopback
+// up (own_network), Landlock checked. 0, or -1 with the step that failed
+// in *failed.
+static inline int
+tritonpy_child_enter(int own_network, struct tritonpy_step_failure* failed)
+{
+  int step = -1;
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+    step = TRITONPY_STEP_MOUNT_PRIVATE;
+  } else if (
+      mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) !=
+      0) {
+    step = TRITONPY_STEP_MOUNT_PROC;
+  } else if (
+      syscall(SYS_setresgid, 0, 0, 0) != 0 ||
+      syscall(SYS_setresuid, 0, 0, 0) != 0) {
+    step = TRITONPY_STEP_SET_IDS;
+  } else if (own_network && tritonpy_loopback_up() != 0) {
+    step = TRITONPY_STEP_LOOPBACK;
+  } else if (syscall(TRITONPY_SYS_LANDLOCK_CREATE_RULESET, NULL, 0, 1u) < 0) {
+    // The stub confines its files with Landlock (tritonpy/stub/sandbox.py)
+    // once its interpreter runs; a kernel without it fails here, where
+    // the backend can say so.
+    step = TRITONPY_STEP_LANDLOCK;
+  }
+  failed->step = step;
+  failed->error = step < 0 ? 0 : errno;
+  return step < 0 ? 0 : -1;
+}
+
 // Takes every step; a refused one is reported and ends the child (exit
 // 125). Returns the highest descriptor placed (at least 2): the caller
 // closes the ones above it (tritonpy_close_from).
@@ -114,26 +151,11 @@ tritonpy_child_setup_run(const struct tritonpy_child_setup* s)
     if (read(s->go_fd, &go, 1) != 1) _exit(125);  // the parent gave up
   }
   if (s->sandbox) {
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
-      tritonpy_child_fail(s, TRITONPY_STEP_MOUNT_PRIVATE);
-    }
-    if (mount(
-            "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) !=
-        0) {
-      tritonpy_child_fail(s, TRITONPY_STEP_MOUNT_PROC);
-    }
-    if (syscall(SYS_setresgid, 0, 0, 0) != 0 ||
-        syscall(SYS_setresuid, 0, 0, 0) != 0) {
-      tritonpy_child_fail(s, TRITONPY_STEP_SET_IDS);
-    }
-    if (s->own_network && tritonpy_loopback_up() != 0) {
-      tritonpy_child_fail(s, TRITONPY_STEP_LOOPBACK);
-    }
-    // The stub confines its files with Landlock (tritonpy/stub/sandbox.py)
-    // once its interpreter runs; a kernel without it fails here, where
-    // the backend can say so.
-    if (syscall(TRITONPY_SYS_LANDLOCK_CREATE_RULESET, NULL, 0, 1u) < 0) {
-      tritonpy_child_fail(s, TRITONPY_STEP_LANDLOCK);
+    struct tritonpy_step_failure failed = s->enter_failure;
+    if (!s->entered) tritonpy_child_enter(s->own_network, &failed);
+    if (failed.step >= 0) {
+      errno = failed.error;
+      tritonpy_child_fail(s, failed.step);
     }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
       tritonpy_child_fail(s, TRITONPY_STEP_NO_NEW_PRIVS);

@@ -109,7 +109,19 @@ StubProcess::SpawnOnce(
   pid_ = pid;
   *backend_fd = links.Take(0);
   lifeline_ = links.Take(1);
+  if (templates != nullptr && launch.sandbox.enabled) {
+    spare_templates_ = templates;
+    spare_launch_ = launch;
+  }
   return Status();
+}
+
+void
+StubProcess::Started()
+{
+  if (spare_templates_ == nullptr) return;
+  spare_templates_->MakeSpare(spare_launch_);
+  spare_templates_ = nullptr;
 }
 
 void

@@ -41,6 +41,11 @@ class StubProcess {
       const StubLaunch& launch, const std::string& instance_name,
       int* backend_fd);
 
+  // The stub is up (its handshake done): a sandboxed stub forked from a
+  // template has the template make the next one's spare
+  // (StubTemplates::MakeSpare).
+  void Started();
+
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
   const std::string& executable() const { return executable_; }
@@ -66,6 +71,10 @@ class StubProcess {
   void ReapExited(int* status);
 
   pid_t pid_ = -1;
+  // The templates that forked this sandboxed stub, and its launch, until
+  // Started (nullptr: none to tell).
+  StubTemplates* spare_templates_ = nullptr;
+  StubLaunch spare_launch_;
   // The write end of the stub's lifeline (Spawn), held until it is reaped.
   int lifeline_ = -1;
   std::string executable_;

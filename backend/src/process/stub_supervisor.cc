@@ -64,6 +64,7 @@ StubSupervisor::Start()
   std::shared_ptr<Channel> channel;
   StubTraits traits;
   TRITONPY_RETURN_IF_ERROR(start_(&process, &channel, &traits));
+  process->Started();  // outside `mu`: it may wait for a stub template
   MutexLock lock(&mu);
   Adopt(std::move(process), std::move(channel), traits);
   TRITONPY_LOG_INFO(
@@ -185,6 +186,7 @@ StubSupervisor::Restart(const std::string& msg, bool timed_out, bool unloading)
     std::shared_ptr<Channel> channel;
     StubTraits traits;
     Status s = start_(&process, &channel, &traits);
+    if (s.ok()) process->Started();  // outside `mu`, as in Start
     MutexLock lock(&mu);
     if (s.ok() && !shutting_down_) {
       Adopt(std::move(process), std::move(channel), traits);

@@ -124,6 +124,9 @@ struct StubTemplates::Template {
   // reaped here when it is not taken. `spare_asked`: its answer is due.
   pid_t spare GUARDED_BY(mu) = -1;
   bool spare_asked GUARDED_BY(mu) = false;
+  // A sandboxed stub was forked since the last spare was asked for: the
+  // next is asked for once that stub is up (MakeSpare).
+  bool spare_due GUARDED_BY(mu) = false;
 
   // Kills and reaps the spare that was not taken.
   void EndSpare() REQUIRES(mu)
@@ -160,10 +163,21 @@ struct StubTemplates::Template {
     return true;
   }
 
-  // Asks for the next spare; its answer is read before the next message.
-  void AskSpare() REQUIRES(mu)
+  // Asks for the next spare, for stubs of `sandbox`: the template writes
+  // its ids' maps (SandboxIdMaps) once it cloned it, so that it builds
+  // its root ahead. Its answer is read before the next message.
+  void AskSpare(const StubSandbox& sandbox) REQUIRES(mu)
   {
-    if (SendWithFds(control, "{\"spare\": true}", {})) spare_asked = true;
+    json::Value maps = json::Value::array();
+    for (const auto& [name, text] : SandboxIdMaps(sandbox)) {
+      maps.push_back(json::Value::array({name, text}));
+    }
+    json::Value ask = json::Value::object();
+    ask["maps"] = std::move(maps);
+    ask["tmp_bytes"] = sandbox.tmp_bytes;
+    json::Value message = json::Value::object();
+    message["spare"] = std::move(ask);
+    if (SendWithFds(control, json::Write(message), {})) spare_asked = true;
   }
 
   // Whether it has exited (it is not reaped yet).
@@ -478,8 +492,9 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
       TRITONPY_LOG_VERBOSE(
           what + " forked stub pid " + std::to_string(pid) + " from its spare");
     }
-    // The next sandboxed stub's namespaces, made before it is asked for.
-    if (plan.sandbox.enabled) t->AskSpare();
+    // The next sandboxed stub's namespaces and common root, made before
+    // it is asked for, once this stub is up (MakeSpare).
+    if (plan.sandbox.enabled) t->spare_due = true;
     return static_cast<pid_t>(pid);
   }
   if (json::Find(reply, "errno") != nullptr) {
@@ -491,6 +506,16 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
       " refused to fork a stub: " + json::GetString(reply, "refused", text) +
       "; this stub starts afresh (exec) instead");
   return 0;
+}
+
+void
+StubTemplates::MakeSpare(const StubLaunch& launch)
+{
+  std::shared_ptr<Template> t = Find(launch);
+  MutexLock lock(&t->mu);
+  if (!t->spare_due || t->pid <= 0 || t->spare_asked) return;
+  t->spare_due = false;
+  t->AskSpare(launch.sandbox);
 }
 
 std::string

@@ -50,6 +50,12 @@ class StubTemplates {
   // the stub must be exec'd instead (logged). Thread-safe.
   pid_t Fork(const StubLaunch& launch, const ChildFork& fork, int* err);
 
+  // A sandboxed stub forked from the template of `launch` is up (its
+  // handshake done): the template makes the spare for the next one now
+  // (template.py), when its work no longer slows that stub's start.
+  // Thread-safe.
+  void MakeSpare(const StubLaunch& launch);
+
   // The templates running now: what each is for, and its pid.
   struct Running {
     std::string describe;

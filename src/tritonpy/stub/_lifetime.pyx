@@ -19,6 +19,7 @@ watches, so that the death of the server thread that happened to start the
 stub (the kernel's "parent" for that signal) cannot end a healthy stub.
 """
 
+import fcntl
 import os
 
 from libc.errno cimport EINTR, errno
@@ -410,10 +411,17 @@ cdef extern from *:
     }
 
     /* The stub's scratch: a tmpfs of `bytes` on `path`, in the stub's own
-       mount namespace. */
-    static int tritonpy_mount_scratch(const char* path, const char* options)
+       mount namespace; without access times with `noatime`. */
+    static int tritonpy_mount_scratch(const char* path, const char* options, int noatime)
     {
-      return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options);
+      return mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | (noatime ? MS_NOATIME : 0),
+                   options);
+    }
+
+    /* The same tmpfs given `options` (its size) again. */
+    static int tritonpy_resize_scratch(const char* path, const char* options)
+    {
+      return mount("tmpfs", path, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, options);
     }
 
     /* struct mount_attr and mount_setattr's number (the same on every
@@ -466,7 +474,8 @@ cdef extern from *:
     int tritonpy_landlock_ruleset(unsigned long long fs, unsigned long long scoped)
     int tritonpy_landlock_allow(int ruleset, const char* path, unsigned long long access)
     int tritonpy_landlock_restrict(int ruleset)
-    int tritonpy_mount_scratch(const char* path, const char* options)
+    int tritonpy_mount_scratch(const char* path, const char* options, int noatime)
+    int tritonpy_resize_scratch(const char* path, const char* options)
     int tritonpy_bind(const char* source, const char* target, unsigned long long set, int recursive)
     int tritonpy_set_mount(const char* path, unsigned long long set)
     int tritonpy_pivot_here(const char* put_old)
@@ -481,12 +490,21 @@ def _refused(int err, what: str) -> OSError:
     return OSError(err, f"the kernel refused {what}: {os.strerror(err)}")
 
 
-def mount_scratch(str path, unsigned long long size) -> None:
+def mount_scratch(str path, unsigned long long size, bint noatime=False) -> None:
     """Mounts a private tmpfs of ``size`` bytes on ``path`` (the stub's
-    own mount namespace: nobody else sees it). OSError naming the step."""
+    own mount namespace: nobody else sees it), without access times with
+    ``noatime``. OSError naming the step."""
     options = f"size={size},mode=1777".encode()
-    if tritonpy_mount_scratch(os.fsencode(path), options) != 0:
+    if tritonpy_mount_scratch(os.fsencode(path), options, noatime) != 0:
         raise _refused(errno, f"a private scratch tmpfs on {path} (mount -t tmpfs)")
+
+
+def resize_scratch(str path, unsigned long long size) -> None:
+    """Makes the scratch tmpfs on ``path`` (mount_scratch's) ``size``
+    bytes. OSError naming the step."""
+    options = f"size={size}".encode()
+    if tritonpy_resize_scratch(os.fsencode(path), options) != 0:
+        raise _refused(errno, f"the size of the private scratch on {path} (mount -o remount)")
 
 
 READ_ONLY = TRITONPY_MOUNT_ATTR_RDONLY
@@ -528,6 +546,7 @@ def detach(str path) -> None:
 cdef extern from *:
     """
     #include <pthread.h>
+    #include <sched.h>
     #include <signal.h>
     #include <string.h>
     #include <unistd.h>
@@ -556,7 +575,13 @@ cdef extern from *:
       job->step = 2;
       if (rmdir(job->host) != 0) goto failed;
       job->step = 3;
-      if (tritonpy_set_mount("/", job->root_attributes) != 0) goto failed;
+      /* A write under way on the root makes the kernel refuse the flag
+         (EBUSY) for as long as it lasts: tried again, a bounded number
+         of times. */
+      for (int tries = 0; tritonpy_set_mount("/", job->root_attributes) != 0; ++tries) {
+        if (errno != EBUSY || tries == 1000) goto failed;
+        sched_yield();
+      }
       job->step = 0;
       return NULL;
     failed:
@@ -686,15 +711,45 @@ def landlock(unsigned long long handled, unsigned long long scoped, list rules) 
     ``handled`` ones; a path that does not exist is left out), and to the
     ``scoped`` scopes (abstract unix sockets, signals). Needs no_new_privs.
     OSError naming the step the kernel refused."""
+    landlock_finish(landlock_ruleset(handled, scoped, []), rules)
+
+
+def landlock_ruleset(
+    unsigned long long handled, unsigned long long scoped, list rules, int lowest=0
+) -> int:
+    """A Landlock ruleset of ``handled`` and ``scoped`` (as landlock's)
+    with the ``rules`` in it, not applied yet: its descriptor
+    (close-on-exec), ``lowest`` or above. OSError naming the step."""
     cdef int ruleset = tritonpy_landlock_ruleset(handled, scoped)
-    cdef bytes path
+    cdef int moved
     if ruleset < 0:
         raise _refused(errno, "a Landlock ruleset (landlock_create_ruleset)")
+    if lowest > 0:
+        moved = fcntl.fcntl(ruleset, fcntl.F_DUPFD_CLOEXEC, lowest)
+        os.close(ruleset)
+        ruleset = moved
     try:
-        for name, rights in rules:
-            path = os.fsencode(name)
-            if tritonpy_landlock_allow(ruleset, path, rights) < 0:
-                raise _refused(errno, f"a Landlock rule for {name} (landlock_add_rule)")
+        _landlock_add(ruleset, rules)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def _landlock_add(int ruleset, list rules) -> None:
+    cdef bytes path
+    for name, rights in rules:
+        path = os.fsencode(name)
+        if tritonpy_landlock_allow(ruleset, path, rights) < 0:
+            raise _refused(errno, f"a Landlock rule for {name} (landlock_add_rule)")
+
+
+def landlock_finish(int ruleset, list rules) -> None:
+    """Adds the ``rules`` to ``ruleset`` (landlock_ruleset's), restricts
+    this process to it as landlock does, and closes it, whatever
+    happens. OSError naming the step the kernel refused."""
+    try:
+        _landlock_add(ruleset, rules)
         if tritonpy_landlock_restrict(ruleset) != 0:
             raise _refused(errno, "the Landlock ruleset (landlock_restrict_self)")
     finally:

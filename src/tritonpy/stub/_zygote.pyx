@@ -30,6 +30,9 @@ cdef extern from "Python.h":
 
 cdef extern from "child_steps.h" nogil:
     ctypedef unsigned long rlim_t
+    struct tritonpy_step_failure:
+        int step
+        int error
     struct tritonpy_child_setup:
         int report_fd
         int go_fd
@@ -41,6 +44,9 @@ cdef extern from "child_steps.h" nogil:
         int place[6][2]
         size_t placed
         int null_stdin
+        int entered
+        tritonpy_step_failure enter_failure
+    int tritonpy_child_enter(int own_network, tritonpy_step_failure* failed)
     int tritonpy_child_setup_run(const tritonpy_child_setup* s)
     void tritonpy_child_finish(int first, int max_fd)
 
@@ -97,9 +103,19 @@ cdef extern from *:
       }
       return r;
     }
+
+    /* Closes the descriptors from `first` to `last`. */
+    static void tritonpy_close_between(int first, int last)
+    {
+    #ifdef SYS_close_range
+      if (syscall(SYS_close_range, first, last, 0) == 0) return;
+    #endif
+      for (int fd = first; fd <= last; ++fd) close(fd);
+    }
     """
     int* tritonpy_tid_address()
     long tritonpy_clone_sibling(int sandbox, int own_network, int* tid)
+    void tritonpy_close_between(int first, int last)
 
 
 def can_fork() -> str:
@@ -185,9 +201,20 @@ def clone_spare() -> int:
     """Clones a sandboxed child of this process's parent ahead of its
     stub (template.py, the spare): new user, pid, mount and network
     namespaces, and no other step. Returns as fork does; OSError when the
-    kernel refuses the clone. The child takes its steps with
+    kernel refuses the clone. Once its ids are mapped, the child takes the
+    steps within its namespaces with ``enter``, and the others with
     ``take_steps`` once it is given a stub to become."""
     return _clone(True, True, NULL, 0)
+
+
+def enter() -> tuple[int, int]:
+    """In a spare whose ids are mapped: the sandbox's steps that reach
+    nothing beyond its own namespaces (child_steps.h,
+    tritonpy_child_enter). (step, errno) of the one the kernel refused,
+    or (-1, 0), for ``take_steps`` to report."""
+    cdef tritonpy_step_failure failed
+    tritonpy_child_enter(1, &failed)
+    return failed.step, failed.error
 
 
 def take_steps(
@@ -199,9 +226,14 @@ def take_steps(
     list place,
     bint null_stdin,
     int max_fd,
+    tuple entered,
+    int keep=-1,
 ) -> None:
     """In a spare (clone_spare): the steps a sandboxed child of fork_stub
-    takes after its clone, the go byte first."""
+    takes after its clone, the go byte first, but those ``enter`` took
+    (``entered``: what it returned), whose failure is reported here. The
+    descriptor ``keep`` (above 15, the highest a stub's are placed at;
+    -1: none) stays open."""
     cdef tritonpy_child_setup s
     cdef int last
     _fill(&s, report_fd, go_fd, parent, place, null_stdin)
@@ -209,8 +241,15 @@ def take_steps(
     s.own_network = 1
     s.max_processes = max_processes
     s.address_space = address_space
+    s.entered = 1
+    s.enter_failure.step = entered[0]
+    s.enter_failure.error = entered[1]
     last = tritonpy_child_setup_run(&s)
-    tritonpy_child_finish(last + 1, max_fd)
+    if keep > last:
+        tritonpy_close_between(last + 1, keep - 1)
+        tritonpy_child_finish(keep + 1, max_fd)
+    else:
+        tritonpy_child_finish(last + 1, max_fd)
 
 
 cdef extern from "<errno.h>":

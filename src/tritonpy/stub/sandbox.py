@@ -24,6 +24,10 @@ sandbox and from signalling processes outside it. Last, the stub drops
 its capabilities but those to read files as its uid may. The backend
 applies the namespaces and no_new_privs before the stub runs
 (backend/src/process/child_steps.h).
+
+A template's spare (tritonpy/stub/template.py) builds the part of the
+root that every stub of its interpreter has before it is given its stub
+(build_ahead); the stub then binds only its own paths into it.
 """
 
 from __future__ import annotations
@@ -146,13 +150,14 @@ DEVICE_LINKS = (
 )
 
 
-def interpreter() -> list[str]:
+def interpreter(cwd: str | None = None) -> list[str]:
     """The interpreter's prefixes and every directory on its path but the
-    server's working directory, which ``python -m`` put first and the stub
-    takes off (runtime.py)."""
+    server's working directory ``cwd`` (default: this process's), which
+    ``python -m`` put first and the stub takes off (runtime.py)."""
     paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
     paths.append(os.path.dirname(os.path.realpath(sys.executable)))
-    cwd = os.getcwd()
+    if cwd is None:
+        cwd = os.getcwd()
     for entry in sys.path:
         if os.path.isabs(entry) and entry != cwd:
             paths.append(entry)
@@ -327,14 +332,15 @@ class View:
         self.bound.append((here, writable))
 
 
-def own_root(read: list[str], write: list[str], tmp_bytes: int, python: list[str]) -> None:
-    """Makes the view of the module the stub's root (see the module);
-    ``python``: interpreter()."""
-    reads = sorted({*SYSTEM, *python, *read, *ETC}, key=depth)
-    writes = sorted(set(write), key=depth)
-    cwd = os.getcwd()
-    # The new root on the host's /tmp, the host's root beneath it.
-    _lifetime.mount_scratch("/tmp", VIEW_BYTES)
+def _common_root(tmp_bytes: int, python: list[str]) -> View:
+    """The part of the stub's root that every stub of an interpreter has:
+    the new root pivoted into, its /tmp, /dev and /dev/shm, /proc, /sys,
+    the system, ``python`` and /etc bound (see the module)."""
+    # The new root on the host's /tmp, the host's root beneath it. Without
+    # access times: a link followed for the first time would otherwise
+    # write its atime, and a write under way makes the kernel refuse the
+    # root's read-only flag (EBUSY) while finish_root_later sets it.
+    _lifetime.mount_scratch("/tmp", VIEW_BYTES, noatime=True)
     os.mkdir("/tmp" + HOST)
     os.chdir("/tmp")
     _lifetime.pivot_here(HOST.lstrip("/"))
@@ -343,7 +349,7 @@ def own_root(read: list[str], write: list[str], tmp_bytes: int, python: list[str
     os.mkdir("/tmp")
     _lifetime.mount_scratch("/tmp", tmp_bytes)
     os.mkdir("/dev")
-    _lifetime.mount_scratch("/dev", VIEW_BYTES)
+    _lifetime.mount_scratch("/dev", VIEW_BYTES, noatime=True)
     for device in DEVICES:
         view.place(device, True)
     for name, target in DEVICE_LINKS:
@@ -359,17 +365,92 @@ def own_root(read: list[str], write: list[str], tmp_bytes: int, python: list[str
                 _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_DEVICES | _lifetime.NO_EXEC,
             )
             view.bound.append((system, False))
-    for path in reads:
+    for path in sorted({*SYSTEM, *python, *ETC}, key=depth):
         view.place(path, False)
-    for path in writes:
+    for directory in ("/", "/dev"):
+        os.chmod(directory, 0o755)
+    return view
+
+
+class Ahead:
+    """The common part of a stub's root, built by a spare (the template's
+    sandboxed child cloned ahead, template.py) before it is given its
+    stub: what build_ahead made, or the error that stopped it (raised
+    when the stub confines itself, as it would have been then)."""
+
+    def __init__(self, tmp_bytes: int) -> None:
+        self.tmp_bytes = tmp_bytes
+        self.view: View | None = None
+        self.error: OSError | None = None
+        # The stub's working directory (the server's), entered once the
+        # root holds what the stub reads.
+        self.cwd = "/"
+        # The Landlock ruleset with the rules of the common part in it
+        # (-1: none), and those rules: the stub adds its own and applies it.
+        self.ruleset = -1
+        self.rules: set[tuple[str, int]] = set()
+
+
+# Where a spare keeps its ruleset's descriptor: above those its stub's are
+# placed at (child_steps.h), which the steps close.
+RULESET_FD = 64
+
+
+AHEAD: Ahead | None = None
+
+
+def build_ahead(tmp_bytes: int) -> None:
+    """In a spare, its ids mapped and its namespaces entered (child_steps.h):
+    the common part of the root of the stub it will become (its scratch
+    of ``tmp_bytes``, resized if that stub's differs)."""
+    global AHEAD
+    AHEAD = Ahead(tmp_bytes)
+    try:
+        python = interpreter()
+        AHEAD.view = _common_root(tmp_bytes, python)
+        handled, scoped = _landlock_rights()
+        common = rules([], [], handled, python)
+        AHEAD.ruleset = _lifetime.landlock_ruleset(handled, scoped, common, RULESET_FD)
+        AHEAD.rules = set(common)
+    except OSError as e:
+        AHEAD.error = e
+
+
+def reach(path: str) -> bool:
+    """Whether the directory ``path`` is there; in a root built ahead, the
+    host's is bound into it first, read-only, as on the interpreter's path
+    (what the stub would have found before its root was built)."""
+    if AHEAD is not None and AHEAD.view is not None and os.path.isdir(HOST + path):
+        AHEAD.view.place(path, False)
+    return os.path.isdir(path)
+
+
+def own_root(
+    read: list[str], write: list[str], tmp_bytes: int, python: list[str], cwd: str
+) -> None:
+    """Makes the view of the module the stub's root (see the module);
+    ``python``: interpreter(); ``cwd``: the working directory to keep
+    where the root has it."""
+    if AHEAD is None:
+        view = _common_root(tmp_bytes, python)
+    else:
+        if AHEAD.error is not None:
+            raise AHEAD.error
+        assert AHEAD.view is not None
+        view = AHEAD.view
+        if tmp_bytes != AHEAD.tmp_bytes:
+            for scratch in SCRATCH:
+                _lifetime.resize_scratch(scratch, tmp_bytes)
+    # Those of the common part are covered, bound already.
+    for path in sorted({*python, *read}, key=depth):
+        view.place(path, False)
+    for path in sorted(set(write), key=depth):
         view.place(path, True)
     # A directory of the host's on the way to what it reads (a repository
     # under /tmp) is not a place to write by that name either.
     for way in view.ways:
         _lifetime.bind(way, way, _lifetime.READ_ONLY, recursive=False)
     null_stdin()
-    for directory in ("/", "/dev"):
-        os.chmod(directory, 0o755)
     _lifetime.set_mount("/dev", _lifetime.READ_ONLY | _lifetime.NO_SUID | _lifetime.NO_EXEC)
     # The host's root detached, its mount point removed and the root made
     # read-only on a thread of their own (the detach waits for the
@@ -390,9 +471,9 @@ def finish() -> None:
     _lifetime.finish_root()
 
 
-def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
-    """Mounts the scratch and restricts the stub (see the module). OSError
-    naming the step the kernel refused."""
+def _landlock_rights() -> tuple[int, int]:
+    """The filesystem rights and scopes this kernel's Landlock handles.
+    OSError where it has none."""
     abi = _lifetime.landlock_abi()
     handled = (1 << 13) - 1  # ABI 1
     if abi >= 2:
@@ -402,14 +483,26 @@ def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
     if abi >= 5:
         handled |= IOCTL_DEV
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    return handled, scoped
+
+
+def confine(read: list[str], write: list[str], tmp_bytes: int) -> None:
+    """Mounts the scratch and restricts the stub (see the module). OSError
+    naming the step the kernel refused."""
+    handled, scoped = _landlock_rights()
     leave_terminal()
-    python = interpreter()
-    own_root(read, write, tmp_bytes, python)
+    cwd = os.getcwd() if AHEAD is None else AHEAD.cwd
+    python = interpreter(cwd)
+    own_root(read, write, tmp_bytes, python, cwd)
     os.environ["TMPDIR"] = "/tmp"
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         vars(tempfile)["tempdir"] = None  # chosen again, from TMPDIR
-    _lifetime.landlock(handled, scoped, rules(read, write, handled, python))
+    own = rules(read, write, handled, python)
+    if AHEAD is None:
+        _lifetime.landlock(handled, scoped, own)
+    else:
+        _lifetime.landlock_finish(AHEAD.ruleset, [r for r in own if r not in AHEAD.rules])
     # Root of its user namespace no more: no mount_setattr to undo the
     # read-only view (Landlock stops the other mount calls), no raw
     # sockets, no ptrace. Reading stays as the stub's uid may.

@@ -43,14 +43,20 @@ The messages, one SOCK_SEQPACKET message each, JSON:
         file and exits.
     template -> backend: {"pid": N}, {"errno": E} (the kernel refused the
         clone), or {"refused": "..."} (the backend execs this stub instead)
-    backend -> template, to the template of sandboxed stubs, after a fork:
-        {"spare": true}: it clones the next sandboxed child ahead (the
-        spare: new user, pid, mount and network namespaces, no other step),
-        which waits for the fork request it will serve; answered
-        {"spare": N} (its pid, the backend's child to reap when it is not
-        taken) or {"spare": 0} (none). A fork request with
+    backend -> template, to the template of sandboxed stubs, once a stub
+        it forked is up:
+        {"spare": {"maps": [[file, text], ...], "tmp_bytes": N}}: it clones
+        the next sandboxed child ahead (the spare: new user, pid, mount and
+        network namespaces), writes its ids' maps (the files of
+        /proc/<pid>/, in order), and tells it {"ahead": {"tmp_bytes": N}}
+        on its own socket pair: the spare then takes the sandbox's steps
+        within its own namespaces and builds the part of its root every
+        sandboxed stub has (sandbox.build_ahead; its scratch N bytes until
+        its stub says otherwise), and waits for the fork request it will
+        serve. Answered {"spare": N} (its pid, the backend's child to reap
+        when it is not taken) or {"spare": 0} (none). A fork request with
         stub-sandbox-network=none goes to the spare, once: the reply is its
-        pid, and the next spare is asked for anew.
+        pid, and the next spare is asked for once that stub is up.
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ _STUB_MODULES = (
     "tritonpy.pb_utils._c_utils",
     "tritonpy.stub.runtime",
     "tritonpy.stub._lifetime",
+    "tritonpy.stub.main",
 )
 _MAX_REQUEST = 1 << 20
 _MAX_FDS = 8
@@ -311,8 +318,10 @@ class _Path:
             except OSError:
                 pass
 
-    def apply(self, cwd: str) -> None:
-        """In the forked stub, once its environment is its own."""
+    def apply(self, cwd: str, reach: Callable[[str], bool] = os.path.isdir) -> None:
+        """In the forked stub, once its environment is its own. ``reach``:
+        whether a directory is there (for a spare's root built ahead,
+        sandbox.reach)."""
         sys.path[:] = self.base
         if not self.prepared and not (
             sys.version_info >= (3, 11) and os.environ.get("PYTHONSAFEPATH")
@@ -327,7 +336,7 @@ class _Path:
             return
         site.USER_BASE = site.USER_SITE = None  # computed again from this environment
         user = site.getusersitepackages()
-        if not os.path.isdir(user):
+        if not reach(user):
             return
         before = list(sys.path)
         site.ENABLE_USER_SITE = True
@@ -338,18 +347,41 @@ class _Path:
         sys.path[:] = before[:at] + added + before[at:]
 
 
-def _become_stub(sock: socket.socket, request: dict[str, Any], path: _Path, blas: _Blas) -> None:
+def _set_environ(entries: list[str]) -> None:
+    """Makes os.environ the "KEY=VALUE" ``entries``, changing only what
+    differs from the template's (mostly the same: the template started
+    with the stubs' environment). Each change is a setenv or unsetenv,
+    whose first ones after the fork cost copies of the pages they touch."""
+    wanted = dict(entry.split("=", 1) for entry in entries if "=" in entry)
+    for key in [key for key in os.environ if key not in wanted]:
+        del os.environ[key]
+    for key, value in wanted.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+
+
+def _become_stub(
+    sock: socket.socket, request: dict[str, Any], path: _Path, blas: _Blas, ahead: bool = False
+) -> None:
     """In the forked child: the stub an exec'd one would be, then its main.
-    Never returns."""
+    ``ahead``: a spare, whose root is built already (its working directory
+    is then entered by sandbox.confine, once its root holds what it may
+    read). Never returns."""
     code = 1
     try:
         sock.detach()  # descriptor 3 is the stub's socket now
         if _spare is not None:
             _spare.sock.detach()  # closed by the steps: its number is reused
-        os.environ.clear()
-        os.environ.update(entry.split("=", 1) for entry in request["env"] if "=" in entry)
-        os.chdir(request["cwd"])
-        path.apply(request["cwd"])
+        _set_environ(request["env"])
+        if ahead:
+            from tritonpy.stub import sandbox
+
+            assert sandbox.AHEAD is not None
+            sandbox.AHEAD.cwd = request["cwd"]
+            path.apply(request["cwd"], sandbox.reach)
+        else:
+            os.chdir(request["cwd"])
+            path.apply(request["cwd"])
         argv = request["argv"]
         sys.orig_argv[:] = argv
         _retitle(argv)
@@ -401,8 +433,29 @@ _spare: _Spare | None = None
 _TITLE: list[str] = []
 
 
-def _make_spare(sock: socket.socket, path: _Path, blas: _Blas, max_fd: int) -> int:
-    """The spare's pid (cloned now if there is none), or 0."""
+def _map_ids(pid: int, maps: list[list[str]]) -> bool:
+    """Writes the spare's id maps (``maps``: [file, text] pairs the backend
+    sent, in order) to /proc/<pid>/; False if the kernel refused one."""
+    try:
+        for name, text in maps:
+            if name not in ("setgroups", "uid_map", "gid_map"):
+                return False
+            fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _make_spare(
+    sock: socket.socket, path: _Path, blas: _Blas, max_fd: int, ask: dict[str, Any]
+) -> int:
+    """The spare's pid (cloned now if there is none), or 0. ``ask``: its
+    ids' maps, which this process writes (the spare then enters its
+    namespaces and builds its root ahead), and its scratch's size."""
     global _spare
     if _spare is not None:
         return _spare.pid
@@ -420,21 +473,54 @@ def _make_spare(sock: socket.socket, path: _Path, blas: _Blas, max_fd: int) -> i
     if pid == 0:
         _serve_spare(theirs, sock, path, blas, max_fd)
     theirs.close()
+    tmp_bytes = ask.get("tmp_bytes")
+    if not (_map_ids(pid, ask.get("maps", [])) and isinstance(tmp_bytes, int)):
+        # Its end of the socket hangs up: it exits, and the backend, told
+        # its pid, reaps it.
+        ours.close()
+        return pid
+    try:
+        _send(ours, {"ahead": {"tmp_bytes": tmp_bytes}})
+    except OSError:  # it died
+        ours.close()
+        return pid
     _spare = _Spare(pid, ours)
     return pid
+
+
+def _build_ahead(own: socket.socket) -> tuple[tuple[int, int], int]:
+    """In the spare, once its ids are mapped (the template's first
+    message): the sandbox's steps within its own namespaces, then the
+    common part of its root and of its Landlock ruleset. What ``enter``
+    returned, and the ruleset's descriptor (-1: none), for take_steps."""
+    message = own.recv(_MAX_REQUEST)
+    if not message:
+        os._exit(0)
+    tmp_bytes = json.loads(message)["ahead"]["tmp_bytes"]
+    entered = _zygote.enter()
+    if entered[0] >= 0:
+        return entered, -1
+    from tritonpy.stub import sandbox
+
+    sandbox.build_ahead(tmp_bytes)
+    assert sandbox.AHEAD is not None
+    return entered, sandbox.AHEAD.ruleset
 
 
 def _serve_spare(
     own: socket.socket, sock: socket.socket, path: _Path, blas: _Blas, max_fd: int
 ) -> None:
     """In the spare: waits, holding no descriptor of the template's, for
-    the one fork request it serves; then the steps and the stub, as a
-    forked child. Exits when the template hangs up first. Never returns."""
+    its ids to be mapped, builds what every sandboxed stub's root has, and
+    waits for the one fork request it serves; then the other steps and
+    the stub, as a forked child. Exits when the template hangs up first.
+    Never returns."""
     try:
         _retitle([*_TITLE, "--spare"])
         keep = own.fileno()
         os.closerange(3, keep)
         os.closerange(keep + 1, max_fd)
+        entered, ruleset = _build_ahead(own)
         message, received, _, _ = socket.recv_fds(own, _MAX_REQUEST, _MAX_FDS)
         if not message:
             os._exit(0)
@@ -454,11 +540,13 @@ def _serve_spare(
             list(zip(fds[2:], request["targets"], strict=True)),
             bool(request.get("null_stdin")),
             max_fd,
+            entered,
+            ruleset,
         )
         own.detach()  # closed by the steps
     except BaseException:  # noqa: BLE001 - the backend sees the stub end before its HELLO
         os._exit(1)
-    _become_stub(sock, request, path, blas)
+    _become_stub(sock, request, path, blas, ahead=entered[0] < 0)
 
 
 def _give_spare(message: bytes, request: dict[str, Any], fds: list[int]) -> dict[str, Any] | None:
@@ -580,7 +668,8 @@ def serve(argv: list[str]) -> int:
             elif "shared" in request:
                 step = _share(request["shared"], blas)
             elif "spare" in request:
-                reply = {"spare": _make_spare(sock, path, blas, max_fd)}
+                ask = request["spare"] if isinstance(request["spare"], dict) else {}
+                reply = {"spare": _make_spare(sock, path, blas, max_fd, ask)}
             if step is not None:
                 if step:
                     _send(sock, {"ok": False, "error": step})
