@@ -275,11 +275,12 @@ class Turns:
         # Not threading.Thread.start(), which waits until the new thread
         # has run: on a busy machine a scheduler slice (1.7 ms median on
         # the shared 2-core box, against 0.1 ms) before the stub reads its
-        # first frame. Nothing needs the deputy sooner than a tick.
+        # first frame. Nothing needs the deputy sooner than a tick. (Nor a
+        # threading.Thread of its own, which it would build while the loop
+        # thread handles that frame: threading.enumerate() leaves it out.)
         _thread.start_new_thread(self._watch, ())
 
     def _watch(self) -> None:
-        threading.current_thread().name = "tritonpy-deputy"  # for thread dumps
         seen = self.epoch
         idle = 0
         while not self.channel.closed:
