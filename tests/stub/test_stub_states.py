@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tritonpy.stub import _codec as C
-from tritonpy.stub.lifecycle import MODEL_SENDS, TAKES, State, moved
+from tritonpy.stub.lifecycle import IGNORES, MODEL_SENDS, TAKES, Lifecycle, State, moved
 
 import protocol_ref as P
 from host import StubHost, f32, write_model
@@ -167,6 +167,34 @@ def test_bls_is_for_execute_and_its_aftermath_only() -> None:
     with_bls = {s for s, sends in MODEL_SENDS.items() if C.BLS_REQUEST in sends}
     assert with_bls == {State.READY, State.DRAINING, State.UNLOADING}
     assert all({C.MODEL_CONTROL, C.METRIC} <= sends for sends in MODEL_SENDS.values())
+
+
+def test_a_state_map_is_made_on_first_entry_and_kept() -> None:
+    """A stub pays only for the states it visits; each map follows the
+    table (taken: the handler, wrapped; ignored: a no-op; else the
+    ProtocolError)."""
+    seen: list[tuple[int, int]] = []
+    life = Lifecycle()
+    life.route(
+        {C.INIT: lambda f, b, buf: seen.append((C.INIT, f)), C.DRAIN: lambda f, b, buf: None},
+        lambda ftype, h: lambda f, b, buf: h(f, b, buf),
+    )
+    assert set(life._by_state) == {State.STARTING}
+    life.handlers[C.INIT](1, None, None)
+    life.handlers[C.DRAIN](2, None, None)  # ignored in STARTING
+    assert seen == [(C.INIT, 1)]
+    life.move(State.INITIALIZING, "INIT")
+    assert set(life._by_state) == {State.STARTING, State.INITIALIZING}
+    assert C.INIT not in TAKES[State.INITIALIZING] | IGNORES[State.INITIALIZING]
+    with pytest.raises(C.ProtocolError, match="INIT in state INITIALIZING"):
+        life.handlers[C.INIT](3, None, None)
+    first = life.handlers
+    life.move(State.READY, "initialize() returned")
+    life.move(State.DRAINING, "DRAIN")
+    life.move(State.READY, "drained")
+    assert life.handlers is life._by_state[State.READY]
+    assert first is life._by_state[State.INITIALIZING]
+    assert len(life._by_state) == 4
 
 
 # ---------------------------------------------------------------- a real stub

@@ -126,13 +126,18 @@ def _refuse(name: str, state: State) -> Handler:
 class Lifecycle:
     """The stub's state, and the handlers of the frames it takes in it."""
 
-    __slots__ = ("state", "handlers", "_by_state")
+    __slots__ = ("state", "handlers", "_by_state", "_handlers", "_wrap")
 
     def __init__(self) -> None:
         self.state = State.STARTING
         # Frame type -> what dispatch runs, in the current state.
         self.handlers: dict[int, Handler] = {}
+        # Each state's map, made when the stub first enters the state: a
+        # stub that serves visits four of the nine, and every map made
+        # costs its start (a closure per frame type that route wraps).
         self._by_state: dict[State, dict[int, Handler]] = {}
+        self._handlers: Mapping[int, Handler] = {}
+        self._wrap: Callable[[int, Handler], Handler] | None = None
 
     def route(
         self,
@@ -144,26 +149,36 @@ class Lifecycle:
         the table: the handler where the state takes the frame, a no-op
         where it ignores it, else one raising the ProtocolError.
         ``wrap(type, handler)``, if given, is what the map holds."""
-        for state in State:
-            table: dict[int, Handler] = {}
-            for ftype, handler in handlers.items():
-                if ftype not in _NAMES:
-                    raise ValueError(f"frame type {ftype} has a handler but no row in _TAKES")
-                if ftype in TAKES[state]:
-                    chosen = handler
-                elif ftype in IGNORES[state]:
-                    chosen = _ignore
-                else:
-                    chosen = _refuse(_NAMES[ftype], state)
-                table[ftype] = wrap(ftype, chosen) if wrap is not None else chosen
-            self._by_state[state] = table
-        self.handlers = self._by_state[self.state]
+        for ftype in handlers:
+            if ftype not in _NAMES:
+                raise ValueError(f"frame type {ftype} has a handler but no row in _TAKES")
+        self._handlers, self._wrap = handlers, wrap
+        self._by_state.clear()
+        self.handlers = self._table(self.state)
+
+    def _table(self, state: State) -> dict[int, Handler]:
+        """``state``'s map (route's docstring), made on first use."""
+        table = self._by_state.get(state)
+        if table is not None:
+            return table
+        table = {}
+        wrap = self._wrap
+        for ftype, handler in self._handlers.items():
+            if ftype in TAKES[state]:
+                chosen = handler
+            elif ftype in IGNORES[state]:
+                chosen = _ignore
+            else:
+                chosen = _refuse(_NAMES[ftype], state)
+            table[ftype] = wrap(ftype, chosen) if wrap is not None else chosen
+        self._by_state[state] = table
+        return table
 
     def move(self, to: State, why: str) -> None:
         """The one place the state changes: a ProtocolError if the current
         state does not allow ``to``."""
         self.state = moved(self.state, to, why)
-        self.handlers = self._by_state[to]
+        self.handlers = self._table(to)
 
     def model_may_send(self, ftype: int) -> bool:
         """Whether model code may have the stub send a frame of ``ftype``

@@ -84,12 +84,14 @@ tritonpy stub template: imports the stub and the preload modules once, then
 forks stubs on request. Started by the backend, not by hand.
 """
 
-# What the stub imports before it runs a model (tritonpy/stub/main.py).
+# What the stub imports before it runs a model: its entry point too
+# (tritonpy/stub/main.py), which each fork would otherwise import anew.
 _STUB_MODULES = (
     "asyncio",
     "uvloop",
     "tritonpy.pb_utils",
     "tritonpy.pb_utils._c_utils",
+    "tritonpy.stub.main",
     "tritonpy.stub.runtime",
     "tritonpy.stub._lifetime",
     "tritonpy.stub.main",
