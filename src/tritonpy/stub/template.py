@@ -94,7 +94,6 @@ _STUB_MODULES = (
     "tritonpy.stub.main",
     "tritonpy.stub.runtime",
     "tritonpy.stub._lifetime",
-    "tritonpy.stub.main",
 )
 _MAX_REQUEST = 1 << 20
 _MAX_FDS = 8
