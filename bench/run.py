@@ -11,6 +11,7 @@ fresh tritonserver running every scenario, then the report.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
 import json
 import os
@@ -378,6 +379,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     work = HERE / "work"
     work.mkdir(exist_ok=True)
+    # One run at a time per checkout: work/ holds the built clients and
+    # backends, which a second run would rebuild under the first.
+    lock = open(work / ".lock", "w")  # noqa: SIM115 (held until exit)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        env.log(f"another bench run uses {work.relative_to(HERE.parent)}; waiting for it to end")
+        fcntl.flock(lock, fcntl.LOCK_EX)
     scenarios = build(cfg)
     if a.only:
         prefixes = tuple(a.only.split(","))

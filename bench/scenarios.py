@@ -450,10 +450,14 @@ def _load_once(server: Server, model: str) -> tuple[float, float | None] | str:
         return body.decode(errors="replace")[:300]
     new = set(server.stubs()) - before
     rss = sum(rss_bytes(p) for p in new) / len(new) / MiB if new else None
+    unloaded = f"successfully unloaded '{model}'"
+    done = server.log().count(unloaded)
     server.request("POST", f"/v2/repository/models/{model}/unload", b"")
+    # Triton's model deleter runs on after the unload's answer; the next
+    # load must not overlap it (2.51 has crashed there): wait for its line.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (
-        server.model_states().get(model, ("",))[0] == "READY" or set(server.stubs()) - before
+        server.log().count(unloaded) <= done or set(server.stubs()) - before
     ):
         time.sleep(0.05)
     return elapsed, rss
