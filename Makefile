@@ -54,7 +54,7 @@ $(PY):
 $(VENV)/.deps: pyproject.toml | $(PY)
 	$(PIP) install -q "setuptools>=68" wheel "Cython>=3.0" "nlohmann-json>=3.11" "numpy>=1.24" "uvloop>=0.19" \
 	    "pytest>=8" "pytest-timeout>=2.3" "tritonclient[http,grpc]>=2.51" "ml_dtypes>=0.4" "hypothesis>=6" "ruff>=0.6" \
-	    "mypy>=1.10" "codespell>=2.3" "clang-format>=23.1,<24" "pyyaml>=6" "jedi>=0.19"
+	    "mypy>=1.10" "codespell>=2.3" "clang-format>=23.1,<24" "pyyaml>=6" "jedi>=0.19" "httptools>=0.6"
 	@command -v cmake >/dev/null || $(PIP) install -q cmake
 	touch $@
 

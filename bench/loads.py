@@ -27,6 +27,10 @@ GRPC_LOAD = Path(__file__).resolve().parent / "grpc_load.py"
 SSE_LOAD = Path(__file__).resolve().parent / "sse_load.py"
 # A load generator process above this many cores per thread is the bottleneck.
 SATURATED = 0.9
+# A load generator whose 1 ms timer wakes this late at p90 (bench/sse_load.py's
+# lag_p90_us) is behind, whatever its CPU: waiting for a core of a busy machine
+# delays it as much as its own work does, and the delay is in what it measures.
+LAG_SATURATED_US = 5000.0
 # Seconds bench.llm_floor gets to import torch and build the network.
 # How long bench.llm_floor may take to set up (torch, the example) before
 # its window: a bound for a broken one, not a wait.
@@ -327,16 +331,34 @@ def _one_window(
     return outs, _window_counts(outs, duration, server_cpu)
 
 
+def client_saturated(outs: list[dict], duration: float) -> bool:
+    """Whether a load generator process was the bottleneck of a window:
+    one near a full core (a Python client has one: its loop's thread),
+    whatever the rest of the machine does, or one whose timer woke late
+    (lag_p90_us), whatever its own CPU."""
+    return any(
+        o.get("client_cpu_s", 0.0) / duration >= SATURATED
+        or o.get("lag_p90_us", 0.0) >= LAG_SATURATED_US
+        for o in outs
+    )
+
+
 def _window_counts(outs: list[dict], duration: float, server_cpu: float) -> dict:
     ok = sum(o.get("ok", 0) for o in outs)
     cores = [o.get("client_cpu_s", 0.0) / duration for o in outs]
+    lags = [o["lag_p90_us"] for o in outs if "lag_p90_us" in o]
     return {
         "ok": ok,
         "errors": sum(o.get("errors", 0) for o in outs),
         "window_s": duration,
         "server_cpu_s": server_cpu,
         "client_cores": sum(cores),
-        "client_saturated": max(cores) >= SATURATED,
+        "client_process_cores": max(cores),
+        "client_lag_p90_us": max(lags, default=None),
+        "client_runqueue_wait_s": max(
+            (o["runqueue_wait_s"] for o in outs if "runqueue_wait_s" in o), default=None
+        ),
+        "client_saturated": client_saturated(outs, duration),
         "error": next((o["error"] for o in outs if "error" in o), None),
         "timed_out": any(o.get("timed_out") for o in outs),
     }

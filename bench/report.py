@@ -217,9 +217,10 @@ def notes(doc: dict) -> str:
     ]
     if sat:
         out.append(
-            f"- {SATURATION_MARK} the load generator saturated a core (≥0.9 core per "
-            "client thread or process) in at least one round, so the server may have "
-            "more to give: " + "; ".join(sat)
+            f"- {SATURATION_MARK} the load generator was behind in at least one round "
+            "(a client thread or process at ≥0.9 core, or an SSE client whose 1 ms timer "
+            "woke ≥5 ms late at p90), so the server may have more to give and its "
+            "latencies hold some of the client's delay: " + "; ".join(sat)
         )
     busy = [
         f"{sc['title']} ({s})"

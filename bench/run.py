@@ -284,6 +284,11 @@ def measure(
         "client_cores": raw.get("client_cores"),
         "server_cores": server_cores,
         "client_saturated": bool(raw.get("client_saturated")),
+        # the busiest load generator process, how late its timer woke, how
+        # long it waited for a CPU
+        "client_process_cores": raw.get("client_process_cores"),
+        "client_lag_p90_us": raw.get("client_lag_p90_us"),
+        "client_runqueue_wait_s": raw.get("client_runqueue_wait_s"),
         # the client takes a real share of a machine that is out of CPU
         "machine_saturated": (client >= 0.25 * cores and client + server_cores >= 0.9 * cores),
     }

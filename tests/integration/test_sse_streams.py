@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 
 from bench import sse_load
@@ -78,18 +77,17 @@ def test_every_token_of_every_stream_arrives(srv: TritonServer, pattern: str, n:
         assert not problems, f"round {r + 1}: " + summary(problems, n)
 
 
-def test_open_loop_sends_at_its_rate(srv: TritonServer) -> None:
-    """bench/sse_load.py --rate: every stream due in the window is counted
-    once, all of them whole, and each has a TTFT (from its due time)."""
-    rate, window = 50.0, 2.0
+def window(srv: TritonServer, seconds: float, *args: str) -> dict:
+    """bench/sse_load.py over a window of ``seconds`` (sse_async, MODE 0,
+    ids sent): its JSON, with no stream that went wrong."""
     start = time.time() + 3.0  # the client starts within it, even on a busy machine
     proc = subprocess.run(
         [
             sys.executable,
             str(Path(sse_load.__file__)),
             *("--target", srv.http_url, "--model", "sse_async", "--ids", "--pattern", "0"),
-            *("--rate", str(rate), "--conns", "64", "--tokens", str(TOKENS)),
-            *("--start", repr(start), "--end", repr(start + window)),
+            *("--tokens", str(TOKENS), *args),
+            *("--start", repr(start), "--end", repr(start + seconds)),
         ],
         capture_output=True,
         text=True,
@@ -98,10 +96,29 @@ def test_open_loop_sends_at_its_rate(srv: TritonServer) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out.get("bad") is None, out["bad"]
+    assert out["client_cpu_s"] > 0 and out["lag_p90_us"] >= 0, out
+    return out
+
+
+def test_closed_loop_counts_whole_streams(srv: TritonServer) -> None:
+    """bench/sse_load.py closed loop: each of --conns clients streams one
+    request after another; the tokens counted are whole streams' (every
+    token checked), and each stream counted has a TTFT."""
+    out = window(srv, 2.0, "--conns", "16")
+    assert out["ok"] > 16 and out["errors"] == 0 and len(out["ttft_us"]) == out["ok"], out
+    assert out["tokens"] > 0 and out["tokens"] % TOKENS == 0, out["tokens"]
+    assert len(out["itl_us"]) == out["tokens"] - out["tokens"] // TOKENS
+
+
+def test_open_loop_sends_at_its_rate(srv: TritonServer) -> None:
+    """bench/sse_load.py --rate: every stream due in the window is counted
+    once, all of them whole, and each has a TTFT (from its due time)."""
+    rate, window_s = 50.0, 2.0
+    out = window(srv, window_s, "--rate", str(rate), "--conns", "64")
     due = out["ok"] + out["errors"]
     # arrivals at k / rate from the client's start, before the window
     # opens: rate * window of them fall in it
-    assert abs(due - rate * window) <= 1, out
+    assert abs(due - rate * window_s) <= 1, out
     assert out["errors"] == 0 and len(out["ttft_us"]) == out["ok"], out
 
 
@@ -126,25 +143,24 @@ def test_sigterm_with_256_streams_in_flight(tmp_path: Path) -> None:
     rounds = [0] * n
     signalled: list[float] = []
 
-    async def client(session: aiohttp.ClientSession, k: int) -> None:
+    async def client(k: int) -> None:
         model, mode = list(PATTERNS.values())[k % len(PATTERNS)]  # all of them
-        url = f"http://{srv.http_url}/v2/models/{model}/generate_stream"
+        path = sse_load.stream_path(model)
         while not signalled:  # the stream in flight at the signal is the last
             s = sse_load.Stream()
             streams.append((k, s))
             body = {"ID": k, "N": TOKENS, "MODE": mode}
-            await sse_load.read_stream(session, url, body, limit=EXIT_TIMEOUT + 30, out=s)
+            await sse_load.read_stream(srv.http_url, path, body, limit=EXIT_TIMEOUT + 30, out=s)
             rounds[k] += 1
 
     async def main() -> None:
-        async with aiohttp.ClientSession(connector=sse_load.connector(n)) as session:
-            clients = asyncio.gather(*(client(session, k) for k in range(n)))
-            # Under way: every client finished a stream and is in its next.
-            while min(rounds) < 1:
-                await asyncio.sleep(0.05)
-            signalled.append(time.monotonic())
-            srv.proc.send_signal(signal.SIGTERM)
-            await clients
+        clients = asyncio.gather(*(client(k) for k in range(n)))
+        # Under way: every client finished a stream and is in its next.
+        while min(rounds) < 1:
+            await asyncio.sleep(0.05)
+        signalled.append(time.monotonic())
+        srv.proc.send_signal(signal.SIGTERM)
+        await clients
 
     try:
         srv.wait_ready()

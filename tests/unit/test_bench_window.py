@@ -48,3 +48,22 @@ def test_a_real_load_generator_says_whether_it_joined_late(tmp_path):
     argv += loads.window_argv(1, 1, start, start + 0.01)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(done.stdout)["joined_late"] is True
+
+
+def test_a_client_process_near_a_full_core_is_saturated_whatever_the_machine():
+    # one process at 0.95 of a core, the other idle, no server CPU at all
+    outs = [{"client_cpu_s": 2.85, "lag_p90_us": 300.0}, {"client_cpu_s": 0.1}]
+    assert loads._window_counts(outs, 3.0, 0.0)["client_saturated"] is True
+
+
+def test_a_client_whose_timer_wakes_late_is_saturated_at_a_third_of_a_core():
+    outs = [{"client_cpu_s": 0.9, "lag_p90_us": 400.0}, {"client_cpu_s": 0.9, "lag_p90_us": 15e3}]
+    assert loads._window_counts(outs, 3.0, 0.0)["client_saturated"] is True
+
+
+def test_two_processes_at_half_a_core_each_and_on_time_are_not_saturated():
+    # together about one core (client_cores), but neither process is behind
+    outs = [{"client_cpu_s": 1.45, "lag_p90_us": 400.0}, {"client_cpu_s": 1.45, "lag_p90_us": 500}]
+    counts = loads._window_counts(outs, 3.0, 3.0)
+    assert counts["client_saturated"] is False
+    assert round(counts["client_cores"], 2) == 0.97 and counts["client_lag_p90_us"] == 500
