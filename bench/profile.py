@@ -137,7 +137,8 @@ def profile(
         server.wait_ready()
         if protocol == "grpc":
             # the client measures a window of its own: snapshot around it
-            tokens = STREAMED.get(model, 0)
+            # (grpc_load.cc wants a positive --tokens, even for unary calls)
+            tokens = STREAMED.get(model, 1)
             res = run_grpc(
                 server,
                 mode="stream" if streamed else "unary",
