@@ -86,6 +86,13 @@ def snapshot(server: Server) -> dict[tuple[str, int], tuple[int, int, int]]:
     return snap
 
 
+def grpc_tokens(model: str) -> int:
+    """The --tokens the gRPC load generator gets for `model`: a stream's
+    length, else 1 (bench/grpc_load.cc refuses anything below 1, also for
+    unary calls, which ignore it)."""
+    return STREAMED.get(model, 1)
+
+
 def _stream_payload(model: str, tokens: int) -> bytes:
     from bench import grpc_load
 
@@ -137,7 +144,7 @@ def profile(
         server.wait_ready()
         if protocol == "grpc":
             # the client measures a window of its own: snapshot around it
-            tokens = STREAMED.get(model, 0)
+            tokens = grpc_tokens(model)
             res = run_grpc(
                 server,
                 mode="stream" if streamed else "unary",
