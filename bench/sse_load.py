@@ -153,7 +153,9 @@ class _StreamReader(asyncio.Protocol):
         try:  # one parse per buffer, not one per event
             docs = json.loads(b"[" + b",".join(lines) + b"]")
         except ValueError:
-            docs = [_event(line) for line in lines]
+            docs = None
+        if docs is None or not all(isinstance(d, dict) for d in docs):
+            docs = [_event(line) for line in lines]  # names the bad one
         now = time.perf_counter()
         out = self.out
         for doc in docs:

@@ -78,3 +78,9 @@ def test_an_event_that_is_not_json_is_an_error_naming_it() -> None:
     s = asyncio.run(_read(answer([TOKEN_EVENTS[0], b"{not json"]), 6))
     assert s.error is not None and "not JSON" in s.error and "{not json" in s.error, s
     assert len(s.events) == 1
+
+
+def test_an_event_that_is_json_but_not_an_object_is_an_error_naming_it() -> None:
+    s = asyncio.run(_read(answer([TOKEN_EVENTS[0], b"[5]"]), len(TOKEN_EVENTS[0]) * 4))
+    assert s.error is not None and "not an object" in s.error and "[5]" in s.error, s
+    assert len(s.events) == 1
