@@ -58,6 +58,43 @@ def test_requested_outputs_only(host: StubHost, tmp_path: Path) -> None:
     assert [t["name"] for t in reply["body"]["responses"][0]["outputs"]] == ["DIFF"]
 
 
+def test_an_output_keeps_the_shape_its_tensor_was_made_with(host: StubHost, tmp_path: Path) -> None:
+    """As the official Tensor does (it keeps the dims it was made with): an
+    array reshaped in place after ``Tensor(name, array)`` still answers
+    with the shape it had then, and with the bytes it holds at return."""
+    host.load(
+        tmp_path,
+        """
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+        class TritonPythonModel:
+            def execute(self, requests):
+                return [self.reshaped() for _ in requests]
+
+            def reshaped(self):
+                a = np.arange(6, dtype=np.float32)
+                b = np.arange(4, dtype=np.int32).reshape(2, 2)
+                c = np.ones(20_000, np.float32)  # past the inline limit: an arena
+                tensors = [pb_utils.Tensor(n, x) for n, x in zip("ABC", (a, b, c))]
+                a.shape = (2, 3)
+                a[0, 0] = 9
+                b.shape = (4,)
+                c.shape = (100, 200)
+                return pb_utils.InferenceResponse(tensors)
+    """,
+    )
+    (resp,) = host.execute(1, [P.request("r")])["body"]["responses"]
+    a, b, c = resp["outputs"]
+    assert [(t["name"], t["dims"]) for t in (a, b, c)] == [
+        ("A", [6]),
+        ("B", [2, 2]),
+        ("C", [20_000]),
+    ]
+    assert c["location"] != 0 and np.frombuffer(host.tensor_bytes(c), np.float32).sum() == 20_000
+    assert np.frombuffer(host.tensor_bytes(a), np.float32).tolist() == [9, 1, 2, 3, 4, 5]
+    assert np.frombuffer(host.tensor_bytes(b), np.int32).tolist() == [0, 1, 2, 3]
+
+
 def test_large_tensors_go_through_arenas(host: StubHost, tmp_path: Path) -> None:
     """Inputs in the host's memfd arena are read in place; large outputs come
     back in a stub arena (0600 memfd, announced first) and are freed on RELEASE."""

@@ -42,6 +42,8 @@ import numpy as np
 
 cdef object _ndarray = np.ndarray
 cdef dict _native_codes = NATIVE_CODES
+# (dtype, code) of the last native-dtype array a Tensor was made of.
+cdef tuple _last_dtype = (None, None)
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _TYPE_BF16 = TYPE_BF16
 cdef dict _wire_numpy = WIRE_NUMPY
@@ -58,9 +60,20 @@ cdef class TensorCore:
     def __init__(self, name, numpy_array):
         """The fast path of ``Tensor(name, array)``; the subclass's
         ``_init_general`` takes everything else."""
+        global _last_dtype
         cdef object code
+        cdef tuple last
         if type(name) is str and name and type(numpy_array) is _ndarray:
-            code = _native_codes.get(numpy_array.dtype)
+            dt = numpy_array.dtype
+            last = _last_dtype
+            if last[0] is dt:
+                # The dtype of the tensor made last: numpy's built-in dtypes
+                # are one object each, so a model's outputs mostly hit.
+                code = last[1]
+            else:
+                code = _native_codes.get(dt)
+                if code is not None:
+                    _last_dtype = (dt, code)  # one tuple: atomic for threads
             if code is not None:  # the common case, in one lookup
                 self._name = name
                 self._dtype = code

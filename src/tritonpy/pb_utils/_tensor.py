@@ -293,10 +293,12 @@ class Tensor(TensorCore):
                 raise TritonModelException(
                     f"Tensor '{self._name}': cannot serialize as BYTES: {exc}"
                 ) from exc
-            return self._name, dtype, tuple(arr.shape), data
+            return self._name, dtype, self._dims, data
         # A flat uint8 view: the stub can take memoryview(buf) as plain bytes
-        # (memoryview.cast refuses multi-dimensional zero-size views).
-        return self._name, dtype, tuple(arr.shape), _native(arr).reshape(-1).view(np.uint8)
+        # (memoryview.cast refuses multi-dimensional zero-size views). The
+        # dims are those the tensor was made with, as the official Tensor
+        # sends (an array reshaped in place since keeps its size).
+        return self._name, dtype, self._dims, _native(arr).reshape(-1).view(np.uint8)
 
     # ------------------------------------------------------------ internals
 

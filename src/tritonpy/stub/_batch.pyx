@@ -406,7 +406,9 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
                 n = len(small)
                 if n + _TENSOR_RESERVE <= budget:
                     budget -= n + _TENSOR_RESERVE
-                    out.append(out_inline(t._name, t._dtype, t._array.shape, small))
+                    # The shape the tensor was made with, as the official
+                    # backend sends (its Tensor keeps the dims it was given).
+                    out.append(out_inline(t._name, t._dtype, t._dims, small))
                     continue
             try:
                 name, dtype, dims, data = wire_parts(t)
@@ -445,10 +447,14 @@ cdef object _small_wire_bytes(TensorCore t):
     """The wire bytes of a fixed-size array tensor of at most INLINE_LIMIT
     bytes, in one numpy copy; None for any other tensor (which goes
     through ``_to_wire``)."""
+    cdef Py_ssize_t size
     arr = t._array
     if t._buf is not None or arr is None or t._dtype == _TYPE_BYTES:
         return None
-    if arr.nbytes > WIRE_INLINE_LIMIT or arr.dtype.byteorder == ">":
+    # The array's byte size, from the dtype code and shape it was made with
+    # (a reshape in place keeps the size), without asking the array.
+    size = dtype_wire_size(t._dtype, t._dims)
+    if size < 0 or size > WIRE_INLINE_LIMIT or arr.dtype.byteorder == ">":
         return None
     return arr.tobytes()
 

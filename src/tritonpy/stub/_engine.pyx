@@ -197,7 +197,8 @@ cdef class Engine:
         if fds or ftype == _ARENA or ftype == _BLS_ARENA:
             self.on_descriptor(ftype, mv, fds)
             return
-        handler = self.life.handlers.get(ftype)
+        cdef dict handlers = self.life.handlers
+        handler = handlers.get(ftype)
         if handler is None:
             raise _ProtocolError(f"frame type {ftype} is not sent to the stub")
         if flags & _FLAG_BODY_IN_ARENA:
