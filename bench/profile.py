@@ -10,8 +10,8 @@
 Starts one server of the chosen system (the benchmark suite's repository
 and backend directory), drives the model over HTTP with wrk (or over gRPC
 with the suite's C++ client, bench/grpc_load.cc), and reads
-/proc before and after: CPU microseconds and voluntary / involuntary
-context switches per request, for each group of threads (tritonpy's reader
+/proc before and after: CPU microseconds, voluntary / involuntary
+context switches and moves to another CPU per request, for each group of threads (tritonpy's reader
 threads, Triton's other threads, the stub processes). Counts, not
 timings, are what matter on a shared machine: a wake-up of a sleeping
 thread on another core costs an order of magnitude more than the work most
@@ -43,8 +43,21 @@ STREAMED = {"stream_async": 32, "llm": 64}
 CALLS = {"bls": ["add_sub"]}
 
 
-def _threads(pid: int) -> dict[int, tuple[str, int, int, int]]:
-    """tid -> (name, CPU ticks, voluntary, involuntary switches)."""
+def _migrations(base: str) -> int:
+    """How often the thread was moved to another CPU (``se.nr_migrations``);
+    0 where the kernel does not show it."""
+    try:
+        with open(f"{base}/sched") as f:
+            for line in f:
+                if line.startswith("se.nr_migrations"):
+                    return int(line.rsplit(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _threads(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
+    """tid -> (name, CPU ticks, voluntary, involuntary switches, migrations)."""
     out = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -66,14 +79,15 @@ def _threads(pid: int) -> dict[int, tuple[str, int, int, int]]:
             int(st[11]) + int(st[12]),
             int(status["voluntary_ctxt_switches"]),
             int(status["nonvoluntary_ctxt_switches"]),
+            _migrations(base),
         )
     return out
 
 
-def snapshot(server: Server) -> dict[tuple[str, int], tuple[int, int, int]]:
+def snapshot(server: Server) -> dict[tuple[str, int], tuple[int, int, int, int]]:
     snap = {}
     for pid, group in [(server.proc.pid, "server")] + [(p, "stub") for p in server.stubs()]:
-        for tid, (name, ticks, vol, invol) in _threads(pid).items():
+        for tid, (name, ticks, vol, invol, moved) in _threads(pid).items():
             if name.startswith("tritonpy-"):
                 role = name
             elif group == "stub":
@@ -82,7 +96,7 @@ def snapshot(server: Server) -> dict[tuple[str, int], tuple[int, int, int]]:
                 role = "stub main thread" if tid == pid else "stub other threads"
             else:
                 role = f"{group} threads"
-            snap[(role, tid)] = (ticks, vol, invol)
+            snap[(role, tid)] = (ticks, vol, invol, moved)
     return snap
 
 
@@ -138,8 +152,8 @@ def profile(
         env=extra_env,
         extra_args=server_args,
     )
-    before: dict[tuple[str, int], tuple[int, int, int]] = {}
-    after: dict[tuple[str, int], tuple[int, int, int]] = {}
+    before: dict[tuple[str, int], tuple[int, int, int, int]] = {}
+    after: dict[tuple[str, int], tuple[int, int, int, int]] = {}
     try:
         server.wait_ready()
         if protocol == "grpc":
@@ -177,13 +191,14 @@ def profile(
         server.stop()
     n = max(1, res["tokens"] if streamed else res["ok"])
     per = "token" if streamed else "req"
-    groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for key, (ticks, vol, invol) in after.items():
-        t0, v0, i0 = before.get(key, (0, 0, 0))
+    groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for key, (ticks, vol, invol, moved) in after.items():
+        t0, v0, i0, m0 = before.get(key, (0, 0, 0, 0))
         g = groups[key[0]]
         g[0] += (ticks - t0) / TICK * 1e6 / n
         g[1] += (vol - v0) / n
         g[2] += (invol - i0) / n
+        g[3] += (moved - m0) / n
     rate = (
         f"{res['tok_s']:,.0f} tokens/s, TTFT p50 {res['ttft_p50_ms']} ms, "
         f"inter-token p50 {res['itl_p50_us']} us"
@@ -192,14 +207,15 @@ def profile(
     )
     lines = [
         f"{system} {model} @{conns} ({protocol}): {rate}, {res['errors']} errors",
-        f"| threads | CPU us / {per} | voluntary switches / {per} | involuntary / {per} |",
-        "|---|---|---|---|",
+        f"| threads | CPU us / {per} | voluntary switches / {per} | involuntary / {per} "
+        f"| CPU changes / {per} |",
+        "|---|---|---|---|---|",
     ]
-    total = [0.0, 0.0, 0.0]
-    for role, (cpu, vol, invol) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
-        lines.append(f"| {role} | {cpu:.1f} | {vol:.2f} | {invol:.2f} |")
-        total = [a + b for a, b in zip(total, (cpu, vol, invol), strict=True)]
-    lines.append(f"| all | {total[0]:.1f} | {total[1]:.2f} | {total[2]:.2f} |")
+    total = [0.0, 0.0, 0.0, 0.0]
+    for role, g in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"| {role} | {g[0]:.1f} | {g[1]:.2f} | {g[2]:.2f} | {g[3]:.2f} |")
+        total = [a + b for a, b in zip(total, g, strict=True)]
+    lines.append(f"| all | {total[0]:.1f} | {total[1]:.2f} | {total[2]:.2f} | {total[3]:.2f} |")
     return "\n".join(lines)
 
 
