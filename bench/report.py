@@ -54,6 +54,14 @@ def machine() -> dict:
             info["server"] = f"tritonserver from {dist.name.removesuffix('.dist-info')}"
     except Exception:
         pass
+    from bench import wakeup
+
+    try:
+        # what one wake-up of a sleeping process costs here: latencies at one
+        # client are mostly made of them
+        info["wakeup_round_trip_us"] = wakeup.measure()
+    except OSError:
+        pass
     return info
 
 
@@ -244,11 +252,24 @@ def markdown(doc: dict) -> str:
     return (
         f"Run {doc['date']} on {m.get('cpu', '?')}, {m.get('cores')} cores, "
         f"{m.get('memory_gib', '?')} GiB, Linux {m.get('kernel')}; {m.get('server', '')}. "
-        f"{doc['rounds']} alternating round(s) of {', '.join(doc['systems'])}; "
+        + _wakeups(m)
+        + f"{doc['rounds']} alternating round(s) of {', '.join(doc['systems'])}; "
         f"{cfg['duration']} s measured per scenario after {cfg['warmup']} s warm-up; "
         f"whole run {doc['elapsed_s'] / 60:.1f} min. Cells: median (min–max over rounds). "
         "↑ higher is better, ↓ lower is better. CPU = tritonserver plus its stub "
         "processes, from /proc.\n\n" + table(doc) + "\n\n" + notes(doc) + "\n"
+    )
+
+
+def _wakeups(m: dict) -> str:
+    """The machine's wake-up round trips, as `python -m bench.wakeup` prints
+    them; empty for a run that did not record them."""
+    w = m.get("wakeup_round_trip_us") or {}
+    if "other_cpu_us" not in w:
+        return ""
+    return (
+        f"A round trip of two processes waking each other takes {w['other_cpu_us']:.0f} us "
+        f"across CPUs and {w['same_cpu_us']:.0f} us on one (`python -m bench.wakeup`). "
     )
 
 
