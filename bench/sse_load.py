@@ -53,7 +53,7 @@ import re
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -205,6 +205,24 @@ def address(target: str) -> tuple[str, int]:
     return str(found[0][4][0]), int(port)
 
 
+async def within_task(limit: float, step: Awaitable[None]) -> None:
+    """Awaits ``step`` in a task of its own, cancelled with
+    asyncio.TimeoutError after ``limit`` seconds: Python 3.10's way."""
+    await asyncio.wait_for(step, limit)
+
+
+if sys.version_info >= (3, 11):
+
+    async def within(limit: float, step: Awaitable[None]) -> None:
+        """The same in the caller's task: the connection is made at once,
+        not one turn of the loop later, so that it adds nothing to a TTFT."""
+        async with asyncio.timeout(limit):
+            await step
+
+else:
+    within = within_task
+
+
 async def read_stream(
     target: str,
     path: str,
@@ -222,11 +240,14 @@ async def read_stream(
     loop = asyncio.get_running_loop()
     done = loop.create_future()
     reader = _StreamReader(request, out, time.perf_counter(), done)
+
+    async def connect_and_read() -> None:
+        await loop.create_connection(lambda: reader, *address(target))
+        await done
+
     try:
-        async with asyncio.timeout(limit):
-            await loop.create_connection(lambda: reader, *address(target))
-            await done
-    except TimeoutError:
+        await within(limit, connect_and_read())
+    except asyncio.TimeoutError:  # before OSError: from 3.11 on, it is TimeoutError, one
         out.error = out.error or f"still open after {limit:.0f} s"
     except OSError as e:  # refused, or reset before the connection was made
         out.error = out.error or f"connection failed: {type(e).__name__}: {e}"
@@ -390,7 +411,7 @@ async def main_async(a: argparse.Namespace) -> dict:
             ),
             timeout=a.end - time.time() + grace,
         )
-    except TimeoutError:
+    except asyncio.TimeoutError:
         out["timed_out"] = True
     return out
 
