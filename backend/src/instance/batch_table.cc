@@ -35,13 +35,16 @@ BatchTable::BatchTable(
 void
 BatchTable::Adopt()
 {
-  std::vector<std::shared_ptr<Batch>> adopted;
-  gate_->TakePending(&adopted);
-  adopted_batches_ += adopted.size();
-  for (auto& batch : adopted) {
+  // adopted_ is empty between calls; swapped with the gate's pending
+  // list, the two vectors' buffers are reused instead of one allocated on
+  // the Execute thread and freed here per batch.
+  gate_->TakePending(&adopted_);
+  adopted_batches_ += adopted_.size();
+  for (auto& batch : adopted_) {
     open_requests_ += batch->open;
     batches_[batch->id] = std::move(batch);
   }
+  adopted_.clear();
 }
 
 void

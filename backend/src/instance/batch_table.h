@@ -104,6 +104,7 @@ class BatchTable {
     static constexpr size_t kKeptEntries = 4096;
   };
   ResponsesScratch scratch_;
+  std::vector<std::shared_ptr<Batch>> adopted_;  // Adopt's, empty between
   size_t open_requests_ = 0;
   uint64_t adopted_batches_ = 0;  // counted for the debug line only
   Clock::time_point last_cancel_poll_;
