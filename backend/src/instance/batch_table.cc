@@ -122,7 +122,7 @@ BatchTable::OnResponses(
   // Validate everything first, so that a bad frame sends nothing.
   std::vector<std::shared_ptr<Batch>>& owners = s.owners;
   owners.assign(rb.responses.size(), nullptr);
-  std::vector<uint64_t> ending;  // batches ended by an entry (BATCH_END)
+  std::vector<uint64_t>& ending = s.ending;
   auto ended_here = [&](uint64_t id) {
     return std::find(ending.begin(), ending.end(), id) != ending.end();
   };
