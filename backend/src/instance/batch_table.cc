@@ -35,13 +35,16 @@ BatchTable::BatchTable(
 void
 BatchTable::Adopt()
 {
-  std::vector<std::shared_ptr<Batch>> adopted;
-  gate_->TakePending(&adopted);
-  adopted_batches_ += adopted.size();
-  for (auto& batch : adopted) {
+  // adopted_ is empty between calls; swapped with the gate's pending
+  // list, the two vectors' buffers are reused instead of one allocated on
+  // the Execute thread and freed here per batch.
+  gate_->TakePending(&adopted_);
+  adopted_batches_ += adopted_.size();
+  for (auto& batch : adopted_) {
     open_requests_ += batch->open;
     batches_[batch->id] = std::move(batch);
   }
+  adopted_.clear();
 }
 
 void
@@ -119,7 +122,7 @@ BatchTable::OnResponses(
   // Validate everything first, so that a bad frame sends nothing.
   std::vector<std::shared_ptr<Batch>>& owners = s.owners;
   owners.assign(rb.responses.size(), nullptr);
-  std::vector<uint64_t> ending;  // batches ended by an entry (BATCH_END)
+  std::vector<uint64_t>& ending = s.ending;
   auto ended_here = [&](uint64_t id) {
     return std::find(ending.begin(), ending.end(), id) != ending.end();
   };

@@ -90,12 +90,15 @@ class BatchTable {
     proto::ResponsesBody body;
     std::vector<std::shared_ptr<Batch>> owners;
     std::vector<std::vector<const uint8_t*>> data;
+    std::vector<uint64_t> ending;  // batches ended by an entry (BATCH_END)
     // After each frame: no batch is kept alive from here, and what an
     // unusually large frame grew is given back.
     void Tidy()
     {
       owners.clear();
+      ending.clear();
       if (body.responses.capacity() > kKeptEntries) {
+        std::vector<uint64_t>().swap(ending);
         std::vector<proto::Response>().swap(body.responses);
         std::vector<std::shared_ptr<Batch>>().swap(owners);
         std::vector<std::vector<const uint8_t*>>().swap(data);
@@ -104,6 +107,7 @@ class BatchTable {
     static constexpr size_t kKeptEntries = 4096;
   };
   ResponsesScratch scratch_;
+  std::vector<std::shared_ptr<Batch>> adopted_;  // Adopt's, empty between
   size_t open_requests_ = 0;
   uint64_t adopted_batches_ = 0;  // counted for the debug line only
   Clock::time_point last_cancel_poll_;

@@ -177,8 +177,9 @@ CheckBytes(
   return Status();
 }
 
-// Reads one request's metadata and input buffers. Its texts become valid
-// UTF-8: a client may send any bytes.
+// Reads one request's metadata and input buffers, appending its inputs
+// to `inputs` (the caller drops them again when this fails). Its texts
+// become valid UTF-8: a client may send any bytes.
 Status
 ReadRequest(
     const ModelState& model, TRITONBACKEND_Request* request, BatchRequest* breq,
@@ -223,6 +224,7 @@ ReadRequest(
   uint32_t nout = 0;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_RequestOutputCount(request, &nout));
+  wire->requested_outputs.reserve(nout);
   for (uint32_t i = 0; i < nout; ++i) {
     const char* name = nullptr;
     TRITONPY_RETURN_IF_TRITON_ERROR(
@@ -327,17 +329,19 @@ BuildExecute(
   body.requests.reserve(count);
   batch->requests.resize(count);
   std::vector<PendingInput> inputs;
+  inputs.reserve(count * 2);  // two each, as a guess
   for (uint32_t i = 0; i < count; ++i) {
     BatchRequest* breq = &batch->requests[i];
     breq->request = requests[i];
     proto::Request wire;
-    std::vector<PendingInput> mine;
-    Status s = ReadRequest(model, requests[i], breq, &wire, &mine);
+    const size_t first = inputs.size();  // where its inputs start
+    Status s = ReadRequest(model, requests[i], breq, &wire, &inputs);
     if (s.ok() && model.decoupled()) {
       s = FromTriton(
           TRITONBACKEND_ResponseFactoryNew(&breq->factory, requests[i]));
     }
     if (!s.ok()) {
+      inputs.resize(first);
       RespondWithError(breq, s);
       continue;
     }
@@ -346,10 +350,7 @@ BuildExecute(
     body.requests.push_back(std::move(wire));
     breq->wire_pos = static_cast<uint32_t>(batch->wire_index.size());
     batch->wire_index.push_back(i);
-    for (PendingInput& in : mine) {
-      in.request = i;
-      inputs.push_back(std::move(in));
-    }
+    for (size_t k = first; k < inputs.size(); ++k) inputs[k].request = i;
   }
   // Placement: inline while the frame fits, the rest in the arena.
   int64_t budget = static_cast<int64_t>(proto::kMaxFrame - proto::kHeaderSize) -

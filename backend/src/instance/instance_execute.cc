@@ -126,7 +126,8 @@ InstanceState::ExecuteBatch(
     return;
   }
 
-  std::vector<uint8_t> frame;
+  std::vector<uint8_t>& frame = execute_frame_;
+  if (frame.capacity() > kKeptFrameBytes) std::vector<uint8_t>().swap(frame);
   struct Announce {
     uint32_t id;
     uint64_t size;

@@ -149,6 +149,11 @@ class InstanceState {
 
   // Execute thread only.
   uint64_t next_batch_id_ = 1;
+  // The EXECUTE frame being built, kept from batch to batch so that its
+  // buffer is not allocated and grown again for each (a large one's is
+  // given back, see kKeptFrameBytes).
+  std::vector<uint8_t> execute_frame_;
+  static constexpr size_t kKeptFrameBytes = 64 << 10;
 };
 
 }  // namespace tritonpy

@@ -65,9 +65,11 @@ FillResponse(
     }
     memcpy(buffer, data[i], t.byte_size);
   }
-  return SetResponseParameters(response, r.parameters)
-      .WithPrefix(
-          "tritonpy: model '" + model_name + "' request '" + req.id + "': ");
+  // The prefix is built only for an error: no string per response.
+  Status s = SetResponseParameters(response, r.parameters);
+  if (s.ok()) return s;
+  return s.WithPrefix(
+      "tritonpy: model '" + model_name + "' request '" + req.id + "': ");
 }
 
 TRITONSERVER_Error_Code
