@@ -27,12 +27,14 @@ import time
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
-from libc.stdint cimport uint8_t
+from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memset
 
 from tritonpy.stub._engine cimport Engine
+from tritonpy.stub._poll cimport POLLERR, POLLHUP, POLLIN, POLLOUT, poll, pollfd
 from tritonpy.stub._wire cimport WIRE_MAX_FRAME
 
 from tritonpy.stub import _codec
@@ -78,6 +80,7 @@ cdef extern from "Python.h":
 
 cdef extern from "<unistd.h>" nogil:
     int close(int fd)
+    ssize_t read(int fd, void* buf, size_t n)
 
 cdef enum:
     MAX_FDS = 16  # descriptors one message may carry (the backend sends one at most)
@@ -257,6 +260,42 @@ cdef class Channel:
         if self._drained_wanted and not self.closed:
             self._drained_wanted = False
             self._receiver.drained()
+
+    def turn(self, int wake_fd, double timeout):
+        """One wait of up to ``timeout`` seconds for the socket or
+        ``wake_fd`` (an eventfd, read when it fires), without the GIL; then
+        what waits to be written is written and what is readable handed
+        over (the turn of a thread that reads while model code holds the
+        loop thread: stub/turns.py). A closed channel waits for ``wake_fd``
+        alone."""
+        cdef pollfd fds[2]
+        cdef unsigned long count = 1
+        cdef int n
+        cdef int ms = <int>(timeout * 1000)
+        cdef uint64_t value
+        cdef short ev
+        fds[0].fd = wake_fd
+        fds[0].events = POLLIN
+        fds[0].revents = 0
+        if not self.closed:
+            fds[1].fd = self._fd
+            fds[1].events = POLLIN | POLLOUT if self._out else POLLIN
+            fds[1].revents = 0
+            count = 2
+        with nogil:
+            n = poll(fds, count, ms)
+        if n < 0:
+            if errno == EINTR:
+                PyErr_CheckSignals()  # a handler that raises ends the wait here
+            return
+        if fds[0].revents:
+            read(wake_fd, &value, sizeof(value))  # resets the eventfd (EAGAIN: nothing to reset)
+        if count == 2:
+            ev = fds[1].revents
+            if ev & POLLOUT:
+                self.write_ready()
+            if ev & (POLLIN | POLLHUP | POLLERR):
+                self.read_ready()
 
     def _resume(self):
         if not self.closed:

@@ -32,7 +32,6 @@ channel while model code holds the loop thread):
 from __future__ import annotations
 
 import asyncio
-import collections
 import ctypes
 import itertools
 import json
@@ -48,6 +47,7 @@ from tritonpy.pb_utils import _seam
 from tritonpy.pb_utils._seam import pb_utils
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
+from tritonpy.stub._bls_wire import Call
 
 if TYPE_CHECKING:
     from tritonpy.stub._channel import Channel
@@ -89,37 +89,6 @@ class _Lease:
             self._client._queue_release(self._ref)
         except Exception:  # noqa: BLE001 - never raise from a finalizer
             pass
-
-
-class Call:
-    __slots__ = (
-        "id",
-        "client",
-        "decoupled",
-        "responses",
-        "final",
-        "future",
-        "event",
-        "deadline",
-        "abandoned",
-        "control",
-        "reply",
-    )
-
-    def __init__(self, client: BlsClient, call_id: int, decoupled: bool) -> None:
-        self.id = call_id
-        self.client = client
-        self.decoupled = decoupled
-        self.responses: collections.deque = collections.deque()
-        self.final = False
-        self.future: asyncio.Future | None = None
-        # Only a thread other than the loop's waits on an event (made by
-        # the first such wait): the loop thread reads the socket itself.
-        self.event: threading.Event | None = None
-        self.deadline = 0.0
-        self.abandoned = False
-        self.control = False
-        self.reply: dict[str, Any] | None = None
 
 
 class BlsClient:
@@ -276,9 +245,6 @@ class BlsClient:
 
     # ---------------------------------------------------------------- calls out
 
-    def _new_id(self) -> int:
-        return next(self._ids)
-
     def in_flight(self) -> int:
         """Calls still waiting for an answer (the debug counters)."""
         return len(self._calls)
@@ -286,7 +252,7 @@ class BlsClient:
     def control_call(self) -> Call:
         """A new call answered by one reply (MODEL_CONTROL_DONE or
         METRIC_DONE), for ``register`` and ``reply``."""
-        call = Call(self, self._new_id(), False)
+        call = Call(self, next(self._ids), False)
         call.control = True
         return call
 
@@ -330,7 +296,7 @@ class BlsClient:
         )
 
     def _deadline(self, request: Any) -> float:
-        timeout = request.timeout()
+        timeout = request._timeout
         return time.monotonic() + timeout / 1e6 + _TIMEOUT_GRACE if timeout > 0 else 0.0
 
     def exec(self, request: Any, decoupled: bool) -> Any:
@@ -350,16 +316,31 @@ class BlsClient:
                 call.final = True
                 return _ITER(call)
             return err
-        call = Call(self, self._new_id(), decoupled)
+        call = Call(self, next(self._ids), decoupled)
         call.deadline = self._deadline(request)
-        self._submit(call, self.out.bls_request(call.id, request))
+        frame = self.out.bls_request(call.id, request)
         if decoupled:
+            self._submit(call, frame)
             return _ITER(call)
+        turns = self.turns
+        if not turns.hold():
+            self._submit(call, frame)
+            return self._wait_final(call)
+        # The loop thread in a sync execute, nobody else reading: it sends,
+        # then reads in turn until the answer is in (or the deadline has
+        # passed: _wait_final times the call out), holding the channel.
+        try:
+            self._start(call, frame)
+            deadline = call.deadline
+            while not call.final and not (deadline and time.monotonic() > deadline):
+                turns.turn(0.05)
+        finally:
+            turns.lock.release()
         return self._wait_final(call)
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.async_exec()")
-        call = Call(self, self._new_id(), decoupled)
+        call = Call(self, next(self._ids), decoupled)
         call.deadline = self._deadline(request)
         self._start(call, self.out.bls_request(call.id, request))
         if decoupled:
