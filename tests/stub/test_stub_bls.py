@@ -534,3 +534,19 @@ def test_outputs_of_a_call_returned_as_they_came_go_back_inline(
         ]
         assert np.frombuffer(host.tensor_bytes(outs[0]), np.float32).tolist() == [0.5, 1.5, 2.5]
         assert struct.unpack("<2i", host.tensor_bytes(outs[1])) == (batch_id, -7)
+
+
+@pytest.mark.parametrize("spin_us", ["0", "1000000"])
+def test_blocking_exec_is_answered_with_and_without_a_spin(
+    host: StubHost, tmp_path: Path, spin_us: str
+) -> None:
+    """bls_spin_microseconds: 0 sleeps at once; a spin longer than the
+    answer takes ends with the answer. Both give the model its answer."""
+    config = {"name": "bls", "parameters": {"bls_spin_microseconds": {"string_value": spin_us}}}
+    assert host.load(tmp_path, CALLER, config=config)["ok"] is True
+    for batch_id in (1, 2, 3):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1])])]}, id=batch_id))
+        req = host.recv_type("BLS_REQUEST")
+        bls_reply(host, req["id"], [f32("Y", [batch_id])])
+        out = host.recv_type("RESPONSES")["body"]["responses"][0]["outputs"][0]
+        assert np.frombuffer(host.tensor_bytes(out), np.float32).tolist() == [2 * batch_id]

@@ -62,6 +62,11 @@ _ResponseOutputs = _bls_wire.response_outputs
 _ITER = pb_utils.ResponseIterator
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
+# How long a blocking exec() polls for its answer before it sleeps (the
+# model parameter bls_spin_microseconds; docs/bls.md), and how many calls
+# at most skip that after spins that caught nothing.
+SPIN_US = 300
+_SPIN_BACKOFF = 64
 
 
 class _Lease:
@@ -116,6 +121,11 @@ class BlsClient:
         self._release_scheduled = False
         self.turns = turns
         self.instance_count = 1
+        self.spin_ns = SPIN_US * 1000
+        # Blocking calls still to go without a spin, and how many the next
+        # spin that catches nothing makes skip (doubling, up to _SPIN_BACKOFF).
+        self._spin_skip = 0
+        self._spin_backoff = 1
 
     # ---------------------------------------------------------------- set-up
 
@@ -125,6 +135,7 @@ class BlsClient:
             self.instance_count = sum(int(g.get("count", 1)) for g in groups) or 1
         except (ValueError, TypeError, AttributeError):
             self.instance_count = 1
+        self.spin_ns = _model_parameter(args, "bls_spin_microseconds", SPIN_US) * 1000
 
     # ---------------------------------------------------------------- frames in
 
@@ -331,12 +342,28 @@ class BlsClient:
         # passed: _wait_final times the call out), holding the channel.
         try:
             self._start(call, frame)
+            spin = self._spin()
             deadline = call.deadline
             while not call.final and not (deadline and time.monotonic() > deadline):
-                turns.turn(0.05)
+                if turns.turn(0.05, spin):
+                    self._spin_backoff = 1
+                elif spin:
+                    # Nothing came while it spun: the answers take longer
+                    # than a spin now (a busy server), so the next calls
+                    # sleep at once, more of them each time.
+                    spin = 0
+                    self._spin_skip = self._spin_backoff
+                    self._spin_backoff = min(2 * self._spin_backoff, _SPIN_BACKOFF)
         finally:
             turns.lock.release()
         return self._wait_final(call)
+
+    def _spin(self) -> int:
+        """How long the next blocking call spins for its answer (ns)."""
+        if self._spin_skip:
+            self._spin_skip -= 1
+            return 0
+        return self.spin_ns
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.async_exec()")
@@ -470,3 +497,14 @@ def _wake(fut: asyncio.Future) -> None:
 
 # The BLS_REQUEST encoder (compiled), under the name the golden-frame tests use.
 encode_bls_request = _bls_wire.encode_request
+
+
+def _model_parameter(args: dict[str, Any], key: str, default: int) -> int:
+    """The model config's parameter ``key`` as a non-negative int, or
+    ``default`` (absent, or not such a number)."""
+    try:
+        params = json.loads(args.get("model_config", "{}")).get("parameters") or {}
+        value = int(params[key]["string_value"])
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return default
+    return value if value >= 0 else default

@@ -253,15 +253,18 @@ class Turns:
         finally:
             self.lock.release()
 
-    def turn(self, timeout: float) -> None:
-        """With ``lock`` held: one poll of the channel and the wake fd."""
+    def turn(self, timeout: float, spin_ns: int = 0) -> bool:
+        """With ``lock`` held: one poll of the channel and the wake fd, its
+        first ``spin_ns`` nanoseconds without sleeping (Channel.turn: True
+        when something came then)."""
         if self.jobs:
             self._run_jobs()
         for flush in self.flushers:
             flush()
-        self.channel.turn(self._wake_fd, timeout)
+        caught = self.channel.turn(self._wake_fd, timeout, spin_ns)
         if self.jobs:
             self._run_jobs()
+        return caught
 
     # ---------------------------------------------------------------- the deputy
 
