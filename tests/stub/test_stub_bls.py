@@ -495,3 +495,58 @@ def test_bls_request_names_the_request_whose_trace_it_passes(
     reply = host.recv_type("RESPONSES")
     contexts = [host.tensor_bytes(r["outputs"][0])[4:] for r in reply["body"]["responses"]]
     assert contexts == [b"", b'{"traceparent":"00-ab-cd-01"}']
+
+
+# A call's outputs, never read as arrays, returned as the model's own (as
+# the benchmark's BLS model does).
+PASS_ON = """
+import triton_python_backend_utils as pb_utils
+
+def call(r):
+    x = [pb_utils.get_input_tensor_by_name(r, n) for n in ("INPUT0", "INPUT1")]
+    got = pb_utils.InferenceRequest(model_name="add_sub", inputs=x,
+                                    requested_output_names=["OUTPUT0", "OUTPUT1"]).exec()
+    return pb_utils.InferenceResponse(
+        [pb_utils.get_output_tensor_by_name(got, n) for n in ("OUTPUT0", "OUTPUT1")])
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [call(r) for r in requests]
+"""
+
+
+def test_outputs_of_a_call_returned_as_they_came_go_back_inline(
+    host: StubHost, tmp_path: Path
+) -> None:
+    """Their bytes and shapes reach Triton as the called model sent them."""
+    assert host.load(tmp_path, PASS_ON, config={"name": "bls"})["ok"] is True
+    for batch_id in (1, 2):
+        inputs = [f32("INPUT0", [1]), f32("INPUT1", [2])]
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", inputs)]}, id=batch_id))
+        req = host.recv_type("BLS_REQUEST")
+        assert req["body"]["model_name"] == "add_sub"
+        diff = P.inline("OUTPUT1", 8, [2, 1], struct.pack("<2i", batch_id, -7))  # INT32
+        bls_reply(host, req["id"], [f32("OUTPUT0", [0.5, 1.5, 2.5]), diff])
+        outs = host.recv_type("RESPONSES")["body"]["responses"][0]["outputs"]
+        assert [(o["name"], o["dims"], o["location"]) for o in outs] == [
+            ("OUTPUT0", [3], P.LOC_INLINE),
+            ("OUTPUT1", [2, 1], P.LOC_INLINE),
+        ]
+        assert np.frombuffer(host.tensor_bytes(outs[0]), np.float32).tolist() == [0.5, 1.5, 2.5]
+        assert struct.unpack("<2i", host.tensor_bytes(outs[1])) == (batch_id, -7)
+
+
+@pytest.mark.parametrize("spin_us", ["0", "1000000"])
+def test_blocking_exec_is_answered_with_and_without_a_spin(
+    host: StubHost, tmp_path: Path, spin_us: str
+) -> None:
+    """bls_spin_microseconds: 0 sleeps at once; a spin longer than the
+    answer takes ends with the answer. Both give the model its answer."""
+    config = {"name": "bls", "parameters": {"bls_spin_microseconds": {"string_value": spin_us}}}
+    assert host.load(tmp_path, CALLER, config=config)["ok"] is True
+    for batch_id in (1, 2, 3):
+        host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [f32("A", [1])])]}, id=batch_id))
+        req = host.recv_type("BLS_REQUEST")
+        bls_reply(host, req["id"], [f32("Y", [batch_id])])
+        out = host.recv_type("RESPONSES")["body"]["responses"][0]["outputs"][0]
+        assert np.frombuffer(host.tensor_bytes(out), np.float32).tolist() == [2 * batch_id]

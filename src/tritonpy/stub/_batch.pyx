@@ -11,6 +11,8 @@ read and written through their C fields (pb_utils/_core.pxd, cimported
 through pb_utils/_seam.pxd), so a request costs no attribute lookups here.
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport uint64_t
 
 from tritonpy.pb_utils._seam cimport (
@@ -444,12 +446,29 @@ cdef tuple _outputs(RequestCore req, ResponseCore resp, Py_ssize_t frame_size, i
 
 
 cdef object _small_wire_bytes(TensorCore t):
-    """The wire bytes of a fixed-size array tensor of at most INLINE_LIMIT
-    bytes, in one numpy copy; None for any other tensor (which goes
-    through ``_to_wire``)."""
+    """The wire bytes of a fixed-size tensor of at most INLINE_LIMIT bytes,
+    in one copy: of its array, or of the wire bytes it came with and still
+    has (a BLS output or an input passed on, not read as an array); None
+    for any other tensor (which goes through ``_to_wire``)."""
     cdef Py_ssize_t size
+    cdef Py_buffer view
     arr = t._array
-    if t._buf is not None or arr is None or t._dtype == _TYPE_BYTES:
+    if t._dtype == _TYPE_BYTES:
+        return None
+    if arr is None:
+        if t._buf is None:
+            return None
+        try:
+            PyObject_GetBuffer(t._buf, &view, PyBUF_SIMPLE)
+        except BufferError:  # not contiguous: _to_wire's path says why
+            return None
+        try:
+            if view.len > WIRE_INLINE_LIMIT:
+                return None
+            return PyBytes_FromStringAndSize(<const char*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+    if t._buf is not None:
         return None
     # The array's byte size, from the dtype code and shape it was made with
     # (a reshape in place keeps the size), without asking the array.

@@ -2,10 +2,27 @@
 # Copyright (c) The tritonpy authors.
 """Types of the compiled module _bls_wire.pyx."""
 
+import asyncio
+import collections
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tritonpy.stub._codec import WireTensor
+
+class Call:
+    id: int
+    client: Any
+    decoupled: bool
+    responses: collections.deque
+    final: bool
+    future: asyncio.Future | None
+    event: threading.Event | None
+    deadline: float
+    abandoned: bool
+    control: bool
+    reply: dict[str, Any] | None
+    def __init__(self, client: Any, call_id: int, decoupled: bool) -> None: ...
 
 def request_frame(call_id: int, request: Any, own: Any) -> bytes: ...
 def encode_request(

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 # cython: language_level=3
-"""A BLS call's two frames in the stub, compiled: the BLS_REQUEST made from
-a model's ``pb_utils.InferenceRequest`` and the output tensors of a
-BLS_RESPONSE. The client (bls.py) decides when they are sent and who
-waits; this module only converts, reading the request's and tensors' C
-fields (pb_utils/_core.pxd).
+"""A BLS call in the stub, compiled: its record (``Call``), the BLS_REQUEST
+made from a model's ``pb_utils.InferenceRequest`` and the output tensors
+of a BLS_RESPONSE. The client (bls.py) decides when frames are sent and
+who waits; this module only keeps and converts, reading the request's and
+tensors' C fields (pb_utils/_core.pxd).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -16,12 +16,39 @@ from tritonpy.pb_utils._seam cimport RequestCore, TensorCore, dtype_wire_size, w
 from tritonpy.stub._codec cimport FrameWriter, WireTensor
 from tritonpy.stub._wire cimport WIRE_INLINE_LIMIT, WIRE_MAX_FRAME
 
+import collections
 import math
 
 from tritonpy.pb_utils._seam import ITEMSIZE, TYPE_BYTES, WIRE_NAMES, Tensor, TritonModelException
 from tritonpy.stub import _codec as C
 
 cdef object _tensor_cls = Tensor
+cdef object _deque = collections.deque
+
+
+cdef class Call:
+    """One BLS call or model-control call in flight (bls.py says who
+    reads and writes what)."""
+
+    cdef public object id
+    cdef public object client
+    cdef public bint decoupled
+    cdef public object responses  # a deque of InferenceResponse
+    cdef public bint final
+    cdef public object future  # an asyncio future the loop waits on, or None
+    # Only a thread other than the loop's waits on an event (made by the
+    # first such wait): the loop thread reads the socket itself.
+    cdef public object event
+    cdef public double deadline  # time.monotonic() past which it fails; 0: none
+    cdef public bint abandoned
+    cdef public bint control
+    cdef public object reply
+
+    def __init__(self, client, call_id, bint decoupled):
+        self.id = call_id
+        self.client = client
+        self.decoupled = decoupled
+        self.responses = _deque()
 cdef int _LOC_INLINE = C.LOC_INLINE
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _BLS_REQUEST = C.BLS_REQUEST
@@ -159,7 +186,7 @@ cdef bytes _request_end(FrameWriter w, own):
 def response_outputs(tuple outputs, buf, lease, release):
     """The output tensors (WireTensor, _codec.pxd) of a decoded
     BLS_RESPONSE: inline data copied out of the frame (whose buffer is
-    reused), arena data as a numpy view that holds the allocation
+    reused) into a bytearray, arena data as a numpy view that holds the allocation
     (``lease(arena_id, offset, byte_size)``). When a tensor's bytes
     disagree with its shape, every arena output is handed to
     ``release((arena_id, offset))`` (none is leased yet) and
@@ -182,12 +209,12 @@ def response_outputs(tuple outputs, buf, lease, release):
             )
     for w in outputs:
         if w.location == _LOC_INLINE:
-            data = memoryview(_copied(buf, w.offset, w.byte_size))
+            data = _copied(buf, w.offset, w.byte_size)
         else:
             data = memoryview(lease(w.arena_id, w.arena_offset, w.byte_size))
             if data.ndim != 1 or data.format != "B":
                 data = data.cast("B")
-        t = _tensor_cls.__new__(_tensor_cls)
+        t = TensorCore.__new__(_tensor_cls)
         t._name = w.name
         t._dtype = w.dtype
         t._dims = w.dims

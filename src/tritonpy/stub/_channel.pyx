@@ -27,12 +27,15 @@ import time
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.mem cimport PyMem_RawFree, PyMem_RawMalloc
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.errno cimport EAGAIN, EINTR, errno  # EWOULDBLOCK is EAGAIN on Linux
-from libc.stdint cimport uint8_t
+from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from tritonpy.stub._engine cimport Engine
+from tritonpy.stub._poll cimport POLLERR, POLLHUP, POLLIN, POLLOUT, poll, pollfd
 from tritonpy.stub._wire cimport WIRE_MAX_FRAME
 
 from tritonpy.stub import _codec
@@ -78,6 +81,10 @@ cdef extern from "Python.h":
 
 cdef extern from "<unistd.h>" nogil:
     int close(int fd)
+    ssize_t read(int fd, void* buf, size_t n)
+
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
 
 cdef enum:
     MAX_FDS = 16  # descriptors one message may carry (the backend sends one at most)
@@ -257,6 +264,62 @@ cdef class Channel:
         if self._drained_wanted and not self.closed:
             self._drained_wanted = False
             self._receiver.drained()
+
+    def turn(self, int wake_fd, double timeout, long long spin_ns=0):
+        """One wait of up to ``timeout`` seconds for the socket or
+        ``wake_fd`` (an eventfd, read when it fires), without the GIL; then
+        what waits to be written is written and what is readable handed
+        over (the turn of a thread that reads while model code holds the
+        loop thread: stub/turns.py). A closed channel waits for ``wake_fd``
+        alone. With ``spin_ns``, the first ``spin_ns`` nanoseconds of the
+        wait poll without sleeping, yielding the CPU to whatever else may
+        run on it: a thread that sleeps on this machine is woken tens of
+        microseconds after its frame is there (docs/bls.md). True when
+        something came during that spin."""
+        cdef pollfd fds[2]
+        cdef unsigned long count = 1
+        cdef int n = 0
+        cdef int ms = <int>(timeout * 1000)
+        cdef uint64_t value
+        cdef short ev
+        cdef timespec start, now
+        cdef bint caught = False
+        fds[0].fd = wake_fd
+        fds[0].events = POLLIN
+        fds[0].revents = 0
+        if not self.closed:
+            fds[1].fd = self._fd
+            fds[1].events = POLLIN | POLLOUT if self._out else POLLIN
+            fds[1].revents = 0
+            count = 2
+        with nogil:
+            if spin_ns > 0:
+                clock_gettime(CLOCK_MONOTONIC, &start)
+                while True:
+                    n = poll(fds, count, 0)
+                    if n != 0:
+                        caught = n > 0
+                        break
+                    clock_gettime(CLOCK_MONOTONIC, &now)
+                    if ((now.tv_sec - start.tv_sec) * 1000000000
+                            + now.tv_nsec - start.tv_nsec) > spin_ns:
+                        break
+                    sched_yield()
+            if n == 0:
+                n = poll(fds, count, ms)
+        if n < 0:
+            if errno == EINTR:
+                PyErr_CheckSignals()  # a handler that raises ends the wait here
+            return False
+        if fds[0].revents:
+            read(wake_fd, &value, sizeof(value))  # resets the eventfd (EAGAIN: nothing to reset)
+        if count == 2:
+            ev = fds[1].revents
+            if ev & POLLOUT:
+                self.write_ready()
+            if ev & (POLLIN | POLLHUP | POLLERR):
+                self.read_ready()
+        return caught
 
     def _resume(self):
         if not self.closed:

@@ -24,15 +24,7 @@ import os
 
 from libc.errno cimport EINTR, errno
 
-cdef extern from "<poll.h>" nogil:
-    struct pollfd:
-        int fd
-        short events
-        short revents
-    int poll(pollfd* fds, unsigned long nfds, int timeout)
-    enum:
-        POLLIN
-        POLLNVAL
+from tritonpy.stub._poll cimport POLLIN, POLLNVAL, poll, pollfd
 
 cdef extern from "<pthread.h>" nogil:
     ctypedef unsigned long pthread_t

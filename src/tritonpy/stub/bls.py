@@ -32,7 +32,6 @@ channel while model code holds the loop thread):
 from __future__ import annotations
 
 import asyncio
-import collections
 import ctypes
 import itertools
 import json
@@ -48,6 +47,7 @@ from tritonpy.pb_utils import _seam
 from tritonpy.pb_utils._seam import pb_utils
 from tritonpy.stub import _bls_wire
 from tritonpy.stub import _codec as C
+from tritonpy.stub._bls_wire import Call
 
 if TYPE_CHECKING:
     from tritonpy.stub._channel import Channel
@@ -62,6 +62,11 @@ _ResponseOutputs = _bls_wire.response_outputs
 _ITER = pb_utils.ResponseIterator
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
+# How long a blocking exec() polls for its answer before it sleeps (the
+# model parameter bls_spin_microseconds; docs/bls.md), and how many calls
+# at most skip that after spins that caught nothing.
+SPIN_US = 300
+_SPIN_BACKOFF = 64
 
 
 class _Lease:
@@ -91,37 +96,6 @@ class _Lease:
             pass
 
 
-class Call:
-    __slots__ = (
-        "id",
-        "client",
-        "decoupled",
-        "responses",
-        "final",
-        "future",
-        "event",
-        "deadline",
-        "abandoned",
-        "control",
-        "reply",
-    )
-
-    def __init__(self, client: BlsClient, call_id: int, decoupled: bool) -> None:
-        self.id = call_id
-        self.client = client
-        self.decoupled = decoupled
-        self.responses: collections.deque = collections.deque()
-        self.final = False
-        self.future: asyncio.Future | None = None
-        # Only a thread other than the loop's waits on an event (made by
-        # the first such wait): the loop thread reads the socket itself.
-        self.event: threading.Event | None = None
-        self.deadline = 0.0
-        self.abandoned = False
-        self.control = False
-        self.reply: dict[str, Any] | None = None
-
-
 class BlsClient:
     def __init__(
         self,
@@ -147,6 +121,11 @@ class BlsClient:
         self._release_scheduled = False
         self.turns = turns
         self.instance_count = 1
+        self.spin_ns = SPIN_US * 1000
+        # Blocking calls still to go without a spin, and how many the next
+        # spin that catches nothing makes skip (doubling, up to _SPIN_BACKOFF).
+        self._spin_skip = 0
+        self._spin_backoff = 1
 
     # ---------------------------------------------------------------- set-up
 
@@ -156,6 +135,7 @@ class BlsClient:
             self.instance_count = sum(int(g.get("count", 1)) for g in groups) or 1
         except (ValueError, TypeError, AttributeError):
             self.instance_count = 1
+        self.spin_ns = _model_parameter(args, "bls_spin_microseconds", SPIN_US) * 1000
 
     # ---------------------------------------------------------------- frames in
 
@@ -276,9 +256,6 @@ class BlsClient:
 
     # ---------------------------------------------------------------- calls out
 
-    def _new_id(self) -> int:
-        return next(self._ids)
-
     def in_flight(self) -> int:
         """Calls still waiting for an answer (the debug counters)."""
         return len(self._calls)
@@ -286,7 +263,7 @@ class BlsClient:
     def control_call(self) -> Call:
         """A new call answered by one reply (MODEL_CONTROL_DONE or
         METRIC_DONE), for ``register`` and ``reply``."""
-        call = Call(self, self._new_id(), False)
+        call = Call(self, next(self._ids), False)
         call.control = True
         return call
 
@@ -330,7 +307,7 @@ class BlsClient:
         )
 
     def _deadline(self, request: Any) -> float:
-        timeout = request.timeout()
+        timeout = request._timeout
         return time.monotonic() + timeout / 1e6 + _TIMEOUT_GRACE if timeout > 0 else 0.0
 
     def exec(self, request: Any, decoupled: bool) -> Any:
@@ -350,16 +327,47 @@ class BlsClient:
                 call.final = True
                 return _ITER(call)
             return err
-        call = Call(self, self._new_id(), decoupled)
+        call = Call(self, next(self._ids), decoupled)
         call.deadline = self._deadline(request)
-        self._submit(call, self.out.bls_request(call.id, request))
+        frame = self.out.bls_request(call.id, request)
         if decoupled:
+            self._submit(call, frame)
             return _ITER(call)
+        turns = self.turns
+        if not turns.hold():
+            self._submit(call, frame)
+            return self._wait_final(call)
+        # The loop thread in a sync execute, nobody else reading: it sends,
+        # then reads in turn until the answer is in (or the deadline has
+        # passed: _wait_final times the call out), holding the channel.
+        try:
+            self._start(call, frame)
+            spin = self._spin()
+            deadline = call.deadline
+            while not call.final and not (deadline and time.monotonic() > deadline):
+                if turns.turn(0.05, spin):
+                    self._spin_backoff = 1
+                elif spin:
+                    # Nothing came while it spun: the answers take longer
+                    # than a spin now (a busy server), so the next calls
+                    # sleep at once, more of them each time.
+                    spin = 0
+                    self._spin_skip = self._spin_backoff
+                    self._spin_backoff = min(2 * self._spin_backoff, _SPIN_BACKOFF)
+        finally:
+            turns.lock.release()
         return self._wait_final(call)
+
+    def _spin(self) -> int:
+        """How long the next blocking call spins for its answer (ns)."""
+        if self._spin_skip:
+            self._spin_skip -= 1
+            return 0
+        return self.spin_ns
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.async_exec()")
-        call = Call(self, self._new_id(), decoupled)
+        call = Call(self, next(self._ids), decoupled)
         call.deadline = self._deadline(request)
         self._start(call, self.out.bls_request(call.id, request))
         if decoupled:
@@ -489,3 +497,14 @@ def _wake(fut: asyncio.Future) -> None:
 
 # The BLS_REQUEST encoder (compiled), under the name the golden-frame tests use.
 encode_bls_request = _bls_wire.encode_request
+
+
+def _model_parameter(args: dict[str, Any], key: str, default: int) -> int:
+    """The model config's parameter ``key`` as a non-negative int, or
+    ``default`` (absent, or not such a number)."""
+    try:
+        params = json.loads(args.get("model_config", "{}")).get("parameters") or {}
+        value = int(params[key]["string_value"])
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return default
+    return value if value >= 0 else default

@@ -37,7 +37,6 @@ import asyncio
 import collections
 import contextlib
 import os
-import select
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -67,7 +66,6 @@ class Turns:
         "jobs",
         "flushers",
         "_wake_fd",
-        "_poll",
     )
 
     def __init__(self, loop: asyncio.AbstractEventLoop, channel: Channel) -> None:
@@ -87,7 +85,6 @@ class Turns:
         # whoever has the channel runs them on every turn (start_deputy).
         self.flushers: tuple[Callable[[], Any], ...] = ()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._poll: Any = None
 
     # ---------------------------------------------------------------- loop thread
 
@@ -222,6 +219,26 @@ class Turns:
 
     # ---------------------------------------------------------------- reading in turn
 
+    def hold(self) -> bool:
+        """On the loop thread while it is away in model code (a blocking
+        BLS call from a sync execute): take the channel, unless another
+        thread has it, and run what was posted. True with ``lock`` held:
+        the caller ``turn``s as long as it needs, then releases ``lock``."""
+        if (
+            not self.away
+            or self.deputy_active
+            or threading.get_ident() != self.loop_thread
+            or not self.lock.acquire(False)
+        ):
+            return False
+        try:
+            if self.jobs:
+                self._run_jobs()
+        except BaseException:
+            self.lock.release()
+            raise
+        return True
+
     def pump(self, timeout: float) -> bool:
         """Take the channel for one poll of up to ``timeout`` seconds:
         write what is queued, read and dispatch what arrives, run posted
@@ -231,40 +248,23 @@ class Turns:
         try:
             if not self.away and threading.get_ident() != self.loop_thread:
                 return False
-            self._turn(timeout)
+            self.turn(timeout)
             return True
         finally:
             self.lock.release()
 
-    def _turn(self, timeout: float) -> None:
-        """With ``lock`` held: one poll of the channel and the wake fd."""
+    def turn(self, timeout: float, spin_ns: int = 0) -> bool:
+        """With ``lock`` held: one poll of the channel and the wake fd, its
+        first ``spin_ns`` nanoseconds without sleeping (Channel.turn: True
+        when something came then)."""
         if self.jobs:
             self._run_jobs()
         for flush in self.flushers:
             flush()
-        ch = self.channel
-        if ch.closed:
-            select.select([self._wake_fd], [], [], timeout)
-            return
-        p = self._poll
-        if p is None:
-            p = self._poll = select.poll()
-            p.register(self._wake_fd, select.POLLIN)
-        fd = ch.sock.fileno()
-        p.register(fd, select.POLLIN | select.POLLOUT if ch.wants_write else select.POLLIN)
-        for got, ev in p.poll(timeout * 1000):
-            if got == self._wake_fd:
-                try:
-                    os.eventfd_read(self._wake_fd)
-                except OSError:
-                    pass
-                continue
-            if ev & select.POLLOUT:
-                ch.write_ready()
-            if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                ch.read_ready()
+        caught = self.channel.turn(self._wake_fd, timeout, spin_ns)
         if self.jobs:
             self._run_jobs()
+        return caught
 
     # ---------------------------------------------------------------- the deputy
 
@@ -312,7 +312,7 @@ class Turns:
             self.deputy_active = True
             try:
                 while self.away and self.epoch == epoch and not self.channel.closed:
-                    self._turn(TICK)
+                    self.turn(TICK)
             except Exception as e:  # noqa: BLE001 - a handler's failure must not end the deputy
                 self._report(e)
             finally:
