@@ -307,7 +307,7 @@ class BlsClient:
         )
 
     def _deadline(self, request: Any) -> float:
-        timeout = request._timeout
+        timeout = request.timeout()
         return time.monotonic() + timeout / 1e6 + _TIMEOUT_GRACE if timeout > 0 else 0.0
 
     def exec(self, request: Any, decoupled: bool) -> Any:
