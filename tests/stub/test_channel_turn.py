@@ -74,3 +74,15 @@ def test_the_wake_fd_ends_a_spin_and_is_reset(pair: tuple) -> None:
     with pytest.raises(BlockingIOError):
         os.eventfd_read(wake)  # read by the turn
     assert receiver.frames == []
+
+
+def test_a_spin_longer_than_the_wait_ends_with_it(pair: tuple) -> None:
+    """The spin is part of the turn's wait: a spin of ten minutes in a turn
+    of 50 ms ends with the turn (nothing comes meanwhile)."""
+    ch, _peer, receiver, wake = pair
+    got: list[bool] = []
+    turn = threading.Thread(target=lambda: got.append(ch.turn(wake, 0.05, 600_000_000_000)))
+    turn.start()
+    turn.join(60)  # a spin past its turn would still be running
+    assert not turn.is_alive() and got == [False]
+    assert receiver.frames == []

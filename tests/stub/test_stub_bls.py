@@ -266,16 +266,27 @@ class TritonPythonModel:
 """
 
 
-def test_timeout_is_enforced_when_no_answer_comes(host: StubHost, tmp_path: Path) -> None:
-    host.load(tmp_path, TIMEOUT)
+@pytest.mark.parametrize("spin_us", ["300", "600000000"], ids=["default_spin", "spin_of_10_min"])
+def test_timeout_is_enforced_when_no_answer_comes(
+    host: StubHost, tmp_path: Path, spin_us: str
+) -> None:
+    """Also when bls_spin_microseconds is far past the call's timeout: the
+    blocking exec() stops spinning when the call times out, not when the
+    spin's budget (ten minutes) is spent. The stub then serves on."""
+    spin = {"bls_spin_microseconds": {"string_value": spin_us}}
+    host.load(tmp_path, TIMEOUT, config={"name": "m", "parameters": spin})
     host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
     req = host.recv_type("BLS_REQUEST")
     # The test never answers: only the stub's own timer can cancel it.
     cancel = host.recv_type("BLS_CANCEL", timeout=30)
     assert cancel["id"] == req["id"]
     resp = host.recv_type("RESPONSES", timeout=30)["body"]["responses"][0]
-    assert resp["has_error"] and "timed out" in resp["error_message"]
+    assert resp["has_error"] and "BLS call timed out" in resp["error_message"]
     bls_reply(host, req["id"], [], error=(7, "cancelled"))  # late answer is dropped
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=2))
+    bls_reply(host, host.recv_type("BLS_REQUEST")["id"], [])
+    resp = host.recv_type("RESPONSES", timeout=30)["body"]["responses"][0]
+    assert not resp["has_error"], resp
 
 
 CONTROL = """

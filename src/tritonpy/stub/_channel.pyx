@@ -274,16 +274,24 @@ cdef class Channel:
         alone. With ``spin_ns``, the first ``spin_ns`` nanoseconds of the
         wait poll without sleeping, yielding the CPU to whatever else may
         run on it: a thread that sleeps on this machine is woken tens of
-        microseconds after its frame is there (docs/bls.md). True when
+        microseconds after its frame is there (docs/bls.md). The spin is
+        part of the wait: it ends with ``timeout`` at the latest, and the
+        sleep after it lasts what is left of ``timeout``. True when
         something came during that spin."""
         cdef pollfd fds[2]
         cdef unsigned long count = 1
         cdef int n = 0
         cdef int ms = <int>(timeout * 1000)
+        cdef long long wait_ns = <long long>(min(timeout, 1e9) * 1e9)  # (years: no overflow)
+        cdef long long spent = 0
         cdef uint64_t value
         cdef short ev
         cdef timespec start, now
         cdef bint caught = False
+        if timeout < 0:
+            spin_ns = 0  # (a wait without end: no spin to bound it by)
+        elif spin_ns > wait_ns:
+            spin_ns = wait_ns
         fds[0].fd = wake_fd
         fds[0].events = POLLIN
         fds[0].revents = 0
@@ -301,10 +309,16 @@ cdef class Channel:
                         caught = n > 0
                         break
                     clock_gettime(CLOCK_MONOTONIC, &now)
-                    if ((now.tv_sec - start.tv_sec) * 1000000000
-                            + now.tv_nsec - start.tv_nsec) > spin_ns:
+                    spent = ((now.tv_sec - start.tv_sec) * 1000000000
+                             + now.tv_nsec - start.tv_nsec)
+                    if spent >= spin_ns:
                         break
                     sched_yield()
+                # What is left of the wait, in the whole milliseconds poll(2) takes.
+                if spent >= wait_ns:
+                    ms = 0
+                elif (wait_ns - spent) // 1000000 < ms:
+                    ms = <int>((wait_ns - spent) // 1000000)
             if n == 0:
                 n = poll(fds, count, ms)
         if n < 0:

@@ -67,6 +67,12 @@ _TIMEOUT_GRACE = 1.0
 # at most skip that after spins that caught nothing.
 SPIN_US = 300
 _SPIN_BACKOFF = 64
+# How long one turn of a blocking exec() on the channel waits: this, or its
+# spin when that is longer; never past the call's deadline.
+_TURN = 0.05
+_TURN_NS = 50_000_000
+# The largest spin taken (bls_spin_microseconds beyond it: this), a day.
+_SPIN_MAX_US = 86_400_000_000
 
 
 class _Lease:
@@ -135,7 +141,8 @@ class BlsClient:
             self.instance_count = sum(int(g.get("count", 1)) for g in groups) or 1
         except (ValueError, TypeError, AttributeError):
             self.instance_count = 1
-        self.spin_ns = _model_parameter(args, "bls_spin_microseconds", SPIN_US) * 1000
+        spin_us = _model_parameter(args, "bls_spin_microseconds", SPIN_US)
+        self.spin_ns = min(spin_us, _SPIN_MAX_US) * 1000
 
     # ---------------------------------------------------------------- frames in
 
@@ -344,8 +351,17 @@ class BlsClient:
             self._start(call, frame)
             spin = self._spin()
             deadline = call.deadline
-            while not call.final and not (deadline and time.monotonic() > deadline):
-                if turns.turn(0.05, spin):
+            while not call.final:
+                # A turn (and the spin that starts it) ends by the call's
+                # deadline: _wait_final then times the call out.
+                wait = _TURN if spin < _TURN_NS else spin / 1e9
+                if deadline:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    if left < wait:
+                        wait = left
+                if turns.turn(wait, spin):
                     self._spin_backoff = 1
                 elif spin:
                     # Nothing came while it spun: the answers take longer
