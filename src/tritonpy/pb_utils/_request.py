@@ -149,7 +149,7 @@ class InferenceRequest(RequestCore):
         params: dict[str, bool | int | str] | str | None = parameters  # JSON text once checked
         while not init_request(self, model_name, model_version, request_id, correlation_id,
                                flags, timeout, params, requested_output_names, inputs,
-                               preferred_memory, trace, plain=plain):  # fmt: skip
+                               preferred_memory, trace, plain):  # fmt: skip
             plain = False
             missing = [
                 n

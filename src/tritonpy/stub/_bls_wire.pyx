@@ -11,6 +11,7 @@ tensors' C fields (pb_utils/_core.pxd).
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from libc.stdint cimport uint32_t, uint64_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from tritonpy.pb_utils._seam cimport RequestCore, TensorCore, dtype_wire_size, wire_parts
 from tritonpy.stub._codec cimport FrameWriter, WireTensor
@@ -49,6 +50,20 @@ cdef class Call:
         self.client = client
         self.decoupled = decoupled
         self.responses = _deque()
+
+
+def deadline(RequestCore request not None, double grace):
+    """When a call of ``request`` fails for want of an answer, on
+    ``time.monotonic()``'s clock (CLOCK_MONOTONIC): ``grace`` seconds past
+    its timeout; 0.0 for a request without one."""
+    cdef timespec now
+    cdef double timeout_us = request._timeout
+    if timeout_us <= 0:
+        return 0.0
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec + now.tv_nsec * 1e-9 + timeout_us * 1e-6 + grace
+
+
 cdef int _LOC_INLINE = C.LOC_INLINE
 cdef int _TYPE_BYTES = TYPE_BYTES
 cdef int _BLS_REQUEST = C.BLS_REQUEST
@@ -142,11 +157,15 @@ cdef FrameWriter _request_head(
     w.i64(model_version)
     w.u64(trace_batch_id)
     w.u32(trace_request_index)
-    w.string(request_id)
+    if request_id:
+        w.string(request_id)
+    else:
+        w.len_prefixed(NULL, 0)
+    # (An empty text is its length alone: written without looking at a str.)
     if correlation is None:
         w.u8(0)
         w.u64(0)
-        w.string("")
+        w.len_prefixed(NULL, 0)
     elif isinstance(correlation, str):
         w.u8(2)
         w.u64(0)
@@ -154,10 +173,13 @@ cdef FrameWriter _request_head(
     else:
         w.u8(1)
         w.u64(correlation)
-        w.string("")
+        w.len_prefixed(NULL, 0)
     w.u32(flags)
     w.u64(timeout_us)
-    w.string(parameters)
+    if parameters:
+        w.string(parameters)
+    else:
+        w.len_prefixed(NULL, 0)
     w.u32(len(requested))
     for name in requested:
         w.string(name)
@@ -168,7 +190,7 @@ cdef FrameWriter _request_head(
 cdef bytes _request_end(FrameWriter w, own):
     """The BLS_REQUEST after its inputs, as a frame; a body too large for
     one goes into ``own`` (the stub's arenas)."""
-    w.string("")  # trace_context: the backend takes the trace from trace_batch_id
+    w.len_prefixed(NULL, 0)  # trace_context: the backend takes the trace from trace_batch_id
     if w.size() > WIRE_MAX_FRAME:
         if own is None:
             raise ValueError("BLS_REQUEST too large for a frame")

@@ -50,7 +50,8 @@ cdef class FrameWriter:
     cdef int reserve(self, Py_ssize_t n) except -1
 
     cdef inline int put(self, const void* src, Py_ssize_t n) except -1:
-        self.reserve(n)
+        if n > self.cap - self.pos:  # (the call only when the buffer must grow)
+            self.reserve(n)
         memcpy(self.buf + self.pos, src, n)
         self.pos += n
         return 0

@@ -50,17 +50,24 @@ cdef inline MetricOp _metric_op(uint8_t op, uint32_t metric):
 # ------------------------------------------------------------------ reading
 
 
+# Final (its reads are direct calls, the bounds check inlined), and one
+# is made per frame read.
+@cython.final
+@cython.freelist(4)
 cdef class _Reader:
     cdef const uint8_t* p
     cdef Py_ssize_t pos
     cdef Py_ssize_t end
 
-    cdef int need(self, Py_ssize_t n) except -1:
+    cdef inline int need(self, Py_ssize_t n) except -1:
         if n < 0 or n > self.end - self.pos:
-            raise ProtocolError(
-                f"truncated frame: {n} bytes needed at offset {self.pos}, "
-                f"the frame ends at {self.end}")
+            self.truncated(n)
         return 0
+
+    cdef int truncated(self, Py_ssize_t n) except -1:
+        raise ProtocolError(
+            f"truncated frame: {n} bytes needed at offset {self.pos}, "
+            f"the frame ends at {self.end}")
 
     cdef uint8_t u8(self) except? 0xFF:
         self.need(WIRE_U8_SIZE)
@@ -177,14 +184,17 @@ cdef class _Reader:
         cdef uint32_t ndim = self.u32()
         if ndim > WIRE_MAX_NDIM:
             raise ProtocolError(f"tensor '{name}': {ndim} dimensions, at most {MAX_NDIM}")
-        cdef list dims = []
+        cdef tuple dims = PyTuple_New(ndim)  # filled in place: no list first
         cdef int64_t d
         cdef uint32_t i
+        cdef object dim
         for i in range(ndim):
             d = self.i64()
             if d < 0:
                 raise ProtocolError(f"tensor '{name}': negative dimension {d}")
-            dims.append(d)
+            dim = d
+            Py_INCREF(dim)  # the tuple takes this reference
+            PyTuple_SET_ITEM(dims, i, dim)
         cdef uint64_t byte_size = self.u64()
         cdef uint8_t loc = self.u8()
         cdef WireTensor t = WireTensor.__new__(WireTensor)
@@ -202,7 +212,7 @@ cdef class _Reader:
             raise ProtocolError(f"tensor '{name}': unknown location {loc}")
         t.name = name
         t.dtype = dtype
-        t.dims = tuple(dims)
+        t.dims = dims
         t.byte_size = byte_size
         t.location = loc
         return t
@@ -318,7 +328,7 @@ cdef tuple _decode_header(const uint8_t* p, Py_ssize_t n):
 def decode_arena_ref(buf):
     """The (arena_id, offset) of a BODY_IN_ARENA frame whose header is valid."""
     cdef Py_buffer view
-    cdef _Reader r = _Reader()
+    cdef _Reader r = _Reader.__new__(_Reader)
     cdef uint32_t aid
     cdef uint64_t off
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
@@ -369,7 +379,7 @@ def decode_body(int ftype, buf, Py_ssize_t start=WIRE_HEADER_SIZE):
 cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t start):
     if start < 0 or start > n:
         raise ProtocolError("body start outside the buffer")
-    cdef _Reader r = _Reader()
+    cdef _Reader r = _Reader.__new__(_Reader)
     r.p = p
     r.pos = start
     r.end = n

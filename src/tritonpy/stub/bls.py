@@ -60,6 +60,11 @@ _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
 _ResponseOutputs = _bls_wire.response_outputs
 _ITER = pb_utils.ResponseIterator
+_BLS_REQUEST = C.BLS_REQUEST
+_RESP_FINAL = C.RESP_FINAL
+_LOC_ARENA = C.LOC_ARENA
+_deadline_of = _bls_wire.deadline
+_request_frame = _bls_wire.request_frame
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
 # How long a blocking exec() polls for its answer before it sleeps (the
@@ -166,13 +171,13 @@ class BlsClient:
 
     def on_response(self, call_id: int, body: C.WireResponse, buf: Any) -> None:
         outputs = body.outputs
-        final = bool(body.flags & C.RESP_FINAL)
+        final = body.flags & _RESP_FINAL
         call = self._calls.get(call_id)
         if call is None or call.abandoned:
             # Nobody waits (cancelled by timeout, or the caller went away):
             # give the arena space back at once.
             for t in outputs:
-                if t.location == C.LOC_ARENA:
+                if t.location == _LOC_ARENA:
                     self._queue_release((t.arena_id, t.arena_offset))
             if final:
                 self._calls.pop(call_id, None)
@@ -181,7 +186,7 @@ class BlsClient:
             code = body.error_code
             resp = _Response(error=_TritonError(body.error_message, code if code <= 7 else 0))
             for t in outputs:
-                if t.location == C.LOC_ARENA:
+                if t.location == _LOC_ARENA:
                     self._queue_release((t.arena_id, t.arena_offset))
         else:
             try:
@@ -190,9 +195,13 @@ class BlsClient:
                 resp = _Response(error=_TritonError(f"BLS response: {e}"))
             if body.parameters:
                 _seam.set_parameters_json(resp, body.parameters)
+        # _push, written out (a response per call passes here).
+        call.responses.append(resp)
         if final:
             self._calls.pop(call_id, None)
-        self._push(call, resp, final)
+            call.final = True
+        if call.event is not None or call.future is not None:
+            self._notify(call)
 
     def on_control_done(self, call_id: int, reply: dict[str, Any]) -> None:
         call = self._calls.pop(call_id, None)
@@ -221,6 +230,10 @@ class BlsClient:
             call.responses.append(resp)
         if final:
             call.final = True
+        self._notify(call)
+
+    def _notify(self, call: Call) -> None:
+        """Wake whoever waits for ``call``, which has progressed."""
         event = call.event  # read after the state changed: see _wait_sync
         if event is not None:
             event.set()
@@ -306,20 +319,14 @@ class BlsClient:
     def _submit(self, call: Call, frame: bytes) -> None:
         self.turns.run(self._start, call, frame)
 
-    def _self_call(self, request: Any) -> bool:
-        return (
-            _seam.model_name(request) == self.names.model
-            and self.instance_count <= 1
-            and threading.get_ident() == self._loop_thread
-        )
-
-    def _deadline(self, request: Any) -> float:
-        timeout = request.timeout()
-        return time.monotonic() + timeout / 1e6 + _TIMEOUT_GRACE if timeout > 0 else 0.0
-
     def exec(self, request: Any, decoupled: bool) -> Any:
-        self._check_usable("InferenceRequest.exec()")
-        if self._self_call(request):
+        if self.channel.closed or not self.life.model_may_send(_BLS_REQUEST):
+            self._check_usable("InferenceRequest.exec()")
+        if (  # a call that could never be answered
+            self.instance_count <= 1
+            and _seam.model_name(request) == self.names.model
+            and threading.get_ident() == self._loop_thread
+        ):
             err = _Response(
                 error=_TritonError(
                     f"model '{_seam.model_name(request)}' called itself with a blocking exec() from its "
@@ -335,8 +342,9 @@ class BlsClient:
                 return _ITER(call)
             return err
         call = Call(self, next(self._ids), decoupled)
-        call.deadline = self._deadline(request)
-        frame = self.out.bls_request(call.id, request)
+        deadline = call.deadline = _deadline_of(request, _TIMEOUT_GRACE)
+        out = self.out
+        frame = _request_frame(call.id, request, out.own)  # out.bls_request, written out
         if decoupled:
             self._submit(call, frame)
             return _ITER(call)
@@ -348,9 +356,16 @@ class BlsClient:
         # then reads in turn until the answer is in (or the deadline has
         # passed: _wait_final times the call out), holding the channel.
         try:
-            self._start(call, frame)
-            spin = self._spin()
-            deadline = call.deadline
+            self._calls[call.id] = call  # _start, written out
+            if out.announcing:
+                out.send_referring(frame)
+            else:
+                out.send(frame)
+            if self._spin_skip:  # _spin, written out
+                self._spin_skip -= 1
+                spin = 0
+            else:
+                spin = self.spin_ns
             while not call.final:
                 # A turn (and the spin that starts it) ends by the call's
                 # deadline: _wait_final then times the call out.
@@ -372,19 +387,14 @@ class BlsClient:
                     self._spin_backoff = min(2 * self._spin_backoff, _SPIN_BACKOFF)
         finally:
             turns.lock.release()
+        if call.final and call.responses:
+            return call.responses[-1]
         return self._wait_final(call)
-
-    def _spin(self) -> int:
-        """How long the next blocking call spins for its answer (ns)."""
-        if self._spin_skip:
-            self._spin_skip -= 1
-            return 0
-        return self.spin_ns
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.async_exec()")
         call = Call(self, next(self._ids), decoupled)
-        call.deadline = self._deadline(request)
+        call.deadline = _deadline_of(request, _TIMEOUT_GRACE)
         self._start(call, self.out.bls_request(call.id, request))
         if decoupled:
             # Back once there is something to iterate: a plain ``for`` over
