@@ -195,13 +195,9 @@ class BlsClient:
                 resp = _Response(error=_TritonError(f"BLS response: {e}"))
             if body.parameters:
                 _seam.set_parameters_json(resp, body.parameters)
-        # _push, written out (a response per call passes here).
-        call.responses.append(resp)
         if final:
             self._calls.pop(call_id, None)
-            call.final = True
-        if call.event is not None or call.future is not None:
-            self._notify(call)
+        self._push(call, resp, final)
 
     def on_control_done(self, call_id: int, reply: dict[str, Any]) -> None:
         call = self._calls.pop(call_id, None)
@@ -320,8 +316,7 @@ class BlsClient:
         self.turns.run(self._start, call, frame)
 
     def exec(self, request: Any, decoupled: bool) -> Any:
-        if self.channel.closed or not self.life.model_may_send(_BLS_REQUEST):
-            self._check_usable("InferenceRequest.exec()")
+        self._check_usable("InferenceRequest.exec()")
         if (  # a call that could never be answered
             self.instance_count <= 1
             and _seam.model_name(request) == self.names.model
@@ -343,8 +338,7 @@ class BlsClient:
             return err
         call = Call(self, next(self._ids), decoupled)
         deadline = call.deadline = _deadline_of(request, _TIMEOUT_GRACE)
-        out = self.out
-        frame = _request_frame(call.id, request, out.own)  # out.bls_request, written out
+        frame = self.out.bls_request(call.id, request)
         if decoupled:
             self._submit(call, frame)
             return _ITER(call)
@@ -356,11 +350,7 @@ class BlsClient:
         # then reads in turn until the answer is in (or the deadline has
         # passed: _wait_final times the call out), holding the channel.
         try:
-            self._calls[call.id] = call  # _start, written out
-            if out.announcing:
-                out.send_referring(frame)
-            else:
-                out.send(frame)
+            self._start(call, frame)
             if self._spin_skip:  # _spin, written out
                 self._spin_skip -= 1
                 spin = 0
