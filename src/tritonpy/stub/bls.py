@@ -60,11 +60,9 @@ _Response = pb_utils.InferenceResponse
 _TritonError = pb_utils.TritonError
 _ResponseOutputs = _bls_wire.response_outputs
 _ITER = pb_utils.ResponseIterator
-_BLS_REQUEST = C.BLS_REQUEST
 _RESP_FINAL = C.RESP_FINAL
 _LOC_ARENA = C.LOC_ARENA
 _deadline_of = _bls_wire.deadline
-_request_frame = _bls_wire.request_frame
 # Extra wait past a request's own timeout before the stub gives up on it.
 _TIMEOUT_GRACE = 1.0
 # How long a blocking exec() polls for its answer before it sleeps (the
