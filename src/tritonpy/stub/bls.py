@@ -169,7 +169,7 @@ class BlsClient:
 
     def on_response(self, call_id: int, body: C.WireResponse, buf: Any) -> None:
         outputs = body.outputs
-        final = body.flags & _RESP_FINAL
+        final = bool(body.flags & _RESP_FINAL)
         call = self._calls.get(call_id)
         if call is None or call.abandoned:
             # Nobody waits (cancelled by timeout, or the caller went away):
