@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import hops, published
+from bench import hops, paths, published
 from bench.environment import OFFICIAL_ARGS
 from bench.scenarios import Config, Scenario
 
@@ -596,11 +596,12 @@ memory figures: [performance.md](performance.md#memory-of-many-stubs).
 
 
 def _relative(value: Any) -> Any:
-    """``value`` with every path under the checkout written relative to
-    it (a failure reason names the interpreter, the work directory): a
-    published file names no path of the machine it ran on."""
+    """``value`` with every path in its texts written as a published file
+    names it (:func:`bench.paths.portable`: a work file as ``<work>/name``,
+    another file of the checkout relative to it): a published file names
+    no path of the machine it ran on."""
     if isinstance(value, str):
-        return value.replace(f"{ROOT}/", "")
+        return paths.portable(value)
     if isinstance(value, list):
         return [_relative(v) for v in value]
     if isinstance(value, dict):
@@ -614,7 +615,7 @@ def _publish_separate(doc: dict, images: list[Path]) -> Path:
     for p in images:
         if p.name == SEPARATE_PLOT:
             shutil.copy2(p, img_dir / p.name)
-    result = _relative(published.result_file(doc))
+    result = published.result_file(doc)
     published.SEPARATE_RESULT.write_text(json.dumps(result, indent=1) + "\n")
     path = DOCS / "benchmarks.md"
     text = path.read_text()
@@ -624,6 +625,8 @@ def _publish_separate(doc: dict, images: list[Path]) -> Path:
 
 
 def publish(doc: dict, md: str, images: list[Path]) -> Path:
+    # What is published names no path of this machine (bench/paths.py).
+    doc, md = _relative(doc), paths.portable(md)
     if is_separate(doc):
         return _publish_separate(doc, images)
     img_dir = DOCS / "benchmarks"
