@@ -29,7 +29,7 @@ MACHINE_MARK = "‡"
 
 
 def machine() -> dict:
-    info = {
+    info: dict[str, Any] = {
         "cores": os.cpu_count(),
         "kernel": platform.release(),
         "python": platform.python_version(),
@@ -111,7 +111,7 @@ def build_doc(
     command: str | None,
     settings: dict[str, list[str]] | None = None,
 ) -> dict:
-    doc = {
+    doc: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
         "command": command or DEFAULT_COMMAND,
@@ -125,7 +125,7 @@ def build_doc(
     }
     for scen in scenarios:
         per = {s: aggregate(scen, results[scen.id].get(s, [])) for s in systems}
-        ratios = {}
+        ratios: dict[str, dict[str, float]] = {}
         for m in scen.metrics:
             tp = per.get("tritonpy", {}).get("metrics", {}).get(m.key)
             for other in ("official", "floor"):
@@ -505,6 +505,14 @@ def _median_of(doc: dict, sid: str, key: str, system: str = "tritonpy") -> float
     return None if m is None else float(m["median"])
 
 
+def _medians_of(doc: dict, cells: list[tuple[str, str]]) -> list[float] | None:
+    """The tritonpy medians of (scenario id, metric key) ``cells``; None if
+    one of them has none."""
+    found = [_median_of(doc, sid, key) for sid, key in cells]
+    figures = [f for f in found if f is not None]
+    return figures if len(figures) == len(found) else None
+
+
 def separate_summary(doc: dict) -> str:
     """What the separate runs say, in sentences: tritonpy against the
     official backend at each size of many_instances both ran, the largest
@@ -543,12 +551,16 @@ def separate_summary(doc: dict) -> str:
     )
     if len(shared) >= 2:
         one, most = shared[0], shared[-1]
-        load1 = _median_of(doc, f"shared_weights_n{one}", "load_s")
         sid = f"shared_weights_n{most}"
-        load, pss, after, answered = (
-            _median_of(doc, sid, k) for k in ("load_s", "pss_mib", "pss_after_mib", "answered")
+        figures = _medians_of(
+            doc,
+            [
+                (f"shared_weights_n{one}", "load_s"),
+                *((sid, k) for k in ("load_s", "pss_mib", "pss_after_mib", "answered")),
+            ],
         )
-        if None not in (load1, load, pss, after, answered):
+        if figures is not None:
+            load1, load, pss, after, answered = figures
             lines.append(
                 f"- shared_weights {most}: the stubs' summed PSS is {pss:,.0f} MiB loaded and "
                 f"{after:,.0f} MiB after {answered:,.0f} requests; start to ready "

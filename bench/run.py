@@ -418,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(s.id == SSE_PEAK for s in scenarios):
         find_sse_peak(ctx, work)
     results: dict[str, dict[str, list[dict]]] = {s.id: {k: [] for k in systems} for s in scenarios}
-    rounds_done, round_times = 0, []
+    rounds_done = 0
+    round_times: list[float] = []
 
     def write_all(publish: bool) -> str:
         return report.write_all(
