@@ -76,10 +76,10 @@ serve: setup
 	$(VENV)/bin/tritonpy serve examples/model_repository
 
 test: setup
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-unit: setup
-	$(VENV)/bin/pytest tests/unit tests/stub $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/stub $(PYTEST_ARGS)
 
 # The field's own load generators (bench/field.py), in a venv of their
 # own since genai-perf pins many packages: perf_analyzer from the
@@ -159,9 +159,20 @@ FUZZ_TARGETS := tritonpy_fuzz_protocol tritonpy_fuzz_dispatch tritonpy_fuzz_exec
 # Then hostile requests to a live server (tests/integration/
 # fuzz_hostile_clients.py) for FUZZ_CLIENT_SECONDS; 0 skips them.
 FUZZ_CLIENT_SECONDS ?= $(FUZZ_SECONDS)
+# libFuzzer is in Debian's libclang-rt-N-dev, which clang only recommends:
+# installed when a fuzz target cannot be linked (apt set not to install
+# recommended packages, as in many container images).
+define ENSURE_LIBFUZZER
+@mkdir -p $(FUZZ_DIR) && printf 'extern "C" int LLVMFuzzerTestOneInput(const char *, unsigned long) { return 0; }\n' \
+    | $(CLANGXX) -fsanitize=fuzzer -x c++ - -o $(FUZZ_DIR)/libfuzzer-probe 2>/dev/null || { \
+    RT=libclang-rt-$$($(CLANGXX) -dumpversion | cut -d. -f1)-dev; \
+    SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+    $$SUDO apt-get install -y $$RT || { $$SUDO apt-get update && $$SUDO apt-get install -y $$RT; }; }
+endef
 .PHONY: fuzz
 fuzz: $(VENV)/.deps
 	$(ENSURE_CLANG)
+	$(ENSURE_LIBFUZZER)
 	PATH="$(abspath $(VENV))/bin:$$PATH" cmake -S . -B $(FUZZ_DIR) \
 	    -DCMAKE_CXX_COMPILER=$(CLANGXX) -DTRITONPY_LIBFUZZER=ON -DTRITONPY_BUILD_TESTS=OFF \
 	    -DTRITONPY_JSON_INCLUDE="$(JSON_INCLUDE)" >/dev/null
@@ -179,7 +190,7 @@ fuzz: $(VENV)/.deps
 	@if [ "$(FUZZ_CLIENT_SECONDS)" != 0 ]; then \
 	    $(MAKE) --no-print-directory setup && \
 	    TRITONPY_CLIENT_FUZZ_SECONDS=$(FUZZ_CLIENT_SECONDS) $(if $(FUZZ_SEED),TRITONPY_FUZZ_SEED=$(FUZZ_SEED)) \
-	    $(VENV)/bin/pytest tests/integration/fuzz_hostile_clients.py -q -s -p no:cacheprovider; \
+	    $(PY) -m pytest tests/integration/fuzz_hostile_clients.py -q -s -p no:cacheprovider; \
 	fi
 test: fuzz
 test: FUZZ_SECONDS = 5

@@ -325,10 +325,10 @@ def run_system(
             f"{system}: {len(placed)} of {requests} traces fall inside their request's "
             "send and receive: is Triton's trace clock the monotonic one?"
         )
-    spent = {
-        g: tuple(now - was for now, was in zip(counts, before.get(g, (0, 0, 0)), strict=True))
-        for g, counts in after.items()
-    }
+    spent: dict[str, tuple[int, int, int]] = {}
+    for g, (run, wait, switches) in after.items():
+        run0, wait0, switches0 = before.get(g, (0, 0, 0))
+        spent[g] = (run - run0, wait - wait0, switches - switches0)
     return placed, spent
 
 

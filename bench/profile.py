@@ -58,7 +58,7 @@ def _migrations(base: str) -> int:
 
 def _threads(pid: int) -> dict[int, tuple[str, int, int, int, int]]:
     """tid -> (name, CPU ticks, voluntary, involuntary switches, migrations)."""
-    out = {}
+    out: dict[int, tuple[str, int, int, int, int]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -192,9 +192,9 @@ def profile(
     n = max(1, res["tokens"] if streamed else res["ok"])
     per = "token" if streamed else "req"
     groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-    for key, (ticks, vol, invol, moved) in after.items():
-        t0, v0, i0, m0 = before.get(key, (0, 0, 0, 0))
-        g = groups[key[0]]
+    for thread, (ticks, vol, invol, moved) in after.items():
+        t0, v0, i0, m0 = before.get(thread, (0, 0, 0, 0))
+        g = groups[thread[0]]
         g[0] += (ticks - t0) / TICK * 1e6 / n
         g[1] += (vol - v0) / n
         g[2] += (invol - i0) / n

@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from bench import hops, published
+from bench import hops, paths, published
 from bench.environment import OFFICIAL_ARGS
 from bench.scenarios import Config, Scenario
 
@@ -29,7 +29,7 @@ MACHINE_MARK = "‡"
 
 
 def machine() -> dict:
-    info = {
+    info: dict[str, Any] = {
         "cores": os.cpu_count(),
         "kernel": platform.release(),
         "python": platform.python_version(),
@@ -111,7 +111,7 @@ def build_doc(
     command: str | None,
     settings: dict[str, list[str]] | None = None,
 ) -> dict:
-    doc = {
+    doc: dict[str, Any] = {
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
         "command": command or DEFAULT_COMMAND,
@@ -125,7 +125,7 @@ def build_doc(
     }
     for scen in scenarios:
         per = {s: aggregate(scen, results[scen.id].get(s, [])) for s in systems}
-        ratios = {}
+        ratios: dict[str, dict[str, float]] = {}
         for m in scen.metrics:
             tp = per.get("tritonpy", {}).get("metrics", {}).get(m.key)
             for other in ("official", "floor"):
@@ -505,6 +505,14 @@ def _median_of(doc: dict, sid: str, key: str, system: str = "tritonpy") -> float
     return None if m is None else float(m["median"])
 
 
+def _medians_of(doc: dict, cells: list[tuple[str, str]]) -> list[float] | None:
+    """The tritonpy medians of (scenario id, metric key) ``cells``; None if
+    one of them has none."""
+    found = [_median_of(doc, sid, key) for sid, key in cells]
+    figures = [f for f in found if f is not None]
+    return figures if len(figures) == len(found) else None
+
+
 def separate_summary(doc: dict) -> str:
     """What the separate runs say, in sentences: tritonpy against the
     official backend at each size of many_instances both ran, the largest
@@ -543,12 +551,16 @@ def separate_summary(doc: dict) -> str:
     )
     if len(shared) >= 2:
         one, most = shared[0], shared[-1]
-        load1 = _median_of(doc, f"shared_weights_n{one}", "load_s")
         sid = f"shared_weights_n{most}"
-        load, pss, after, answered = (
-            _median_of(doc, sid, k) for k in ("load_s", "pss_mib", "pss_after_mib", "answered")
+        figures = _medians_of(
+            doc,
+            [
+                (f"shared_weights_n{one}", "load_s"),
+                *((sid, k) for k in ("load_s", "pss_mib", "pss_after_mib", "answered")),
+            ],
         )
-        if None not in (load1, load, pss, after, answered):
+        if figures is not None:
+            load1, load, pss, after, answered = figures
             lines.append(
                 f"- shared_weights {most}: the stubs' summed PSS is {pss:,.0f} MiB loaded and "
                 f"{after:,.0f} MiB after {answered:,.0f} requests; start to ready "
@@ -596,11 +608,12 @@ memory figures: [performance.md](performance.md#memory-of-many-stubs).
 
 
 def _relative(value: Any) -> Any:
-    """``value`` with every path under the checkout written relative to
-    it (a failure reason names the interpreter, the work directory): a
-    published file names no path of the machine it ran on."""
+    """``value`` with every path in its texts written as a published file
+    names it (:func:`bench.paths.portable`: a work file as ``<work>/name``,
+    another file of the checkout relative to it): a published file names
+    no path of the machine it ran on."""
     if isinstance(value, str):
-        return value.replace(f"{ROOT}/", "")
+        return paths.portable(value)
     if isinstance(value, list):
         return [_relative(v) for v in value]
     if isinstance(value, dict):
@@ -614,7 +627,7 @@ def _publish_separate(doc: dict, images: list[Path]) -> Path:
     for p in images:
         if p.name == SEPARATE_PLOT:
             shutil.copy2(p, img_dir / p.name)
-    result = _relative(published.result_file(doc))
+    result = published.result_file(doc)
     published.SEPARATE_RESULT.write_text(json.dumps(result, indent=1) + "\n")
     path = DOCS / "benchmarks.md"
     text = path.read_text()
@@ -624,6 +637,8 @@ def _publish_separate(doc: dict, images: list[Path]) -> Path:
 
 
 def publish(doc: dict, md: str, images: list[Path]) -> Path:
+    # What is published names no path of this machine (bench/paths.py).
+    doc, md = _relative(doc), paths.portable(md)
     if is_separate(doc):
         return _publish_separate(doc, images)
     img_dir = DOCS / "benchmarks"

@@ -15,7 +15,6 @@ import fcntl
 import functools
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -24,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import environment as env
-from bench import report
+from bench import paths, report
 from bench.models import ON_DEMAND, models_for, write_repository
 from bench.scenarios import (
     SSE_PEAK,
@@ -227,60 +226,10 @@ def make_config(a: argparse.Namespace) -> Config:
     return cfg
 
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
-_WORK = Path(os.path.realpath(_CHECKOUT / "bench" / "work"))
-# A path in a failure reason: a run of characters that are none of the
-# quotes, brackets and separators around it in a Python repr or a message.
-_PATH_TOKEN = re.compile(r"""[^\s'"`()\[\]{},;:=<>]*/[^\s'"`()\[\]{},;:=<>]*""")
-# The work folder of any checkout, in any form (another checkout's too).
-_ANY_WORK = re.compile(r"(?:^|.*/)bench/work(?=/|$)")
-
-
-def _inside(path: Path, root: Path) -> str | None:
-    """``path`` relative to ``root`` (POSIX form), or None if it is not
-    under it, either as written or with its links resolved."""
-    for where in (Path(os.path.normpath(path)), Path(os.path.realpath(path))):
-        if where.is_relative_to(root):
-            return where.relative_to(root).as_posix()
-    return None
-
-
-def _portable_path(token: str) -> str:
-    """``token`` as a published result names it: a work file as
-    ``<work>/name``, another file of the checkout relative to it, one
-    under the home folder from ``~``; any other path (the system's, or one
-    already relative) unchanged."""
-    if _ANY_WORK.match(token):
-        return _ANY_WORK.sub("<work>", token, count=1)
-    path = Path(token)
-    if path.is_absolute():
-        bases = [path]
-    else:  # relative to the current folder or to the checkout
-        bases = [_CHECKOUT / path]
-        # From inside work, any a/b (a ratio, a URL's tail) would be a work
-        # file: there only ./ and ../ say that a path is meant.
-        if _inside(Path.cwd(), _WORK) is None or token.startswith(("./", "../")):
-            bases.insert(0, Path.cwd() / path)
-    for base in bases:
-        rel = _inside(base, _WORK)
-        if rel is not None:
-            return "<work>" if rel == "." else f"<work>/{rel}"
-    if not path.is_absolute():
-        return token
-    rel = _inside(path, _CHECKOUT)
-    if rel is not None:
-        return rel
-    rel = _inside(path, Path.home()) if Path.home() != Path("/") else None
-    return token if rel is None else f"~/{rel}"
-
-
 def failure_reason(text: str) -> str:
     """A failure's reason as the result files keep it: at most 400
-    characters, naming no machine's folders. A work file is named
-    ``<work>/name`` whatever the form of its path (absolute, relative to
-    the checkout or to the current folder, another checkout's), another
-    file of the checkout relative to it."""
-    return _PATH_TOKEN.sub(lambda m: _portable_path(m.group()), text)[:400]
+    characters, its paths as :func:`bench.paths.portable` writes them."""
+    return paths.portable(text)[:400]
 
 
 def measure(
@@ -469,7 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(s.id == SSE_PEAK for s in scenarios):
         find_sse_peak(ctx, work)
     results: dict[str, dict[str, list[dict]]] = {s.id: {k: [] for k in systems} for s in scenarios}
-    rounds_done, round_times = 0, []
+    rounds_done = 0
+    round_times: list[float] = []
 
     def write_all(publish: bool) -> str:
         return report.write_all(

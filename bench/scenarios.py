@@ -337,6 +337,8 @@ def field_scenarios(cfg: Config) -> list[Scenario]:
                 rounds=cfg.field_rounds,
             )
         )
+    # A load is {"concurrency": streams} or {"rate": requests per second}.
+    genai: list[tuple[str, dict[str, float]]]
     genai = [("engine", {"concurrency": c}) for c in cfg.genai_engine_streams]
     genai += [("llm", {"concurrency": c}) for c in cfg.genai_llm_streams]
     genai += [("llm", {"rate": r}) for r in cfg.genai_llm_rates]

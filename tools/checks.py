@@ -3,7 +3,7 @@
 """The static checks, one command each; tests/unit/test_checks.py, `make
 format` and .pre-commit-config.yaml all call these.
 
-    python tools/checks.py mypy            type-check src/ and the examples
+    python tools/checks.py mypy            type-check src/, the examples and bench/
     python tools/checks.py clang-format    check backend/ and bench/*.cc against .clang-format
     python tools/checks.py clang-format --fix
     python tools/checks.py codespell       spelling of docs, README and comments
@@ -45,8 +45,9 @@ def tool(name: str) -> str:
 
 
 def run_mypy(extra: list[str] | None = None) -> int:
-    """Checks the packages under src/ (the compiled modules by their .pyi)
-    and the examples (as examples.<folder>.<file>)."""
+    """Checks the packages under src/ (the compiled modules by their .pyi),
+    the examples (as examples.<folder>.<file>) and the bench (which finds
+    the test harness it drives a stub with in tests/ and tests/stub/)."""
     cmd = [
         tool("mypy"),
         "--config-file",
@@ -57,11 +58,11 @@ def run_mypy(extra: list[str] | None = None) -> int:
         "--exclude",
         "^examples/model_repository/",  # links to the examples
         *(arg for pkg in ("tritonpy", "triton_python_backend_utils") for arg in ("-p", pkg)),
-        "-p",
-        "examples",
+        *(arg for pkg in ("examples", "bench") for arg in ("-p", pkg)),
         *(extra or []),
     ]
-    env = {**os.environ, "MYPYPATH": str(ROOT / "src")}
+    search = [ROOT / "src", ROOT / "tests", ROOT / "tests" / "stub"]
+    env = {**os.environ, "MYPYPATH": os.pathsep.join(str(p) for p in search)}
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)
     print(out.stdout + out.stderr, end="")
     return out.returncode

@@ -3,8 +3,8 @@
 """The randomized run of the hostile-client suite, for `make fuzz` (not
 collected by `make test`: the file name does not start with test_):
 
-    .venv/bin/pytest tests/integration/fuzz_hostile_clients.py -p no:cacheprovider
-    TRITONPY_CLIENT_FUZZ_SECONDS=600 TRITONPY_FUZZ_SEED=7 .venv/bin/pytest ...
+    .venv/bin/python -m pytest tests/integration/fuzz_hostile_clients.py -p no:cacheprovider
+    TRITONPY_CLIENT_FUZZ_SECONDS=600 TRITONPY_FUZZ_SEED=7 .venv/bin/python -m pytest ...
 
 Hypothesis generates requests from the well-formed request of each model
 (hostile_senders.PROBES) with any part replaced by hostile values: ids,

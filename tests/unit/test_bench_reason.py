@@ -2,7 +2,9 @@
 # Copyright (c) The tritonpy authors.
 """A failed scenario's reason goes into the published result files, so it
 must not name the folders of the machine that ran the bench, and it names
-a work file (bench/work/) as ``<work>/name`` whatever form its path has."""
+a work file (bench/work/) as ``<work>/name`` whatever form its path has
+(tests/unit/test_bench_separate.py: so does every other text of a
+published result file or page)."""
 
 import json
 import os
@@ -14,7 +16,7 @@ if str(CHECKOUT) not in sys.path:
     sys.path.append(str(CHECKOUT))  # bench/
 import pytest  # noqa: E402
 
-from bench import run as bench_run  # noqa: E402
+from bench import paths  # noqa: E402
 from bench.run import failure_reason  # noqa: E402
 
 WORK = CHECKOUT / "bench" / "work"
@@ -54,8 +56,8 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A checkout in another folder, as bench/run.py would see it there."""
     checkout = tmp_path / "co"
     (checkout / "bench" / "work" / "genai-perf").mkdir(parents=True)
-    monkeypatch.setattr(bench_run, "_CHECKOUT", checkout)
-    monkeypatch.setattr(bench_run, "_WORK", checkout / "bench" / "work")
+    monkeypatch.setattr(paths, "_CHECKOUT", checkout)
+    monkeypatch.setattr(paths, "_WORK", checkout / "bench" / "work")
     return checkout
 
 

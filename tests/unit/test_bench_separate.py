@@ -21,6 +21,7 @@ from bench import published, report  # noqa: E402
 from bench.scenarios import Config, many_scenarios  # noqa: E402
 
 PAGE = ROOT / "docs" / "benchmarks.md"
+WORK = ROOT / "bench" / "work"
 
 
 def test_the_section_is_the_result_file_s() -> None:
@@ -44,15 +45,20 @@ def test_a_drifted_figure_is_found() -> None:
     assert report.separate_section(drifted) not in PAGE.read_text()
 
 
-def test_publishing_rewrites_the_section_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """docs/benchmarks.md with the separate runs' section between two
+    lines, in a docs folder of the test's own where publishing writes."""
     docs = tmp_path / "docs"
     (docs / "benchmarks").mkdir(parents=True)
     page = docs / "benchmarks.md"
     page.write_text(f"before\n\n{report.separate_section(None)}\n\nafter\n")
     monkeypatch.setattr(report, "DOCS", docs)
     monkeypatch.setattr(published, "SEPARATE_RESULT", docs / "benchmarks" / "separate.json")
+    return page
+
+
+def test_publishing_rewrites_the_section_alone(page: Path) -> None:
     cfg = Config(many_sizes=(2,))
     scenarios = [s for s in many_scenarios(cfg) if s.id == "many_instances_n2"]
     figures = {"pss_mib": 90.0, "server_rss_mib": 40.0, "load_s": 1.5, "rps": 900.0}
@@ -74,6 +80,29 @@ def test_publishing_rewrites_the_section_alone(
     # No path of the machine it ran on: the checkout's are relative.
     assert "`.venv/bin/python -m x` could not start" in text
     assert str(ROOT) not in text and str(ROOT) not in published.SEPARATE_RESULT.read_text()
+
+
+def test_a_published_file_names_work_files_as_reasons_do(page: Path) -> None:
+    """Publishing a run writes its result file and page with the work
+    files as ``<work>/name``, not as the checkout's bench/work/name."""
+    cfg = Config(many_sizes=(2,))
+    scenarios = [s for s in many_scenarios(cfg) if s.id == "many_instances_n2"]
+    log = WORK / "many" / "server.log"
+    results = {
+        "many_instances_n2": {
+            "tritonpy": [{"status": "failed", "reason": f"no stub started, see {log}"}],
+        }
+    }
+    command = f"python -m bench --out {WORK}/many --python {ROOT}/.venv/bin/python"
+    doc = report.build_doc(cfg, scenarios, ["tritonpy"], results, 1, 60, command)
+    report.publish(doc, report.markdown(doc), [])
+    for text in (published.SEPARATE_RESULT.read_text(), page.read_text()):
+        assert str(ROOT) not in text and "bench/work" not in text
+        assert "see <work>/many/server.log" in text
+    written = published.load_separate()
+    assert written is not None
+    assert written["command"] == "python -m bench --out <work>/many --python .venv/bin/python"
+    assert report._relative({"a": [f"{WORK}/x.csv"], "n": 1}) == {"a": ["<work>/x.csv"], "n": 1}
 
 
 def test_the_fork_memory_table_is_its_result_file_s() -> None:
