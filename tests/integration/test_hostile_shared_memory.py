@@ -148,23 +148,33 @@ def test_bytes_with_a_forged_prefix_in_a_region_fail_their_request(
     c.close()
 
 
-def test_a_stream_writes_each_response_into_its_region(
-    srv: TritonServer, region: tuple[str, Any], watch: StubWatch
-) -> None:
-    name, handle = region
+def repeat_stream(
+    srv: TritonServer, values: list[int], region: str, out_bytes: int
+) -> tuple[Any, queue.Queue[Any]]:
+    """A gRPC stream asking `repeat` for one response per value, each
+    response's OUT written into ``out_bytes`` of ``region``; the stream's
+    (result, error) pairs arrive in the queue."""
     got: queue.Queue[Any] = queue.Queue()
     c = grpcclient.InferenceServerClient(srv.grpc_url)
     c.start_stream(callback=lambda result, error: got.put((result, error)))
-    inp = grpcclient.InferInput("IN", [3], "INT32")
-    inp.set_data_from_numpy(np.array([7, 8, 9], np.int32))
+    inp = grpcclient.InferInput("IN", [len(values)], "INT32")
+    inp.set_data_from_numpy(np.array(values, np.int32))
     out = grpcclient.InferRequestedOutput("OUT")
-    out.set_shared_memory(name, 4)
+    out.set_shared_memory(region, out_bytes)
     c.async_stream_infer(
         "repeat",
         [inp],
         outputs=[out, grpcclient.InferRequestedOutput("IDX")],
         enable_empty_final_response=True,
     )
+    return c, got
+
+
+def test_a_stream_writes_each_response_into_its_region(
+    srv: TritonServer, region: tuple[str, Any], watch: StubWatch
+) -> None:
+    name, handle = region
+    c, got = repeat_stream(srv, [7, 8, 9], name, 4)
     indices = []
     while True:
         result, error = got.get(timeout=60)
@@ -178,3 +188,32 @@ def test_a_stream_writes_each_response_into_its_region(
     assert indices == [0, 1, 2]
     # The region holds the last response's OUT.
     assert shm.get_contents_as_numpy(handle, np.int32, [1]).tolist() == [9]
+
+
+def test_a_stream_whose_output_region_is_too_small_still_ends(
+    srv: TritonServer, region: tuple[str, Any], watch: StubWatch
+) -> None:
+    # Every response of the stream fails (its OUT needs 4 bytes, the region
+    # offers 2), and the stream still ends with its final response.
+    name, _ = region
+    c, got = repeat_stream(srv, [4, 5, 6], name, 2)
+    try:
+        errors: list[str] = []
+        while True:
+            try:
+                result, error = got.get(timeout=60)
+            except queue.Empty:
+                pytest.fail(f"the stream never ended; it sent {len(errors)} errors")
+            if error is not None:
+                errors.append(str(error))
+                continue
+            params = result.get_response().parameters
+            assert "triton_final_response" in params, f"a response without its flag: {params}"
+            if params["triton_final_response"].bool_param:
+                break
+        assert len(errors) == 3, errors
+        assert all("should be at least 4 bytes to hold the results" in e for e in errors), errors
+    finally:
+        # Cancelled: a stream that did not end must not hang the test.
+        c.stop_stream(cancel_requests=True)
+        c.close()

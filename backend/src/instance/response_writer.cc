@@ -347,15 +347,19 @@ SendPayload(
   TRITONBACKEND_Response* response = nullptr;
   Status s = NewResponse(req, &response);
   if (s.ok()) s = FillResponse(model_name, *req, r, data, response);
-  if (!s.ok()) {
-    if (response != nullptr) {
-      TRITONSERVER_Error* e = TRITONBACKEND_ResponseDelete(response);
-      if (e != nullptr) TRITONSERVER_ErrorDelete(e);
-    }
+  if (!s.ok() && response == nullptr) {
     ErrorResponse(req, s, flags, hold, send_error);
     return;
   }
-  Deliver(req, response, Status(), flags, hold, send_error);
+  if (!s.ok()) {
+    // The response that failed to fill carries the error itself. Deleted
+    // and replaced, it would leave behind what Triton's front end set up
+    // for it when its outputs were allocated: a gRPC stream then sends an
+    // empty message in its place and loses the final flag, so it never
+    // ends (an output region too small for a decoupled model's outputs).
+    req->failed = true;
+  }
+  Deliver(req, response, s, flags, hold, send_error);
 }
 
 // Sends the final flag alone, through the request's response factory (a
