@@ -67,10 +67,7 @@ class ResponseIterator:
 
 
 def exec_request(request: Any, decoupled: bool) -> Any:
-    host = _host._host  # _need_client(), written out: it runs per call
-    if host is None:
-        host = _host.need(_NO_STUB)
-    return host.bls.exec(request, decoupled)
+    return _need_client().exec(request, decoupled)
 
 
 async def async_exec_request(request: Any, decoupled: bool) -> Any:
