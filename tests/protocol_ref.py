@@ -408,7 +408,7 @@ class _R:
     def f64(self) -> float:
         return float(struct.unpack("<d", self.take(8))[0])
 
-    def str(self) -> str:
+    def text(self) -> str:
         # Text is data: bytes that are not UTF-8 become U+FFFD.
         return self.take(self.u32()).decode("utf-8", "replace")
 
@@ -424,7 +424,7 @@ class _R:
     def tensor(self, receiver_arena_ok: bool = False) -> dict[str, Any]:
         """A tensor; location 2 (receiver's arena) only where the caller
         allows it (RESPONSES outputs)."""
-        name = self.str()
+        name = self.text()
         dtype = self.u32()
         if not 1 <= dtype <= 14:
             raise ProtocolError(f"tensor '{name}': bad dtype {dtype}")
@@ -503,7 +503,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         body = {}
     elif ftype == BLS_REQUEST:
         body = {
-            "model_name": r.str(),
+            "model_name": r.text(),
             "model_version": r.i64(),
             "trace_batch_id": r.u64(),
             "trace_request_index": r.u32(),
@@ -514,7 +514,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
     elif ftype == METRIC:
         body = {"ops": [_decode_metric_op(r) for _ in range(r.u32())]}
     elif ftype == METRIC_DONE:
-        body = {"ok": r.u8(), "error": r.str(), "value": r.f64()}
+        body = {"ok": r.u8(), "error": r.text(), "value": r.f64()}
     elif ftype == CANCEL:
         cancels = []
         for _ in range(r.u32()):
@@ -528,10 +528,10 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
             "batch_id": r.u64(),
             "request_index": r.u32(),
             "error_code": r.u32(),
-            "message": r.str(),
+            "message": r.text(),
         }
     elif ftype == READY:
-        body = {"ready": r.u8(), "message": r.str()}
+        body = {"ready": r.u8(), "message": r.text()}
     elif ftype == LOG_LEVELS:
         body = {"enabled": r.u32()}
         if body["enabled"] & ~LOG_LEVELS_ALL:
@@ -550,11 +550,11 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
             resps.append(resp)
         body = {"responses": resps}
     elif ftype == EXECUTE_DONE:
-        body = {"ok": r.u8(), "error": r.str()}
+        body = {"ok": r.u8(), "error": r.text()}
     elif ftype == LOG:
-        body = {"level": r.u32(), "file": r.str(), "line": r.u32(), "message": r.str()}
+        body = {"level": r.u32(), "file": r.text(), "line": r.u32(), "message": r.text()}
     elif ftype == ERROR:
-        body = {"message": r.str()}
+        body = {"message": r.text()}
     elif ftype in (RELEASE, BLS_RELEASE):
         allocs = []
         for _ in range(r.u32()):
@@ -578,8 +578,8 @@ def _decode_response(
         "response_flags": r.u32(),
         "has_error": r.u8(),
         "error_code": r.u32(),
-        "error_message": r.str(),
-        "parameters": r.str(),
+        "error_message": r.text(),
+        "parameters": r.text(),
     }
     if resp["response_flags"] & ~flags:
         raise ProtocolError(unknown_flags)
@@ -591,14 +591,14 @@ def _decode_metric_op(r: _R) -> dict[str, Any]:
     code = r.u8()
     op: dict[str, Any] = {"op": code}
     if code == OP_FAMILY_NEW:
-        op.update(family=r.u32(), kind=r.u32(), name=r.str(), description=r.str())
+        op.update(family=r.u32(), kind=r.u32(), name=r.text(), description=r.text())
         if op["kind"] > 2:
             raise ProtocolError(f"unknown metric kind {op['kind']}")
     elif code == OP_FAMILY_DELETE:
         op["family"] = r.u32()
     elif code == OP_METRIC_NEW:
         op.update(metric=r.u32(), family=r.u32())
-        op["labels"] = [[r.str(), r.str()] for _ in range(r.u32())]
+        op["labels"] = [[r.text(), r.text()] for _ in range(r.u32())]
         op["buckets"] = [r.f64() for _ in range(r.u32())]
     elif code in (OP_METRIC_DELETE, OP_VALUE):
         op["metric"] = r.u32()
@@ -613,17 +613,17 @@ def _decode_metric_op(r: _R) -> dict[str, Any]:
 
 
 def _decode_request(r: _R) -> dict[str, Any]:
-    req: dict[str, Any] = {"request_id": r.str(), "correlation_kind": r.u8()}
+    req: dict[str, Any] = {"request_id": r.text(), "correlation_kind": r.u8()}
     if req["correlation_kind"] > 2:
         raise ProtocolError("bad correlation kind")
     req["correlation_u64"] = r.u64()
-    req["correlation_str"] = r.str()
+    req["correlation_str"] = r.text()
     req["flags"] = r.u32()
     req["timeout_us"] = r.u64()
-    req["parameters"] = r.str()
-    req["requested_outputs"] = [r.str() for _ in range(r.u32())]
+    req["parameters"] = r.text()
+    req["requested_outputs"] = [r.text() for _ in range(r.u32())]
     req["inputs"] = [r.tensor() for _ in range(r.u32())]
-    req["trace_context"] = r.str()
+    req["trace_context"] = r.text()
     return req
 
 

@@ -93,7 +93,7 @@ class StubHost:
             data, anc, flags, _ = self.sock.recvmsg(P.MAX_FRAME + 1, socket.CMSG_SPACE(64))
             if not data:
                 raise EOFError("the stub closed the socket")
-            fds = []
+            fds: list[int] = []
             for level, kind, raw in anc:
                 if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
                     a = array.array("i")
