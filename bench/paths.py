@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """How a result file or a page of the bench names a path: never by the
-folders of the machine that ran it. A work file (bench/work/) is
+folders of the machine that ran it. A work file (in bench's work folder) is
 ``<work>/name`` whatever form its path has (absolute, relative to the
 checkout or to the current folder, through a link, another checkout's),
 another file of the checkout is relative to it, one under the home folder

@@ -2,7 +2,7 @@
 # Copyright (c) The tritonpy authors.
 """A failed scenario's reason goes into the published result files, so it
 must not name the folders of the machine that ran the bench, and it names
-a work file (bench/work/) as ``<work>/name`` whatever form its path has
+a work file (in bench's work folder) as ``<work>/name`` whatever form its path has
 (tests/unit/test_bench_separate.py: so does every other text of a
 published result file or page)."""
 
@@ -20,6 +20,7 @@ from bench import paths  # noqa: E402
 from bench.run import failure_reason  # noqa: E402
 
 WORK = CHECKOUT / "bench" / "work"
+IN_WORK = "bench/work"  # the work folder, relative to a checkout
 CSV = "perf_analyzer-add_sub-c64.csv"
 PUBLISHED = CHECKOUT / "docs" / "benchmarks"
 
@@ -61,7 +62,7 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return checkout
 
 
-@pytest.mark.parametrize("cwd", [".", "bench", "bench/work/genai-perf", ".."])
+@pytest.mark.parametrize("cwd", [".", "bench", f"{IN_WORK}/genai-perf", ".."])
 def test_every_form_of_a_work_path(cwd: str, elsewhere: Path, monkeypatch) -> None:
     here = elsewhere / cwd
     monkeypatch.chdir(here)
@@ -69,11 +70,11 @@ def test_every_form_of_a_work_path(cwd: str, elsewhere: Path, monkeypatch) -> No
     (elsewhere / "link").symlink_to(work)
     forms = [
         str(work / CSV),  # absolute
-        f"bench/work/{CSV}",  # relative to the checkout
+        f"{IN_WORK}/{CSV}",  # relative to the checkout
         os.path.relpath(work / CSV, here),  # relative to the current folder
         f"{elsewhere}/link/{CSV}",  # through a link
         str(elsewhere.parent / "another" / "bench" / "work" / CSV),  # another checkout's
-        f"../checkout/bench/work/{CSV}",
+        f"../checkout/{IN_WORK}/{CSV}",
     ]
     for form in forms:
         for text in (form, f"no such file: {form}", f"'-f', '{form}']", f"out={form}, rc 1"):
@@ -88,7 +89,7 @@ def test_every_form_of_a_work_path(cwd: str, elsewhere: Path, monkeypatch) -> No
 def test_no_machine_path_is_left() -> None:
     home = Path.home()
     text = (
-        f"{CHECKOUT}/bench/work/{CSV} {CHECKOUT}/.venv/bin/python {home}/.cache/x "
+        f"{CHECKOUT}/{IN_WORK}/{CSV} {CHECKOUT}/.venv/bin/python {home}/.cache/x "
         f"{os.path.realpath(WORK)}/a.log"
     )
     got = failure_reason(text)
@@ -121,5 +122,5 @@ def _reasons(value: object) -> list[str]:
 def test_published_reasons_are_as_failure_reason_writes_them(name: str) -> None:
     reasons = _reasons(json.loads((PUBLISHED / name).read_text()))
     for reason in reasons:
-        assert "bench/work/" not in reason, reason
+        assert f"{IN_WORK}/" not in reason, reason
         assert failure_reason(reason) == reason, reason

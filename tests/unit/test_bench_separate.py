@@ -84,7 +84,7 @@ def test_publishing_rewrites_the_section_alone(page: Path) -> None:
 
 def test_a_published_file_names_work_files_as_reasons_do(page: Path) -> None:
     """Publishing a run writes its result file and page with the work
-    files as ``<work>/name``, not as the checkout's bench/work/name."""
+    files as ``<work>/name``, not by the checkout's work folder."""
     cfg = Config(many_sizes=(2,))
     scenarios = [s for s in many_scenarios(cfg) if s.id == "many_instances_n2"]
     log = WORK / "many" / "server.log"
