@@ -224,10 +224,6 @@ class BlsClient:
             call.responses.append(resp)
         if final:
             call.final = True
-        self._notify(call)
-
-    def _notify(self, call: Call) -> None:
-        """Wake whoever waits for ``call``, which has progressed."""
         event = call.event  # read after the state changed: see _wait_sync
         if event is not None:
             event.set()
@@ -349,7 +345,7 @@ class BlsClient:
         # passed: _wait_final times the call out), holding the channel.
         try:
             self._start(call, frame)
-            if self._spin_skip:  # _spin, written out
+            if self._spin_skip:  # (sleeping at once after spins that caught nothing)
                 self._spin_skip -= 1
                 spin = 0
             else:
@@ -375,8 +371,6 @@ class BlsClient:
                     self._spin_backoff = min(2 * self._spin_backoff, _SPIN_BACKOFF)
         finally:
             turns.lock.release()
-        if call.final and call.responses:
-            return call.responses[-1]
         return self._wait_final(call)
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
