@@ -204,6 +204,54 @@ def test_decoupled_exec_streams_until_final(host: StubHost, tmp_path: Path) -> N
     assert np.frombuffer(host.tensor_bytes(out), np.int32).tolist() == [0, 1, 2]
 
 
+REITERATE = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+def n(r):
+    return int(pb_utils.get_output_tensor_by_name(r, "OUT").as_numpy()[0]) if r.output_tensors() else -1
+
+class TritonPythonModel:
+    def execute(self, requests):
+        it = pb_utils.InferenceRequest(model_name="square", inputs=[],
+                                       requested_output_names=["OUT"]).exec(decoupled=True)
+        seen = [n(next(it))]
+        seen += [n(r) for r in it]        # the rest, up to the final response
+        try:
+            next(it)
+            ended = 0
+        except StopIteration:
+            ended = 1
+        again = [n(r) for r in it]        # a new for loop: all of them again
+        part = []
+        for r in it:                      # a loop left early resumes where it was
+            part.append(n(r))
+            if len(part) == 2:
+                break
+        part += [n(r) for r in it]
+        vals = seen + [ended] + again + part
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("N", np.array(vals, np.int32))])]
+"""
+
+
+def test_a_finished_response_iterator_iterates_again_from_its_first_response(
+    host: StubHost, tmp_path: Path
+) -> None:
+    # As the official ResponseIterator: once the final response is in, a
+    # new for loop over an exhausted iterator yields every response again,
+    # and one over an iterator left mid-way resumes there.
+    host.load(tmp_path, REITERATE)
+    host.send(P.encode(P.EXECUTE, {"requests": [P.request("r", [])]}, id=1))
+    req = host.recv_type("BLS_REQUEST")
+    for i in range(3):
+        bls_reply(host, req["id"], [P.inline("OUT", 8, [1], struct.pack("<i", i))], final=False)
+    bls_reply(host, req["id"], [], final=True)
+    out = host.recv_type("RESPONSES")["body"]["responses"][0]["outputs"][0]
+    got = np.frombuffer(host.tensor_bytes(out), np.int32).tolist()
+    stream = [0, 1, 2, -1]
+    assert got == [*stream, 1, *stream, *stream]
+
+
 ASYNC_MANY = """
 import asyncio
 import threading

@@ -37,27 +37,54 @@ class ResponseIterator:
     model may end its stream with the final flag alone. ``cancel()`` asks
     Triton to cancel the call; the iteration then ends, usually with a
     response whose error is CANCELLED.
+
+    As in the official backend, the iterator keeps the responses it handed
+    out: once the final one is in, a new loop over an exhausted iterator
+    yields them all again from the first, and a loop over one left part-way
+    resumes where it was (the responses, and their outputs, live as long as
+    the iterator).
     """
 
-    __slots__ = ("_call",)
+    __slots__ = ("_call", "_kept", "_at")
 
     def __init__(self, call: Any) -> None:
         self._call = call
+        self._kept: list[InferenceResponse] = []
+        self._at = 0  # the next response to hand out, an index into _kept
+
+    def _rewind(self) -> None:
+        call = self._call
+        if self._at >= len(self._kept) and call.final and not call.responses:
+            self._at = 0
 
     def __iter__(self) -> ResponseIterator:
+        self._rewind()
         return self
 
+    def _keep(self, resp: InferenceResponse | None) -> InferenceResponse | None:
+        if resp is not None:
+            self._kept.append(resp)
+            self._at += 1
+        return resp
+
     def __next__(self) -> InferenceResponse:
-        resp = self._call.client.next_sync(self._call)
+        if self._at < len(self._kept):
+            self._at += 1
+            return self._kept[self._at - 1]
+        resp = self._keep(self._call.client.next_sync(self._call))
         if resp is None:
             raise StopIteration
         return resp
 
     def __aiter__(self) -> ResponseIterator:
+        self._rewind()
         return self
 
     async def __anext__(self) -> InferenceResponse:
-        resp = await self._call.client.next_async(self._call)
+        if self._at < len(self._kept):
+            self._at += 1
+            return self._kept[self._at - 1]
+        resp = self._keep(await self._call.client.next_async(self._call))
         if resp is None:
             raise StopAsyncIteration
         return resp
