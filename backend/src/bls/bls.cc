@@ -20,6 +20,28 @@ namespace {
 // How long ~Bls waits for cancelled calls to be given back by Triton.
 constexpr auto kDrainWait = std::chrono::seconds(5);
 
+// Why a request Triton refused before it ran failed, in the official
+// backend's words: that backend asks whether the named model and version
+// are ready before it builds the request, and a model that is not (unknown,
+// a version not loaded, unloading) fails with "... is not ready."; any
+// other refusal keeps Triton's message. Asked only once Triton refused, so
+// a call to a ready model pays nothing for it.
+Status
+Refusal(TRITONSERVER_Server* server, const proto::BlsRequestBody& rb, Status s)
+{
+  bool ready = false;
+  if (FromTriton(TRITONSERVER_ServerModelIsReady(
+                     server, rb.model_name.c_str(), rb.model_version, &ready))
+          .ok() &&
+      !ready) {
+    s = Status::Error(
+        s.code(), "Failed for execute the inference request. Model '" +
+                      rb.model_name + "' is not ready.");
+  }
+  return s.WithPrefix(
+      "Model " + rb.model_name + " - Error when running inference: ");
+}
+
 }  // namespace
 
 Bls::Bls(
@@ -284,10 +306,7 @@ Bls::Run(
     if (err != nullptr) TRITONSERVER_ErrorDelete(err);
   }
   // The official backend's wording, so that models matching it still do.
-  BlsCore::FailEarly(
-      call->channel, call->id,
-      s.WithPrefix(
-          "Model " + rb.model_name + " - Error when running inference: "));
+  BlsCore::FailEarly(call->channel, call->id, Refusal(core_->server, rb, s));
 }
 
 }  // namespace tritonpy
