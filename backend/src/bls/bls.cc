@@ -23,9 +23,10 @@ constexpr auto kDrainWait = std::chrono::seconds(5);
 // Why a request Triton refused before it ran failed, in the official
 // backend's words: that backend asks whether the named model and version
 // are ready before it builds the request, and a model that is not (unknown,
-// a version not loaded, unloading) fails with "... is not ready."; any
-// other refusal keeps Triton's message. Asked only once Triton refused, so
-// a call to a ready model pays nothing for it.
+// a version not loaded, unloading) fails with "... is not ready."; Triton's
+// own message follows it in parentheses. Any other refusal keeps Triton's
+// message alone. Asked only once Triton refused, so a call to a ready model
+// pays nothing for it.
 Status
 Refusal(TRITONSERVER_Server* server, const proto::BlsRequestBody& rb, Status s)
 {
@@ -36,7 +37,8 @@ Refusal(TRITONSERVER_Server* server, const proto::BlsRequestBody& rb, Status s)
       !ready) {
     s = Status::Error(
         s.code(), "Failed for execute the inference request. Model '" +
-                      rb.model_name + "' is not ready.");
+                      rb.model_name + "' is not ready. (" + s.message() +
+                      ")");
   }
   return s.WithPrefix(
       "Model " + rb.model_name + " - Error when running inference: ");
