@@ -37,8 +37,7 @@ Refusal(TRITONSERVER_Server* server, const proto::BlsRequestBody& rb, Status s)
       !ready) {
     s = Status::Error(
         s.code(), "Failed for execute the inference request. Model '" +
-                      rb.model_name + "' is not ready. (" + s.message() +
-                      ")");
+                      rb.model_name + "' is not ready. (" + s.message() + ")");
   }
   return s.WithPrefix(
       "Model " + rb.model_name + " - Error when running inference: ");
