@@ -125,7 +125,7 @@ def cython_decode(buf: bytes) -> dict[str, Any]:
                 for r in body
             ]
         }
-    elif ftype in (C.IS_READY, C.DRAIN):
+    elif ftype in (C.IS_READY, C.DRAIN, C.BLS_CHANNEL):
         out = {}
     elif ftype == C.CANCEL:
         out = {"requests": [{"batch_id": b, "request_index": i} for b, i in body]}

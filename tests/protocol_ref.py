@@ -61,7 +61,8 @@ METRIC_DONE = 26
 AUTO_COMPLETE = 27
 AUTO_COMPLETE_DONE = 28
 LOG_LEVELS = 29
-MAX_FRAME_TYPE = 29
+BLS_CHANNEL = 30
+MAX_FRAME_TYPE = 30
 RESP_FINAL = 0x1
 RESP_BATCH_END = 0x20000000
 RESP_RESCHEDULE = 0x40000000
@@ -128,6 +129,7 @@ TYPE_NAMES = {
     AUTO_COMPLETE: "AUTO_COMPLETE",
     AUTO_COMPLETE_DONE: "AUTO_COMPLETE_DONE",
     LOG_LEVELS: "LOG_LEVELS",
+    BLS_CHANNEL: "BLS_CHANNEL",
 }
 # END generated (constants)
 HEADER = struct.Struct(HEADER_FORMAT)
@@ -246,7 +248,7 @@ def encode(ftype: int, body: dict[str, Any], *, id: int = 0, flags: int = 0) -> 
 def _encode_body(w: _W, ftype: int, body: dict[str, Any]) -> None:
     if ftype in JSON_TYPES:
         w.b += json.dumps(body["json"], separators=(",", ":"), sort_keys=True).encode()
-    elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL):
+    elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL, BLS_CHANNEL):
         pass
     elif ftype == BLS_REQUEST:
         w.str(body["model_name"])
@@ -499,7 +501,7 @@ def decode_body(ftype: int, buf: bytes, start: int) -> dict[str, Any]:
         if not isinstance(obj, dict):
             raise ProtocolError("JSON body is not an object")
         body = {"json": obj}
-    elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL):
+    elif ftype in (FINALIZE, IS_READY, DRAIN, BLS_CANCEL, BLS_CHANNEL):
         body = {}
     elif ftype == BLS_REQUEST:
         body = {

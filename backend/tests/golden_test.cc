@@ -201,6 +201,7 @@ DecodeFrame(
     case tp::FrameType::kIsReady:
     case tp::FrameType::kDrain:
     case tp::FrameType::kBlsCancel:
+    case tp::FrameType::kBlsChannel:
       TRITONPY_RETURN_IF_ERROR(tp::DecodeEmpty(b, n));
       break;
     case tp::FrameType::kBlsRequest: {

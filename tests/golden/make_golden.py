@@ -385,6 +385,7 @@ def valid() -> list[tuple[str, int, dict[str, Any], int, int]]:
         ),
         ("is_ready.bin", P.IS_READY, {}, 3, 0),
         ("drain.bin", P.DRAIN, {}, 0, 0),
+        ("bls_channel.bin", P.BLS_CHANNEL, {}, 0, 0),
         ("log_levels.bin", P.LOG_LEVELS, {"enabled": 0b1101}, 0, 0),
         ("ready.bin", P.READY, {"ready": 0, "message": "warming up"}, 3, 0),
         (

@@ -157,6 +157,7 @@ FRAMES: list[tuple[str, str, int, int, dict[str, Any]]] = [
     ("drain", "DRAIN", 0, 0, {}),
     ("finalize", "FINALIZE", 0, 0, {}),
     ("bls_cancel", "BLS_CANCEL", 0x35, 0, {}),
+    ("bls_channel", "BLS_CHANNEL", 0, 0, {}),
     (
         "bls_request",
         "BLS_REQUEST",

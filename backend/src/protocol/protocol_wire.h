@@ -88,8 +88,9 @@ enum class FrameType : uint8_t {
   kAutoComplete = 27,
   kAutoCompleteDone = 28,
   kLogLevels = 29,
+  kBlsChannel = 30,
 };
-constexpr uint8_t kMaxFrameType = 29;
+constexpr uint8_t kMaxFrameType = 30;
 // FrameTypeName: by type value.
 constexpr const char* kFrameTypeNames[kMaxFrameType + 1] = {
     "UNKNOWN",
@@ -122,6 +123,7 @@ constexpr const char* kFrameTypeNames[kMaxFrameType + 1] = {
     "AUTO_COMPLETE",
     "AUTO_COMPLETE_DONE",
     "LOG_LEVELS",
+    "BLS_CHANNEL",
 };
 // IsJsonFrame: bit t set when frame type t has a JSON body.
 constexpr uint32_t kJsonFrameTypes = 0x1980040E;

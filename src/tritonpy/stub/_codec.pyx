@@ -456,7 +456,7 @@ def encode_simple(int ftype, body, uint64_t fid=0):
         w.string(body[1])
     elif ftype == LOG_LEVELS:
         w.u32(body)
-    elif ftype == FINALIZE or ftype == IS_READY or ftype == BLS_CANCEL:
+    elif ftype == FINALIZE or ftype == IS_READY or ftype == BLS_CANCEL or ftype == BLS_CHANNEL:
         pass
     elif ftype in _JSON_TYPES:
         w.json_body(body)

@@ -364,7 +364,8 @@ def decode_body(int ftype, buf, Py_ssize_t start=WIRE_HEADER_SIZE):
     ERROR -> message; RELEASE -> list of (arena_id, offset);
     CANCEL -> list of (batch_id, request_index);
     SEND_ERROR -> (batch_id, request_index, code, message);
-    READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL -> None;
+    READY -> (ready, message); FINALIZE, IS_READY, DRAIN, BLS_CANCEL,
+    BLS_CHANNEL -> None;
     BLS_ARENA -> (arena_id, size); BLS_RELEASE -> list of (arena_id, offset);
     METRIC_DONE -> (ok, error, value); LOG_LEVELS -> enabled (bit mask).
     """
@@ -406,7 +407,8 @@ cdef object _decode_body(int ftype, const uint8_t* p, Py_ssize_t n, Py_ssize_t s
             raise ProtocolError(f"frame type {ftype}: JSON body is not an object")
         return out
     cdef uint64_t bid
-    if ftype == FINALIZE or ftype == IS_READY or ftype == DRAIN or ftype == BLS_CANCEL:
+    if (ftype == FINALIZE or ftype == IS_READY or ftype == DRAIN or ftype == BLS_CANCEL
+            or ftype == BLS_CHANNEL):
         out = None
     elif ftype == BLS_RESPONSE:
         rflags = r.u32()
