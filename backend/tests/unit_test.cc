@@ -247,6 +247,21 @@ TestPeerArenaLimits()
   peers.Clear();
   CHECK(peers.count() == 0 && peers.mapped_bytes() == 0);
   CHECK(peers.Add(3, Memfd(4096), 4096).ok());
+
+  // Arenas of processes one stub forked count together (StubUsage): two
+  // children share the limits, and what one lets go the other may take.
+  auto usage = std::make_shared<tritonpy::StubUsage>();
+  auto first = std::make_unique<PeerArenas>(limits, usage);
+  PeerArenas second(limits, usage);
+  CHECK(first->Add(1, Memfd(4096), 4096).ok());
+  CHECK(second.Add(1, Memfd(4096), 4096).ok());
+  CHECK(usage->arenas == 2 && usage->arena_bytes == 2 * 4096);
+  CHECK(Says(second.Add(2, Memfd(4096), 4096), "past stub-max-arenas=2"));
+  CHECK(Says(second.Add(1, Memfd(12288), 12288), "past stub-max-arena-bytes"));
+  first.reset();  // gone with its arenas
+  CHECK(usage->arenas == 1 && usage->arena_bytes == 4096);
+  CHECK(second.Add(2, Memfd(8192), 8192).ok());
+  CHECK(usage->arenas == 2 && usage->arena_bytes == 3 * 4096);
 }
 
 void
@@ -459,6 +474,8 @@ TestChannelPassedDescriptors()
 {
   using tritonpy::Channel;
   using tritonpy::CloserState;
+  using tritonpy::IsTmpfsFile;
+  using tritonpy::IsUnixSeqpacket;
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
   auto ch = std::make_unique<Channel>(sv[0]);
@@ -481,6 +498,22 @@ TestChannelPassedDescriptors()
     if (fd >= 0) close(fd);
   }
 
+  // A unix SEQPACKET socket (BLS_CHANNEL) passes too, and is told apart.
+  int seq[2];
+  CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, seq) == 0);
+  SendDescriptors(sv[1], {seq[0]});
+  close(seq[0]);
+  CHECK(
+      ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kFrame);
+  CHECK(fds.size() == 1);
+  CHECK(!fds.empty() && IsUnixSeqpacket(fds[0]) && !IsTmpfsFile(fds[0]));
+  for (int fd : fds) close(fd);
+  fds.clear();
+  const int plain = memfd_create("unit", MFD_CLOEXEC);
+  CHECK(!IsUnixSeqpacket(plain) && IsTmpfsFile(plain));
+  close(plain);
+  close(seq[1]);
+
   const long handed = CloserState().handed;
   std::vector<int> passed;
   passed.push_back(memfd_create("unit", MFD_CLOEXEC));
@@ -500,7 +533,8 @@ TestChannelPassedDescriptors()
   CHECK(
       ch->Receive(&buf, &len, &fds, 1000, &err) == Channel::RecvResult::kError);
   CHECK(fds.empty());
-  CHECK(Says(err, "is not a memfd on tmpfs; nothing more it sends is read"));
+  CHECK(Says(err, "is not a memfd on tmpfs (nor a unix SEQPACKET socket"));
+  CHECK(Says(err, "nothing more it sends is read"));
   // Closed at once, on this thread: their writers see no reader now.
   for (int w : writers) CHECK(ReaderGone(w, 0));
   CHECK(CloserState().handed == handed + 1);

@@ -48,13 +48,16 @@ Refusal(TRITONSERVER_Server* server, const proto::BlsRequestBody& rb, Status s)
 Bls::Bls(
     TRITONSERVER_Server* server, std::string describe, uint64_t arena_byte_size,
     bool model_control, const StubLimits& limits,
-    std::shared_ptr<ArenaRoom> room, SandboxedControl sandboxed)
+    std::shared_ptr<ArenaRoom> room, SandboxedControl sandboxed,
+    std::shared_ptr<StubUsage> usage, Bls* control)
     : model_control_(model_control),
       sandbox_refuses_(sandboxed.sandboxed && !sandboxed.allowed),
       core_(
           std::make_shared<BlsCore>(
-              server, describe, arena_byte_size, limits, std::move(room))),
-      control_(server, std::move(describe), std::move(sandboxed))
+              server, describe, arena_byte_size, limits, std::move(room),
+              std::move(usage))),
+      own_control_(server, std::move(describe), std::move(sandboxed)),
+      control_(control != nullptr ? control->control_ : &own_control_)
 {
   TRITONSERVER_Error* err = TRITONSERVER_ResponseAllocatorNew(
       &core_->triton_allocator, BlsOutputAlloc, BlsOutputRelease, nullptr);
@@ -82,7 +85,7 @@ Bls::~Bls()
           " BLS call(s) still in flight at unload");
     }
   }
-  control_.Stop();
+  own_control_.Stop();
 }
 
 void
@@ -97,7 +100,8 @@ void
 Bls::OnStubGone()
 {
   // Model-control requests of the dead stub not started yet are dropped.
-  control_.DropPending();
+  // (Only its own: a borrowed worker serves its stub on.)
+  if (control_ == &own_control_) own_control_.DropPending();
   std::vector<std::shared_ptr<BlsCall>> calls;
   {
     MutexLock lock(&core_->mu);
@@ -107,6 +111,7 @@ Bls::OnStubGone()
       core_->allocator.Free(h.first, h.second);
     }
     core_->handed.clear();
+    core_->Recount();
     for (auto& kv : core_->calls) calls.push_back(kv.second.call);
   }
   for (auto& call : calls) call->Cancel();
@@ -151,6 +156,7 @@ Bls::OnRelease(const proto::FrameView& f, const uint8_t* body)
     }
     core_->allocator.Free(r.arena_id, r.offset);
   }
+  core_->Recount();
   return Status();
 }
 
@@ -202,7 +208,7 @@ Bls::OnModelControl(
     (void)SendModelControlDone(channel.get(), f.id, ModelControlError(refused));
     return Status();
   }
-  return control_.Submit(channel, f.id, std::move(msg));
+  return control_->Submit(channel, f.id, std::move(msg));
 }
 
 Status

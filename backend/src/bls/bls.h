@@ -55,11 +55,17 @@ class Bls {
   // caps (max_bls_calls, max_bls_bytes). `room`: what the stub can map of
   // the BLS arenas and the batch arenas together (arena.h). `sandboxed`:
   // the model loading API of a sandboxed stub (SandboxedControl).
+  // `usage`: what the stub's other Bls objects (those of the processes it
+  // forked) count against the same caps; null: this one's alone.
+  // `control`: another Bls's model-control worker that this one's
+  // MODEL_CONTROL frames go to (a forked child's go to its stub's: one
+  // worker per instance); null: a worker of its own.
   Bls(TRITONSERVER_Server* server, std::string describe,
       uint64_t arena_byte_size, bool model_control,
       const StubLimits& limits = StubLimits(),
       std::shared_ptr<ArenaRoom> room = nullptr,
-      SandboxedControl sandboxed = SandboxedControl());
+      SandboxedControl sandboxed = SandboxedControl(),
+      std::shared_ptr<StubUsage> usage = nullptr, Bls* control = nullptr);
   // Cancels every call in flight, waits (bounded) for Triton to finish
   // them, and joins the model-control worker.
   ~Bls();
@@ -111,7 +117,8 @@ class Bls {
   // Whether a sandboxed stub's loads and unloads are refused at once.
   const bool sandbox_refuses_;
   std::shared_ptr<BlsCore> core_;
-  ModelControlWorker control_;
+  ModelControlWorker own_control_;  // unused when another's is borrowed
+  ModelControlWorker* const control_;
 };
 
 }  // namespace tritonpy

@@ -19,16 +19,25 @@ BlsCall::Cancel()
 
 BlsCore::BlsCore(
     TRITONSERVER_Server* server, std::string describe, uint64_t size,
-    const StubLimits& limits, std::shared_ptr<ArenaRoom> room)
+    const StubLimits& limits, std::shared_ptr<ArenaRoom> room,
+    std::shared_ptr<StubUsage> usage)
     : server(server),
       describe(std::move(describe)),
       limits(limits),
-      allocator(size, std::move(room))
+      allocator(size, std::move(room)),
+      usage_(std::move(usage))
 {
 }
 
 BlsCore::~BlsCore()
 {
+  if (usage_ != nullptr) {
+    // What is still counted goes with the core (adding the difference
+    // subtracts, as unsigned numbers wrap).
+    MutexLock lock(&mu);
+    usage_->bls_calls.fetch_add(0 - counted_calls_);
+    usage_->bls_bytes.fetch_add(0 - counted_bytes_);
+  }
   if (triton_allocator != nullptr) {
     TRITONSERVER_Error* err =
         TRITONSERVER_ResponseAllocatorDelete(triton_allocator);
@@ -77,13 +86,14 @@ BlsCore::RefuseCall(const std::string& model, uint64_t bytes)
   const std::string head = "tritonpy: " + describe +
                            ": BLS request to model '" + model + "' refused: ";
   MutexLock lock(&mu);
-  if (calls.size() >= limits.max_bls_calls) {
-    return head + std::to_string(calls.size()) +
+  const uint64_t in_flight = CallsForCaps();
+  if (in_flight >= limits.max_bls_calls) {
+    return head + std::to_string(in_flight) +
            " BLS calls of this instance are in flight, the most "
            "stub-max-bls-calls=" +
            std::to_string(limits.max_bls_calls) + " allows";
   }
-  const uint64_t held = HeldBytes();
+  const uint64_t held = BytesForCaps();
   if (bytes > limits.max_bls_bytes || held > limits.max_bls_bytes - bytes) {
     return head + "its " + std::to_string(bytes) +
            " input bytes would take the BLS data held for this instance (" +
@@ -106,6 +116,7 @@ BlsCore::Insert(const std::shared_ptr<BlsCall>& call)
   MutexLock lock(&mu);
   calls[call->id].call = call;
   input_bytes += call->inputs.size();
+  Recount();
 }
 
 void
@@ -121,6 +132,19 @@ BlsCore::Erase(std::map<uint64_t, CallEntry>::iterator it)
 {
   input_bytes -= it->second.call->inputs.size();
   calls.erase(it);
+  Recount();
+}
+
+void
+BlsCore::Recount()
+{
+  if (usage_ == nullptr) return;
+  const uint64_t now_calls = calls.size();
+  const uint64_t now_bytes = HeldBytes();
+  usage_->bls_calls.fetch_add(now_calls - counted_calls_);
+  usage_->bls_bytes.fetch_add(now_bytes - counted_bytes_);
+  counted_calls_ = now_calls;
+  counted_bytes_ = now_bytes;
 }
 
 TRITONSERVER_Error*
@@ -136,7 +160,7 @@ BlsCore::AllocateInArena(
     announced_to = call->channel;
   }
   const uint64_t most = limits.max_bls_bytes;
-  const uint64_t held = HeldBytes();
+  const uint64_t held = BytesForCaps();
   if (byte_size > most || held > most - byte_size) {
     return TRITONSERVER_ErrorNew(
         TRITONSERVER_ERROR_UNAVAILABLE,
@@ -156,6 +180,7 @@ BlsCore::AllocateInArena(
   }
   ob->in_arena = true;
   ob->core = call->core;
+  Recount();
   // A new arena goes to the stub before any frame refers to it; sent
   // under mu so that no other response can overtake it.
   for (const MappedArena* arena : allocator.Unannounced()) {
@@ -191,6 +216,7 @@ BlsCore::FreeOutput(const OutBuf& ob)
 {
   MutexLock lock(&mu);
   allocator.Free(ob.alloc.arena_id, ob.alloc.offset);
+  Recount();
 }
 
 }  // namespace tritonpy

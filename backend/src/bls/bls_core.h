@@ -68,9 +68,12 @@ struct BlsCall {
 
 class BlsCore {
  public:
+  // `usage`: what the BLS calls of this stub's other cores count against
+  // the same caps (null: this core's alone).
   BlsCore(
       TRITONSERVER_Server* server, std::string describe, uint64_t size,
-      const StubLimits& limits, std::shared_ptr<ArenaRoom> room = nullptr);
+      const StubLimits& limits, std::shared_ptr<ArenaRoom> room = nullptr,
+      std::shared_ptr<StubUsage> usage = nullptr);
   ~BlsCore();  // deletes triton_allocator
   BlsCore(const BlsCore&) = delete;
   BlsCore& operator=(const BlsCore&) = delete;
@@ -141,6 +144,9 @@ class BlsCore {
   std::map<uint64_t, CallEntry> calls GUARDED_BY(mu);  // by call id
   uint64_t input_bytes GUARDED_BY(mu) = 0;  // of the calls in the table
 
+  // Brings `usage` up to date after the table or the allocator changed.
+  void Recount() REQUIRES(mu);
+
  private:
   // Bytes of BLS data held for the stub: input copies of the calls in
   // the table and outputs in the BLS arenas.
@@ -150,6 +156,24 @@ class BlsCore {
   }
   // Takes the entry out of the table (its bytes out of input_bytes).
   void Erase(std::map<uint64_t, CallEntry>::iterator it) REQUIRES(mu);
+  // The calls and bytes the caps see: with a shared usage, the stub's and
+  // its children's together.
+  uint64_t CallsForCaps() REQUIRES(mu)
+  {
+    return usage_ == nullptr
+               ? calls.size()
+               : usage_->bls_calls.load() - counted_calls_ + calls.size();
+  }
+  uint64_t BytesForCaps() REQUIRES(mu)
+  {
+    return usage_ == nullptr
+               ? HeldBytes()
+               : usage_->bls_bytes.load() - counted_bytes_ + HeldBytes();
+  }
+
+  const std::shared_ptr<StubUsage> usage_;
+  uint64_t counted_calls_ GUARDED_BY(mu) = 0;  // what usage_ holds of ours
+  uint64_t counted_bytes_ GUARDED_BY(mu) = 0;
 };
 
 // Triton's callbacks of a BLS call (bls_response.cc), each behind an

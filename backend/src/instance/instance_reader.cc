@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 
+#include "ipc/fd_closer.h"
 #include "protocol/protocol_frames.h"
 #include "triton/triton_util.h"
 #include "util/barrier.h"
@@ -30,6 +31,7 @@ InstanceReader::InstanceReader(std::string describe, const Parts& parts)
       frames_(parts.frames),
       table_(parts.table),
       bls_(parts.bls),
+      forks_(parts.forks),
       log_levels_(parts.log_levels),
       readiness_(parts.readiness),
       drain_(parts.drain),
@@ -66,6 +68,19 @@ InstanceReader::Dispatch(const uint8_t* msg, size_t len, std::vector<int>* fds)
 {
   proto::FrameView f;
   TRITONPY_RETURN_IF_ERROR(proto::DecodeHeader(msg, len, &f));
+  if (f.type == proto::FrameType::kBlsChannel) {
+    if (fds->size() != 1 || !IsUnixSeqpacket((*fds)[0])) {
+      return Violation(
+          "a BLS_CHANNEL frame must carry exactly one AF_UNIX SOCK_SEQPACKET "
+          "socket");
+    }
+    if (f.body_in_arena) return Violation("a BLS_CHANNEL body in an arena");
+    TRITONPY_RETURN_IF_ERROR(proto::DecodeEmpty(f.body, f.body_len));
+    const int fd = (*fds)[0];
+    fds->clear();
+    forks_->Open(fd);
+    return Status();
+  }
   if (f.type != proto::FrameType::kArena && !fds->empty()) {
     return Violation(
         std::string("a ") + proto::FrameTypeName(f.type) +
@@ -189,6 +204,7 @@ InstanceReader::Step()
   std::string kill_reason;
   bool unloading = false;
   if (r == Channel::RecvResult::kTimeout) {
+    forks_->ReapEnded();
     log_levels_->Sync(channel.get());
     table_->Adopt();
     table_->PollCancellation(true);
@@ -238,12 +254,15 @@ InstanceReader::OnStubGone(
   const StubSupervisor::Death death =
       stub_->OnDeath(violation || !killed_because.empty());
   death.channel->Shutdown();
+  forks_->ShutdownAll();  // its children have nobody to serve them
   bls_->OnStubGone();
   frames_->Clear();  // its arenas and metrics
   const std::string msg = stub_->Reap(death, why, violation, killed_because);
   table_->Adopt();
   table_->FailAll(GoneStatus(death.stopping, unloading, msg));
-  return stub_->Restart(msg, !killed_because.empty(), unloading);
+  const bool go_on = stub_->Restart(msg, !killed_because.empty(), unloading);
+  forks_->CloseAll();  // once its requests failed and a new stub started
+  return go_on;
 }
 
 Status

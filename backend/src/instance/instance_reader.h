@@ -29,6 +29,7 @@
 #include "instance/admission_gate.h"
 #include "instance/batch_arenas.h"
 #include "instance/batch_table.h"
+#include "instance/fork_channels.h"
 #include "instance/idle_counters.h"
 #include "instance/readiness_queries.h"
 #include "instance/stub_frames.h"
@@ -51,6 +52,7 @@ class InstanceReader {
     AdmissionGate* gate;  // batches pending, for IdleCounters
     BatchArenas* arenas;  // bytes allocated, for IdleCounters
     Bls* bls;
+    ForkChannels* forks;  // the BLS channels of processes the stub forked
     LogLevelSync* log_levels;
     ReadinessQueries* readiness;
     DrainTarget* drain;  // shared with the backend's DrainWatcher
@@ -123,6 +125,7 @@ class InstanceReader {
   StubFrames* const frames_;
   BatchTable* const table_;
   Bls* const bls_;
+  ForkChannels* const forks_;
   LogLevelSync* const log_levels_;
   ReadinessQueries* const readiness_;
   DrainTarget* const drain_;

@@ -50,12 +50,20 @@ InstanceState::InstanceState(
       kind_(std::move(kind)),
       device_id_(device_id),
       arena_room_(RoomOf(*model)),
+      usage_(std::make_shared<StubUsage>()),
       bls_(
           std::make_unique<Bls>(
               server, Describe(), model->backend().settings().arena_byte_size,
               model->backend().settings().model_control,
               model->backend().settings().stub_limits, arena_room_,
-              SandboxedControlOf(*model))),
+              SandboxedControlOf(*model), usage_)),
+      forks_(
+          std::make_unique<ForkChannels>(ForkChannels::Settings{
+              server, Describe(), model->backend().settings().arena_byte_size,
+              model->backend().settings().model_control,
+              model->backend().settings().stub_limits,
+              model->backend().settings().stub_send_queue_bytes, arena_room_,
+              SandboxedControlOf(*model), usage_, bls_.get()})),
       metrics_(
           std::make_unique<InstanceMetrics>(
               &model->backend().metric_store(), "model '" + model->name() + "'",
@@ -85,7 +93,7 @@ InstanceState::InstanceState(
       reader_(
           Describe(),
           {model, &stub_, &frames_, &table_, &gate_, &arenas_, bls_.get(),
-           &log_levels_, &readiness_, drain_.get(), &recv_buf_})
+           forks_.get(), &log_levels_, &readiness_, drain_.get(), &recv_buf_})
 {
 }
 
@@ -177,6 +185,7 @@ InstanceState::~InstanceState()
         log_levels_.Sync(channel);  // for what finalize() logs
       });
   reader_.Join();
+  forks_.reset();    // closes the forked children's channels
   bls_.reset();      // cancels BLS calls still in flight
   metrics_.reset();  // deletes the stub's metrics from the server
 }

@@ -36,6 +36,7 @@
 #include "instance/batch.h"
 #include "instance/batch_arenas.h"
 #include "instance/batch_table.h"
+#include "instance/fork_channels.h"
 #include "instance/instance_reader.h"
 #include "instance/readiness_queries.h"
 #include "instance/stub_frames.h"
@@ -114,9 +115,13 @@ class InstanceState {
   // What the stub can map of the backend's arenas, BLS and batch ones
   // together (arena.h); null: no limit.
   const std::shared_ptr<ArenaRoom> arena_room_;
+  // What the stub and the processes it forked hold together (the caps').
+  const std::shared_ptr<StubUsage> usage_;
   // BLS calls and model control (bls.h); frames from the reader thread
   // (and the creating thread during the first handshake).
   std::unique_ptr<Bls> bls_;
+  // The BLS channels of processes the stub forked (reader thread).
+  std::unique_ptr<ForkChannels> forks_;
   // The stub's custom metrics: used by whoever reads the socket.
   std::unique_ptr<InstanceMetrics> metrics_;
   // The stub's arenas and the frames valid at any time (whoever reads the

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "ipc/fd_closer.h"
 #include "protocol/protocol_frames.h"
 #include "triton/triton_util.h"
 
@@ -15,10 +16,47 @@ namespace tritonpy {
 void
 CloseAll(std::vector<int>* fds)
 {
-  for (int fd : *fds) {
-    if (fd >= 0) close(fd);
-  }
+  // (A socket's close may block: CloseReceived hands it to the closer.)
+  for (int fd : *fds) CloseReceived(fd);
   fds->clear();
+}
+
+Status
+ResolvePeerBody(
+    const proto::FrameView& f, const PeerArenas& peers, const uint8_t** body)
+{
+  if (!f.body_in_arena) {
+    *body = f.body;
+    return Status();
+  }
+  // The decoders' counts are bounded by the body: this bounds the body
+  // (an inline one is bounded by MAX_FRAME).
+  if (f.body_len > peers.limits().max_body_bytes) {
+    return Violation(
+        std::string("a ") + proto::FrameTypeName(f.type) + " body of " +
+        std::to_string(f.body_len) +
+        " bytes in a stub arena is larger than stub-max-body-bytes=" +
+        std::to_string(peers.limits().max_body_bytes));
+  }
+  return peers.Resolve(
+      f.body_ref.arena_id, f.body_ref.offset, f.body_len, body);
+}
+
+Status
+AddPeerArena(
+    const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
+    PeerArenas* peers)
+{
+  if (fds->size() != 1) {
+    return Violation(
+        "an ARENA frame must carry exactly one descriptor, got " +
+        std::to_string(fds->size()));
+  }
+  proto::ArenaBody a;
+  TRITONPY_RETURN_IF_ERROR(proto::DecodeArena(body, f.body_len, &a));
+  const int fd = (*fds)[0];
+  fds->clear();
+  return peers->Add(a.arena_id, fd, a.size);  // closes fd
 }
 
 void
@@ -77,21 +115,7 @@ StubFrames::StubFrames(
 Status
 StubFrames::ResolveBody(const proto::FrameView& f, const uint8_t** body)
 {
-  if (!f.body_in_arena) {
-    *body = f.body;
-    return Status();
-  }
-  // The decoders' counts are bounded by the body: this bounds the body
-  // (an inline one is bounded by MAX_FRAME).
-  if (f.body_len > peers_.limits().max_body_bytes) {
-    return Violation(
-        std::string("a ") + proto::FrameTypeName(f.type) + " body of " +
-        std::to_string(f.body_len) +
-        " bytes in a stub arena is larger than stub-max-body-bytes=" +
-        std::to_string(peers_.limits().max_body_bytes));
-  }
-  return peers_.Resolve(
-      f.body_ref.arena_id, f.body_ref.offset, f.body_len, body);
+  return ResolvePeerBody(f, peers_, body);
 }
 
 Status
@@ -101,18 +125,8 @@ StubFrames::HandleCommon(
 {
   *handled = true;
   switch (f.type) {
-    case proto::FrameType::kArena: {
-      if (fds->size() != 1) {
-        return Violation(
-            "an ARENA frame must carry exactly one descriptor, got " +
-            std::to_string(fds->size()));
-      }
-      proto::ArenaBody a;
-      TRITONPY_RETURN_IF_ERROR(proto::DecodeArena(body, f.body_len, &a));
-      int fd = (*fds)[0];
-      fds->clear();
-      return peers_.Add(a.arena_id, fd, a.size);  // closes fd
-    }
+    case proto::FrameType::kArena:
+      return AddPeerArena(f, body, fds, &peers_);
     case proto::FrameType::kLog: {
       proto::LogBody log;
       TRITONPY_RETURN_IF_ERROR(proto::DecodeLog(body, f.body_len, &log));

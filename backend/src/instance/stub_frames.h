@@ -26,6 +26,15 @@ namespace tritonpy {
 
 // Closes the descriptors a frame carried (those nobody took).
 void CloseAll(std::vector<int>* fds);
+// The body of `f` from a peer whose arenas are `peers`: inline, or in one
+// of those arenas (at most stub-max-body-bytes).
+Status ResolvePeerBody(
+    const proto::FrameView& f, const PeerArenas& peers, const uint8_t** body);
+// An ARENA frame: maps the one descriptor it carried (taken from `fds`)
+// into `peers`.
+Status AddPeerArena(
+    const proto::FrameView& f, const uint8_t* body, std::vector<int>* fds,
+    PeerArenas* peers);
 // Sends an ERROR frame (best effort: the peer may be gone).
 void SendError(Channel* channel, const std::string& message);
 // Gives the stub back arena space of frames this side is done with.

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "ipc/fd_closer.h"
+
 namespace tritonpy {
 
 namespace {
@@ -262,7 +264,7 @@ PeerArenas::Add(uint32_t id, int fd, uint64_t size)
   // pages under the mapping (SIGBUS inside tritonserver).
   struct statfs fs;
   if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
-    close(fd);
+    CloseReceived(fd);  // a socket's close may block: the closer's
     return Violation(which + " is not a memfd on tmpfs");
   }
   // The seals first: once F_SEAL_SHRINK is on (it cannot be taken off) the
@@ -300,7 +302,19 @@ PeerArenas::Add(uint32_t id, int fd, uint64_t size)
   if (it != arenas_.end()) mapped_bytes_ -= it->second->size();
   mapped_bytes_ += size;
   arenas_[id] = std::move(arena);
+  Recount();
   return Status();
+}
+
+void
+PeerArenas::Recount()
+{
+  if (usage_ == nullptr) return;
+  // Differences wrap as unsigned numbers do: adding one is subtracting.
+  usage_->arenas.fetch_add(arenas_.size() - counted_arenas_);
+  usage_->arena_bytes.fetch_add(mapped_bytes_ - counted_bytes_);
+  counted_arenas_ = arenas_.size();
+  counted_bytes_ = mapped_bytes_;
 }
 
 Status
@@ -310,16 +324,23 @@ PeerArenas::CheckLimits(uint32_t id, uint64_t size) const
   // size no longer counts.
   auto it = arenas_.find(id);
   const bool replaces = it != arenas_.end();
-  const uint64_t count = arenas_.size() + (replaces ? 0 : 1);
+  // With a usage shared with this stub's other arenas, all of them count.
+  const uint64_t others =
+      usage_ == nullptr ? 0 : usage_->arenas.load() - counted_arenas_;
+  const uint64_t other_bytes =
+      usage_ == nullptr ? 0 : usage_->arena_bytes.load() - counted_bytes_;
+  const uint64_t count = others + arenas_.size() + (replaces ? 0 : 1);
   if (count > limits_.max_arenas) {
     return Violation(
         "stub arena " + std::to_string(id) + " would be arena number " +
         std::to_string(count) + " of the stub, past stub-max-arenas=" +
         std::to_string(limits_.max_arenas));
   }
-  // mapped_bytes_ <= max_arena_bytes always holds, so nothing wraps.
-  const uint64_t kept = mapped_bytes_ - (replaces ? it->second->size() : 0);
-  if (size > limits_.max_arena_bytes - kept) {
+  // What is mapped never passes max_arena_bytes (but for the race
+  // StubUsage allows), so nothing wraps unless that race did.
+  const uint64_t kept =
+      other_bytes + mapped_bytes_ - (replaces ? it->second->size() : 0);
+  if (kept > limits_.max_arena_bytes || size > limits_.max_arena_bytes - kept) {
     return Violation(
         "stub arena " + std::to_string(id) + " of " + std::to_string(size) +
         " bytes would make " + std::to_string(kept) + " + " +

@@ -67,6 +67,21 @@ struct StubLimits {
   uint64_t log_bytes_per_second = 4ull << 20;
 };
 
+// What a stub and the processes it forked (BLS_CHANNEL) hold together,
+// counted against one set of StubLimits, so that forking multiplies no
+// cap: BLS calls and BLS bytes of the stub and its children together, and
+// the arenas of its children together (not the stub's own, which its
+// allocator keeps within the limits itself: a child's arenas must not make
+// an honest stub break them). Each holder adds what it holds and takes it
+// back when it lets go (any thread). Two holders checking at the same
+// moment may together pass a cap by one call's or one arena's worth.
+struct StubUsage {
+  std::atomic<uint64_t> bls_calls{0};
+  std::atomic<uint64_t> bls_bytes{0};
+  std::atomic<uint64_t> arenas{0};
+  std::atomic<uint64_t> arena_bytes{0};
+};
+
 // One memfd mapping. Owns the descriptor and the mapping.
 class MappedArena {
  public:
@@ -182,9 +197,17 @@ class ArenaAllocator {
 
 class PeerArenas {
  public:
-  explicit PeerArenas(const StubLimits& limits = StubLimits()) : limits_(limits)
+  // `usage`: what this stub's other arenas count against the same limits
+  // (null: these alone).
+  explicit PeerArenas(
+      const StubLimits& limits = StubLimits(),
+      std::shared_ptr<StubUsage> usage = nullptr)
+      : limits_(limits), usage_(std::move(usage))
   {
   }
+  ~PeerArenas() { Clear(); }
+  PeerArenas(const PeerArenas&) = delete;
+  PeerArenas& operator=(const PeerArenas&) = delete;
   // Maps the peer's arena `id` from `fd` (which this call always closes).
   // A duplicate id replaces the old mapping. `fd` must be a memfd on tmpfs
   // sealed against shrinking, at least `size` bytes long, and the arenas
@@ -198,6 +221,7 @@ class PeerArenas {
   {
     arenas_.clear();
     mapped_bytes_ = 0;
+    Recount();
   }
   size_t count() const { return arenas_.size(); }
   uint64_t mapped_bytes() const { return mapped_bytes_; }
@@ -205,8 +229,13 @@ class PeerArenas {
 
  private:
   Status CheckLimits(uint32_t id, uint64_t size) const;
+  // Brings usage_ up to date with what is mapped here.
+  void Recount();
 
   const StubLimits limits_;
+  const std::shared_ptr<StubUsage> usage_;
+  uint64_t counted_arenas_ = 0;  // what usage_ holds of these
+  uint64_t counted_bytes_ = 0;
   std::map<uint32_t, std::unique_ptr<MappedArena>> arenas_;
   uint64_t mapped_bytes_ = 0;  // sum of the arenas' sizes
 };

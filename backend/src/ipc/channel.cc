@@ -30,12 +30,13 @@ Refused()
 {
   return Status::InvalidArg(
       "tritonpy protocol violation: the stub passed a file descriptor that "
-      "is not a memfd on tmpfs; nothing more it sends is read");
+      "is not a memfd on tmpfs (nor a unix SEQPACKET socket, for "
+      "BLS_CHANNEL); nothing more it sends is read");
 }
 }  // namespace
 
-Channel::Channel(int fd, uint64_t send_queue_bytes)
-    : fd_(fd), send_queue_bytes_(send_queue_bytes)
+Channel::Channel(int fd, uint64_t send_queue_bytes, Peer peer)
+    : fd_(fd), send_queue_bytes_(send_queue_bytes), peer_(peer)
 {
   int size = 1 << 20;
   (void)setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
@@ -63,10 +64,10 @@ Channel::~Channel()
     for (int i = 0; i < 4096 && !refused_; ++i) {
       fds.clear();
       RecvResult r = Read(&buf, &len, &fds, &ignored, MSG_DONTWAIT);
-      for (int fd : fds) close(fd);
+      for (int fd : fds) CloseReceived(fd);
       if (r != RecvResult::kFrame && fds.empty()) break;
     }
-    if (refused_) {
+    if (refused_ || peer_ == Peer::kForkedChild) {
       CloseUntrusted(fd_);
     } else {
       close(fd_);
@@ -78,6 +79,13 @@ void
 Channel::Shutdown()
 {
   (void)shutdown(fd_, SHUT_RDWR);
+}
+
+bool
+Channel::PeerClosed() const
+{
+  struct pollfd p = {fd_, POLLRDHUP, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP)) != 0;
 }
 
 std::string
@@ -236,10 +244,12 @@ Channel::Receive(
 }
 
 bool
-Channel::TakeDescriptors(struct msghdr* msg, std::vector<int>* fds)
+Channel::TakeDescriptors(struct msghdr* msg, std::vector<int>* fds) const
 {
   // Collected first so that they are closed even when the message itself
-  // is rejected. Only memfds (files on tmpfs) are accepted. When another
+  // is rejected. Only memfds (files on tmpfs) are accepted, and from a stub
+  // unix SEQPACKET sockets (BLS_CHANNEL); the reader checks which frame
+  // may carry which. When another
   // kind came along, the whole message's descriptors are closed: those
   // whose close cannot block here and now, the others on the closer's
   // thread (fd_closer.h).
@@ -252,7 +262,9 @@ Channel::TakeDescriptors(struct msghdr* msg, std::vector<int>* fds)
     for (size_t i = 0; i < count; ++i) {
       int fd;
       memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-      if (!IsTmpfsFile(fd)) all_memfds = false;
+      if (!IsTmpfsFile(fd) && (peer_ != Peer::kStub || !IsUnixSeqpacket(fd))) {
+        all_memfds = false;
+      }
       fds->push_back(fd);
     }
   }

@@ -32,10 +32,23 @@ class Channel {
   // The default of stub-send-queue-bytes.
   static constexpr uint64_t kDefaultSendQueueBytes = 32ull << 20;
 
+  // Who is at the other end, and what the socket itself is.
+  enum class Peer {
+    // A stub, on the socket the backend made: it may pass memfds and
+    // unix SEQPACKET sockets (BLS_CHANNEL).
+    kStub,
+    // A process a stub forked, on a socket the stub passed: memfds only,
+    // and the socket itself is closed by the closer (fd_closer.h), as is
+    // any descriptor a stub passed whose close may block.
+    kForkedChild,
+  };
+
   // Takes ownership of `fd`. Raises the socket buffers to 1 MiB (best
   // effort). `send_queue_bytes`: how many bytes of frames may wait for the
   // peer to read before it is given up on.
-  explicit Channel(int fd, uint64_t send_queue_bytes = kDefaultSendQueueBytes);
+  explicit Channel(
+      int fd, uint64_t send_queue_bytes = kDefaultSendQueueBytes,
+      Peer peer = Peer::kStub);
   ~Channel();
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
@@ -79,14 +92,19 @@ class Channel {
   // peer sees EOF. The descriptor stays open until destruction.
   void Shutdown();
 
+  // Whether the peer closed its end (a hang-up on the socket; frames it
+  // sent before may still be unread). Never blocks. Any thread.
+  bool PeerClosed() const;
+
  private:
   // One recvmsg with `flags`; kTimeout when MSG_DONTWAIT found nothing.
   RecvResult Read(
       std::vector<uint8_t>* buf, size_t* len, std::vector<int>* fds,
       Status* error, int flags);
   // Appends the descriptors `msg` carried to `fds` (see Receive); when one
-  // is not a memfd, closes them all instead and returns false.
-  static bool TakeDescriptors(struct msghdr* msg, std::vector<int>* fds);
+  // is of a kind the peer may not pass, closes them all instead and
+  // returns false.
+  bool TakeDescriptors(struct msghdr* msg, std::vector<int>* fds) const;
   // One non-blocking sendmsg: 0, or the errno.
   int SendNow(const std::vector<uint8_t>& frame, int fd_to_pass);
   // Sends queued frames until the socket is full or the queue empty
@@ -100,6 +118,7 @@ class Channel {
 
   int fd_;
   const uint64_t send_queue_bytes_;
+  const Peer peer_;
   bool last_was_frame_ = false;  // the reader's own: Receive's caller only
   // The peer passed a descriptor that is not a memfd: it is read no
   // further (Receive's caller only, and the destructor).

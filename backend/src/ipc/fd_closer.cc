@@ -154,6 +154,20 @@ IsTmpfsFile(int fd)
          fs.f_type == TMPFS_MAGIC;
 }
 
+bool
+IsUnixSeqpacket(int fd)
+{
+  struct stat st;
+  int domain = 0;
+  int type = 0;
+  socklen_t len = sizeof(domain);
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return false;
+  len = sizeof(type);
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return false;
+  return domain == AF_UNIX && type == SOCK_SEQPACKET;
+}
+
 CloserCounts
 CloserState()
 {

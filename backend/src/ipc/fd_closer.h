@@ -36,6 +36,11 @@ bool CannotBlockOnClose(int fd);
 // blocks itself (fstat and fstatfs only).
 bool IsTmpfsFile(int fd);
 
+// Whether `fd` is an AF_UNIX SOCK_SEQPACKET socket: the one other kind a
+// stub may pass (BLS_CHANNEL, for a process it forked). Its close never
+// blocks (no lingering on a unix socket). Never blocks itself.
+bool IsUnixSeqpacket(int fd);
+
 // Descriptors queued or being closed, left open for a full queue, and
 // handed to the closer in all (for tests and debug counters).
 struct CloserCounts {
