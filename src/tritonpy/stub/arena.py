@@ -207,6 +207,10 @@ class OwnArenas:
         violation."""
         self._max_arenas, self._max_bytes = max_arenas, max_bytes
 
+    def limits(self) -> tuple[float, float]:
+        """What ``limit`` set: (max_arenas, max_bytes)."""
+        return self._max_arenas, self._max_bytes
+
     def alloc(self, n: int) -> tuple[int, int, memoryview]:
         """Reserve ``n`` bytes; return (arena_id, offset, writable view)."""
         with self._lock:

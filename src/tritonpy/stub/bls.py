@@ -39,6 +39,7 @@ import mmap
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -106,6 +107,10 @@ class _Lease:
 
 
 class BlsClient:
+    # Whether this client's connection is gone for good (a forked child's
+    # may be: bls_fork.py; the stub's own leaves with the stub).
+    lost = False
+
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
@@ -135,6 +140,10 @@ class BlsClient:
         # spin that catches nothing makes skip (doubling, up to _SPIN_BACKOFF).
         self._spin_skip = 0
         self._spin_backoff = 1
+        # In a process forked from the stub: what makes that process's own
+        # client (stub/bls_fork.py), and the client once made.
+        self._forked: Callable[[BlsClient], BlsClient] | None = None
+        self._child: BlsClient | None = None
 
     # ---------------------------------------------------------------- set-up
 
@@ -146,6 +155,39 @@ class BlsClient:
             self.instance_count = 1
         spin_us = _model_parameter(args, "bls_spin_microseconds", SPIN_US)
         self.spin_ns = min(spin_us, _SPIN_MAX_US) * 1000
+
+    # ---------------------------------------------------------------- forked children
+
+    def after_fork_in_child(self, connect: Callable[[BlsClient], BlsClient]) -> None:
+        """In a process just forked from the stub (or from one of its
+        children): the stub's socket, calls and locks are not this
+        process's. Its calls go through ``connect(self)``, made at the
+        first one; releases of outputs leased before the fork are the
+        parent's business."""
+        self._forked = connect
+        self._child = None
+        self._calls = {}
+        self._releases = []
+        self._release_lock = threading.Lock()
+        self._release_scheduled = False
+
+    def _child_client(self) -> BlsClient:
+        child = self._child
+        if child is None or child.lost:
+            with self._release_lock:  # (made after the fork: this process's)
+                child = self._child
+                if child is None or child.lost:  # (a lost one: connect again)
+                    assert self._forked is not None
+                    if not self.life.model_may_send(C.BLS_REQUEST):
+                        # Forked in initialize() (or finalize()): the backend
+                        # takes no connection before the model serves.
+                        raise pb_utils.TritonModelException(
+                            f"tritonpy: a process forked from model '{self.names.model}' "
+                            "outside execute() (in initialize() or finalize()) cannot use "
+                            "BLS nor the model loading API"
+                        )
+                    child = self._child = self._forked(self)
+        return child
 
     # ---------------------------------------------------------------- frames in
 
@@ -248,6 +290,8 @@ class BlsClient:
     # ---------------------------------------------------------------- releases
 
     def _queue_release(self, ref: tuple[int, int]) -> None:
+        if self._forked is not None:
+            return  # leased before the fork: the parent releases it
         with self._release_lock:
             self._releases.append(ref)
             if self._release_scheduled:
@@ -311,6 +355,8 @@ class BlsClient:
 
     def exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.exec()")
+        if self._forked is not None:
+            return self._child_client().exec(request, decoupled)
         if (  # a call that could never be answered
             self.instance_count <= 1
             and _seam.model_name(request) == self.names.model
@@ -375,6 +421,8 @@ class BlsClient:
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
         self._check_usable("InferenceRequest.async_exec()")
+        if self._forked is not None:
+            return await self._child_client().async_exec(request, decoupled)
         call = Call(self, next(self._ids), decoupled)
         call.deadline = _deadline_of(request, _TIMEOUT_GRACE)
         self._start(call, self.out.bls_request(call.id, request))
@@ -394,7 +442,10 @@ class BlsClient:
         )
 
     def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
+        # (In a forked child too: the state it was forked in decides.)
         self._check_usable("the model loading API", C.MODEL_CONTROL)
+        if self._forked is not None:
+            return self._child_client().model_control(msg)
         call = self.control_call()
         self._submit(call, self.out.model_control(call.id, msg))
         return self.reply(call)
@@ -425,6 +476,9 @@ class BlsClient:
         return call.responses.popleft()
 
     async def _wait_async(self, call: Call) -> None:
+        if self._forked is not None:
+            self._orphaned(call)
+            return
         fut = self.loop.create_future()
         call.future = fut
         if call.responses or call.final:
@@ -447,6 +501,9 @@ class BlsClient:
     def _wait_sync(self, call: Call) -> None:
         """Wait a little for ``call`` to make progress, reading the socket
         in turn when nobody else does."""
+        if self._forked is not None:
+            self._orphaned(call)
+            return
         if call.deadline and time.monotonic() > call.deadline:
             self._time_out(call)
             return
@@ -476,6 +533,21 @@ class BlsClient:
         event.wait(0.05)
         event.clear()
 
+    def _orphaned(self, call: Call) -> None:
+        """A forked child waits on a call its parent made before the fork:
+        its answers go to the parent."""
+        self._push(
+            call,
+            _Response(
+                error=_TritonError(
+                    "tritonpy: this BLS call was made before the process forked: its "
+                    "responses go to the process that made it",
+                    _TritonError.UNAVAILABLE,
+                )
+            ),
+            True,
+        )
+
     def _time_out(self, call: Call) -> None:
         self.cancel(call)
         call.abandoned = True
@@ -493,7 +565,7 @@ class BlsClient:
         )
 
     def cancel(self, call: Call) -> None:
-        if call.final or call.id == 0:
+        if call.final or call.id == 0 or self._forked is not None:
             return
         self.turns.run(self.out.send, self.out.bls_cancel(call.id))
 

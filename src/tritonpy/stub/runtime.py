@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tritonpy.pb_utils._seam import ModelConfig
-from tritonpy.stub import _batch, debug
+from tritonpy.stub import _batch, bls_fork, debug
 from tritonpy.stub import _codec as C
 from tritonpy.stub._channel import Channel
 from tritonpy.stub._engine import Engine
@@ -100,6 +100,8 @@ class Stub:
         self.readiness = Readiness(loop, turns, out, self.names)
         # pb_utils reaches the stub through it.
         self.host = PbHost(self.engine, self.bls, self.metrics, self.own, self.log.log).attach()
+        # A forked child's BLS calls and arenas: its own (stub/bls_fork.py).
+        bls_fork.install(self.bls, self.host)
         self.python_logging = TritonLogRoute(self.log, self.host, ch, self.names)
         self.life.route(self._frame_handlers(), self._loop_only)
         self.model: Any = None
