@@ -61,6 +61,9 @@ FORGERIES = {
     "bls": "add up to more than stub-max-arena-bytes={arena}",
     "unsealed": "is not sealed against shrinking (F_SEAL_SHRINK)",
     "hugetlb": "is not a memfd on tmpfs",
+    "channel_memfd": "a BLS_CHANNEL frame must carry exactly one AF_UNIX SOCK_SEQPACKET socket",
+    "channel_stream": "is not a memfd on tmpfs (nor a unix SEQPACKET socket",
+    "socket_on_log": "a LOG frame carried file descriptors",
 }
 
 

@@ -6,7 +6,9 @@ stub's socket (tests/hostile.py): more arenas than the backend allows
 4 GiB frame body in an arena ("body"), a BLS request whose inputs add up to
 300 GiB ("bls"), a memfd shrunk after it was announced unsealed
 ("unsealed"), a hugetlbfs memfd ("hugetlb", PID -1 when the kernel has
-none). "ok" forges nothing, and "big:<n>" neither: it answers with n
+none), a BLS_CHANNEL frame carrying a memfd ("channel_memfd") or a unix
+stream socket ("channel_stream"), a LOG frame carrying a SEQPACKET socket
+("socket_on_log"). "ok" forges nothing, and "big:<n>" neither: it answers with n
 bytes (the process id repeated), an honest output the stub must keep
 within the backend's limits. Every forgery should get the stub killed
 before execute returns."""
@@ -14,6 +16,7 @@ before execute returns."""
 import fcntl
 import mmap
 import os
+import socket
 import struct
 import sys
 import time
@@ -26,6 +29,7 @@ import hostile  # noqa: E402
 
 ref = hostile.ref
 FIRST_ID = 0x10000  # far from the stub's own arena ids
+KEPT = []  # this side of the sockets passed (the stub dies holding them)
 
 
 def memfd(size: int, *, seal: bool = True, flags: int = 0) -> int:
@@ -97,6 +101,24 @@ def forge(mode: str) -> bool:
         os.close(fd)
         # With no huge page to back it, reading it is a SIGBUS.
         body_in_arena(ref.RELEASE, FIRST_ID, 4 + 16)
+    elif mode == "channel_memfd":
+        fd = memfd(4096)
+        hostile.send(ref.encode(ref.BLS_CHANNEL, {}), [fd])
+        os.close(fd)
+    elif mode in ("channel_stream", "socket_on_log"):
+        kind = socket.SOCK_STREAM if mode == "channel_stream" else socket.SOCK_SEQPACKET
+        mine, theirs = socket.socketpair(socket.AF_UNIX, kind)
+        ftype, body = (
+            (ref.BLS_CHANNEL, {})
+            if mode == "channel_stream"
+            else (
+                ref.LOG,
+                {"level": 0, "file": "", "line": 0, "message": "with a socket"},
+            )
+        )
+        hostile.send(ref.encode(ftype, body), [theirs.fileno()])
+        theirs.close()
+        KEPT.append(mine)
     elif mode != "ok" and not mode.startswith("big:"):
         raise ValueError(f"unknown mode {mode}")
     return True
