@@ -29,14 +29,16 @@ def pool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServ
         yield srv
 
 
-def _sums(srv: TritonServer, count: int, elements: int | None = None) -> list[float]:
+def _sums(
+    srv: TritonServer, count: int, elements: int | None = None, concurrent: int | None = None
+) -> list[float]:
     c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120.0)
     try:
-        inputs = [httpclient.InferInput("COUNT", [1], "INT32")]
-        inputs[0].set_data_from_numpy(np.array([count], np.int32))
-        if elements is not None:
-            inputs.append(httpclient.InferInput("ELEMENTS", [1], "INT32"))
-            inputs[1].set_data_from_numpy(np.array([elements], np.int32))
+        inputs = []
+        for name, value in (("COUNT", count), ("ELEMENTS", elements), ("CONCURRENT", concurrent)):
+            if value is not None:
+                inputs.append(httpclient.InferInput(name, [1], "INT32"))
+                inputs[-1].set_data_from_numpy(np.array([value], np.int32))
         return c.infer("bls_pool", inputs).as_numpy("SUMS").tolist()
     finally:
         c.close()
@@ -64,6 +66,12 @@ def test_forked_children_send_and_receive_large_tensors(pool_server: TritonServe
     # child.
     assert _sums(pool_server, 4, elements=250_000) == [2.0, 4.0, 6.0, 8.0]
     assert _sums(pool_server, 1) == [2.0]
+
+
+def test_a_forked_childs_coroutines_call_at_once(pool_server: TritonServer) -> None:
+    # async_exec() in a child: five calls from coroutines of the child's
+    # own event loop, in flight together, in each of three children.
+    assert _sums(pool_server, 3, concurrent=5) == [2.0, 4.0, 6.0]
 
 
 def test_forked_children_of_a_sandboxed_stub_get_their_answers(tmp_path: Path) -> None:

@@ -17,14 +17,16 @@ child exits and closes its end.
 Inside the child nothing of the stub's machinery is used: its loop, its
 turns and its sending lock belong to the parent, and a lock another thread
 held at the fork stays held in the child forever. The child's calls block
-their thread until answered: ``async_exec`` in a child is a blocking call
-too. One thread at a time reads the socket; a thread whose answer another
-one read finds it there when the lock comes round.
+their thread until answered; ``async_exec`` in a child waits on a thread of
+the child's own event loop's executor, so that its coroutines' calls are in
+flight together. One thread at a time reads the socket; a thread whose
+answer another one read finds it there when the lock comes round.
 """
 
 from __future__ import annotations
 
 import array
+import asyncio
 import itertools
 import os
 import select
@@ -178,7 +180,10 @@ class ForkedBls(BlsClient):
         return self._wait_final(call)
 
     async def async_exec(self, request: Any, decoupled: bool) -> Any:
-        return self.exec(request, decoupled)
+        # The wait runs on the child's own loop's executor: the child's
+        # other coroutines go on meanwhile, their calls in flight together.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.exec, request, decoupled)
 
     def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
         call = self.control_call()
@@ -202,7 +207,7 @@ class ForkedBls(BlsClient):
             pass
 
     async def next_async(self, call: Call) -> Any:
-        return self.next_sync(call)
+        return await asyncio.get_running_loop().run_in_executor(None, self.next_sync, call)
 
     # ---------------------------------------------------------------- reading
 

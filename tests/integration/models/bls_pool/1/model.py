@@ -4,25 +4,45 @@
 over a multiprocessing pool (fork start method, up to 8 processes at
 once); each child sends add_sub_any a blocking exec() with ELEMENTS (default
 4) copies of its number in both inputs, checks that every element of
-OUTPUT0 is twice its number and returns that. Each inner call has a 20 s
-timeout, so a child whose answer never comes fails its call instead of
-holding execute() forever."""
+OUTPUT0 is twice its number and returns that. With CONCURRENT = k > 0 a
+child makes k such calls at once instead, with async_exec() from
+coroutines of its own event loop. Each inner call has a 20 s timeout, so a
+child whose answer never comes fails its call instead of holding
+execute() forever."""
 
+import asyncio
 import multiprocessing
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
-def add_in_child(job):
-    n, elements = job
+def request(n, elements):
     x = np.full(elements, float(n), np.float32)
-    resp = pb_utils.InferenceRequest(
+    return pb_utils.InferenceRequest(
         model_name="add_sub_any",
         inputs=[pb_utils.Tensor("INPUT0", x), pb_utils.Tensor("INPUT1", x)],
         requested_output_names=["OUTPUT0"],
         timeout=20_000_000,
-    ).exec()
+    )
+
+
+async def calls_at_once(n, elements, k):
+    return await asyncio.gather(*(request(n, elements).async_exec() for _ in range(k)))
+
+
+def add_in_child(job):
+    n, elements, concurrent = job
+    if concurrent > 0:
+        answers = [
+            check(n, elements, r) for r in asyncio.run(calls_at_once(n, elements, concurrent))
+        ]
+        errors = [a for a in answers if isinstance(a, str)]
+        return errors[0] if errors else answers[0]
+    return check(n, elements, request(n, elements).exec())
+
+
+def check(n, elements, resp):
     if resp.has_error():
         return f"child {n}: {resp.error().message()}"
     out = pb_utils.get_output_tensor_by_name(resp, "OUTPUT0").as_numpy()
@@ -42,7 +62,8 @@ class TritonPythonModel:
         for r in requests:
             count = scalar(r, "COUNT", 1)
             elements = scalar(r, "ELEMENTS", 4)
-            jobs = [(n, elements) for n in range(1, count + 1)]
+            concurrent = scalar(r, "CONCURRENT", 0)
+            jobs = [(n, elements, concurrent) for n in range(1, count + 1)]
             with multiprocessing.get_context("fork").Pool(min(count, 8)) as pool:
                 results = pool.map(add_in_child, jobs)
             errors = [x for x in results if isinstance(x, str)]
