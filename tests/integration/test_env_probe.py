@@ -21,8 +21,11 @@ from checks import add_sub_works
 from environments import write_model
 from server import TritonServer, build_repository, load_failure, running
 
-DEADLINE = 60.0
-TIMEOUT = 3  # stub-timeout-seconds of the server
+# stub-timeout-seconds of the server: it bounds the probe, and also how
+# long add_sub's stub (and the stub template) may take to start, which a
+# busy machine can stretch to seconds. Loading "holder" takes at least this.
+TIMEOUT = 20
+DEADLINE = TIMEOUT + 60.0
 
 
 def hostile_env(root: Path, script: str) -> Path:
