@@ -136,10 +136,22 @@ def wait_idle(srv: TritonServer, deadline: float = 30) -> dict:
 
 
 def test_streams_share_steps_up_to_max_active_and_the_rest_wait(srv: TritonServer) -> None:
+    """Ten streams of 5 to 14 steps, all there while the first one's first
+    step is held (the model's hold file): once it is let go, four at a time
+    run."""
+    hold = srv.repo / "continuous_steps" / "hold"
+    hold.touch()
     s = Streams(srv)
     try:
-        got = s.run({f"s{i}": 5 + i for i in range(10)})
+        s.start("s0", 5)
+        wait_status(srv, active=1, waiting=0)  # s0 in its first step, held
+        for i in range(1, 10):
+            s.start(f"s{i}", 5 + i)
+        wait_status(srv, active=1, waiting=9)
+        hold.unlink()
+        got = s.collect({f"s{i}" for i in range(10)})
     finally:
+        hold.unlink(missing_ok=True)
         s.close()
     for i in range(10):
         assert [o["VALUE"] for o in got[f"s{i}"]] == list(range(5 + i))

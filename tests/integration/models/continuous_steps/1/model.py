@@ -4,11 +4,14 @@
 both backends. A stream of COUNT responses: VALUE counts 0, 1, ...; STEP is
 the batcher's step it came from and BATCH how many streams that step held.
 COUNT 0 answers at once with the batcher's ACTIVE and WAITING counts.
-Each step takes 2 ms (a sleep in the batcher's thread)."""
+Each step takes 2 ms (a sleep in the batcher's thread); while a file named
+"hold" exists in the model's directory, a step waits before it runs (a test
+holds the batch still while streams queue up)."""
 
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -27,6 +30,7 @@ class TritonPythonModel:
     def initialize(self, args):
         params = json.loads(args["model_config"])["parameters"]
         self.count = 0
+        self.hold = Path(args["model_repository"]) / "hold"
         self.batcher = ContinuousBatcher(
             self._step,
             max_active=int(params["max_active"]["string_value"]),
@@ -34,6 +38,8 @@ class TritonPythonModel:
         )
 
     def _step(self, batch):
+        while self.hold.exists():
+            time.sleep(0.01)
         time.sleep(0.002)
         self.count += 1
         return [(s.steps, self.count, len(batch)) for s in batch]
