@@ -17,7 +17,9 @@ FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class TritonPythonModel:
-    @batched(max_size=4, max_wait=0.2)
+    # A batch that is not full waits this long for more: long enough that
+    # requests sent at once meet even on a busy machine.
+    @batched(max_size=4, max_wait=2.0)
     async def double(self, xs):
         if min(xs) < 0:
             raise ValueError(f"negative input in batch {sorted(xs)}")
