@@ -77,24 +77,53 @@ def test_every_token_of_every_stream_arrives(srv: TritonServer, pattern: str, n:
         assert not problems, f"round {r + 1}: " + summary(problems, n)
 
 
+# Runs bench/sse_load.py (its directory's parent is argv[1]) once its
+# imports are done and it said so: the window's start comes on stdin then.
+CLIENT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from bench import sse_load
+try:
+    import uvloop  # what sse_load imports as it starts
+except ImportError:
+    pass
+print("ready", flush=True)
+start, seconds = float(sys.stdin.readline()), float(sys.argv[2])
+window = ["--start", repr(start), "--end", repr(start + seconds)]
+sys.argv = [sse_load.__file__, *sys.argv[3:], *window]
+sys.exit(sse_load.main())
+"""
+
+
 def window(srv: TritonServer, seconds: float, *args: str) -> dict:
     """bench/sse_load.py over a window of ``seconds`` (sse_async, MODE 0,
-    ids sent): its JSON, with no stream that went wrong."""
-    start = time.time() + 3.0  # the client starts within it, even on a busy machine
-    proc = subprocess.run(
+    ids sent): its JSON, with no stream that went wrong. The window opens
+    once the client has imported what it needs."""
+    proc = subprocess.Popen(
         [
-            sys.executable,
-            str(Path(sse_load.__file__)),
+            *(sys.executable, "-c", CLIENT, str(Path(sse_load.__file__).parents[1]), str(seconds)),
             *("--target", srv.http_url, "--model", "sse_async", "--ids", "--pattern", "0"),
             *("--tokens", str(TOKENS), *args),
-            *("--start", repr(start), "--end", repr(start + seconds)),
         ],
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        said = proc.stdout.readline()
+        if said != "ready\n":
+            proc.kill()
+            raise AssertionError(said + proc.stderr.read()[-3000:])
+        # Left to do before the window: parsing its arguments, starting a loop.
+        start = time.time() + 1.0
+        stdout, stderr = proc.communicate(f"{start!r}\n", timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, stderr[-3000:]
+    out = json.loads(stdout)
     assert out.get("bad") is None, out["bad"]
     assert out["client_cpu_s"] > 0 and out["lag_p90_us"] >= 0, out
     return out
