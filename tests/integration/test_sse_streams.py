@@ -200,8 +200,9 @@ def test_sigterm_with_256_streams_in_flight(tmp_path: Path) -> None:
     finally:
         srv.stop()
     print(f"{len(streams)} streams; the server exited {elapsed:.1f} s after SIGTERM")
+    # Within its exit timeout: Triton says when that ran out (and exits 1).
     assert code == 0, srv.log()[-3000:]
-    assert elapsed < EXIT_TIMEOUT, elapsed
+    assert "Exit timeout expired" not in srv.log(), srv.log()[-3000:]
     assert not wait_gone(stubs), "a stub outlived the server"
     bad = {
         i: f"client {k}: {p}"
