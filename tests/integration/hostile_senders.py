@@ -211,9 +211,10 @@ def echoed_bytes(elements: list[bytes]) -> Callable[[Answer], bool]:
 
 
 def stream_cancel(request_id: str) -> Sender:
-    """A gRPC stream to the decoupled repeat (200 values, 20 ms apart),
-    cancelled after its first response: the model must see the
-    cancellation (it logs it, quoting the request id)."""
+    """A gRPC stream to the decoupled repeat (6000 values, 20 ms apart: two
+    minutes, so only the cancellation ends it), cancelled after its first
+    response: the model must see the cancellation (it logs it, quoting the
+    request id)."""
 
     def send(srv: TritonServer) -> Answer:
         got: queue.Queue[Any] = queue.Queue()
@@ -221,8 +222,8 @@ def stream_cancel(request_id: str) -> Sender:
         at = srv.log_size()
         try:
             c.start_stream(callback=lambda result, error: got.put((result, error)))
-            inp = grpcclient.InferInput("IN", [200], "INT32")
-            inp.set_data_from_numpy(np.arange(200, dtype=np.int32))
+            inp = grpcclient.InferInput("IN", [6000], "INT32")
+            inp.set_data_from_numpy(np.arange(6000, dtype=np.int32))
             delay = grpcclient.InferInput("DELAY", [1], "UINT32")
             delay.set_data_from_numpy(np.array([20], np.uint32))
             c.async_stream_infer("repeat", [inp, delay], request_id=request_id)

@@ -257,7 +257,8 @@ def test_errors_return_to_zero(debug_server: TritonServer) -> None:
 def test_cancellation_returns_to_zero(debug_server: TritonServer) -> None:
     """Requests the models saw cancelled (each logs it) leave nothing held:
     a request an async execute holds for up to 60 s, given up by the
-    client, and a stream of 50 responses 50 ms apart cancelled after 2."""
+    client, and a stream of responses 50 ms apart cancelled after 2 (long
+    enough, 5 minutes, that only the cancellation ends it)."""
 
     def given_up() -> None:
         c = grpcclient.InferenceServerClient(debug_server.grpc_url)
@@ -287,14 +288,15 @@ def test_cancellation_returns_to_zero(debug_server: TritonServer) -> None:
     check(debug_server, "async_until_cancelled", given_up)
 
     def cancelled_stream() -> None:
-        x = grpcclient.InferInput("IN", [50], "INT32")
-        x.set_data_from_numpy(np.arange(50, dtype=np.int32))
+        # 6000 values: a stall of any length still finds it mid-stream.
+        x = grpcclient.InferInput("IN", [6000], "INT32")
+        x.set_data_from_numpy(np.arange(6000, dtype=np.int32))
         d = grpcclient.InferInput("DELAY", [1], "UINT32")
         d.set_data_from_numpy(np.array([50], np.uint32))
         got = stream(debug_server, "repeat", [x, d], cancel_after=2, request_id="stopped")
         assert got == 2
         seen = "repeat: request 'stopped' cancelled after "
-        assert debug_server.wait_log(seen), debug_server.log()[-3000:]
+        assert debug_server.wait_log(seen, timeout=60), debug_server.log()[-3000:]
 
     check(debug_server, "repeat", cancelled_stream)
 
