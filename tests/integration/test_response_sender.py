@@ -105,8 +105,15 @@ def stream(srv: TritonServer, model: str, plans: list[str], count: int) -> list[
             result, error = got.get(timeout=max(0.1, deadline - time.monotonic()))
             index = None if result is None else int(result.as_numpy("INDEX").ravel()[0])
             answers.append((index, error))
+        # A plan that returns a response and sends late ones holds the late
+        # sends until we have the returned one (plan.py's answered()).
+        answered = [srv.repo / model / "1" / f"answered-{request_id}" for request_id in ids]
+        for path in answered:
+            path.touch()
         for request_id in ids:
             wait_for_log(srv, PLAN_DONE + request_id, 0)
+        for path in answered:
+            path.unlink()
         decoupled = "decoupled: true" in COPIES[model][1]
         ping = f"{tag}-ping"
         c.async_stream_infer(
@@ -139,7 +146,7 @@ def serves_on(srv: TritonServer, model: str) -> None:
     assert indexes(stream(srv, model, ["ret"], 1)) == [0]
 
 
-def wait_for_log(srv: TritonServer, text: str, before: int, timeout: float = 20.0) -> None:
+def wait_for_log(srv: TritonServer, text: str, before: int, timeout: float = 60.0) -> None:
     """Wait until the server log holds ``text`` more than ``before`` times."""
     deadline = time.monotonic() + timeout
     while srv.log().count(text) <= before:

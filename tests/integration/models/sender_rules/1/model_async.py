@@ -3,12 +3,23 @@
 """plan.py's answers from an async execute; the late ones from the loop."""
 
 import asyncio
+import os
+import time
 
 import plan
 
 
-def _later(fn):
-    asyncio.get_running_loop().call_later(plan.LATER_S, fn)
+def _later(fn, files):
+    loop = asyncio.get_running_loop()
+    deadline = time.monotonic() + 120
+
+    def when_answered():
+        if all(map(os.path.exists, files)) or time.monotonic() > deadline:
+            fn()
+        else:
+            loop.call_later(0.05, when_answered)
+
+    loop.call_later(plan.LATER_S, when_answered)
 
 
 class TritonPythonModel:

@@ -10,13 +10,26 @@ Each response's INDEX says where it came from: 0 returned, 1000 + i sent
 during execute, 2000 + i sent afterwards. What a send after execute returned
 raises is logged ("send raised: ..."); during execute it propagates. Once
 a request's plan is over (its late sends done, or execute raised), "plan
-done: <request id>" is logged."""
+done: <request id>" is logged.
+
+A request that both returns a response and sends late ones holds its late
+sends until the test has the returned response (it creates the file
+``answered(request id)``): only then is the return surely handled first."""
+
+import os
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
 FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
 LATER_S = 0.3  # how long after execute returned the late sends start
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def answered(request_id):
+    """The file the test creates once it holds ``request_id``'s returned
+    response (in this model's version directory)."""
+    return os.path.join(HERE, f"answered-{request_id}")
 
 
 def plan_of(request):
@@ -47,8 +60,9 @@ def done(requests):
 
 
 def execute(requests, later):
-    """``later(fn)`` calls fn once execute has returned."""
-    post, returned = [], []
+    """``later(fn, files)`` calls fn once execute has returned and every
+    one of ``files`` exists."""
+    post, returned, files = [], [], []
     try:
         for request in requests:
             p = plan_of(request)
@@ -58,6 +72,8 @@ def execute(requests, later):
             send(sender, p["pre"], p["pre_final"], 1000)
             post.append((sender, p["post"], p["post_final"]))
             returned.append(indexed(0) if p["ret"] else None)
+            if p["ret"] and (p["post"] or p["post_final"]):
+                files.append(answered(request.request_id()))
     except Exception:
         done(requests)  # nothing is sent late
         raise
@@ -70,5 +86,5 @@ def execute(requests, later):
                 pb_utils.Logger.log_info(f"send raised: {e}")
         done(requests)
 
-    later(send_late)
+    later(send_late, files)
     return None if all(r is None for r in returned) else returned
