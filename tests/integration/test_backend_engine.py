@@ -386,7 +386,7 @@ def test_stub_death_fails_the_batches_sent_ahead_too(
     for r in failed:
         assert model in str(r), str(r)
     assert len(failed) == 1 + taken, [str(r) for r in results]
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     c = httpclient.InferenceServerClient(srv.http_url)
     try:
         while True:

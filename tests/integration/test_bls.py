@@ -346,7 +346,7 @@ def stream(bls_server: TritonServer, n: int, request_id: str = "", **extra: np.n
     )
     out = []
     while True:
-        result, error = got.get(timeout=20)
+        result, error = got.get(timeout=60)
         assert error is None, error
         if result.get_response().parameters["triton_final_response"].bool_param:
             break

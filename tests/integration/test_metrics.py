@@ -125,7 +125,7 @@ def test_dropped_objects_leave_the_endpoint(metrics_server: TritonServer) -> Non
     srv = metrics_server
     assert json.loads(call(srv, "metrics", "temp", 3.0)) == {"temp": 3.0}
     # Collected after the request: deleted on the stub's next loop turn.
-    wait_until(lambda: sample(scrape(srv), "tritonpy_test_temp", model="temp") is None, 10)
+    wait_until(lambda: sample(scrape(srv), "tritonpy_test_temp", model="temp") is None, 60)
     assert json.loads(call(srv, "metrics", "temp", 2.0)) == {"temp": 2.0}  # made anew
 
 

@@ -288,7 +288,7 @@ def test_parameters_grpc(engine_server: TritonServer, model: str) -> None:
         c.start_stream(callback=lambda result, error: q.put((result, error)))
         try:
             c.async_stream_infer(model, [x], parameters={"mode": "fast", "n": 2})
-            r, e = q.get(timeout=10)
+            r, e = q.get(timeout=60)
             assert e is None
             results.append(r)
         finally:
@@ -339,7 +339,7 @@ def test_reschedule_decoupled(engine_server: TritonServer) -> None:
         c.async_stream_infer("iterate_decoupled", [n], request_id="it-decoupled")
         counts = []
         while len(counts) < 3:
-            r, e = q.get(timeout=10)
+            r, e = q.get(timeout=60)
             assert e is None, e
             counts.append(int(r.as_numpy("COUNT").reshape(-1)[0]))
         assert counts == [1, 2, 3]

@@ -229,7 +229,7 @@ class StubHost:
 
     def execute(self, batch_id: int, requests: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
         self.send(P.encode(P.EXECUTE, {"requests": requests}, id=batch_id, **kw))
-        frame = self.recv(kw.get("timeout", 10.0))
+        frame = self.recv(kw.get("timeout", 60.0))
         while frame["type"] == "ARENA":
             frame = self.recv()
         if frame["type"] != "RESPONSES" or frame["id"] != 0:
@@ -240,7 +240,7 @@ class StubHost:
         # that ends the batch (BATCH_DONE), with "frames" counting them.
         entries, frames = list(frame["body"]["responses"]), 1
         while not (entries and entries[-1]["response_flags"] & P.RESP_BATCH_END):
-            more = self.recv(kw.get("timeout", 10.0))
+            more = self.recv(kw.get("timeout", 60.0))
             if more["type"] == "ARENA":
                 continue
             assert more["type"] == "RESPONSES" and more["id"] == 0, _brief(more)
