@@ -41,6 +41,7 @@ from tritonpy.stub import _codec as C
 from tritonpy.stub._bls_wire import Call
 from tritonpy.stub.arena import OwnArenas
 from tritonpy.stub.bls import _TIMEOUT_GRACE, BlsClient
+from tritonpy.stub.outbound import finish_frame
 
 if TYPE_CHECKING:
     from tritonpy.stub.names import ModelNames
@@ -187,13 +188,7 @@ class ForkedBls(BlsClient):
 
     def model_control(self, msg: dict[str, Any]) -> dict[str, Any]:
         call = self.control_call()
-        w = C.json_writer(C.MODEL_CONTROL, msg, call.id)
-        if w.size() > C.MAX_FRAME:
-            aid, off, view = self.own.alloc(w.size() - C.HEADER_SIZE)
-            view[:] = w.body_bytes()
-            frame = w.finish_in_arena(aid, off)
-        else:
-            frame = w.finish()
+        frame = finish_frame(C.json_writer(C.MODEL_CONTROL, msg, call.id), self.own)
         self._calls[call.id] = call
         self._send(frame)
         return self.reply(call)

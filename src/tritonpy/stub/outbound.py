@@ -48,6 +48,17 @@ _SMALL_TEXT = (C.MAX_FRAME - 4096) // 12
 TEXT_SLACK = 4096
 
 
+def finish_frame(w: C.FrameWriter, own: OwnArenas) -> bytes:
+    """``w``'s frame, its body placed in one of ``own``'s arenas when larger
+    than a frame (the arena must be announced before the frame is sent)."""
+    if w.size() > C.MAX_FRAME:
+        body = w.body_bytes()
+        aid, off, view = own.alloc(len(body))
+        view[:] = body
+        return w.finish_in_arena(aid, off)
+    return w.finish()
+
+
 class Outbound:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
@@ -109,12 +120,7 @@ class Outbound:
         """``w``'s frame (any thread): a body larger than a frame is placed
         in an arena (announced by the next send_referring) and the frame
         refers to it."""
-        if w.size() > C.MAX_FRAME:
-            body = w.body_bytes()
-            aid, off, view = self.own.alloc(len(body))
-            view[:] = body
-            return w.finish_in_arena(aid, off)
-        return w.finish()
+        return finish_frame(w, self.own)
 
     def flush_blocking(self, what: str, instance: str) -> None:
         """On the way out: what is queued goes (waiting a few seconds at
