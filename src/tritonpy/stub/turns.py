@@ -97,14 +97,10 @@ class Turns:
 
     def execute(self, model: Any, requests: Any) -> Any:
         """``model.execute(requests)``, called by the loop thread between
-        enter() and leave(), written out (every batch passes here): the
-        lock round of leave() only when someone else had the channel or
-        posted work meanwhile (a deputy about to serve holds the lock, and
-        finds the loop back)."""
-        self.away = True
-        self.epoch += 1
-        if self.dozing:
-            self.rouse()
+        enter() and leave(): the lock round of leave() only when someone
+        else had the channel or posted work meanwhile (a deputy about to
+        serve holds the lock, and finds the loop back)."""
+        self.enter()
         try:
             return model.execute(requests)
         finally:
