@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import loads
-from bench.models import ADD_SUB_PY, BACKENDS
+from bench.models import ADD_SUB_INPUTS, ADD_SUB_PY, BACKENDS
 from tritonpy._testbase.server import Server, descendants, pss_bytes, rss_bytes
 
 MiB = 1 << 20
@@ -88,7 +88,6 @@ output [
 instance_group [ {{ kind: KIND_CPU, count: {count} }} ]
 """
 
-ADD_SUB_INPUTS = [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])]
 
 # Bytes per instance each (system, variant, kind) took at its last size.
 _per_instance: dict[tuple[str, str, str], float] = {}

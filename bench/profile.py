@@ -28,14 +28,15 @@ from pathlib import Path
 
 from bench import environment as env
 from bench.loads import json_body, run_grpc, run_wrk, wrk_script
-from bench.models import write_repository
+from bench.models import ADD_SUB_INPUTS, BATCHED_INPUT, VEC_INPUT, write_repository
 from tritonpy._testbase.server import TICK, Server
 
 BODIES = {
-    "add_sub": [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])],
-    "async_sleep": [("INPUT0", "FP32", [4], [1, 2, 3, 4])],
+    "add_sub": ADD_SUB_INPUTS,
+    "async_sleep": VEC_INPUT,
+    "batched": BATCHED_INPUT,
+    "bls": ADD_SUB_INPUTS,
 }
-BODIES["bls"] = BODIES["add_sub"]
 # Decoupled models driven over gRPC streams: tokens per request. Counts are
 # then per token.
 STREAMED = {"stream_async": 32, "llm": 64}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import loads
-from bench.models import FLOOR_MISSING
+from bench.models import ADD_SUB_INPUTS, BATCHED_INPUT, FLOOR_MISSING, VEC_INPUT
 from tritonpy._testbase.server import Server, rss_bytes
 
 MiB = 1 << 20
@@ -165,9 +165,6 @@ LAT = [
 ]
 CPU = Metric("cpu_s_per_1k", "CPU s / 1k req", "lower")
 TPUT = [Metric("rps", "req/s", "higher"), CPU]
-
-ADD_SUB_INPUTS = [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])]
-VEC_INPUT = [("INPUT0", "FP32", [4], [1, 2, 3, 4])]
 
 
 def _size_label(n: int) -> str:
@@ -680,7 +677,7 @@ def build(cfg: Config) -> list[Scenario]:
                 body,
             )
         )
-    batched = loads.json_body("batched", [("INPUT0", "FP32", [1, 4], [[1, 2, 3, 4]])])
+    batched = loads.json_body("batched", BATCHED_INPUT)
     out.append(
         Scenario(
             f"batched_c{cfg.batched_conns}",

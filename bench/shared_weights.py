@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from bench import loads, many
-from bench.models import BACKENDS
+from bench.models import ADD_SUB_INPUTS, BACKENDS
 from tritonpy._testbase.server import descendants, pss_bytes, rss_bytes
 
 MiB = 1 << 20
@@ -167,7 +167,7 @@ def run(setup: many.Setup, *, n: int, requests: int = REQUESTS, mib: int = 1024)
         _measured.setdefault(key, []).append((n, float(pss)))
         path = f"/v2/models/{name}/infer"
         script = loads.wrk_script(
-            loads.json_body(name, many.ADD_SUB_INPUTS), setup.scripts / f"shared_{n}.lua"
+            loads.json_body(name, ADD_SUB_INPUTS), setup.scripts / f"shared_{n}.lua"
         )
         r = loads.run_wrk(
             setup.wrk, server, script, path, conns=n, duration=setup.duration, warmup=setup.warmup
