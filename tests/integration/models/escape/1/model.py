@@ -61,6 +61,25 @@ def host_tcp_listener(t: Tries, ctx: dict, model) -> None:
     t.run(f"TCP 127.0.0.1:{ctx['host_tcp']}", connect_tcp, ctx["host_tcp"])
 
 
+def connect_elsewhere(host: str, port: int) -> dict:
+    with socket.create_connection((host, port), timeout=10):
+        return {"connected": f"{host}:{port}"}
+
+
+def other_hosts(t: Tries, ctx: dict, model) -> None:
+    """Beyond loopback: the host's own address (a listener of the test's
+    there), a public address, a documentation one."""
+    if ctx.get("host_ip"):
+        t.run(
+            f"TCP {ctx['host_ip']}:{ctx['host_ip_port']}",
+            connect_elsewhere,
+            ctx["host_ip"],
+            ctx["host_ip_port"],
+        )
+    t.run("TCP 1.1.1.1:53", connect_elsewhere, "1.1.1.1", 53)
+    t.run("TCP 192.0.2.1:80", connect_elsewhere, "192.0.2.1", 80)
+
+
 def connect_abstract(name: str) -> dict:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect("\0" + name)
@@ -287,6 +306,7 @@ ATTEMPTS = {
         http_api,
         grpc_api,
         host_tcp_listener,
+        other_hosts,
         abstract_unix_connect,
         host_unix_socket,
         bind_abstract_taken,
