@@ -26,6 +26,7 @@ at import) and closes what serving attempts left open."""
 import json
 import os
 import socket
+import struct
 import sys
 
 import escape_files
@@ -141,6 +142,25 @@ def serve_tcp(t: Tries, ctx: dict, model) -> None:
 def open_socket(family: int, kind: int, protocol: int) -> dict:
     socket.socket(family, kind, protocol).close()
     return {}
+
+
+SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
+
+
+def set_loopback_flags() -> dict:
+    """Sets the loopback's flags to what they are (a change of nothing,
+    which still needs CAP_NET_ADMIN)."""
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags))
+        return {"flags": flags}
+
+
+def configure_network(t: Tries, ctx: dict, model) -> None:
+    t.run("ioctl(SIOCSIFFLAGS, lo)", set_loopback_flags)
 
 
 def raw_socket(t: Tries, ctx: dict, model) -> None:
@@ -314,6 +334,7 @@ ATTEMPTS = {
         serve_tcp,
         raw_socket,
         packet_socket,
+        configure_network,
         plant_and_preload,
         load_other_backend,
         replace_other_model,
