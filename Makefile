@@ -5,7 +5,7 @@
 #                (HTTP 8000, gRPC 8001, metrics 8002) until Ctrl-C
 #   make test    set everything up, then run the whole test suite
 #   make bench   set everything up, then benchmark tritonpy against the official
-#                Python backend and a native floor (< 20 min); writes
+#                Python backend and a native floor (30-60 min); writes
 #                bench/results/ and docs/benchmarks.md (BENCH_ARGS=... to tune)
 #   make bench-smoke  a tiny end-to-end run of the benchmark suite
 #   make fuzz    coverage-guided fuzzing of the backend's frame handling with

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from server import TritonServer, build_repository, explicit, running
 
@@ -30,12 +31,21 @@ def pool_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServ
 
 
 def _sums(
-    srv: TritonServer, count: int, elements: int | None = None, concurrent: int | None = None
+    srv: TritonServer,
+    count: int,
+    elements: int | None = None,
+    concurrent: int | None = None,
+    pool: int | None = None,
 ) -> list[float]:
     c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120.0)
     try:
         inputs = []
-        for name, value in (("COUNT", count), ("ELEMENTS", elements), ("CONCURRENT", concurrent)):
+        for name, value in (
+            ("COUNT", count),
+            ("ELEMENTS", elements),
+            ("CONCURRENT", concurrent),
+            ("POOL", pool),
+        ):
             if value is not None:
                 inputs.append(httpclient.InferInput(name, [1], "INT32"))
                 inputs[-1].set_data_from_numpy(np.array([value], np.int32))
@@ -58,6 +68,23 @@ def test_forked_children_calling_at_once_each_get_their_own_answer(
     # answer is the one of its own call.
     for _ in range(3):
         assert _sums(pool_server, 10) == [2.0 * n for n in range(1, 11)]
+
+
+def test_a_pool_made_in_execute_and_kept_serves_every_request(pool_server: TritonServer) -> None:
+    # Its processes were forked while the model served: their connections
+    # stay open across requests.
+    for _ in range(3):
+        assert _sums(pool_server, 4, pool=2) == [2.0, 4.0, 6.0, 8.0]
+
+
+def test_a_pool_forked_in_initialize_is_refused_bls_with_the_official_message(
+    pool_server: TritonServer,
+) -> None:
+    with pytest.raises(InferenceServerException) as failed:
+        _sums(pool_server, 2, pool=1)
+    assert "BLS is only supported during the 'execute' function." in str(failed.value)
+    # Refused in the children only: the stub and its other pools serve on.
+    assert _sums(pool_server, 3) == [2.0, 4.0, 6.0]
 
 
 def test_forked_children_send_and_receive_large_tensors(pool_server: TritonServer) -> None:

@@ -79,6 +79,8 @@ CASES = {
     "http_api": Case(CONNECT),
     "grpc_api": Case(CONNECT),
     "host_tcp_listener": Case(CONNECT),
+    # Another host: the host's own non-loopback address, the internet.
+    "other_hosts": Case(frozenset({"ENETUNREACH", "EHOSTUNREACH", "EACCES", "EPERM"})),
     "abstract_unix_connect": Case(frozenset({"ECONNREFUSED", "EPERM"})),
     "host_unix_socket": Case(frozenset({"EACCES", "EPERM", "ENOENT"})),
     "bind_abstract_taken": Case(frozenset({"EPERM", "EACCES"}), bound=True),
@@ -99,6 +101,7 @@ CASES = {
     "process_vm_readv_other_stub": Case(OTHER_PROCESS),
     "environ_of_others": Case(OTHER_PROCESS),
     "kill_server": Case(OTHER_PROCESS),
+    "pidfd_of_others": Case(OTHER_PROCESS | {"ENOSYS"}),
     # Files through the scratch directory.
     "symlink_through_scratch": Case(WRITE | {"ENOENT"}),
     # EXDEV: another filesystem (a private /tmp), or Landlock's refusal to
@@ -110,6 +113,10 @@ CASES = {
     "tmp_seen_by_host": Case(WRITE, unseen=True),
     # EACCES: Landlock grants no right to make devices.
     "mknod_device": Case(frozenset({"EPERM", "EACCES"})),
+    # Landlock grants no execution beneath /tmp and /dev/shm.
+    "exec_from_tmp": Case(frozenset({"EACCES", "EPERM"})),
+    # chown, utime, rename, link: refused as writing is (a read-only bind).
+    "metadata_outside_scratch": Case(frozenset({"EROFS", "EACCES", "EPERM", "EXDEV"})),
     # Kernel interfaces a model has no use for.
     "io_uring_setup": Case(SYSCALL),
     "userfaultfd": Case(SYSCALL),
@@ -118,6 +125,8 @@ CASES = {
     "keyctl": Case(SYSCALL),
     "raw_socket": Case(SYSCALL | {"EAFNOSUPPORT"}),
     "packet_socket": Case(SYSCALL | {"EAFNOSUPPORT"}),
+    # Its capabilities are dropped: not even its own loopback's settings.
+    "configure_network": Case(frozenset({"EPERM", "EACCES"})),
     "mount": Case(frozenset({"EPERM"})),
     "unshare": Case(NAMESPACES),
     "setns": Case(frozenset({"EPERM"})),
@@ -241,13 +250,17 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
         tcp = socket.socket()
         tcp.bind(("127.0.0.1", 0))
         tcp.listen(64)
+        host_ip = global_ipv4()
+        outside = socket.socket()
+        outside.bind((host_ip or "127.0.0.1", 0))
+        outside.listen(64)
         (work / "sockets").mkdir()
         unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         unix.bind(str(work / "sockets" / "host.sock"))
         unix.listen(64)
         for path in (work / "sockets", work / "sockets" / "host.sock"):
             path.chmod(0o777)  # open to uid 65534 too, but for the sandbox
-        listeners += [abstract, tcp, unix]
+        listeners += [abstract, tcp, unix, outside]
         with running(server_for(uid, work, repo)) as srv:
             if uid == "nobody":
                 assert os.stat(f"/proc/{srv.proc.pid}").st_uid == NOBODY
@@ -264,6 +277,8 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 "marker_dir": str(work / "marker"),
                 "abstract": f"tritonpy-escape-host-{token}",
                 "host_tcp": tcp.getsockname()[1],
+                "host_ip": host_ip,
+                "host_ip_port": outside.getsockname()[1],
                 "serve_abstract": f"tritonpy-escape-serve-{token}",
                 "host_unix": str(work / "sockets" / "host.sock"),
                 "host_terminal": os.ttyname(terminals[1]) if terminals else "",
@@ -282,6 +297,21 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
         for fd in terminals:
             os.close(fd)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def global_ipv4() -> str:
+    """An IPv4 address of this machine's that is not loopback ("" if none):
+    the source address of a route out (no packet is sent)."""
+    for target in ("192.0.2.1", "10.255.255.255"):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.connect((target, 9))
+            except OSError:
+                continue
+            address = str(s.getsockname()[0])
+            if not address.startswith("127."):
+                return address
+    return ""
 
 
 def name_of(code: int) -> str:

@@ -107,6 +107,30 @@ def test_sandboxed_and_plain_models_never_share_a_template(tmp_path: Path) -> No
         assert srv.wait_log("preload 'numpy', sandboxed stubs) started"), srv.log()[-3000:]
 
 
+def test_a_sandboxed_model_s_module_is_imported_in_its_sandbox_alone(tmp_path: Path) -> None:
+    # Two instances each: a plain model gets a template of its own, which
+    # imports its model.py on the host; a sandboxed one must not. The
+    # module writes a file into a host directory open to all when it can.
+    repo = build_repository(tmp_path / "repo", ["fork_probe"])
+    copy_of_probe(repo, "fork_probe_boxed", {"stub_sandbox": "true"})
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    markers.chmod(0o777)
+    for name in ("fork_probe", "fork_probe_boxed"):
+        (repo / name / "import_marker_dir").write_text(str(markers))
+    with running(TritonServer(repo, tmp_path)) as srv:
+        plain = facts_of_each(srv)
+        boxed = facts_of_each(srv, "fork_probe_boxed")
+    made = sorted(os.listdir(markers))
+    # The probe works: the plain model's import left its file.
+    assert any(m.startswith("fork_probe-") for m in made), (made, plain)
+    assert not any(m.startswith("fork_probe_boxed-") for m in made), made
+    for f in boxed.values():
+        # Imported by the stub itself (pid 1 of its namespace), where the
+        # host's directory cannot be written.
+        assert f["imported"]["pid"] == 1 and f["imported"]["error"], f["imported"]
+
+
 def test_a_template_imports_nothing_from_the_server_s_directory(tmp_path: Path) -> None:
     # The server's working directory, where a stub could write (an exec'd
     # stub has it first on sys.path): the template must not import from it.

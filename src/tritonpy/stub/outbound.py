@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
-"""Every frame the stub sends: built here, sent in order through ``Outbound``.
+"""Every frame the stub process sends: built here, sent in order through
+``Outbound``. (A process the stub forks sends its BLS frames on its own
+socket, through ``bls_fork.ForkedBls``.)
 
 ``Outbound`` owns the stub's arenas (``own``) and the rule that a new
 arena's ARENA frame leaves before any frame that may refer to it: the

@@ -8,7 +8,9 @@ OUTPUT0 is twice its number and returns that. With CONCURRENT = k > 0 a
 child makes k such calls at once instead, with async_exec() from
 coroutines of its own event loop. Each inner call has a 20 s timeout, so a
 child whose answer never comes fails its call instead of holding
-execute() forever."""
+execute() forever. POOL picks the pool: 0 (default) a new one per request,
+1 the one initialize() made (its processes were forked there), 2 one made
+at the first request that asks for it and kept."""
 
 import asyncio
 import multiprocessing
@@ -57,6 +59,21 @@ def scalar(request, name, default):
 
 
 class TritonPythonModel:
+    def initialize(self, args):
+        self.pools = {1: multiprocessing.get_context("fork").Pool(2)}
+
+    def finalize(self):
+        for pool in self.pools.values():
+            pool.terminate()
+
+    def map(self, which, count, jobs):
+        if which == 0:
+            with multiprocessing.get_context("fork").Pool(min(count, 8)) as pool:
+                return pool.map(add_in_child, jobs)
+        if which not in self.pools:
+            self.pools[which] = multiprocessing.get_context("fork").Pool(2)
+        return self.pools[which].map(add_in_child, jobs)
+
     def execute(self, requests):
         out = []
         for r in requests:
@@ -64,8 +81,7 @@ class TritonPythonModel:
             elements = scalar(r, "ELEMENTS", 4)
             concurrent = scalar(r, "CONCURRENT", 0)
             jobs = [(n, elements, concurrent) for n in range(1, count + 1)]
-            with multiprocessing.get_context("fork").Pool(min(count, 8)) as pool:
-                results = pool.map(add_in_child, jobs)
+            results = self.map(scalar(r, "POOL", 0), count, jobs)
             errors = [x for x in results if isinstance(x, str)]
             if errors:
                 out.append(

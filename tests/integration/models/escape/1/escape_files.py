@@ -219,6 +219,41 @@ def mknod_device(t: Tries, ctx: dict, model) -> None:
                 os.unlink(path)
 
 
+def run_program(path: str) -> None:
+    """Executes ``path`` (in a child of the caller: Tries.in_child)."""
+    os.execv(path, [path])
+
+
+def exec_from_tmp(t: Tries, ctx: dict, model) -> None:
+    """A program the model writes where it may write, then runs: refused
+    (what it runs must come from what it may only read)."""
+    for d in ("/tmp", "/dev/shm"):
+        path = f"{d}/tritonpy-escape-exec-{ctx['token']}"
+        try:
+            shutil.copyfile("/bin/true", path)
+            os.chmod(path, 0o755)
+        except OSError as e:
+            t.tries.append({"what": f"copy /bin/true to {path}", "errno": e.errno, "error": str(e)})
+            continue
+        try:
+            t.in_child(f"execute {path}", lambda path=path: run_program(path))
+        finally:
+            os.unlink(path)
+
+
+def metadata_outside_scratch(t: Tries, ctx: dict, model) -> None:
+    """chown (to the ids it has), utime, rename and link on what the stub
+    may read but not write: refused as writes are."""
+    config = os.path.join(model.repository, "config.pbtxt")
+    st = os.stat(config)
+    t.run(f"chown {config} (same ids)", os.chown, config, st.st_uid, st.st_gid)
+    t.run(f"utime {config}", os.utime, config, None)
+    t.run(f"rename {config}", os.rename, config, config + ".moved")
+    t.run("link /bin/true into /usr/bin", os.link, "/bin/true", f"/usr/bin/escape-{ctx['token']}")
+    stdlib = os.path.dirname(os.__file__)
+    t.run(f"utime {stdlib}/os.py", os.utime, os.path.join(stdlib, "os.py"), None)
+
+
 ATTEMPTS = (
     pth_in_site_packages,
     write_stdlib,
@@ -240,4 +275,6 @@ ATTEMPTS = (
     dev_shm_seen_by_host,
     tmp_seen_by_host,
     mknod_device,
+    exec_from_tmp,
+    metadata_outside_scratch,
 )

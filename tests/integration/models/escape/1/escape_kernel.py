@@ -85,6 +85,17 @@ def kill_server(t: Tries, ctx: dict, model) -> None:
         t.run(f"kill({what} {pid}, SIGCONT)", os.kill, pid, signal.SIGCONT)
 
 
+def pidfd_of_others(t: Tries, ctx: dict, model) -> None:
+    for what, pid in (("server", ctx["server_pid"]), ("stub", ctx["other_stub"])):
+        t.run(f"pidfd_open({what} {pid})", pidfd_open, pid)
+
+
+def pidfd_open(pid: int) -> dict:
+    fd = call("pidfd_open", ctypes.c_int(pid), ctypes.c_uint(0))
+    os.close(fd)
+    return {"pidfd": pid}
+
+
 # Kernel interfaces.
 
 
@@ -332,6 +343,7 @@ def open_by_handle_at(t: Tries, ctx: dict, model) -> None:
 ATTEMPTS = (
     ptrace_server,
     ptrace_other_stub,
+    pidfd_of_others,
     proc_mem_other_stub,
     process_vm_readv_other_stub,
     environ_of_others,

@@ -18,6 +18,26 @@ ARGV = list(sys.argv)
 PATH = list(sys.path)
 
 
+def _mark_import():
+    """Where the model's directory holds a file ``import_marker_dir``
+    (naming a directory of the host's): a file there, named after the
+    model and this pid, says the import ran where that directory is
+    writable. What happened, for ``execute`` to tell; None without it."""
+    model_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        with open(os.path.join(model_dir, "import_marker_dir")) as f:
+            where = f.read().strip()
+    except OSError:
+        return None
+    marker = os.path.join(where, f"{os.path.basename(model_dir)}-{os.getpid()}")
+    try:
+        with open(marker, "x") as f:
+            f.write(_read("/proc/self/status"))
+    except OSError as e:
+        return {"pid": os.getpid(), "marker": "", "error": f"{e.errno} {e.strerror}"}
+    return {"pid": os.getpid(), "marker": marker, "error": ""}
+
+
 def _status(*keys):
     out = {}
     with open("/proc/self/status") as f:
@@ -34,6 +54,9 @@ def _read(path):
             return f.read()
     except OSError as e:
         return f"error {e.errno}"
+
+
+IMPORTED = _mark_import()
 
 
 class TritonPythonModel:
@@ -78,5 +101,7 @@ class TritonPythonModel:
             "forked": "tritonpy.stub.template" in sys.modules,
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
         }
+        if IMPORTED is not None:
+            info["imported"] = IMPORTED
         out = np.array([json.dumps(info).encode()], dtype=object)
         return [pb_utils.InferenceResponse([pb_utils.Tensor("INFO", out)]) for _ in requests]

@@ -12,6 +12,7 @@ done). Answers are JSON."""
 
 import ctypes
 import json
+import mmap
 import multiprocessing
 import os
 import subprocess
@@ -52,7 +53,41 @@ CALLS = {
     "swapoff": (168, 0),
     "acct": (163, 0),
     "ioctl_tiocsti": (16, 0, 0x5412, 0),  # type into stdin's terminal, if it is one
+    # Unfiltered, these fail with an errno of their own (a bad descriptor
+    # or address) or succeed harmlessly: EPERM can only be the filter's.
+    "io_uring_enter": (426, -1, 0, 0, 0, 0, 0),
+    "io_uring_register": (427, -1, 0, 0, 0),
+    "request_key": (249, 0, 0, 0, 0),
+    "name_to_handle_at": (303, -1, 0, 0, 0, 0),
+    "process_vm_writev": (311, 1, 0, 0, 0, 0, 0),
+    "open_tree": (428, -1, 0, 0),
+    "mount_setattr": (442, -1, 0, 0, 0, 0),
+    "quotactl_fd": (443, -1, 0, 0, 0),
+    "iopl_0": (172, 0),
+    "ioperm_off": (173, 0, 0, 0),
+    "personality_compat_layout": (135, 0x0200000),
+    "personality_read_implies_exec": (135, 0x0400000),
+    "personality_page_zero": (135, 0x0100000),
+    "ioctl_tioclinux": (16, 0, 0x541C, 0),
+    # An x32 call (getpid | __X32_SYSCALL_BIT).
+    "x32_getpid": (39 | 0x40000000,),
 }
+
+# mov eax, 20 (the i386 getpid); int 0x80; ret
+INT80_GETPID = bytes([0xB8, 0x14, 0x00, 0x00, 0x00, 0xCD, 0x80, 0xC3])
+
+
+def int80() -> int:
+    """The exit code of a child that makes a 32-bit call (int 0x80): a
+    signal's negative number when it was killed."""
+    pid = os.fork()
+    if pid == 0:
+        code = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        code.write(INT80_GETPID)
+        address = ctypes.addressof(ctypes.c_char.from_buffer(code))
+        ctypes.CFUNCTYPE(ctypes.c_int)(address)()
+        os._exit(0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def attempt(nr: int, *args: int) -> int:
@@ -75,6 +110,7 @@ def syscalls() -> dict:
     # user namespace (fork).
     out["personality_query"] = attempt(135, 0xFFFFFFFF)
     out["clone_plain"] = attempt(56, SIGCHLD, 0, 0, 0, 0)
+    out["int80_getpid"] = int80()
     return out
 
 
