@@ -17,9 +17,13 @@ BACKENDS = {"tritonpy": "tritonpy", "official": "python", "floor": "floor"}
 
 # The inputs of one request to each model (name, datatype, shape, values),
 # as the load generators send them (loads.json_body).
-ADD_SUB_INPUTS = [("INPUT0", "FP32", [4], [1, 2, 3, 4]), ("INPUT1", "FP32", [4], [1, 1, 1, 1])]
-VEC_INPUT = [("INPUT0", "FP32", [4], [1, 2, 3, 4])]
-BATCHED_INPUT = [("INPUT0", "FP32", [1, 4], [[1, 2, 3, 4]])]
+Inputs = list[tuple[str, str, list[int], list]]
+ADD_SUB_INPUTS: Inputs = [
+    ("INPUT0", "FP32", [4], [1, 2, 3, 4]),
+    ("INPUT1", "FP32", [4], [1, 1, 1, 1]),
+]
+VEC_INPUT: Inputs = [("INPUT0", "FP32", [4], [1, 2, 3, 4])]
+BATCHED_INPUT: Inputs = [("INPUT0", "FP32", [1, 4], [[1, 2, 3, 4]])]
 
 ADD_SUB_PY = """
 import numpy as np

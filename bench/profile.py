@@ -28,10 +28,10 @@ from pathlib import Path
 
 from bench import environment as env
 from bench.loads import json_body, run_grpc, run_wrk, wrk_script
-from bench.models import ADD_SUB_INPUTS, BATCHED_INPUT, VEC_INPUT, write_repository
+from bench.models import ADD_SUB_INPUTS, BATCHED_INPUT, VEC_INPUT, Inputs, write_repository
 from tritonpy._testbase.server import TICK, Server
 
-BODIES = {
+BODIES: dict[str, Inputs] = {
     "add_sub": ADD_SUB_INPUTS,
     "async_sleep": VEC_INPUT,
     "batched": BATCHED_INPUT,
