@@ -328,6 +328,7 @@ TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model* model)
   void* vstate;
   FLOOR_RETURN_IF_ERROR(TRITONBACKEND_ModelState(model, &vstate));
   auto* state = static_cast<ModelState*>(vstate);
+  if (state == nullptr) return nullptr;  // its initialize failed
   delete state->sleeper;  // answers what is still queued, then joins
   delete state;
   return nullptr;
