@@ -219,11 +219,6 @@ def mknod_device(t: Tries, ctx: dict, model) -> None:
                 os.unlink(path)
 
 
-def run_program(path: str) -> None:
-    """Executes ``path`` (in a child of the caller: Tries.in_child)."""
-    os.execv(path, [path])
-
-
 def exec_from_tmp(t: Tries, ctx: dict, model) -> None:
     """A program the model writes where it may write, then runs: refused
     (what it runs must come from what it may only read)."""
@@ -236,7 +231,7 @@ def exec_from_tmp(t: Tries, ctx: dict, model) -> None:
             t.tries.append({"what": f"copy /bin/true to {path}", "errno": e.errno, "error": str(e)})
             continue
         try:
-            t.in_child(f"execute {path}", lambda path=path: run_program(path))
+            t.in_child(f"execute {path}", lambda path=path: os.execv(path, [path]))
         finally:
             os.unlink(path)
 

@@ -7,6 +7,7 @@ model.py)."""
 import ctypes
 import fcntl
 import os
+import socket
 import struct
 import termios
 
@@ -91,12 +92,28 @@ def pidfd_of_others(t: Tries, ctx: dict, model) -> None:
 
 
 def pidfd_open(pid: int) -> dict:
-    fd = call("pidfd_open", ctypes.c_int(pid), ctypes.c_uint(0))
-    os.close(fd)
+    os.close(os.pidfd_open(pid))
     return {"pidfd": pid}
 
 
 # Kernel interfaces.
+
+
+SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
+
+
+def set_loopback_flags() -> dict:
+    """Sets the loopback's flags to what they are (a change of nothing,
+    which still needs CAP_NET_ADMIN)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags))
+        return {"flags": flags}
+
+
+def configure_network(t: Tries, ctx: dict, model) -> None:
+    t.run("ioctl(SIOCSIFFLAGS, lo)", set_loopback_flags)
 
 
 def io_uring_setup(t: Tries, ctx: dict, model) -> None:
@@ -341,6 +358,7 @@ def open_by_handle_at(t: Tries, ctx: dict, model) -> None:
 
 
 ATTEMPTS = (
+    configure_network,
     ptrace_server,
     ptrace_other_stub,
     pidfd_of_others,

@@ -26,7 +26,6 @@ NUMBERS = {
         "kexec_load": 246,
         "init_module": 175,
         "pivot_root": 155,
-        "pidfd_open": 434,
     },
     "aarch64": {
         "io_uring_setup": 425,
@@ -38,7 +37,6 @@ NUMBERS = {
         "kexec_load": 104,
         "init_module": 105,
         "pivot_root": 41,
-        "pidfd_open": 434,
     },
 }[platform.machine()]
 
