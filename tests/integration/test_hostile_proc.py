@@ -231,6 +231,29 @@ def test_a_sandboxed_stub_takes_its_namespace_along_when_the_server_is_killed(
         srv.stop()
 
 
+def test_what_leaves_a_sandboxed_stub_s_group_dies_when_the_model_unloads(
+    sandboxed: TritonServer,
+) -> None:
+    """A process in a session of its own (setsid) is out of reach of the
+    kill of the stub's process group; under the sandbox it is still in the
+    stub's pid namespace, which ends with its pid 1, the stub. The model
+    ends nothing itself (it has no finalize)."""
+    stub = stub_of(sandboxed, "hostile_proc")
+    ask(sandboxed, "escape")
+    inside = namespace_of(stub)
+    escaped = [p for p in inside if session_of(p) != session_of(stub)]
+    # It left: the group kill alone would not reach it.
+    assert escaped and not set(escaped) & set(group(stub)), (inside, group(stub))
+    unload(sandboxed, "hostile_proc")
+    assert_gone([stub, *inside], "the sandbox after the unload")
+    add_sub_works(sandboxed)
+
+
+def session_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rpartition(")")[2].split()[3])
+
+
 def namespace_of(stub: int) -> list[int]:
     """Live processes in the pid namespace of ``stub`` (host pids)."""
     target = os.readlink(f"/proc/{stub}/ns/pid")
