@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from checks import add_sub_works, load_models
 from server import TritonServer, alive, build_repository, explicit, load_failure, running, wait_gone
@@ -266,6 +267,47 @@ def namespace_of(stub: int) -> list[int]:
             except OSError:
                 continue
     return out
+
+
+MIB = 1 << 20
+
+
+def test_an_allocation_past_the_sandbox_s_address_space_is_a_memory_error(
+    sandboxed: TritonServer,
+) -> None:
+    """stub_sandbox_address_space_bytes (RLIMIT_AS) bounds the stub and what
+    it starts: model code that reserves more gets MemoryError, which fails
+    that request alone, and the same stub serves on. The limit is the
+    address space the same model uses sandboxed without one, plus 512 MiB;
+    the reservation (np.empty: no page touched) is 1 GiB, which that
+    model, without the limit, makes."""
+    unlimited = ask(sandboxed, "facts")
+    assert isinstance(unlimited, dict) and unlimited["as"] == -1, unlimited  # RLIM_INFINITY
+    assert ask(sandboxed, "allocate", arg=1024 * MIB) == {"allocated": 1024 * MIB}
+    limit = (unlimited["vm"] + 512 * MIB) // 4096 * 4096
+    tight = "hostile_proc_tight"
+    source, copy = Path(sandboxed.repo) / "hostile_proc", Path(sandboxed.repo) / tight
+    (copy / "1").mkdir(parents=True)
+    (copy / "1" / "model.py").write_bytes((source / "1" / "model.py").read_bytes())
+    config = (source / "config.pbtxt").read_text().replace('"hostile_proc"', f'"{tight}"')
+    config += (
+        'parameters { key: "stub_sandbox_address_space_bytes" '
+        f'value {{ string_value: "{limit}" }} }}\n'
+    )
+    (copy / "config.pbtxt").write_text(config)
+    load_models(sandboxed, tight)
+    facts = ask(sandboxed, "facts", model=tight)
+    assert isinstance(facts, dict) and facts["pid"] == 1 and facts["as"] == limit, facts
+    assert ask(sandboxed, "child_limits", model=tight) == {"child_as": str(limit)}
+    stub = stub_of(sandboxed, tight)
+    with pytest.raises(InferenceServerException) as e:
+        ask(sandboxed, "allocate", arg=1024 * MIB, model=tight)
+    message = str(e.value)
+    assert "MemoryError" in message and f"tritonpy: model '{tight}'" in message, message
+    # The same stub serves on, and within its limit it allocates.
+    assert ask(sandboxed, "allocate", arg=64 * MIB, model=tight) == {"allocated": 64 * MIB}
+    assert stub_of(sandboxed, tight) == stub
+    add_sub_works(sandboxed)
 
 
 def test_a_model_parameter_sandboxes_one_model(tmp_path: Path) -> None:

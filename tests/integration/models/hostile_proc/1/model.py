@@ -8,9 +8,13 @@ that never ends; "forkbomb" forks until the kernel refuses (every process
 forks too) and answers how far it got; "kill_server" sends SIGKILL to its
 parent and to the pid in ARG (its own server: never to other servers on
 the machine, should the sandbox fail);
-"facts" answers what the stub sees of itself; "env" the names of its
-environment variables; "descriptors" what each of its descriptors is and
-which of them lets it signal a process or take its descriptors (a pidfd);
+"facts" answers what the stub sees of itself; "allocate" reserves ARG
+bytes (np.empty: address space, no page touched) and answers the size,
+or fails its request with the MemoryError; "child_limits" the
+address-space limit a program it starts reads in its /proc/self/limits;
+"env" the names of its environment variables; "descriptors" what each
+of its descriptors is and which of them lets it signal a process or take
+its descriptors (a pidfd);
 "load_loose" loads, through pb_utils.load_model, a model whose config
 switches the sandbox off and raises its process limit, and answers the
 error; "linger" passes the backend, as an arena, a TCP socket to the port
@@ -96,9 +100,25 @@ def facts() -> dict:
         "no_new_privs": status.get("NoNewPrivs"),
         "nproc": resource.getrlimit(resource.RLIMIT_NPROC)[0],
         "as": resource.getrlimit(resource.RLIMIT_AS)[0],
+        "vm": int(status["VmSize"].split()[0]) << 10,  # address space in use
         "visible_pids": sorted(int(e) for e in os.listdir("/proc") if e.isdigit()),
         "back_to_root": back_to_root(),
     }
+
+
+def allocate(nbytes: int) -> dict:
+    block = np.empty(nbytes, np.uint8)  # MemoryError past RLIMIT_AS
+    return {"allocated": block.nbytes}
+
+
+def child_limits() -> dict:
+    """The address-space limit of a program the model runs, as the
+    program's /proc/self/limits says it ("unlimited" or bytes)."""
+    limits = subprocess.run(["cat", "/proc/self/limits"], capture_output=True, check=True)
+    for line in limits.stdout.decode().splitlines():
+        if line.startswith("Max address space"):
+            return {"child_as": line.split()[3]}
+    return {"child_as": ""}
 
 
 def back_to_root() -> str:
@@ -226,6 +246,10 @@ class TritonPythonModel:
                 out = kill_server(target)
             elif mode == "facts":
                 out = facts()
+            elif mode == "allocate":
+                out = allocate(target)
+            elif mode == "child_limits":
+                out = child_limits()
             elif mode == "env":
                 out = sorted(os.environ)
             elif mode == "descriptors":
