@@ -7,6 +7,8 @@ and one running as uid 65534. Every attempt must fail, each with the
 failure that says the sandbox stopped it (an errno, or what it made not
 being on the host afterwards), and the stub must serve on: the next
 request is answered by the same stub (same host pid, same token).
+Programs made to raise privileges (set-uid root, a file capability) that
+a sandboxed model runs gain nothing, where a plain model's gain them.
 (docs/hardening.md, "What the sandbox promises".)"""
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import secrets
 import shutil
 import socket
+import struct
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -159,7 +162,7 @@ def digest(root: Path, victim: Path) -> dict[str, str]:
     return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in [*files, victim]}
 
 
-def attempt(srv: TritonServer, name: str, context: dict) -> dict:
+def attempt(srv: TritonServer, name: str, context: dict, model: str = "escape") -> dict:
     c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
     try:
         inputs = [
@@ -168,7 +171,7 @@ def attempt(srv: TritonServer, name: str, context: dict) -> dict:
         ]
         inputs[0].set_data_from_numpy(np.array([name.encode()], dtype=object))
         inputs[1].set_data_from_numpy(np.array([json.dumps(context).encode()], dtype=object))
-        out = json.loads(c.infer("escape", inputs).as_numpy("OUT")[0])
+        out = json.loads(c.infer(model, inputs).as_numpy("OUT")[0])
         assert isinstance(out, dict)
         return out
     finally:
@@ -401,3 +404,112 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
     assert escape.srv.proc.poll() is None
     tried = [f"{t['what']}: {name_of(t['errno'])}" for t in out["tries"]]
     assert escapes == [], "\n".join([*escapes, "(all tries:", *tried, ")"])
+
+
+# The file capability CAP_DAC_READ_SEARCH (read any file), permitted and
+# effective: struct vfs_cap_data, revision 2 (linux/capability.h).
+CAP_DAC_READ_SEARCH = 2
+READ_ANY_FILE = struct.pack("<IIIII", 0x02000000 | 1, 1 << CAP_DAC_READ_SEARCH, 0, 0, 0)
+
+
+def privileged_programs(where: Path) -> dict[str, str]:
+    """Copies of cat that read any file for whoever runs them: one set-uid
+    root, one with a file capability. ``where`` is root's, open to group
+    65534 alone (the non-root server's), so nobody else runs them."""
+    cat = shutil.which("cat")
+    assert cat is not None
+    programs = {"setuid": where / "setuid_cat", "capability": where / "capability_cat"}
+    for path in programs.values():
+        shutil.copyfile(cat, path)
+        os.chown(path, 0, NOBODY)
+        path.chmod(0o750)
+    programs["setuid"].chmod(0o4750)
+    os.setxattr(programs["capability"], "security.capability", READ_ANY_FILE)
+    os.chown(where, 0, NOBODY)
+    where.chmod(0o750)
+    return {name: str(path) for name, path in programs.items()}
+
+
+def sandboxed_copy(repo: Path, model: str, name: str) -> None:
+    shutil.copytree(repo / model, repo / name)
+    config = (repo / name / "config.pbtxt").read_text().replace(f'"{model}"', f'"{name}"')
+    config += 'parameters { key: "stub_sandbox" value { string_value: "true" } }\n'
+    (repo / name / "config.pbtxt").write_text(config)
+
+
+@pytest.mark.parametrize("uid", ["root", "nobody"])
+def test_a_program_that_would_raise_privileges_gains_nothing_in_the_sandbox(uid: str) -> None:
+    """no_new_privs: a set-uid root program and one with a file capability,
+    both made outside the sandbox and readable in it (an operator's read
+    path, not under /tmp, where nothing is executed), run by a sandboxed
+    model, have no_new_privs too, the stub's ids and no capability beyond
+    the stub's bounding set; on a server that is not root they cannot read
+    a file only root may. The same programs run by a plain model of the
+    same server show that the probe works: their no_new_privs is 0, and
+    on the server that is not root they gain root or the capability and
+    read the file. (A root server's stub has effective uid root already:
+    there, no_new_privs and the ids are what is asserted.)"""
+    if os.geteuid() != 0:
+        pytest.skip("the test makes set-uid root programs and starts a server as uid 65534")
+    python = None
+    if uid == "nobody":
+        python = python_for_nobody()
+        if python is None:
+            pytest.skip("no interpreter that uid 65534 can run with this installation")
+    work = Path(tempfile.mkdtemp(prefix=f"tritonpy-privileges-{uid}-"))
+    # /var/tmp: Landlock lets a sandboxed stub execute nothing beneath /tmp.
+    where = Path(tempfile.mkdtemp(prefix="tritonpy-privileged-", dir="/var/tmp"))
+    try:
+        assert not os.statvfs(where).f_flag & os.ST_NOSUID, "/var/tmp is mounted nosuid here"
+        token = secrets.token_hex(8)
+        secret = where / "secret"
+        secret.write_text(token)
+        secret.chmod(0o600)
+        programs = privileged_programs(where)
+        repo = build_repository(work / "repo", ["escape"])
+        sandboxed_copy(repo, "escape", "escape_boxed")
+        for path in [work, *work.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o666)
+        args = [
+            *explicit(["escape", "escape_boxed"]),
+            f"--backend-config=tritonpy,stub-sandbox-read-paths={where}",
+        ]
+        prefix = None
+        if python is not None:
+            args += [
+                f"--backend-config=tritonpy,python-executable={python}",
+                f"--backend-config=tritonpy,env-cache-dir={work}/cache",
+            ]
+            prefix = [*as_nobody(), f"HOME={work}", f"PYTHONPATH={SITE}"]
+        context = {"programs": programs, "secret": str(secret)}
+        with running(TritonServer(repo, work, args=args, prefix=prefix)) as srv:
+            assert os.stat(f"/proc/{srv.proc.pid}").st_uid == (NOBODY if python else 0)
+            first = attempt(srv, "ping", {}, model="escape_boxed")
+            plain = attempt(srv, "privileged_programs", context)
+            boxed = attempt(srv, "privileged_programs", context, model="escape_boxed")
+            # The control: outside the sandbox the probe sees the flag off,
+            # and (not root) the programs gain what they are made to.
+            for name, ran in plain["ran"].items():
+                assert ran["status"]["NoNewPrivs"] == ["0"], (name, plain)
+                if python is not None:
+                    assert ran["read"] == token, (name, plain)
+            if python is not None:
+                assert plain["ran"]["setuid"]["status"]["Uid"][1] == "0", plain
+                effective = int(plain["ran"]["capability"]["status"]["CapEff"][0], 16)
+                assert effective & 1 << CAP_DAC_READ_SEARCH, plain
+            own = boxed["own"]
+            assert own["NoNewPrivs"] == ["1"], boxed
+            bounding = int(own["CapBnd"][0], 16)
+            for name, ran in boxed["ran"].items():
+                status = ran["status"]
+                assert status, (name, boxed)  # it ran, and read its own status
+                assert status["NoNewPrivs"] == ["1"], (name, boxed)
+                assert status["Uid"] == own["Uid"] and status["Gid"] == own["Gid"], (name, boxed)
+                assert int(status["CapEff"][0], 16) & ~bounding == 0, (name, boxed)
+                if python is not None:
+                    assert ran["read"] == "" and "Permission denied" in ran["error"], (name, boxed)
+            # The same stub serves on.
+            assert attempt(srv, "ping", {}, model="escape_boxed")["token"] == first["token"]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(where, ignore_errors=True)

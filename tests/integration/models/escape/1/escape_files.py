@@ -1,13 +1,15 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """Attempts on files: writing where only the scratch may be written,
-reading what is not the stub's, and links, reopens and set-uid files
-through the scratch (see model.py)."""
+reading what is not the stub's, links, reopens and set-uid files
+through the scratch, and programs that would raise privileges (see
+model.py)."""
 
 import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 
@@ -236,6 +238,45 @@ def exec_from_tmp(t: Tries, ctx: dict, model) -> None:
             os.unlink(path)
 
 
+def status_fields(text: str) -> dict:
+    out = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Uid", "Gid", "CapEff", "CapBnd", "NoNewPrivs"):
+            out[key] = value.split()
+    return out
+
+
+def run_program(argv: list) -> dict:
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=60)
+    except OSError as e:
+        return {"out": "", "error": f"[Errno {e.errno}] {e.strerror}"}
+    return {"out": done.stdout.decode(errors="replace"), "error": done.stderr.decode().strip()}
+
+
+def privileged_programs(t: Tries, ctx: dict, model) -> dict:
+    """Runs each program of CONTEXT's "programs" (made by the test outside
+    the sandbox: copies of cat, set-uid root or with a file capability) on
+    its own /proc/self/status and on "secret", a file only root may read.
+    Answers the ids, capabilities and no_new_privs each program had, what
+    it read of the secret, and the stub's own."""
+    with open("/proc/self/status") as f:
+        own = status_fields(f.read())
+    ran = {}
+    for name, program in sorted(ctx["programs"].items()):
+        status = run_program([program, "/proc/self/status"])
+        secret = run_program([program, ctx["secret"]])
+        ran[name] = {
+            "status": status_fields(status["out"]),
+            "status_error": status["error"],
+            "read": secret["out"],
+            "error": secret["error"],
+        }
+        t.tries.append({"what": f"run {program}", "errno": 0, "error": ""})
+    return {"own": own, "ran": ran}
+
+
 def metadata_outside_scratch(t: Tries, ctx: dict, model) -> None:
     """chown (to the ids it has), utime, rename and link on what the stub
     may read but not write: refused as writes are."""
@@ -272,4 +313,5 @@ ATTEMPTS = (
     mknod_device,
     exec_from_tmp,
     metadata_outside_scratch,
+    privileged_programs,
 )
