@@ -4,7 +4,7 @@
 (docs/hardening.md, "Stub templates"): a sandboxed model names no module
 of its own for a template to import; sandboxed and plain models never
 share a template; a template imports nothing from a directory a stub can
-write; and a stub whose template died after the clone, before its reply,
+write (the server's working directory, the user site-packages); and a stub whose template died after the clone, before its reply,
 is exec'd with descriptors of its own while the child the template left
 never runs."""
 
@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from test_sandbox_tightens import SITE
 from test_stub_fork import PRELOAD_DIR, facts_of_each
 from tritonclient.utils import InferenceServerException
 
@@ -147,6 +150,47 @@ def test_a_template_imports_nothing_from_the_server_s_directory(tmp_path: Path) 
             assert not f["forked"], f
             # Nor does a stub's model (the stub drops that entry).
             assert str(tmp_path) not in f["path"], f["path"]
+
+
+@pytest.mark.parametrize("sandbox", [False, True], ids=["plain", "sandboxed"])
+def test_a_template_imports_nothing_from_the_user_site(tmp_path: Path, sandbox: bool) -> None:
+    # The user site-packages of the server's user, which its plain stubs
+    # can write; the interpreter outside this virtual environment (whose
+    # site.py adds the user site), with the environment's packages through
+    # PYTHONPATH.
+    home = tmp_path / "home"
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    user_site = home / ".local" / "lib" / f"python{version}" / "site-packages"
+    user_site.mkdir(parents=True)
+    (user_site / "planted_in_user_site.py").write_text("PLANTED = True\n")
+    python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    env = ["env", f"HOME={home}", f"PYTHONPATH={SITE}"]
+    # The probe works: without -s, this interpreter imports it from there.
+    found = subprocess.run(
+        [*env, python, "-c", "import planted_in_user_site as m; print(m.__file__)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.stdout.strip() == str(user_site / "planted_in_user_site.py"), found
+    repo = build_repository(tmp_path / "repo", ["fork_probe"])
+    settings = [
+        f"python-executable={python}",
+        "stub-preload=numpy,planted_in_user_site",
+        f"stub-sandbox={'true' if sandbox else 'false'}",
+    ]
+    srv = TritonServer(
+        repo, tmp_path, args=[f"--backend-config=tritonpy,{s}" for s in settings], prefix=env
+    )
+    with running(srv):
+        assert srv.wait_log(
+            "cannot fork stubs: importing 'planted_in_user_site' failed: ModuleNotFoundError"
+        ), srv.log()[-3000:]
+        for f in facts_of_each(srv).values():
+            assert not f["forked"], f
+            if not sandbox:
+                # An exec'd stub of this server has the user site on its path.
+                assert str(user_site) in f["path"], f["path"]
 
 
 @pytest.mark.parametrize("sandbox", [False, True], ids=["plain", "sandboxed"])
