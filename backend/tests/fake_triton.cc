@@ -87,6 +87,7 @@ namespace {
 
 // Read by nothing; keeps the reads of input bytes from being optimised out.
 std::atomic<uint64_t> g_sink{0};
+std::atomic<uint64_t> g_metric_sets{0};
 
 // fake_triton.h: whether inferences start, and those that did.
 std::mutex g_started_mu;
@@ -924,6 +925,7 @@ TRITONSERVER_MetricIncrement(TRITONSERVER_Metric* metric, double value)
 TRITONSERVER_Error*
 TRITONSERVER_MetricSet(TRITONSERVER_Metric* metric, double value)
 {
+  ++g_metric_sets;
   metric->value = value;
   return nullptr;
 }
@@ -967,6 +969,12 @@ OnNextRequestDelete(std::function<void()> hook)
 {
   std::lock_guard<std::mutex> lock(g_started_mu);
   g_on_request_delete = std::move(hook);
+}
+
+uint64_t
+MetricSets()
+{
+  return g_metric_sets.load();
 }
 
 }  // namespace fake_triton

@@ -94,5 +94,7 @@ std::vector<Started> TakeStarted();
 // Runs `hook` (once) in the next TRITONSERVER_InferenceRequestDelete,
 // before the request is deleted.
 void OnNextRequestDelete(std::function<void()> hook);
+// How many times TRITONSERVER_MetricSet was called, by any thread.
+uint64_t MetricSets();
 
 }  // namespace fake_triton

@@ -5,17 +5,25 @@
 // tritonserver (fake_triton.cc), built with ASan and UBSan: every handle
 // a stub makes counts against metric-max-families and metric-max-series,
 // also a second handle of a family or series the model already holds, and
-// released handles count no more.
+// released handles count no more. And the stub memory reporter
+// (memory_reporter.cc), which sets its gauges through the same store.
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.h"
 #include "fake_triton.h"
+#include "process/memory_reporter.h"
 #include "triton/metrics.h"
 
+using tritonpy::MemoryReporter;
 using tritonpy::MetricStore;
+using tritonpy::ProcessMemory;
 using tritonpy::Status;
 
 namespace {
@@ -134,6 +142,40 @@ TestFamilyHeldThroughSeries()
   CHECK(store.family_count() == 0 && store.series_count() == 0);
 }
 
+// Waits for the reporter's first reading of `id`: whether it came.
+bool
+ReadOnce(MemoryReporter* reporter, uint64_t id)
+{
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  ProcessMemory m;
+  while (!reporter->Last(id, &m)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A registration is read at once, and it alone: the processes read
+// before wait for the interval (here an hour, so never in this test).
+void
+TestMemoryReporterReadsANewProcessAlone()
+{
+  MetricStore store;
+  MemoryReporter reporter(&store, /*interval_seconds=*/3600, false);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t before = fake_triton::MetricSets();
+    const std::string n = std::to_string(i);
+    ids.push_back(reporter.Add(getpid(), {{"instance", n}}, "process " + n));
+    CHECK(ids.back() != 0);
+    CHECK(ReadOnce(&reporter, ids.back()));
+    // Its two gauges, PSS and private: none of the ones read before.
+    CHECK(fake_triton::MetricSets() - before == 2);
+  }
+  for (uint64_t id : ids) reporter.Remove(id);
+}
+
 }  // namespace
 
 int
@@ -142,6 +184,7 @@ main()
   TestFamilyHandlesCount();
   TestSeriesHandlesCount();
   TestFamilyHeldThroughSeries();
+  TestMemoryReporterReadsANewProcessAlone();
   printf(
       "%s: %d failure(s)\n", tritonpy_test::failures == 0 ? "ok" : "FAIL",
       tritonpy_test::failures);

@@ -27,7 +27,10 @@ MemoryReporter::MemoryReporter(
     MetricStore* store, double interval_seconds, bool debug)
     : store_(store),
       interval_ms_(static_cast<int64_t>(interval_seconds * 1000)),
-      debug_(debug)
+      debug_(debug),
+      next_round_(
+          std::chrono::steady_clock::now() +
+          std::chrono::milliseconds(interval_ms_))
 {
   if (interval_ms_ <= 0) return;
   Status s = store_->AcquireFamily(
@@ -145,11 +148,17 @@ MemoryReporter::Last(uint64_t id, ProcessMemory* out)
 bool
 MemoryReporter::Round()
 {
-  if (!thread_.WaitFor(std::chrono::milliseconds(interval_ms_))) return false;
+  if (!thread_.WaitUntil(next_round_)) return false;
+  const auto woke = std::chrono::steady_clock::now();
+  // Woken before the round is due: a registration, read alone.
+  const bool everyone = woke >= next_round_;
+  if (everyone) next_round_ = woke + std::chrono::milliseconds(interval_ms_);
   std::vector<std::pair<uint64_t, pid_t>> todo;
   {
     MutexLock lock(&mu_);
-    for (const auto& [id, entry] : entries_) todo.emplace_back(id, entry.pid);
+    for (const auto& [id, entry] : entries_) {
+      if (everyone || !entry.read) todo.emplace_back(id, entry.pid);
+    }
   }
   for (const auto& [id, pid] : todo) {
     // Read without the lock: Add and Remove never wait for /proc.

@@ -13,12 +13,14 @@
 //
 // When: a process is read as soon as it is registered (a stub once its
 // initialize() returned, so what initialize loaded shows at once), then
-// every stub-memory-interval-seconds. Never per request and never on an
-// instance's threads: a backend cannot hear when Triton's metrics are
-// scraped, and reading smaps walks the page tables of the process (1 to 3
-// ms of kernel CPU for a stub that imported torch, measured on the bench
-// machine), so a low-rate timer on a thread of its own is the cheap place:
-// at the default 30 s, 128 such stubs cost about 1% of a core.
+// every stub-memory-interval-seconds. A registration wakes a reading of the
+// processes never read yet, not of all: 64 instances starting at once cost
+// 64 readings, not 64 times the processes already running. Never per request
+// and never on an instance's threads: a backend cannot hear when Triton's
+// metrics are scraped, and reading smaps walks the page tables of the process
+// (1 to 3 ms of kernel CPU for a stub that imported torch, measured on the
+// bench machine), so a low-rate timer on a thread of its own is the cheap
+// place: at the default 30 s, 128 such stubs cost about 1% of a core.
 //
 // Who registers: every instance's StubSupervisor, for its stub, from the
 // moment it is adopted until just before it is reaped (so no pid is read
@@ -33,6 +35,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -114,8 +117,9 @@ class MemoryReporter {
     bool warned = false;  // a failed read was logged
   };
 
-  // The thread's step: waits for the next round (or a new registration),
-  // then reads every registered process. False once stopped.
+  // The thread's step: waits for the next round, then reads every
+  // registered process; or, woken by a new registration before that, the
+  // processes never read yet. False once stopped.
   bool Round() EXCLUDES(mu_);
   // Makes the two series of `labels` (logs once if Triton refuses).
   void AcquireSeries(const Labels& labels, Entry* entry);
@@ -130,6 +134,8 @@ class MemoryReporter {
   Mutex mu_;
   uint64_t next_id_ GUARDED_BY(mu_) = 1;
   std::map<uint64_t, Entry> entries_ GUARDED_BY(mu_);
+  // When the next reading of every process is due (the thread's alone).
+  std::chrono::steady_clock::time_point next_round_;
   // Woken by a new registration, to read it now.
   WorkerThread thread_;
 };
