@@ -4,7 +4,8 @@
 (docs/hardening.md, "Stub templates"): a sandboxed model names no module
 of its own for a template to import; sandboxed and plain models never
 share a template; a template imports nothing from a directory a stub can
-write (the server's working directory, the user site-packages); and a stub whose template died after the clone, before its reply,
+write (the server's working directory, the user site-packages); and a
+stub whose template died after the clone, before its reply,
 is exec'd with descriptors of its own while the child the template left
 never runs."""
 
@@ -134,6 +135,18 @@ def test_a_sandboxed_model_s_module_is_imported_in_its_sandbox_alone(tmp_path: P
         assert f["imported"]["pid"] == 1 and f["imported"]["error"], f["imported"]
 
 
+def stubs_exec_d_for(srv: TritonServer, module: str) -> list[dict]:
+    """Waits for the template to refuse to import ``module`` (not found
+    where it looks); returns the facts of each stub, every one exec'd."""
+    assert srv.wait_log(f"cannot fork stubs: importing '{module}' failed: ModuleNotFoundError"), (
+        srv.log()[-3000:]
+    )
+    facts = list(facts_of_each(srv).values())
+    for f in facts:
+        assert not f["forked"], f
+    return facts
+
+
 def test_a_template_imports_nothing_from_the_server_s_directory(tmp_path: Path) -> None:
     # The server's working directory, where a stub could write (an exec'd
     # stub has it first on sys.path): the template must not import from it.
@@ -143,11 +156,7 @@ def test_a_template_imports_nothing_from_the_server_s_directory(tmp_path: Path) 
         repo, tmp_path, args=["--backend-config=tritonpy,stub-preload=numpy,planted_in_cwd"]
     )
     with running(srv):
-        assert srv.wait_log(
-            "cannot fork stubs: importing 'planted_in_cwd' failed: ModuleNotFoundError"
-        ), srv.log()[-3000:]
-        for f in facts_of_each(srv).values():
-            assert not f["forked"], f
+        for f in stubs_exec_d_for(srv, "planted_in_cwd"):
             # Nor does a stub's model (the stub drops that entry).
             assert str(tmp_path) not in f["path"], f["path"]
 
@@ -183,11 +192,7 @@ def test_a_template_imports_nothing_from_the_user_site(tmp_path: Path, sandbox: 
         repo, tmp_path, args=[f"--backend-config=tritonpy,{s}" for s in settings], prefix=env
     )
     with running(srv):
-        assert srv.wait_log(
-            "cannot fork stubs: importing 'planted_in_user_site' failed: ModuleNotFoundError"
-        ), srv.log()[-3000:]
-        for f in facts_of_each(srv).values():
-            assert not f["forked"], f
+        for f in stubs_exec_d_for(srv, "planted_in_user_site"):
             if not sandbox:
                 # An exec'd stub of this server has the user site on its path.
                 assert str(user_site) in f["path"], f["path"]
