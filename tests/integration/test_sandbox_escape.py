@@ -430,6 +430,16 @@ def privileged_programs(where: Path) -> dict[str, str]:
     return {name: str(path) for name, path in programs.items()}
 
 
+def plain_copy(repo: Path, model: str, name: str) -> None:
+    """``model`` as ``name`` under the drop-in name "python", which
+    stub-sandbox (a setting of backend tritonpy) leaves unsandboxed: the
+    same attempt's control."""
+    shutil.copytree(repo / model, repo / name)
+    config = (repo / name / "config.pbtxt").read_text().replace(f'"{model}"', f'"{name}"')
+    config = config.replace('backend: "tritonpy"', 'backend: "python"')
+    (repo / name / "config.pbtxt").write_text(config)
+
+
 def sandboxed_copy(repo: Path, model: str, name: str) -> None:
     shutil.copytree(repo / model, repo / name)
     config = (repo / name / "config.pbtxt").read_text().replace(f'"{model}"', f'"{name}"')
