@@ -20,6 +20,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -34,11 +35,14 @@ from test_hostile_proc import stub_of
 from test_sandbox_tightens import NOBODY, SANDBOX, SITE, as_nobody, python_for_nobody
 
 from checks import add_sub_works, load_models
-from server import TritonServer, build_repository, explicit, free_ports, running
+from server import TritonServer, build_repository, children, explicit, free_ports, running
 
 # add_sub_python keeps the backend named "python" (tritonpy's drop-in) loaded
 # for the whole run, as an operator who serves unchanged models has it.
 MODELS = ["escape", "add_sub", "add_sub_python"]
+# The escape model under the drop-in name "python", which stub-sandbox (a
+# setting of backend tritonpy) leaves unsandboxed: the controls.
+PLAIN = "escape_plain"
 
 # Landlock, a read-only mount, seccomp, or not there at all in its view
 WRITE = frozenset({"EACCES", "EROFS", "EPERM", "ENOENT"})
@@ -55,13 +59,18 @@ class Case:
     may succeed where what it made is left for the test, which asserts the
     host does not see it. ``bound``: a listener of its own may be made,
     which the host must not reach. ``loaded``: a model it loads may load,
-    if its code runs sandboxed (it then cannot leave its marker)."""
+    if its code runs sandboxed (it then cannot leave its marker).
+    ``controlled``: the same attempt by a plain model of the same server
+    is the control: each try the sandbox refused gets through there, or
+    fails with an errno that is not among ``refused``, so that the refusal
+    is the sandbox's."""
 
     refused: frozenset[str]
     unseen: bool = False
     bound: bool = False
     loaded: bool = False
     controls: bool = False
+    controlled: bool = False
 
 
 CASES = {
@@ -77,7 +86,8 @@ CASES = {
     "read_etc_shadow": Case(READ),
     "read_other_model": Case(READ),
     "read_test_files": Case(READ),
-    "read_devices": Case(READ),
+    # The devices the test names are on the host and a plain model opens.
+    "read_devices": Case(READ, controlled=True),
     "reopen_log_for_reading": Case(READ),
     "http_api": Case(CONNECT),
     "grpc_api": Case(CONNECT),
@@ -103,7 +113,8 @@ CASES = {
     "proc_mem_other_stub": Case(OTHER_PROCESS),
     "process_vm_readv_other_stub": Case(OTHER_PROCESS),
     "environ_of_others": Case(OTHER_PROCESS),
-    "kill_server": Case(OTHER_PROCESS),
+    # The server's host pid and another stub's are not in its pid namespace.
+    "kill_server": Case(frozenset({"ESRCH"}), controlled=True),
     "pidfd_of_others": Case(OTHER_PROCESS | {"ENOSYS"}),
     # Files through the scratch directory.
     "symlink_through_scratch": Case(WRITE | {"ENOENT"}),
@@ -141,8 +152,10 @@ CASES = {
     "sysctl_write": Case(WRITE),
     "sysfs_write": Case(WRITE),
     "sysrq_and_cgroup": Case(WRITE | {"ENOENT"}),
-    # No terminal of the server's to type into.
-    "tiocsti": Case(frozenset({"ENXIO", "ENOTTY", "EIO", "EPERM"})),
+    # No terminal of the server's to type into (ENXIO: it left the server's
+    # session), and the filter's EPERM where the kernel answers ENOTTY or
+    # EBADF; a plain model opens the server's terminal and types into it.
+    "tiocsti": Case(frozenset({"ENXIO", "EPERM"}), controlled=True),
     "host_terminal": Case(READ),
     "open_by_handle_at": Case(frozenset({"EPERM"})),
 }
@@ -205,7 +218,7 @@ def model_config(srv: TritonServer, name: str) -> dict:
 
 
 def server_for(uid: str, work: Path, repo: Path) -> TritonServer:
-    args = [*explicit(MODELS), *SANDBOX]
+    args = [*explicit([*MODELS, PLAIN]), *SANDBOX]
     if uid == "root":
         return TritonServer(repo, work, args=args, prefix=[sys.executable, "-c", WITH_TERMINAL])
     python = python_for_nobody()
@@ -241,12 +254,14 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
     try:
         token = secrets.token_hex(6)
         repo = build_repository(work / "repo", MODELS)
+        plain_copy(repo, "escape", PLAIN)
         victim = work / "victim" / "target"
         victim.parent.mkdir()
         victim.write_text("untouched\n")
         (work / "marker").mkdir()
         for path in [work, *work.rglob("*")]:
             path.chmod(0o777 if path.is_dir() else 0o666)
+        devices = host_devices(repo / "escape" / "devices")
         abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         abstract.bind(f"\0tritonpy-escape-host-{token}")
         abstract.listen(64)
@@ -267,6 +282,10 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
         with running(server_for(uid, work, repo)) as srv:
             if uid == "nobody":
                 assert os.stat(f"/proc/{srv.proc.pid}").st_uid == NOBODY
+            # The pid the attempts aim at is the server's on the host: the
+            # tritonserver whose children the stubs are.
+            assert os.readlink(f"/proc/{srv.proc.pid}/exe").endswith("/tritonserver")
+            assert stub_of(srv, "escape") in children(srv.proc.pid)
             context = {
                 "token": token,
                 "http": srv.http_port,
@@ -286,6 +305,7 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 "host_unix": str(work / "sockets" / "host.sock"),
                 "host_terminal": os.ttyname(terminals[1]) if terminals else "",
             }
+            context["devices"] = readable_outside(srv, context, devices)
             first = attempt(srv, "ping", context)
             yield Escape(
                 srv,
@@ -300,6 +320,44 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
         for fd in terminals:
             os.close(fd)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def host_devices(planted: Path) -> list[list[str]]:
+    """[path, "read" or "open"] of the device nodes read_devices tries:
+    the host's disks, its kernel log, memory and root's devices, those of
+    them on the host, and, in ``planted`` (the escape model's directory,
+    which its stub reads), a disk's node and the kernel log's, readable by
+    all: a disk the server's user reads outside the sandbox, whoever it
+    is. Opened for reading or only opened read-write (reading /dev/port
+    touches the hardware)."""
+    planted.mkdir()
+    disks = sorted(os.listdir("/sys/block"), key=lambda d: d.startswith(("loop", "ram", "zram")))
+    for disk in disks:  # a real disk first, one the host may open (device cgroup)
+        major, minor = (int(n) for n in (Path("/sys/block") / disk / "dev").read_text().split(":"))
+        os.mknod(planted / "disk", 0o444 | stat.S_IFBLK, os.makedev(major, minor))
+        try:
+            os.close(os.open(planted / "disk", os.O_RDONLY | os.O_NONBLOCK))
+            break
+        except OSError:
+            os.unlink(planted / "disk")
+    os.mknod(planted / "kmsg", 0o444 | stat.S_IFCHR, os.makedev(1, 11))
+    found = [[str(planted / "disk"), "read"], [str(planted / "kmsg"), "read"]]
+    for name in sorted(os.listdir("/dev")):
+        if stat.S_ISBLK(os.stat(f"/dev/{name}").st_mode):
+            found.append([f"/dev/{name}", "read"])
+    for name in ("kmsg", "mem", "port", "kvm", "fuse", "console"):
+        if os.path.exists(f"/dev/{name}"):
+            found.append([f"/dev/{name}", "read" if name == "kmsg" else "open"])
+    return found
+
+
+def readable_outside(srv: TritonServer, context: dict, devices: list[list[str]]) -> list[list[str]]:
+    """Those of ``devices`` a plain model of ``srv`` opens: their refusal
+    in the sandbox is the sandbox's. The planted disk is among them."""
+    out = attempt(srv, "read_devices", {**context, "devices": devices}, model=PLAIN)
+    opened = {t["what"].split(" ")[1] for t in out["tries"] if t["errno"] == 0}
+    assert devices[0][0] in opened, out
+    return [d for d in devices if d[0] in opened]
 
 
 def global_ipv4() -> str:
@@ -342,7 +400,7 @@ def reachable_from_host(case: str, context: dict) -> str | None:
 @pytest.mark.parametrize("case", list(CASES))
 def test_escape_attempt(escape: Escape, case: str) -> None:
     expected = CASES[case]
-    if case == "host_terminal" and not escape.context["host_terminal"]:
+    if case in ("host_terminal", "tiocsti") and not escape.context["host_terminal"]:
         pytest.skip("no pseudo-terminals on this machine")
     # A port free now: serve_tcp binds it (the one the fixture chose may be
     # taken since by another process of the machine).
@@ -384,6 +442,22 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
         if os.path.lexists(path):
             escapes.append(f"the planted {path} is still there")
             os.unlink(path)
+    uncontrolled = []
+    if expected.controlled:
+        # The control: the same attempt by a plain model of the same server.
+        plain = {t["what"]: t for t in attempt(escape.srv, case, context, model=PLAIN)["tries"]}
+        for t in out["tries"]:
+            there = plain.get(t["what"], {"errno": -1, "error": "not tried"})
+            if there["errno"] < 0 or name_of(there["errno"]) in expected.refused:
+                uncontrolled.append(f"{t['what']}: a plain model: {there}")
+        if case == "tiocsti":
+            # Outside the sandbox the attempt types into the server's
+            # terminal (EIO: a kernel with legacy TIOCSTI turned off).
+            typed = plain.get("ioctl(/dev/tty, TIOCSTI)", {"errno": -1})
+            if typed["errno"] not in (0, errno.EIO):
+                uncontrolled.append(
+                    f"a plain model typed nothing into the server's terminal: {typed}"
+                )
     if expected.controls:
         # The other model answers its own sums, whatever was tried.
         try:
@@ -404,6 +478,7 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
     assert escape.srv.proc.poll() is None
     tried = [f"{t['what']}: {name_of(t['errno'])}" for t in out["tries"]]
     assert escapes == [], "\n".join([*escapes, "(all tries:", *tried, ")"])
+    assert uncontrolled == [], "\n".join(["refused outside the sandbox too:", *uncontrolled])
 
 
 # The file capability CAP_DAC_READ_SEARCH (read any file), permitted and
@@ -428,6 +503,16 @@ def privileged_programs(where: Path) -> dict[str, str]:
     os.chown(where, 0, NOBODY)
     where.chmod(0o750)
     return {name: str(path) for name, path in programs.items()}
+
+
+def plain_copy(repo: Path, model: str, name: str) -> None:
+    """``model`` as ``name`` under the drop-in name "python", which
+    stub-sandbox (a setting of backend tritonpy) leaves unsandboxed: the
+    same attempt's control."""
+    shutil.copytree(repo / model, repo / name)
+    config = (repo / name / "config.pbtxt").read_text().replace(f'"{model}"', f'"{name}"')
+    config = config.replace('backend: "tritonpy"', 'backend: "python"')
+    (repo / name / "config.pbtxt").write_text(config)
 
 
 def sandboxed_copy(repo: Path, model: str, name: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,12 +20,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from test_sandbox_escape import plain_copy
 from test_sandbox_tightens import SANDBOX
 
 from checks import add_sub_works
 from server import TritonServer, build_repository, explicit, running
 
 MODELS = ["seccomp_probe", "add_sub"]
+PLAIN = "seccomp_probe_plain"  # the same probe under the drop-in name: not sandboxed
 CONTROL = "--backend-config=tritonpy,stub-sandbox-model-control=true"
 
 OWN_MODEL = b"""import triton_python_backend_utils as pb_utils
@@ -36,7 +39,7 @@ class TritonPythonModel:
 """
 
 
-def probe(srv: TritonServer, mode: str, arg: str = "") -> dict:
+def probe(srv: TritonServer, mode: str, arg: str = "", model: str = "seccomp_probe") -> dict:
     c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
     try:
         inputs = [
@@ -45,7 +48,7 @@ def probe(srv: TritonServer, mode: str, arg: str = "") -> dict:
         ]
         inputs[0].set_data_from_numpy(np.array([mode.encode()], dtype=object))
         inputs[1].set_data_from_numpy(np.array([arg.encode()], dtype=object))
-        out = json.loads(c.infer("seccomp_probe", inputs).as_numpy("OUT")[0])
+        out = json.loads(c.infer(model, inputs).as_numpy("OUT")[0])
         assert isinstance(out, dict)
         return out
     finally:
@@ -54,7 +57,8 @@ def probe(srv: TritonServer, mode: str, arg: str = "") -> dict:
 
 def server(tmp: Path, *extra: str) -> TritonServer:
     repo = build_repository(tmp / "repo", MODELS)
-    return TritonServer(repo, tmp, args=[*explicit(MODELS), *SANDBOX, *extra])
+    plain_copy(repo, "seccomp_probe", PLAIN)
+    return TritonServer(repo, tmp, args=[*explicit([*MODELS, PLAIN]), *SANDBOX, *extra])
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +82,8 @@ REFUSED = {
     "bpf": errno.EPERM,
     "unshare_newuser": errno.EPERM,
     "clone_newuser": errno.EPERM,
+    "unshare_newuser_einval": errno.EPERM,
+    "clone_newuser_einval": errno.EPERM,
     "clone3": errno.ENOSYS,
     "personality_no_aslr": errno.EPERM,
     "ptrace": errno.EPERM,
@@ -106,6 +112,9 @@ REFUSED = {
     "ioctl_tioclinux": errno.EPERM,
     "x32_getpid": errno.ENOSYS,
 }
+# Calls whose capability the kernel checks before their arguments: without
+# the server's capabilities, the kernel too would answer EPERM.
+CAPABILITY_FIRST = {"swapoff", "acct", "kexec_file_load", "finit_module"}
 
 
 def test_the_filter_refuses_what_a_model_has_no_use_for(sandboxed: TritonServer) -> None:
@@ -116,6 +125,15 @@ def test_the_filter_refuses_what_a_model_has_no_use_for(sandboxed: TritonServer)
     assert out["clone_plain"] == 0
     # A call of another ABI kills the process that made it.
     assert out["int80_getpid"] == -signal.SIGSYS, out["int80_getpid"]
+    # The control: a plain model of the same server, with no filter, gets
+    # another answer to each call (EFAULT, EBADF, EINVAL, ESRCH, ENOTTY,
+    # success), so each refusal above is the sandbox's. A kernel without
+    # x32 answers its call ENOSYS itself.
+    plain = probe(sandboxed, "syscalls", model=PLAIN)
+    same = {name for name in REFUSED if plain[name] == REFUSED[name]}
+    allowed = {"x32_getpid"} | (set() if os.geteuid() == 0 else CAPABILITY_FIRST)
+    assert same <= allowed, {k: errno.errorcode.get(plain[k], plain[k]) for k in same}
+    assert plain["int80_getpid"] != -signal.SIGSYS, plain["int80_getpid"]
 
 
 def test_ordinary_model_work_runs_under_the_filter(sandboxed: TritonServer) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,15 @@ from test_sandbox_tightens import SITE
 from test_stub_fork import PRELOAD_DIR, facts_of_each
 from tritonclient.utils import InferenceServerException
 
-from server import TritonServer, build_repository, children, explicit, load_failure, running
+from server import (
+    TritonServer,
+    build_repository,
+    children,
+    explicit,
+    load_failure,
+    running,
+    wait_until,
+)
 
 REFUSED = (
     "parameter: stub_preload is refused for a sandboxed model (stub-sandbox): only the "
@@ -97,24 +106,10 @@ def test_a_sandboxed_model_cannot_name_modules_for_its_template(tmp_path: Path) 
             assert f["forked"], f
 
 
-def test_sandboxed_and_plain_models_never_share_a_template(tmp_path: Path) -> None:
-    repo = build_repository(tmp_path / "repo", ["fork_probe"])
-    copy_of_probe(repo, "fork_probe_boxed", {"stub_sandbox": "true"})
-    with running(TritonServer(repo, tmp_path)) as srv:
-        plain = facts_of_each(srv)
-        boxed = facts_of_each(srv, "fork_probe_boxed")
-        assert all(f["forked"] for f in [*plain.values(), *boxed.values()]), (plain, boxed)
-        assert all(f["pid"] == 1 for f in boxed.values()), boxed  # pid 1 of its namespace
-        # The sandboxed model's shared one, and the plain model's own
-        # (which forked its auto-complete stub too).
-        assert len(children(srv.proc.pid, templates=True)) == 2
-        assert srv.wait_log("preload 'numpy', sandboxed stubs) started"), srv.log()[-3000:]
-
-
-def test_a_sandboxed_model_s_module_is_imported_in_its_sandbox_alone(tmp_path: Path) -> None:
-    # Two instances each: a plain model gets a template of its own, which
-    # imports its model.py on the host; a sandboxed one must not. The
-    # module writes a file into a host directory open to all when it can.
+def plain_and_boxed_probes(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository of fork_probe and its sandboxed copy fork_probe_boxed,
+    two instances each, whose modules say where they were imported (a
+    file in the directory returned, open to all, when they can write it)."""
     repo = build_repository(tmp_path / "repo", ["fork_probe"])
     copy_of_probe(repo, "fork_probe_boxed", {"stub_sandbox": "true"})
     markers = tmp_path / "markers"
@@ -122,6 +117,43 @@ def test_a_sandboxed_model_s_module_is_imported_in_its_sandbox_alone(tmp_path: P
     markers.chmod(0o777)
     for name in ("fork_probe", "fork_probe_boxed"):
         (repo / name / "import_marker_dir").write_text(str(markers))
+    return repo, markers
+
+
+def template_started(srv: TritonServer, what: str) -> int:
+    """The pid of the stub template the log says started for ``what``."""
+    pattern = rf"stub template \([^)]*{re.escape(what)}[^)]*\) started, pid (\d+)"
+    wait_until(lambda: re.search(pattern, srv.log()), timeout=60)
+    found = re.findall(pattern, srv.log())
+    assert len(found) == 1, found
+    return int(found[0])
+
+
+def test_sandboxed_and_plain_models_never_share_a_template(tmp_path: Path) -> None:
+    repo, _ = plain_and_boxed_probes(tmp_path)
+    with running(TritonServer(repo, tmp_path)) as srv:
+        plain = facts_of_each(srv)
+        boxed = facts_of_each(srv, "fork_probe_boxed")
+        assert all(f["forked"] for f in [*plain.values(), *boxed.values()]), (plain, boxed)
+        # The sandboxed model's shared one, and the plain model's own
+        # (which forked its auto-complete stub too), each started once.
+        shared = template_started(srv, "sandboxed stubs")
+        own = template_started(srv, "model 'fork_probe' version 1 #")
+        assert sorted(children(srv.proc.pid, templates=True)) == sorted({shared, own})
+        assert "--sandboxed\x001" in Path(f"/proc/{shared}/cmdline").read_text()
+        assert "--sandboxed\x000" in Path(f"/proc/{own}/cmdline").read_text()
+        # Each plain stub is a fork of its model's own template, which
+        # imported the module; each sandboxed one imported it itself, as
+        # pid 1 of a namespace only the sandboxed stubs' template makes.
+        assert all(f["imported"]["pid"] == own for f in plain.values()), (own, plain)
+        assert all(f["pid"] == f["imported"]["pid"] == 1 for f in boxed.values()), boxed
+
+
+def test_a_sandboxed_model_s_module_is_imported_in_its_sandbox_alone(tmp_path: Path) -> None:
+    # Two instances each: a plain model gets a template of its own, which
+    # imports its model.py on the host; a sandboxed one must not. The
+    # module writes a file into a host directory open to all when it can.
+    repo, markers = plain_and_boxed_probes(tmp_path)
     with running(TritonServer(repo, tmp_path)) as srv:
         plain = facts_of_each(srv)
         boxed = facts_of_each(srv, "fork_probe_boxed")

@@ -302,25 +302,31 @@ def sysrq_and_cgroup(t: Tries, ctx: dict, model) -> None:
         t.run(f"open {path} for writing", open_for_writing, path)
 
 
+NEVER_OPENED = 1000  # a descriptor number the stub never uses
+
+
 def type_into(fd: int) -> dict:
     fcntl.ioctl(fd, termios.TIOCSTI, b"#")  # a comment, should it land in a shell
     return {"typed": fd}
 
 
+def open_tty() -> dict:
+    return {"fd": os.open("/dev/tty", os.O_RDWR)}
+
+
 def tiocsti(t: Tries, ctx: dict, model) -> None:
     """Types into the server's controlling terminal (what an operator's
-    shell reads once the server exits), and into the descriptors the stub
-    shares with the server."""
-    try:
-        tty = os.open("/dev/tty", os.O_RDWR)
-    except OSError as e:
-        t.tries.append({"what": "open /dev/tty", "errno": e.errno, "error": str(e)})
-    else:
+    shell reads once the server exits), into the descriptors the stub
+    shares with the server, and into one it never opened: unfiltered, the
+    kernel answers the last ENOTTY or EBADF, where the filter's answer is
+    EPERM."""
+    tty = t.run("open /dev/tty", open_tty)
+    if isinstance(tty, dict):
         try:
-            t.run("ioctl(/dev/tty, TIOCSTI)", type_into, tty)
+            t.run("ioctl(/dev/tty, TIOCSTI)", type_into, tty["fd"])
         finally:
-            os.close(tty)
-    for fd in (0, 1, 2):
+            os.close(tty["fd"])
+    for fd in (0, 1, 2, NEVER_OPENED):
         t.run(f"ioctl({fd}, TIOCSTI)", type_into, fd)
 
 

@@ -26,32 +26,40 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.syscall.restype = ctypes.c_long
 
 CLONE_NEWUSER = 0x10000000
+CLONE_FS = 0x00000200
+CLONE_PTRACE = 0x00002000
+NO_SUCH_PID = 0x3FFFFFFF  # above pid_max's limit
 SIGCHLD = 17
 ADDR_NO_RANDOMIZE = 0x0040000
 
 # x86_64 numbers, and the arguments of an attempt that would succeed if
-# the kernel allowed the call (or fail with an errno of its own, not
-# EPERM/ENOSYS, for the ones that need privileges anyway).
+# the kernel allowed the call, or fail with an errno of its own, not
+# EPERM/ENOSYS, even for a process without capabilities; swapoff and acct
+# check the capability before their arguments, so that only a plain
+# model's answer (the test's control) tells the filter's EPERM apart.
 CALLS = {
     "io_uring_setup": (425, 1, 0),
-    "userfaultfd": (323, 0),
+    "userfaultfd": (323, 1),  # UFFD_USER_MODE_ONLY, allowed to anyone
     "perf_event_open": (298, 0, 0, -1, -1, 0),
     "keyctl": (250, 0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring
     "add_key": (248, 0, 0, 0, 0, 0),
     "bpf": (321, 0, 0, 0),
     "unshare_newuser": (272, CLONE_NEWUSER),
     "clone_newuser": (56, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0),
+    # Flags the kernel refuses with EINVAL before anything else.
+    "unshare_newuser_einval": (272, CLONE_NEWUSER | CLONE_PTRACE),
+    "clone_newuser_einval": (56, CLONE_NEWUSER | CLONE_FS | SIGCHLD, 0, 0, 0, 0),
     "clone3": (435, 0, 0),
     "personality_no_aslr": (135, ADDR_NO_RANDOMIZE),
-    "ptrace": (101, 0x4206, 1, 0, 0),
+    "ptrace": (101, 0x4206, NO_SUCH_PID, 0, 0),  # pid 1: EPERM unfiltered too
     "process_vm_readv": (310, 1, 0, 0, 0, 0, 0),
     "open_by_handle_at": (304, -100, 0, 0),
     "mount": (165, 0, 0, 0, 0, 0),
     "setns": (308, -1, 0),
     "kexec_file_load": (320, -1, -1, 0, 0, 0),
     "finit_module": (313, -1, 0, 0),
-    "swapoff": (168, 0),
-    "acct": (163, 0),
+    "swapoff": (168, 1),  # a bad address: EFAULT with the capability
+    "acct": (163, 1),
     "ioctl_tiocsti": (16, 0, 0x5412, 0),  # type into stdin's terminal, if it is one
     # Unfiltered, these fail with an errno of their own (a bad descriptor
     # or address) or succeed harmlessly: EPERM can only be the filter's.
