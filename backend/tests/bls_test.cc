@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bls/bls.h"
+#include "bls/model_control.h"
 #include "check.h"
 #include "fake_triton.h"
 #include "ipc/arena.h"
@@ -292,6 +293,40 @@ TestByteCap()
   CHECK(fx.CallsInFlight() == 0);
 }
 
+// Under stub-sandbox-model-control=true, what one sandboxed model loaded
+// is its own: another sandboxed model can neither load code under that
+// name nor unload it, and the first may load it again and unload it.
+void
+TestSandboxedModelsOwnWhatTheyLoad()
+{
+  auto models = std::make_shared<tritonpy::SandboxedModels>();
+  tritonpy::SandboxedControl a;
+  a.sandboxed = a.allowed = a.backend_sandboxed = true;
+  a.backend = "tritonpy";
+  a.model = "a";
+  a.models = models;
+  tritonpy::SandboxedControl b = a;
+  b.model = "b";
+  const std::string config = R"({"backend": "tritonpy"})";
+  // A free name (the fake's repository is empty, its models never ready).
+  CHECK(tritonpy::CheckSandboxedLoad(nullptr, a, "m", config).ok());
+  models->Loaded("m", "a");
+  CHECK(tritonpy::CheckSandboxedLoad(nullptr, a, "m", config).ok());
+  CHECK(tritonpy::CheckSandboxedLoad(nullptr, a, "m", "").ok());
+  CHECK(tritonpy::CheckSandboxedUnload(a, "m").ok());
+  Status s = tritonpy::CheckSandboxedLoad(nullptr, b, "m", config);
+  CHECK(
+      !s.ok() &&
+      s.message().find("was loaded by model 'a'") != std::string::npos);
+  s = tritonpy::CheckSandboxedUnload(b, "m");
+  CHECK(
+      !s.ok() &&
+      s.message().find("unloads only models it loaded") != std::string::npos);
+  // Nobody's model: not to unload, nor to load without a config.
+  CHECK(!tritonpy::CheckSandboxedUnload(a, "other").ok());
+  CHECK(!tritonpy::CheckSandboxedLoad(nullptr, a, "other", "").ok());
+}
+
 }  // namespace
 
 int
@@ -301,6 +336,7 @@ main()
   TestFinalResponseAndReleaseTogether();
   TestCallCap();
   TestByteCap();
+  TestSandboxedModelsOwnWhatTheyLoad();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }

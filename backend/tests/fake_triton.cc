@@ -852,6 +852,35 @@ TRITONSERVER_ServerModelIsReady(
   return nullptr;
 }
 
+// A model repository that holds no model.
+struct TRITONSERVER_Message {
+  std::string json;
+};
+
+TRITONSERVER_Error*
+TRITONSERVER_ServerModelIndex(
+    TRITONSERVER_Server*, uint32_t, TRITONSERVER_Message** index)
+{
+  *index = new TRITONSERVER_Message{"[]"};
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_MessageSerializeToJson(
+    TRITONSERVER_Message* message, const char** base, size_t* byte_size)
+{
+  *base = message->json.data();
+  *byte_size = message->json.size();
+  return nullptr;
+}
+
+TRITONSERVER_Error*
+TRITONSERVER_MessageDelete(TRITONSERVER_Message* message)
+{
+  delete message;
+  return nullptr;
+}
+
 // ---- custom metrics -------------------------------------------------------
 
 TRITONSERVER_Error*

@@ -6,13 +6,15 @@ interfaces a model has no use for are refused (EPERM, or ENOSYS for
 clone3 and x32) while threads, fork, subprocesses, multiprocessing, numpy
 and torch work; a sandboxed model may not load or unload models unless
 the operator sets stub-sandbox-model-control=true, and then only models
-of this backend that run sandboxed, under names no loaded model has."""
+of its own: of this backend, run sandboxed, under names that are neither
+loaded nor in the model repository; and it unloads only those."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -193,3 +195,41 @@ def test_with_the_key_it_loads_only_sandboxed_models_of_its_own_backend(
     assert load(controlling, "own_model", "tritonpy") == ""
     assert controlling.model_ready("own_model")
     assert probe(controlling, "unload", "own_model")["error"] == ""
+
+
+def test_with_the_key_it_unloads_only_models_it_loaded(controlling: TritonServer) -> None:
+    # add_sub is the operator's: unloading it would take it from its clients.
+    error = probe(controlling, "unload", "add_sub")["error"]
+    assert "a sandboxed model unloads only models it loaded" in error, error
+    assert "unload_model('add_sub')" in error, error
+    add_sub_works(controlling)
+    # Its own model: loaded, unloaded, loaded again (a new config of its own).
+    assert load(controlling, "own_again", "tritonpy") == ""
+    assert probe(controlling, "unload", "own_again")["error"] == ""
+    assert load(controlling, "own_again", "tritonpy") == ""
+    assert controlling.model_ready("own_again")
+    assert probe(controlling, "unload", "own_again")["error"] == ""
+
+
+def test_with_the_key_it_puts_no_code_under_a_repository_model_s_name(
+    controlling: TritonServer,
+) -> None:
+    # A model of the repository that is not loaded (explicit model control):
+    # loading code of its own under that name would serve its clients once
+    # the operator's clients ask for it.
+    shutil.copytree(controlling.repo / "add_sub", controlling.repo / "not_loaded_yet")
+    config = controlling.repo / "not_loaded_yet" / "config.pbtxt"
+    config.write_text(config.read_text().replace('"add_sub"', '"not_loaded_yet"'))
+    c = httpclient.InferenceServerClient(controlling.http_url)
+    try:
+        names = [m["name"] for m in c.get_model_repository_index()]
+    finally:
+        c.close()
+    assert "not_loaded_yet" in names, names
+    error = load(controlling, "not_loaded_yet", "tritonpy")
+    assert "model 'not_loaded_yet' is in the model repository" in error, error
+    assert not controlling.model_ready("not_loaded_yet")
+    # Nor may it load the repository's model itself (no config of its own).
+    error = probe(controlling, "load", json.dumps({"name": "not_loaded_yet"}))["error"]
+    assert "a sandboxed model loads only models of its own" in error, error
+    assert not controlling.model_ready("not_loaded_yet")

@@ -171,6 +171,11 @@ TRITONSERVER_Error* TRITONSERVER_ServerLoadModelWithParameters(
     const TRITONSERVER_Parameter** parameters, const uint64_t parameter_count);
 TRITONSERVER_Error* TRITONSERVER_ServerUnloadModel(
     TRITONSERVER_Server* server, const char* model_name);
+// The models of the repositories, loaded or not (flags 0), as a JSON array
+// of {"name", "version", "state", "reason"}.
+TRITONSERVER_Error* TRITONSERVER_ServerModelIndex(
+    TRITONSERVER_Server* server, uint32_t flags,
+    TRITONSERVER_Message** model_index);
 TRITONSERVER_Error* TRITONSERVER_ServerUnloadModelAndDependents(
     TRITONSERVER_Server* server, const char* model_name);
 

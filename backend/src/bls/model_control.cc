@@ -51,6 +51,56 @@ Base64Decode(const std::string& in, std::string* out)
 
 }  // namespace
 
+std::string
+SandboxedModels::LoadedBy(const std::string& name)
+{
+  MutexLock lock(&mu_);
+  auto it = loaded_by_.find(name);
+  return it == loaded_by_.end() ? std::string() : it->second;
+}
+
+void
+SandboxedModels::Loaded(const std::string& name, const std::string& by)
+{
+  MutexLock lock(&mu_);
+  loaded_by_[name] = by;
+}
+
+namespace {
+
+// Whether the model repository holds a model `name` (loaded or not).
+bool
+InRepository(TRITONSERVER_Server* server, const std::string& name)
+{
+  TRITONSERVER_Message* index = nullptr;
+  if (!FromTriton(TRITONSERVER_ServerModelIndex(server, 0, &index)).ok()) {
+    return true;  // unknown: as if it were
+  }
+  const char* buffer = nullptr;
+  size_t size = 0;
+  json::Value models;
+  const bool read =
+      FromTriton(TRITONSERVER_MessageSerializeToJson(index, &buffer, &size))
+          .ok() &&
+      json::Parse(std::string(buffer, size), &models).ok() && models.is_array();
+  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(index);
+  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
+  if (!read) return true;
+  for (const json::Value& m : models) {
+    if (m.is_object() && json::GetString(m, "name") == name) return true;
+  }
+  return false;
+}
+
+std::string
+LoadedBy(const SandboxedControl& policy, const std::string& name)
+{
+  return policy.models == nullptr ? std::string()
+                                  : policy.models->LoadedBy(name);
+}
+
+}  // namespace
+
 Status
 CheckSandboxedLoad(
     TRITONSERVER_Server* server, const SandboxedControl& policy,
@@ -59,34 +109,63 @@ CheckSandboxedLoad(
   const std::string who =
       "tritonpy: load_model('" + name +
       "') from a sandboxed model (stub-sandbox-model-control=true): ";
-  if (!config.empty()) {
-    json::Value parsed;
-    std::string backend;
-    if (json::Parse(config, &parsed).ok() && parsed.is_object()) {
-      backend = json::GetString(parsed, "backend");
-    }
-    if (backend != policy.backend) {
-      return Status::InvalidArg(
-          who + "its config must name backend '" + policy.backend +
-          "' (this backend, which sandboxes it), not '" + backend + "'");
-    }
-    if (!policy.backend_sandboxed) {
-      return Status::InvalidArg(
-          who + "backend '" + policy.backend +
-          "' has stub-sandbox=false: the model would run unsandboxed");
-    }
-    bool ready = false;
-    if (FromTriton(
-            TRITONSERVER_ServerModelIsReady(server, name.c_str(), -1, &ready))
-            .ok() &&
-        ready) {
-      return Status::InvalidArg(
-          who + "model '" + name +
-          "' is loaded: a sandboxed model does not replace its config or "
-          "files");
-    }
+  const std::string by = LoadedBy(policy, name);
+  const bool own = !by.empty() && by == policy.model;
+  if (config.empty()) {
+    if (own) return Status();
+    return Status::InvalidArg(
+        who +
+        "give the model's config: a sandboxed model loads only models "
+        "of its own, not the model repository's");
+  }
+  json::Value parsed;
+  std::string backend;
+  if (json::Parse(config, &parsed).ok() && parsed.is_object()) {
+    backend = json::GetString(parsed, "backend");
+  }
+  if (backend != policy.backend) {
+    return Status::InvalidArg(
+        who + "its config must name backend '" + policy.backend +
+        "' (this backend, which sandboxes it), not '" + backend + "'");
+  }
+  if (!policy.backend_sandboxed) {
+    return Status::InvalidArg(
+        who + "backend '" + policy.backend +
+        "' has stub-sandbox=false: the model would run unsandboxed");
+  }
+  if (own) return Status();
+  bool ready = false;
+  if (FromTriton(
+          TRITONSERVER_ServerModelIsReady(server, name.c_str(), -1, &ready))
+          .ok() &&
+      ready) {
+    return Status::InvalidArg(
+        who + "model '" + name +
+        "' is loaded: a sandboxed model does not replace its config or "
+        "files");
+  }
+  if (!by.empty()) {
+    return Status::InvalidArg(
+        who + "model '" + name + "' was loaded by model '" + by +
+        "': a sandboxed model does not replace another's config or files");
+  }
+  if (InRepository(server, name)) {
+    return Status::InvalidArg(
+        who + "model '" + name +
+        "' is in the model repository: a sandboxed model does not put its "
+        "code under another model's name");
   }
   return Status();
+}
+
+Status
+CheckSandboxedUnload(const SandboxedControl& policy, const std::string& name)
+{
+  if (LoadedBy(policy, name) == policy.model) return Status();
+  return Status::InvalidArg(
+      "tritonpy: unload_model('" + name +
+      "') from a sandboxed model (stub-sandbox-model-control=true): a "
+      "sandboxed model unloads only models it loaded");
 }
 
 json::Value
@@ -126,6 +205,8 @@ RunModelControl(
     if (s.ok() && policy.sandboxed) {
       s = CheckSandboxedLoad(server, policy, name, config);
     }
+    const bool claim =
+        s.ok() && policy.sandboxed && !config.empty() && policy.models;
     if (s.ok()) {
       std::vector<TRITONSERVER_Parameter*> params;
       if (!config.empty()) {
@@ -144,11 +225,18 @@ RunModelControl(
         if (p != nullptr) TRITONSERVER_ParameterDelete(p);
       }
     }
+    // Also a load that failed: Triton may hold the name now, and it is
+    // this model's to load again or unload.
+    if (claim) policy.models->Loaded(name, policy.model);
   } else if (op == "unload") {
-    s = FromTriton(
-        json::GetBool(msg, "unload_dependents")
-            ? TRITONSERVER_ServerUnloadModelAndDependents(server, name.c_str())
-            : TRITONSERVER_ServerUnloadModel(server, name.c_str()));
+    if (policy.sandboxed) s = CheckSandboxedUnload(policy, name);
+    if (s.ok()) {
+      s = FromTriton(
+          json::GetBool(msg, "unload_dependents")
+              ? TRITONSERVER_ServerUnloadModelAndDependents(
+                    server, name.c_str())
+              : TRITONSERVER_ServerUnloadModel(server, name.c_str()));
+    }
   } else if (op == "is_ready") {
     std::string v = json::GetString(msg, "model_version");
     int64_t version = -1;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -19,27 +20,49 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace tritonpy {
 
+// The models sandboxed models loaded with a config of their own, and which
+// model loaded each: the only models a sandboxed model may load again or
+// unload. Backend-wide; any thread.
+class SandboxedModels {
+ public:
+  // The model that loaded `name`; "" if no sandboxed model did.
+  std::string LoadedBy(const std::string& name) EXCLUDES(mu_);
+  void Loaded(const std::string& name, const std::string& by) EXCLUDES(mu_);
+
+ private:
+  Mutex mu_;
+  std::map<std::string, std::string> loaded_by_ GUARDED_BY(mu_);
+};
+
 // The model loading API of a sandboxed stub (docs/hardening.md): refused
 // unless the operator turns it on (stub-sandbox-model-control); then a
-// load must keep the new model sandboxed and leave other models' code
-// alone (CheckSandboxedLoad).
+// model may load only models of its own, which stay sandboxed, and
+// unload only those (CheckSandboxedLoad, CheckSandboxedUnload).
 struct SandboxedControl {
-  bool sandboxed = false;          // the stub asking is sandboxed
-  bool allowed = false;            // stub-sandbox-model-control
-  bool backend_sandboxed = false;  // the backend's own stub-sandbox
-  std::string backend;             // this backend's name
+  bool sandboxed = false;                   // the stub asking is sandboxed
+  bool allowed = false;                     // stub-sandbox-model-control
+  bool backend_sandboxed = false;           // the backend's own stub-sandbox
+  std::string backend;                      // this backend's name
+  std::string model;                        // the model asking
+  std::shared_ptr<SandboxedModels> models;  // the backend's; may be null
 };
 
 // For a sandboxed stub with stub-sandbox-model-control=true: a load is
-// refused unless its `config` names this backend (whose stub-sandbox
-// is true, so that the model it loads runs sandboxed), and unless the
-// name is free (no config or files in place of a loaded model's).
+// refused unless it gives a `config` naming this backend (whose
+// stub-sandbox is true, so that the model it loads runs sandboxed), and
+// unless `name` is its own: a model it loaded before, or a name that is
+// neither loaded, nor in the model repository, nor another sandboxed
+// model's (no code of its own under another model's name).
 Status CheckSandboxedLoad(
     TRITONSERVER_Server* server, const SandboxedControl& policy,
     const std::string& name, const std::string& config);
+// Same stub: an unload is refused unless this model loaded `name`.
+Status CheckSandboxedUnload(
+    const SandboxedControl& policy, const std::string& name);
 
 // Runs one MODEL_CONTROL operation ("load", "unload", "is_ready") and
 // returns the MODEL_CONTROL_DONE body: {"ok", "error", "ready"}.

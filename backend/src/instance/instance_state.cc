@@ -36,6 +36,8 @@ SandboxedControlOf(const ModelState& model)
   policy.allowed = backend.settings().sandbox_model_control;
   policy.backend_sandboxed = backend.settings().sandbox.enabled;
   policy.backend = backend.name();
+  policy.model = model.name();
+  policy.models = backend.sandboxed_models();
   return policy;
 }
 

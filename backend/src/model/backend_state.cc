@@ -15,6 +15,7 @@
 #include <sstream>
 #include <variant>
 
+#include "bls/model_control.h"
 #include "model/machine_memory.h"
 #include "protocol/protocol.h"
 #include "triton/triton_util.h"
@@ -533,6 +534,7 @@ BackendState::Create(
     TRITONBACKEND_Backend* backend, std::unique_ptr<BackendState>* out)
 {
   std::unique_ptr<BackendState> state(new BackendState());
+  state->sandboxed_models_ = std::make_shared<SandboxedModels>();
   const char* name = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(TRITONBACKEND_BackendName(backend, &name));
   state->name_ = name != nullptr ? name : "tritonpy";

@@ -25,6 +25,8 @@
 
 namespace tritonpy {
 
+class SandboxedModels;  // bls/model_control.h
+
 struct BackendSettings {
   std::string python_executable = "python3";
   int stub_timeout_seconds = 30;
@@ -138,6 +140,12 @@ class BackendState {
   // The stub templates of this backend's models (stub-fork); nullptr with
   // stub-fork=false. Internally synchronised.
   StubTemplates* templates() const { return templates_.get(); }
+  // The models sandboxed models loaded (model_control.h): what each may
+  // load again and unload. Internally synchronised.
+  const std::shared_ptr<SandboxedModels>& sandboxed_models() const
+  {
+    return sandboxed_models_;
+  }
   // The backend's directory (TRITONBACKEND_BackendArtifacts): for a
   // Python-based backend, backends/<name>, which holds its model.py.
   const std::string& directory() const { return directory_; }
@@ -182,6 +190,7 @@ class BackendState {
   // After the store, so that it goes first: it holds series of the store.
   std::unique_ptr<MemoryReporter> memory_reporter_;
   std::unique_ptr<StubTemplates> templates_;
+  std::shared_ptr<SandboxedModels> sandboxed_models_;
 };
 
 }  // namespace tritonpy
