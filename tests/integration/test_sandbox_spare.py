@@ -146,7 +146,10 @@ def test_a_spare_builds_the_common_root_ahead_and_its_stub_binds_its_own(tmp_pat
         (spare,) = children(srv.proc.pid, spares=True)
         with open(f"/proc/{spare}/uid_map") as f:
             assert f.read().split()[:3] == ["0", "0", "1"]
-        wait_until(lambda: "/dev/shm" in mounts(spare))
+        # The spare mounts them one by one: wait for the last of them, not
+        # for one that may come before the others.
+        common = {"/", "/tmp", "/dev/shm", "/usr", "/.tritonpy-host"}
+        wait_until(lambda: common <= mounts(spare).keys())
         seen = mounts(spare)
         assert seen["/"] == seen["/tmp"] == seen["/dev/shm"] == "tmpfs", seen
         assert "/usr" in seen and "/.tritonpy-host" in seen, seen
