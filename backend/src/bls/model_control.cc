@@ -76,16 +76,12 @@ InRepository(TRITONSERVER_Server* server, const std::string& name)
   if (!FromTriton(TRITONSERVER_ServerModelIndex(server, 0, &index)).ok()) {
     return true;  // unknown: as if it were
   }
-  const char* buffer = nullptr;
-  size_t size = 0;
+  std::string text;
   json::Value models;
-  const bool read =
-      FromTriton(TRITONSERVER_MessageSerializeToJson(index, &buffer, &size))
-          .ok() &&
-      json::Parse(std::string(buffer, size), &models).ok() && models.is_array();
-  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(index);
-  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
-  if (!read) return true;
+  if (!TakeMessageJson(index, &text).ok() || !json::Parse(text, &models).ok() ||
+      !models.is_array()) {
+    return true;
+  }
   for (const json::Value& m : models) {
     if (m.is_object() && json::GetString(m, "name") == name) return true;
   }

@@ -38,14 +38,7 @@ ReadConfig(TRITONBACKEND_Model* model, std::string* json)
   TRITONSERVER_Message* message = nullptr;
   TRITONPY_RETURN_IF_TRITON_ERROR(
       TRITONBACKEND_ModelConfig(model, 1 /* config_version */, &message));
-  const char* buffer = nullptr;
-  size_t byte_size = 0;
-  TRITONSERVER_Error* err =
-      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size);
-  if (err == nullptr) json->assign(buffer, byte_size);
-  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
-  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
-  return FromTriton(err);
+  return TakeMessageJson(message, json);
 }
 
 // Where the backend sandboxes its stubs, a model's parameters may only

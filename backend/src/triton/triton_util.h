@@ -26,6 +26,21 @@ FromTriton(TRITONSERVER_Error* err)
   return s;
 }
 
+// Takes ownership of `message` (a config, a model index): its JSON text in
+// *json, then deletes it.
+inline Status
+TakeMessageJson(TRITONSERVER_Message* message, std::string* json)
+{
+  const char* buffer = nullptr;
+  size_t byte_size = 0;
+  Status s = FromTriton(
+      TRITONSERVER_MessageSerializeToJson(message, &buffer, &byte_size));
+  if (s.ok()) json->assign(buffer, byte_size);
+  TRITONSERVER_Error* del = TRITONSERVER_MessageDelete(message);
+  if (del != nullptr) TRITONSERVER_ErrorDelete(del);
+  return s;
+}
+
 // A new TRITONSERVER_Error for `s`, or null when it is OK. The caller owns it.
 inline TRITONSERVER_Error*
 ToTriton(const Status& s)
