@@ -64,7 +64,9 @@ def comparable(f: dict[str, Any], work: str) -> dict[str, Any]:
     """What must not differ between a forked stub and an exec'd one (the
     server's directory ``work`` written as W)."""
     f = json.loads(json.dumps(f).replace(work, "W"))
-    own = ("pid", "ppid", "pgid", "random", "numpy_random", "authkey")
+    # threads_at_load: an exec'd stub's OpenBLAS started its threads at
+    # import, a forked one's at its first BLAS call (the test below).
+    own = ("pid", "ppid", "pgid", "random", "numpy_random", "authkey", "threads_at_load")
     out = {k: v for k, v in f.items() if k not in own}
     out["cmdline"] = [a for a in f["cmdline"] if a]  # a forked one's ends in padding
     out["ns_pid"] = out["ns_user"] = out["ns_mnt"] = None  # each stub's own in the sandbox
@@ -72,6 +74,28 @@ def comparable(f: dict[str, Any], work: str) -> dict[str, Any]:
     # The two servers' logs have their own names.
     out["fds"] = {k: "log" if v.endswith(".log") else v for k, v in f["fds"].items()}
     return out
+
+
+def test_a_forked_stub_starts_openblas_s_threads_at_its_first_blas_call(tmp_path: Path) -> None:
+    """A new OpenBLAS worker spins about a tenth of a second of a CPU: a
+    forked stub has none once loaded, and the count an exec'd stub has
+    (its CPUs) from its first product on."""
+    cpus = len(os.sched_getaffinity(0))
+    assert cpus >= 2, f"this test needs 2 CPUs to tell OpenBLAS's pool from none; it has {cpus}"
+    seen = {}
+    for fork in ("true", "false"):
+        with running(server_for(tmp_path / fork, f"stub-fork={fork}")) as srv:
+            seen[fork] = facts_of_each(srv)
+    for name in INSTANCES:
+        forked, execd = seen["true"][name], seen["false"][name]
+        assert forked["forked"] and not execd["forked"], (forked, execd)
+        assert forked["blas_threads"] == execd["blas_threads"] == cpus, (forked, execd)
+        assert forked["blas_product"] == execd["blas_product"] == 512.0
+        after = int(forked["status"]["Threads"][0])
+        # The product started cpus - 1 workers beside the caller; an exec'd
+        # stub had them since numpy's import.
+        assert after - forked["threads_at_load"] == cpus - 1, forked
+        assert int(execd["status"]["Threads"][0]) == execd["threads_at_load"], execd
 
 
 def server_for(work: Path, *extra: str) -> TritonServer:

@@ -117,7 +117,15 @@ class _Blas:
     """OpenBLAS starts its worker threads when numpy loads it. The template
     loads it with OPENBLAS_NUM_THREADS=1 (when the environment does not
     set it): no thread; each forked stub then asks OpenBLAS for as many
-    threads as it would have started in that stub's environment."""
+    threads as it would have started in that stub's environment.
+
+    A new OpenBLAS worker spins for its thread timeout, about a tenth of a
+    second of a CPU, before it sleeps. Started in every forked stub, that
+    is most of the CPU a parallel start of many instances takes (and it
+    keeps Triton's own threads off the CPU as the load completes). So the
+    stub stops the pool again at once, as OpenBLAS's own handler does
+    before a fork: OpenBLAS keeps the count and starts the threads at the
+    first call that splits its work."""
 
     def __init__(self) -> None:
         self.limited = "OPENBLAS_NUM_THREADS" not in os.environ
@@ -129,6 +137,7 @@ class _Blas:
         if self.omp_limited:
             os.environ["OMP_NUM_THREADS"] = "1"
         self.set_threads: Callable[[int], Any] | None = None
+        self.stop_threads: Callable[[], Any] | None = None
 
     def find(self) -> None:
         """After the imports: the loaded OpenBLAS's set_num_threads."""
@@ -148,6 +157,9 @@ class _Blas:
                 if fn is not None:
                     fn.argtypes = [ctypes.c_int]
                     self.set_threads = fn
+                    # Exported by OpenBLAS's pthread builds (its at-fork
+                    # handler); where it is missing the pool stays started.
+                    self.stop_threads = getattr(lib, "blas_thread_shutdown_", None)
                     return
 
     def restore(self) -> None:
@@ -167,6 +179,8 @@ class _Blas:
                 break
         if count > 1:
             self.set_threads(count)
+            if self.stop_threads is not None:
+                self.stop_threads()
 
     def restore_torch(self) -> None:
         """In a forked stub: torch's intra-op threads, as many as it would

@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Copyright (c) The tritonpy authors.
 """Says what its stub process is: ids, group, descriptors, environment,
-argv, path, sandbox, random state, multiprocessing's authkey. For tests that compare a stub forked
+argv, path, sandbox, random state, multiprocessing's authkey, OpenBLAS's
+threads. For tests that compare a stub forked
 from the template with an exec'd one (test_stub_fork.py)."""
 
+import ctypes
 import json
 import multiprocessing
 import os
@@ -48,6 +50,20 @@ def _status(*keys):
     return out
 
 
+def _blas_threads():
+    """OpenBLAS's thread count, as the loaded library reports it (None
+    without OpenBLAS)."""
+    with open("/proc/self/maps") as f:
+        paths = sorted({line.split()[-1] for line in f if "openblas" in line and ".so" in line})
+    for path in paths:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return int(fn())
+    return None
+
+
 def _read(path):
     try:
         with open(path) as f:
@@ -65,10 +81,15 @@ class TritonPythonModel:
         # Each stub's own (the model's import ran once, in its template).
         self.random = random.random()
         self.numpy_random = float(np.random.random())
+        # Threads once loaded, before any BLAS call of this stub's.
+        self.threads_at_load = int(_status("Threads")["Threads"][0])
 
     def execute(self, requests):
         if int(requests[0].inputs()[0].as_numpy()[0]) == 3:
             os._exit(3)  # a crash: the stub restarts
+        # A product big enough for OpenBLAS to split: its threads run.
+        a = np.ones((512, 512))
+        product = float((a @ a)[0, 0])
         fds = {}
         for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
             try:
@@ -99,7 +120,10 @@ class TritonPythonModel:
             "ns_user": os.readlink("/proc/self/ns/user"),
             "ns_mnt": os.readlink("/proc/self/ns/mnt"),
             "forked": "tritonpy.stub.template" in sys.modules,
-            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "blas_env": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "blas_threads": _blas_threads(),
+            "blas_product": product,
+            "threads_at_load": self.threads_at_load,
         }
         if IMPORTED is not None:
             info["imported"] = IMPORTED
