@@ -203,15 +203,24 @@ ModelState::UseOwnTemplate(int64_t instances)
 {
   // Sandboxed: its model.py is imported inside its sandbox only, so its
   // stubs fork from the shared template and import it themselves. One
-  // instance: nothing to share, and a process less.
+  // instance: no template of its own (nothing to share with a sibling,
+  // and a process less), but one that imported model.py's opening imports
+  // (StubLaunch::learn).
   if (stub_launch_.templates == nullptr || stub_launch_.sandbox.enabled ||
-      instances < 2 || !stub_launch_.model_key.empty()) {
+      !stub_launch_.model_key.empty()) {
     return;
   }
   static std::atomic<uint64_t> serial{0};
   json::Value spec = json::Value::object();
   spec["model_file"] = model_file_;
   spec["model_dir"] = model_dir_;
+  if (instances < 2) {
+    // Its stub forks from a template that imported what its model.py
+    // imports first, shared with the other models that import the same.
+    stub_launch_.learn = json::Write(spec);
+    return;
+  }
+  stub_launch_.learn.clear();
   stub_launch_.model = json::Write(spec);
   // One template per loaded model: a reload, whatever changed, imports
   // the model again.

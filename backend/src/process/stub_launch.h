@@ -68,6 +68,11 @@ struct StubLaunch {
   std::string model;
   std::string model_key;
   std::string shared_args;
+  // A model with no template of its own (one instance), not sandboxed:
+  // the JSON of its model file (model_file, model_dir), whose opening
+  // imports of installed packages its stubs' template imports first
+  // (StubTemplates::Fork); empty: none.
+  std::string learn;
 };
 
 }  // namespace tritonpy

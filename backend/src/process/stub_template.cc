@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -112,8 +113,11 @@ struct StubTemplates::Template {
   int control GUARDED_BY(mu) = -1;   // its socket
   int lifeline GUARDED_BY(mu) = -1;  // the write end of its lifeline
   int pidfd GUARDED_BY(mu) = -1;     // readable once it exited; -1: none
-  // Why it cannot serve, for good: its stubs are exec'd.
+  // Why it cannot serve, for good: its stubs are exec'd (a learned one's
+  // fork from the template without its models' opening imports).
   std::string refused GUARDED_BY(mu);
+  // Its preload list has models' opening imports (StubLaunch::learn).
+  bool learned = false;
   // A model's own: whether it ran initialize_shared (since it started).
   bool shared GUARDED_BY(mu) = false;
   // Its memory metrics, while it runs (reset before it is reaped, so that
@@ -220,9 +224,11 @@ struct StubTemplates::Template {
     return how;
   }
 
-  // Sends `message`, waits for its {"ok": true}; "" or why not (it is
-  // then ended).
-  std::string Ask(const std::string& message, int timeout_ms) REQUIRES(mu)
+  // Sends `message`, waits for its {"ok": true} (into *reply when given);
+  // "" or why not (it is then ended).
+  std::string Ask(
+      const std::string& message, int timeout_ms, json::Value* reply = nullptr)
+      REQUIRES(mu)
   {
     std::string text, why;
     json::Value answer;
@@ -237,9 +243,58 @@ struct StubTemplates::Template {
       why = "it sent '" + text.substr(0, 200) + "'";
     } else if (!json::GetBool(answer, "ok")) {
       why = json::GetString(answer, "error", "it refused");
+    } else if (reply != nullptr) {
+      *reply = std::move(answer);
     }
     if (!why.empty()) End();
     return why;
+  }
+
+  // Gives it up for good, logged.
+  void Refuse(const std::string& why) REQUIRES(mu)
+  {
+    refused = why;
+    TRITONPY_LOG_WARN(
+        "tritonpy: stub template (" + describe + ") cannot fork stubs: " + why +
+        (learned ? "; the stubs of its models fork from the template "
+                   "without their opening imports instead"
+                 : "; its stubs start afresh (exec) instead"));
+  }
+
+  // Starts it when it is not running (again, when it exited), its memory
+  // reported to `reporter`; false when it cannot start (it is then
+  // refused).
+  bool Up(
+      int timeout_ms,
+      const std::function<void(const std::function<void()>&)>& starter,
+      MemoryReporter* reporter) REQUIRES(mu)
+  {
+    if (pid > 0 && Exited()) {
+      const pid_t old = pid;
+      const std::string how = End();
+      TRITONPY_LOG_WARN(
+          "tritonpy: stub template (" + describe + ") pid " +
+          std::to_string(old) + " " + how +
+          "; starting it again (running stubs are unaffected)");
+    }
+    if (pid > 0) return true;
+    const std::string why = Start(timeout_ms, starter);
+    if (!why.empty()) {
+      Refuse(why);
+      return false;
+    }
+    TRITONPY_LOG_INFO(
+        "tritonpy: stub template (" + describe + ") started, pid " +
+        std::to_string(pid));
+    const MemoryReporter::Labels labels = {
+        {"kind", "template"},
+        {"model", ""},
+        {"version", ""},
+        {"instance", "template pid " + std::to_string(pid)}};
+    memory = MemoryReporter::Registration(
+        reporter,
+        reporter->Add(pid, labels, "stub template (" + describe + ")"));
+    return true;
   }
 
   // Starts it and waits until it has imported everything; "" or why not.
@@ -356,7 +411,7 @@ StubTemplates::OnStarter(const std::function<void()>& job)
 }
 
 std::shared_ptr<StubTemplates::Template>
-StubTemplates::Find(const StubLaunch& launch)
+StubTemplates::Find(const StubLaunch& launch, bool learned)
 {
   // What makes two templates differ. The sandbox is applied per stub,
   // but sandboxed and unsandboxed models never share a template: what one
@@ -373,63 +428,119 @@ StubTemplates::Find(const StubLaunch& launch)
                    : "no sandbox") +
       '\0' + launch.model_key;
   MutexLock lock(&mu_);
+  auto found = templates_.find(key);
+  if (found != templates_.end()) return found->second;
+  if (learned && learned_ >= kMostLearned) return nullptr;
   std::shared_ptr<Template>& t = templates_[key];
-  if (t == nullptr) {
-    t = std::make_shared<Template>();
-    t->launch = launch;
-    t->launch.templates = nullptr;
-    t->describe = "interpreter '" + launch.python + "', preload '" +
-                  JoinNames(launch.preload) + "'" +
-                  (box.enabled ? ", sandboxed stubs" : "") +
-                  (launch.model_key.empty() ? "" : ", " + launch.model_key);
-  }
+  t = std::make_shared<Template>();
+  t->launch = launch;
+  t->launch.templates = nullptr;
+  t->launch.learn.clear();
+  t->learned = learned;
+  if (learned) ++learned_;
+  t->describe = "interpreter '" + launch.python + "', preload '" +
+                JoinNames(launch.preload) + "'" +
+                (learned ? " (with its models' opening imports)" : "") +
+                (box.enabled ? ", sandboxed stubs" : "") +
+                (launch.model_key.empty() ? "" : ", " + launch.model_key);
   return t;
+}
+
+bool
+StubTemplates::Learn(const StubLaunch& launch, StubLaunch* learned)
+{
+  std::shared_ptr<Template> t = Find(launch, false);
+  MutexLock lock(&t->mu);
+  const auto starter = [this](const std::function<void()>& job) {
+    OnStarter(job);
+  };
+  if (!t->refused.empty() || !t->Up(timeout_ms_, starter, memory_)) {
+    return false;
+  }
+  json::Value answer;
+  const std::string why =
+      t->Ask("{\"imports\": " + launch.learn + "}", timeout_ms_, &answer);
+  if (!why.empty()) {
+    TRITONPY_LOG_WARN(
+        "tritonpy: stub template (" + t->describe +
+        ") did not say which packages a model file imports first: " + why +
+        "; the next fork starts the template again");
+    return false;
+  }
+  *learned = launch;
+  learned->learn.clear();
+  const json::Value* modules = json::Find(answer, "modules");
+  if (modules == nullptr || !modules->is_array()) return false;
+  for (const json::Value& m : *modules) {
+    // Names of the --preload list: identifiers, joined with commas.
+    const std::string name = m.is_string() ? m.get<std::string>() : "";
+    const bool identifier = !name.empty() && name.size() < 256 &&
+                            name.find_first_not_of(
+                                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"
+                                "UVWXYZ0123456789_") == std::string::npos;
+    if (!identifier) return false;
+    if (std::find(learned->preload.begin(), learned->preload.end(), name) ==
+        learned->preload.end()) {
+      learned->preload.push_back(name);
+    }
+  }
+  return learned->preload.size() > launch.preload.size();
 }
 
 pid_t
 StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
 {
-  std::shared_ptr<Template> t = Find(launch);
+  if (!launch.learn.empty()) {
+    // The template whose preload list has what the model file imports
+    // first too; when there is none (none learned, too many, or it cannot
+    // serve), the launch's own.
+    StubLaunch learned;
+    if (Learn(launch, &learned)) {
+      std::shared_ptr<Template> t = Find(learned, true);
+      if (t != nullptr) {
+        TRITONPY_LOG_VERBOSE(
+            "tritonpy: a stub of the model file in " + launch.learn +
+            " forks from the stub template (" + t->describe + ")");
+        // Once it was asked, a child of it may hold the fork's pipes: no
+        // other template may fork with them (the caller execs the stub
+        // with pipes of its own).
+        bool asked = false;
+        const pid_t pid = ForkFrom(t.get(), learned, fork, err, &asked);
+        if (pid != 0 || asked) return pid;
+      }
+    }
+  }
+  std::shared_ptr<Template> t = Find(launch, false);
+  bool asked = false;
+  return ForkFrom(t.get(), launch, fork, err, &asked);
+}
+
+pid_t
+StubTemplates::ForkFrom(
+    Template* t, const StubLaunch& launch, const ChildFork& fork, int* err,
+    bool* asked)
+{
   MutexLock lock(&t->mu);
   if (!t->refused.empty()) return 0;
   const std::string what = "tritonpy: stub template (" + t->describe + ")";
-  // Given up for good: its stubs are exec'd.
-  auto refuse = [&](const std::string& why) REQUIRES(t->mu) {
-    t->refused = why;
-    TRITONPY_LOG_WARN(
-        what + " cannot fork stubs: " + why +
-        "; its stubs start afresh (exec) instead");
-    return 0;
+  const char* instead =
+      t->learned ? "this stub forks from the template without its model's "
+                   "opening imports"
+                 : "this stub starts afresh (exec)";
+  const auto starter = [this](const std::function<void()>& job) {
+    OnStarter(job);
   };
-  if (t->pid > 0 && t->Exited()) {
-    const pid_t old = t->pid;
-    const std::string how = t->End();
-    TRITONPY_LOG_WARN(
-        what + " pid " + std::to_string(old) + " " + how +
-        "; starting it again (running stubs are unaffected)");
-  }
-  if (t->pid <= 0) {
-    const std::string why = t->Start(
-        timeout_ms_,
-        [this](const std::function<void()>& job) { OnStarter(job); });
-    if (!why.empty()) return refuse(why);
-    TRITONPY_LOG_INFO(what + " started, pid " + std::to_string(t->pid));
-    const MemoryReporter::Labels labels = {
-        {"kind", "template"},
-        {"model", ""},
-        {"version", ""},
-        {"instance", "template pid " + std::to_string(t->pid)}};
-    t->memory = MemoryReporter::Registration(
-        memory_,
-        memory_->Add(t->pid, labels, "stub template (" + t->describe + ")"));
-  }
+  if (!t->Up(timeout_ms_, starter, memory_)) return 0;
 
   if (!launch.shared_args.empty() && !t->shared) {
     // The config is final: initialize_shared runs once, before the
     // instances fork.
     const std::string why =
         t->Ask("{\"shared\": " + launch.shared_args + "}", timeout_ms_);
-    if (!why.empty()) return refuse(why);
+    if (!why.empty()) {
+      t->Refuse(why);
+      return 0;
+    }
     t->shared = true;
   }
 
@@ -470,19 +581,21 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
   json::Value reply;
   if (!t->CollectSpare(timeout_ms_)) {
     why = "no answer for its spare";
-  } else if (!SendWithFds(t->control, json::Write(request), fds)) {
-    why = std::string("sending it the request: ") + strerror(errno);
-  } else if (!Receive(t->control, t->pidfd, timeout_ms_, &text, &why)) {
-  } else if (!json::Parse(text, &reply).ok()) {
-    why = "it answered '" + text.substr(0, 200) + "'";
+  } else {
+    *asked = true;
+    if (!SendWithFds(t->control, json::Write(request), fds)) {
+      why = std::string("sending it the request: ") + strerror(errno);
+    } else if (!Receive(t->control, t->pidfd, timeout_ms_, &text, &why)) {
+    } else if (!json::Parse(text, &reply).ok()) {
+      why = "it answered '" + text.substr(0, 200) + "'";
+    }
   }
   if (!why.empty()) {
     const std::string how = t->End();
     TRITONPY_LOG_WARN(
         what + " failed to fork a stub: " + why +
-        (how.empty() ? "" : "; the template " + how) +
-        "; this stub starts afresh (exec), the next fork starts the " +
-        "template again");
+        (how.empty() ? "" : "; the template " + how) + "; " + instead +
+        ", the next fork starts the template again");
     return 0;
   }
   const int64_t pid = json::GetInt(reply, "pid", -1);
@@ -502,16 +615,15 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
     return -1;
   }
   TRITONPY_LOG_WARN(
-      what +
-      " refused to fork a stub: " + json::GetString(reply, "refused", text) +
-      "; this stub starts afresh (exec) instead");
+      what + " refused to fork a stub: " +
+      json::GetString(reply, "refused", text) + "; " + instead + " instead");
   return 0;
 }
 
 void
 StubTemplates::MakeSpare(const StubLaunch& launch)
 {
-  std::shared_ptr<Template> t = Find(launch);
+  std::shared_ptr<Template> t = Find(launch, false);
   MutexLock lock(&t->mu);
   if (!t->spare_due || t->pid <= 0 || t->spare_asked) return;
   t->spare_due = false;

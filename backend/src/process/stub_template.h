@@ -47,7 +47,11 @@ class StubTemplates {
 
   // Forks the stub of `fork` from the template of `launch` (started when
   // it is not running): the ChildForker contract (child_launch.h). 0 when
-  // the stub must be exec'd instead (logged). Thread-safe.
+  // the stub must be exec'd instead (logged). With `launch.learn`, from
+  // the template whose preload list has the model file's opening imports
+  // too (the launch's template says which), when one can serve: at most
+  // kMostLearned such templates run, each shared by every model that
+  // imports the same first. Thread-safe.
   pid_t Fork(const StubLaunch& launch, const ChildFork& fork, int* err);
 
   // A sandboxed stub forked from the template of `launch` is up (its
@@ -73,12 +77,29 @@ class StubTemplates {
   void OnStarter(const std::function<void()>& job) EXCLUDES(starter_mu_);
   // The starter's step: runs the job waiting, or waits for one.
   bool RunStarterJob() EXCLUDES(starter_mu_);
-  std::shared_ptr<Template> Find(const StubLaunch& launch);
+  // The template of `launch`, made when there is none; `learned`: one for
+  // models' opening imports, nullptr when kMostLearned exist already.
+  std::shared_ptr<Template> Find(const StubLaunch& launch, bool learned);
+  // *learned: `launch` with the opening imports of its model file
+  // (launch.learn) that its template does not have; false when there are
+  // none or its template cannot say.
+  bool Learn(const StubLaunch& launch, StubLaunch* learned);
+  // Forks from `t` (Fork's contract); *asked: whether the request was
+  // sent (a child of `t` may then hold the fork's pipes).
+  pid_t ForkFrom(
+      Template* t, const StubLaunch& launch, const ChildFork& fork, int* err,
+      bool* asked);
+
+  // Templates of models' opening imports, at most: each holds what its
+  // packages take (torch: some 200 MiB), shared with its stubs, until the
+  // backend ends.
+  static constexpr int kMostLearned = 8;
 
   const int timeout_ms_;
   MemoryReporter* const memory_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
+  int learned_ GUARDED_BY(mu_) = 0;
 
   // The thread every template is started from. The kernel's parent of a
   // template, and so of each stub it forks (CLONE_PARENT), is the server

@@ -33,6 +33,14 @@ The messages, one SOCK_SEQPACKET message each, JSON:
         before the first instance forks: {"shared": {...}}: it runs the
         class's initialize_shared(args) (args: initialize's less the
         instance's keys); answered as the first message
+    backend -> template, to a shared template, for a model with no
+        template of its own: {"imports": {"model_file": "...",
+        "model_dir": "..."}}: which installed packages the model file
+        imports before anything else (leading_imports.py) that this
+        template has not imported and would import as the model's stub
+        would; answered {"ok": true, "modules": [...]}, never refused. The
+        backend then forks that model's stubs from the template whose
+        preload list has them too.
     backend -> template: a fork request {"argv": [python, "-m",
         "tritonpy.stub", ...], "env": ["K=V", ...],
         "cwd": "...", "parent": pid, "sandbox": {...} or null,
@@ -65,6 +73,8 @@ import ctypes
 import fcntl
 import gc
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import resource
@@ -95,6 +105,9 @@ _STUB_MODULES = (
     "tritonpy.stub.runtime",
     "tritonpy.stub._lifetime",
 )
+# Names the stub gives its own modules (tritonpy/stub/main.py), whatever
+# is installed under them.
+_STUB_ALIASES = ("triton_python_backend_utils", "c_python_backend_utils")
 _MAX_REQUEST = 1 << 20
 _MAX_FDS = 8
 
@@ -258,6 +271,44 @@ def _import_model(spec: dict[str, Any], blas: _Blas) -> str:
     # forks after it (the backend sends "shared" first).
     runtime.PREPARED = (spec["model_file"], cls)
     return ""
+
+
+def _learnable(spec: dict[str, Any], path: _Path) -> list[str]:
+    """The packages ``spec``'s model file imports first that a template
+    may import for its stubs: installed (not the standard library's, which
+    a template has no reason to share), not imported here yet, found on
+    this template's path, and which the stub's own path would not find
+    elsewhere first (the user site, which the template lacks) or shadow
+    with the model's package (named after its version directory)."""
+    from tritonpy.stub.leading_imports import MAX_SOURCE, leading_imports
+
+    try:
+        with open(spec["model_file"], "rb") as f:
+            source = f.read(MAX_SOURCE)
+    except OSError:
+        return []
+    package = os.path.basename(os.path.normpath(spec.get("model_dir") or "/"))
+    user = site.getusersitepackages() if path.user_site else ""
+    out = []
+    for name in leading_imports(source):
+        if (
+            name in sys.modules
+            or name in sys.stdlib_module_names
+            or name in _STUB_ALIASES
+            or name == package
+        ):
+            continue
+        try:
+            if user and importlib.machinery.PathFinder.find_spec(name, [user]) is not None:
+                continue
+            found = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        # A namespace package (no origin) may gain parts from a model's
+        # directories on the stub's path.
+        if found is not None and found.origin is not None:
+            out.append(name)
+    return out
 
 
 def _share(args: dict[str, Any], blas: _Blas) -> str:
@@ -685,6 +736,8 @@ def serve(argv: list[str]) -> int:
             elif "spare" in request:
                 ask = request["spare"] if isinstance(request["spare"], dict) else {}
                 reply = {"spare": _make_spare(sock, path, blas, max_fd, ask)}
+            elif "imports" in request:
+                reply = {"ok": True, "modules": _learnable(request["imports"], path)}
             if step is not None:
                 if step:
                     _send(sock, {"ok": False, "error": step})
@@ -692,7 +745,7 @@ def serve(argv: list[str]) -> int:
                 gc.collect()
                 gc.freeze()
                 reply = {"ok": True}
-            elif "spare" not in request:
+            elif "spare" not in request and "imports" not in request:
                 given = _give_spare(message, request, fds)
                 reply = given or _fork(sock, request, fds, path, blas, max_fd)
         except (ValueError, KeyError, TypeError) as e:

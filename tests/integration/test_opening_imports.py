@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Copyright (c) The tritonpy authors.
+"""A model of one instance, not sandboxed, has no stub template of its
+own; its stub forks from a template that imported the installed packages
+its model.py opens with, shared by every model that opens with the same
+(docs/performance.md). What the model does before an import keeps that
+import in its own stub; so does a package that starts a thread, and so
+does the sandbox."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from test_stub_fork import PRELOAD_DIR
+
+from server import TritonServer, children, running, wait_until
+
+# The model: ``{opening}`` are its first lines. It says which process
+# imported the marked package, which threads it has, and whether the
+# pb_utils it imported is the stub's own.
+MODEL = """{opening}
+import json
+import os
+import sys
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def _threads():
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{{tid}}/comm") as f:
+            names.append(f.read().strip())
+    return names
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        marked = sys.modules.get("marked")
+        from tritonpy.pb_utils import _seam
+
+        info = {{
+            "pid": os.getpid(),
+            "imported_by": getattr(marked, "IMPORTED_BY", None),
+            "seen": getattr(marked, "SEEN", None),
+            "threads": _threads(),
+            "forked": "tritonpy.stub.template" in sys.modules,
+            "pb_utils_is_the_stub_s": pb_utils is _seam.pb_utils,
+        }}
+        out = np.array([json.dumps(info).encode()], dtype=object)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("INFO", out)]) for _ in requests]
+"""
+CONFIG = """name: "{name}"
+backend: "tritonpy"
+max_batch_size: 0
+input [ {{ name: "IN", data_type: TYPE_INT32, dims: [ 1 ] }} ]
+output [ {{ name: "INFO", data_type: TYPE_STRING, dims: [ 1 ] }} ]
+instance_group [ {{ count: 1, kind: KIND_CPU }} ]
+{parameters}"""
+# An installed package that says which process imported it, and what the
+# environment said then.
+MARKED = """import os
+
+IMPORTED_BY = os.getpid()
+SEEN = os.environ.get("OPENING_SEEN")
+"""
+OPENINGS = {
+    # Two models that open with the same package (and the API's name,
+    # which the stub gives its own module).
+    "first_a": '"""A model."""\nimport marked\nimport triton_python_backend_utils as pb_utils',
+    "first_b": "# another\nfrom marked import IMPORTED_BY\nimport numpy",
+    # A statement before the import: it is not an opening import.
+    "late": 'import os\nos.environ["OPENING_SEEN"] = "1"\nimport marked',
+    # A package that starts a thread when imported.
+    "threaded_first": "import starts_thread\nimport marked",
+    # Sandboxed: the template imports nothing for it.
+    "boxed_first": "import marked",
+}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
+    work = tmp_path_factory.mktemp("opening_imports")
+    site = work / "site"
+    (site / "marked").mkdir(parents=True)
+    (site / "marked" / "__init__.py").write_text(MARKED)
+    repo = work / "repo"
+    for name, opening in OPENINGS.items():
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "1" / "model.py").write_text(MODEL.format(opening=opening))
+        boxed = 'parameters { key: "stub_sandbox" value { string_value: "true" } }\n'
+        parameters = boxed if name.startswith("boxed") else ""
+        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, parameters=parameters))
+    srv = TritonServer(
+        repo,
+        work,
+        args=[f"--backend-config=tritonpy,stub-sandbox-read-paths={site}:{PRELOAD_DIR}"],
+        prefix=["env", f"PYTHONPATH={site}:{PRELOAD_DIR}"],
+    )
+    with running(srv):
+        yield srv
+
+
+def info(srv: TritonServer, model: str) -> dict[str, Any]:
+    c = httpclient.InferenceServerClient(srv.http_url, network_timeout=60)
+    try:
+        inp = httpclient.InferInput("IN", [1], "INT32")
+        inp.set_data_from_numpy(np.array([0], np.int32))
+        return dict(json.loads(c.infer(model, [inp]).as_numpy("INFO")[0]))
+    finally:
+        c.close()
+
+
+def cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return [a.decode() for a in f.read().split(b"\0") if a]
+
+
+def preload_of(pid: int) -> list[str]:
+    """The --preload list of the template ``pid``."""
+    argv = cmdline(pid)
+    assert "--template" in argv, argv
+    return argv[argv.index("--preload") + 1].split(",")
+
+
+def test_models_that_open_with_the_same_package_share_the_template_that_imported_it(
+    server: TritonServer,
+) -> None:
+    a, b = info(server, "first_a"), info(server, "first_b")
+    for f in (a, b):
+        assert f["forked"] and f["pb_utils_is_the_stub_s"], f
+        assert f["imported_by"] not in (None, f["pid"]), f
+    # One template imported it, once, for both.
+    assert a["imported_by"] == b["imported_by"] and a["pid"] != b["pid"], (a, b)
+    template = a["imported_by"]
+    assert "marked" in preload_of(template), cmdline(template)
+    # The API's name is not among the template's imports: the stub gives
+    # it its own module.
+    assert "triton_python_backend_utils" not in preload_of(template)
+    assert re.search(
+        r"preload '[^']*marked' \(with its models' opening imports\)\) started, pid "
+        + str(template),
+        server.log(),
+    ), server.log()
+
+
+def test_what_a_model_does_before_an_import_keeps_it_in_the_model_s_stub(
+    server: TritonServer,
+) -> None:
+    f = info(server, "late")
+    assert f["forked"], f
+    assert f["imported_by"] == f["pid"] and f["seen"] == "1", f
+
+
+def test_a_package_that_starts_a_thread_leaves_its_models_on_the_shared_template(
+    server: TritonServer,
+) -> None:
+    refused = (
+        "cannot fork stubs: importing 'starts_thread' started a thread (preload-thread): "
+        "a template with threads cannot fork; the stubs of its models fork from the "
+        "template without their opening imports instead"
+    )
+    wait_until(lambda: refused in server.log(), timeout=60)
+    f = info(server, "threaded_first")
+    # Forked from the shared template, it imported both itself.
+    assert f["forked"] and f["imported_by"] == f["pid"], f
+    assert "preload-thread" in f["threads"], f
+
+
+def test_a_sandboxed_model_s_opening_imports_stay_in_its_sandbox(server: TritonServer) -> None:
+    f = info(server, "boxed_first")
+    # pid 1 of its own pid namespace imported it.
+    assert f["pid"] == 1 and f["imported_by"] == 1, f
+    templates = children(server.proc.pid, templates=True)
+    boxed = [t for t in templates if cmdline(t)[cmdline(t).index("--sandboxed") + 1] == "1"]
+    assert boxed, [cmdline(t) for t in templates]
+    for t in boxed:
+        assert "marked" not in preload_of(t), cmdline(t)
