@@ -2,8 +2,8 @@
 # Copyright (c) The tritonpy authors.
 """A model of one instance, not sandboxed, has no stub template of its
 own; its stub forks from a template that imported the installed packages
-its model.py opens with, shared by every model that opens with the same
-(docs/performance.md). What the model does before an import keeps that
+its model.py opens with, made for the second model that opens with the
+same and shared by all that do (docs/performance.md). What the model does before an import keeps that
 import in its own stub; so does a package that starts a thread, and so
 does the sandbox."""
 
@@ -19,7 +19,7 @@ import pytest
 import tritonclient.http as httpclient
 from test_stub_fork import PRELOAD_DIR
 
-from server import TritonServer, children, running, wait_until
+from server import TritonServer, children, running
 
 # The model: ``{opening}`` are its first lines. It says which process
 # imported the marked package, which threads it has, and whether the
@@ -72,14 +72,16 @@ IMPORTED_BY = os.getpid()
 SEEN = os.environ.get("OPENING_SEEN")
 """
 OPENINGS = {
-    # Two models that open with the same package (and the API's name,
+    # Three models that open with the same package (and the API's name,
     # which the stub gives its own module).
     "first_a": '"""A model."""\nimport marked\nimport triton_python_backend_utils as pb_utils',
     "first_b": "# another\nfrom marked import IMPORTED_BY\nimport numpy",
+    "first_c": "import marked.sub",
     # A statement before the import: it is not an opening import.
     "late": 'import os\nos.environ["OPENING_SEEN"] = "1"\nimport marked',
-    # A package that starts a thread when imported.
-    "threaded_first": "import starts_thread\nimport marked",
+    # Two that open with a package that starts a thread when imported.
+    "threaded_a": "import starts_thread\nimport marked",
+    "threaded_b": "import starts_thread\nimport marked",
     # Sandboxed: the template imports nothing for it.
     "boxed_first": "import marked",
 }
@@ -91,6 +93,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     site = work / "site"
     (site / "marked").mkdir(parents=True)
     (site / "marked" / "__init__.py").write_text(MARKED)
+    (site / "marked" / "sub.py").write_text("")
     repo = work / "repo"
     for name, opening in OPENINGS.items():
         (repo / name / "1").mkdir(parents=True)
@@ -133,13 +136,17 @@ def preload_of(pid: int) -> list[str]:
 def test_models_that_open_with_the_same_package_share_the_template_that_imported_it(
     server: TritonServer,
 ) -> None:
-    a, b = info(server, "first_a"), info(server, "first_b")
-    for f in (a, b):
+    seen = [info(server, name) for name in ("first_a", "first_b", "first_c")]
+    for f in seen:
         assert f["forked"] and f["pb_utils_is_the_stub_s"], f
-        assert f["imported_by"] not in (None, f["pid"]), f
-    # One template imported it, once, for both.
-    assert a["imported_by"] == b["imported_by"] and a["pid"] != b["pid"], (a, b)
-    template = a["imported_by"]
+    # The first model file that asked imported it in its own stub, as it
+    # would alone; the template was made for the second, and the third
+    # forks from it too: one import for both.
+    alone = [f for f in seen if f["imported_by"] == f["pid"]]
+    shared = [f for f in seen if f["imported_by"] != f["pid"]]
+    assert len(alone) == 1 and len(shared) == 2, seen
+    template = shared[0]["imported_by"]
+    assert shared[1]["imported_by"] == template, seen
     assert "marked" in preload_of(template), cmdline(template)
     # The API's name is not among the template's imports: the stub gives
     # it its own module.
@@ -167,11 +174,12 @@ def test_a_package_that_starts_a_thread_leaves_its_models_on_the_shared_template
         "a template with threads cannot fork; the stubs of its models fork from the "
         "template without their opening imports instead"
     )
-    wait_until(lambda: refused in server.log(), timeout=60)
-    f = info(server, "threaded_first")
-    # Forked from the shared template, it imported both itself.
-    assert f["forked"] and f["imported_by"] == f["pid"], f
-    assert "preload-thread" in f["threads"], f
+    for name in ("threaded_a", "threaded_b"):
+        f = info(server, name)
+        # Forked from the shared template, it imported both itself.
+        assert f["forked"] and f["imported_by"] == f["pid"], f
+        assert "preload-thread" in f["threads"], f
+    assert refused in server.log(), server.log()
 
 
 def test_a_sandboxed_model_s_opening_imports_stay_in_its_sandbox(server: TritonServer) -> None:

@@ -410,27 +410,45 @@ StubTemplates::OnStarter(const std::function<void()>& job)
   while (!job_done_) job_done_cv_.Wait();
 }
 
-std::shared_ptr<StubTemplates::Template>
-StubTemplates::Find(const StubLaunch& launch, bool learned)
+std::string
+StubTemplates::Key(const StubLaunch& launch)
 {
   // What makes two templates differ. The sandbox is applied per stub,
   // but sandboxed and unsandboxed models never share a template: what one
   // kind of stub leaves in it (a cache, a module's state) the other does
   // not see.
   const StubSandbox& box = launch.sandbox;
-  std::string key =
-      launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
-      (launch.env_filtered ? "1" : "0") + '\0' + JoinNames(launch.preload) +
-      '\0' +
-      (box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
-                         std::to_string(box.address_space_bytes) + " " +
-                         std::to_string(box.uid)
-                   : "no sandbox") +
-      '\0' + launch.model_key;
+  return launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
+         (launch.env_filtered ? "1" : "0") + '\0' + JoinNames(launch.preload) +
+         '\0' +
+         (box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
+                            std::to_string(box.address_space_bytes) + " " +
+                            std::to_string(box.uid)
+                      : "no sandbox") +
+         '\0' + launch.model_key;
+}
+
+std::shared_ptr<StubTemplates::Template>
+StubTemplates::Find(const StubLaunch& launch, bool learned)
+{
+  const std::string key = Key(launch);
   MutexLock lock(&mu_);
   auto found = templates_.find(key);
   if (found != templates_.end()) return found->second;
-  if (learned && learned_ >= kMostLearned) return nullptr;
+  if (learned) {
+    // Made for the second model file that opens with these imports: the
+    // first is spared the process (and the wait for it) while it is alone.
+    auto first = first_learner_.find(key);
+    if (first == first_learner_.end()) {
+      if (first_learner_.size() < kMostLearners) {
+        first_learner_.emplace(key, launch.learn);
+      }
+      return nullptr;
+    }
+    if (first->second == launch.learn || learned_ >= kMostLearned) {
+      return nullptr;
+    }
+  }
   std::shared_ptr<Template>& t = templates_[key];
   t = std::make_shared<Template>();
   t->launch = launch;
@@ -441,7 +459,7 @@ StubTemplates::Find(const StubLaunch& launch, bool learned)
   t->describe = "interpreter '" + launch.python + "', preload '" +
                 JoinNames(launch.preload) + "'" +
                 (learned ? " (with its models' opening imports)" : "") +
-                (box.enabled ? ", sandboxed stubs" : "") +
+                (launch.sandbox.enabled ? ", sandboxed stubs" : "") +
                 (launch.model_key.empty() ? "" : ", " + launch.model_key);
   return t;
 }
@@ -468,7 +486,6 @@ StubTemplates::Learn(const StubLaunch& launch, StubLaunch* learned)
     return false;
   }
   *learned = launch;
-  learned->learn.clear();
   const json::Value* modules = json::Find(answer, "modules");
   if (modules == nullptr || !modules->is_array()) return false;
   for (const json::Value& m : *modules) {

@@ -49,9 +49,11 @@ class StubTemplates {
   // it is not running): the ChildForker contract (child_launch.h). 0 when
   // the stub must be exec'd instead (logged). With `launch.learn`, from
   // the template whose preload list has the model file's opening imports
-  // too (the launch's template says which), when one can serve: at most
-  // kMostLearned such templates run, each shared by every model that
-  // imports the same first. Thread-safe.
+  // too (the launch's template says which), when one can serve: it is
+  // made for the second model file that opens with those imports (the
+  // first forks from the launch's template, as it would alone), at most
+  // kMostLearned such templates run, and each is shared by every model
+  // that imports the same first. Thread-safe.
   pid_t Fork(const StubLaunch& launch, const ChildFork& fork, int* err);
 
   // A sandboxed stub forked from the template of `launch` is up (its
@@ -77,8 +79,11 @@ class StubTemplates {
   void OnStarter(const std::function<void()>& job) EXCLUDES(starter_mu_);
   // The starter's step: runs the job waiting, or waits for one.
   bool RunStarterJob() EXCLUDES(starter_mu_);
+  static std::string Key(const StubLaunch& launch);
   // The template of `launch`, made when there is none; `learned`: one for
-  // models' opening imports, nullptr when kMostLearned exist already.
+  // models' opening imports, made for the second model file
+  // (launch.learn) that asks for it, nullptr before, and once
+  // kMostLearned exist.
   std::shared_ptr<Template> Find(const StubLaunch& launch, bool learned);
   // *learned: `launch` with the opening imports of its model file
   // (launch.learn) that its template does not have; false when there are
@@ -94,12 +99,16 @@ class StubTemplates {
   // packages take (torch: some 200 MiB), shared with its stubs, until the
   // backend ends.
   static constexpr int kMostLearned = 8;
+  // The first model file that asked for each learned template not made
+  // yet, for so many of them at most.
+  static constexpr size_t kMostLearners = 256;
 
   const int timeout_ms_;
   MemoryReporter* const memory_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
   int learned_ GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::string> first_learner_ GUARDED_BY(mu_);
 
   // The thread every template is started from. The kernel's parent of a
   // template, and so of each stub it forks (CLONE_PARENT), is the server
