@@ -513,37 +513,45 @@ def _medians_of(doc: dict, cells: list[tuple[str, str]]) -> list[float] | None:
     return figures if len(figures) == len(found) else None
 
 
-def separate_summary(doc: dict) -> str:
-    """What the separate runs say, in sentences: tritonpy against the
-    official backend at each size of many_instances both ran, the largest
-    size tritonpy loaded, and shared_weights' largest size against one
-    instance. Every figure is the result file's."""
+def _many_summary(doc: dict, what: str) -> list[str]:
+    """A sentence per size of ``what`` (many_instances, many_models):
+    tritonpy against the official backend where both ran, else what
+    tritonpy did alone."""
     lines = []
     sizes = sorted(
         int(sc["id"].rsplit("_n", 1)[1])
         for sc in doc["scenarios"]
-        if re.fullmatch(r"many_instances_n\d+", sc["id"])
+        if re.fullmatch(rf"{what}_n\d+", sc["id"])
     )
     for n in sizes:
-        sid = f"many_instances_n{n}"
+        sid = f"{what}_n{n}"
         pss, load = (_median_of(doc, sid, k) for k in ("pss_mib", "load_s"))
         if pss is None or load is None:
             continue
         o_pss, o_load = (_median_of(doc, sid, k, "official") for k in ("pss_mib", "load_s"))
         if o_pss is not None and o_load is not None:
             lines.append(
-                f"- many_instances {n}: the stubs' summed PSS is {pss / o_pss:.2f}× the "
+                f"- {what} {n}: the stubs' summed PSS is {pss / o_pss:.2f}× the "
                 f"official's ({pss:,.0f} MiB against {o_pss:,.0f} MiB), start to ready "
                 f"{load / o_load:.2f}× ({load:.1f} s against {o_load:.1f} s)."
             )
         else:
             rps = _median_of(doc, sid, "rps")
             lines.append(
-                f"- many_instances {n}: loaded in {load:.1f} s, the stubs' summed PSS "
+                f"- {what} {n}: loaded in {load:.1f} s, the stubs' summed PSS "
                 f"{pss:,.0f} MiB"
                 + (f"; they served {rps:,.0f} add_sub req/s" if rps is not None else "")
                 + "; no figure of the official backend at this size (see below)."
             )
+    return lines
+
+
+def separate_summary(doc: dict) -> str:
+    """What the separate runs say, in sentences: tritonpy against the
+    official backend at each size of many_instances and many_models both
+    ran, the sizes tritonpy loaded alone, and shared_weights' largest size
+    against one instance. Every figure is the result file's."""
+    lines = [*_many_summary(doc, "many_instances"), *_many_summary(doc, "many_models")]
     shared = sorted(
         int(sc["id"].rsplit("_n", 1)[1])
         for sc in doc["scenarios"]
