@@ -10,6 +10,7 @@ does the sandbox."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -44,12 +45,17 @@ def _threads():
 class TritonPythonModel:
     def execute(self, requests):
         marked = sys.modules.get("marked")
+        uses_api = sys.modules.get("uses_api")
         from tritonpy.pb_utils import _seam
 
         info = {{
             "pid": os.getpid(),
             "imported_by": getattr(marked, "IMPORTED_BY", None),
             "seen": getattr(marked, "SEEN", None),
+            "omp": getattr(marked, "OMP", None),
+            "argv": getattr(marked, "ARGV", None),
+            "api_imported_by": getattr(uses_api, "IMPORTED_BY", None),
+            "api_is_the_stub_s": getattr(uses_api, "API", None) is _seam.pb_utils,
             "threads": _threads(),
             "forked": "tritonpy.stub.template" in sys.modules,
             "pb_utils_is_the_stub_s": pb_utils is _seam.pb_utils,
@@ -67,9 +73,25 @@ instance_group [ {{ count: 1, kind: KIND_CPU }} ]
 # An installed package that says which process imported it, and what the
 # environment said then.
 MARKED = """import os
+import sys
 
 IMPORTED_BY = os.getpid()
 SEEN = os.environ.get("OPENING_SEEN")
+OMP = os.environ.get("OMP_NUM_THREADS")
+ARGV = list(sys.argv)
+"""
+# An installed package that imports the API when it is imported.
+USES_API = """import os
+
+import triton_python_backend_utils
+
+API = triton_python_backend_utils
+IMPORTED_BY = os.getpid()
+"""
+# A model's own module that sets the environment when it is imported.
+SETUP_ENV = """import os
+
+os.environ["OPENING_SEEN"] = "1"
 """
 OPENINGS = {
     # Three models that open with the same package (and the API's name,
@@ -79,6 +101,13 @@ OPENINGS = {
     "first_c": "import marked.sub",
     # A statement before the import: it is not an opening import.
     "late": 'import os\nos.environ["OPENING_SEEN"] = "1"\nimport marked',
+    # Two whose own module comes first: what it does at import may matter
+    # to the installed package after it.
+    "local_a": "import setup_env\nimport marked",
+    "local_b": "import setup_env\nimport marked",
+    # Two that open with a package that imports the API.
+    "api_a": "import uses_api",
+    "api_b": "import uses_api",
     # Two that open with a package that starts a thread when imported.
     "threaded_a": "import starts_thread\nimport marked",
     "threaded_b": "import starts_thread\nimport marked",
@@ -94,10 +123,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     (site / "marked").mkdir(parents=True)
     (site / "marked" / "__init__.py").write_text(MARKED)
     (site / "marked" / "sub.py").write_text("")
+    (site / "uses_api.py").write_text(USES_API)
     repo = work / "repo"
     for name, opening in OPENINGS.items():
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "1" / "model.py").write_text(MODEL.format(opening=opening))
+        if name.startswith("local"):
+            (repo / name / "1" / "setup_env.py").write_text(SETUP_ENV)
         boxed = 'parameters { key: "stub_sandbox" value { string_value: "true" } }\n'
         parameters = boxed if name.startswith("boxed") else ""
         (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, parameters=parameters))
@@ -127,10 +159,14 @@ def cmdline(pid: int) -> list[str]:
 
 
 def preload_of(pid: int) -> list[str]:
-    """The --preload list of the template ``pid``."""
+    """What the template ``pid`` imported for its stubs: its --preload
+    and --opening lists."""
     argv = cmdline(pid)
     assert "--template" in argv, argv
-    return argv[argv.index("--preload") + 1].split(",")
+    return [
+        *argv[argv.index("--preload") + 1].split(","),
+        *argv[argv.index("--opening") + 1].split(","),
+    ]
 
 
 def test_models_that_open_with_the_same_package_share_the_template_that_imported_it(
@@ -147,15 +183,17 @@ def test_models_that_open_with_the_same_package_share_the_template_that_imported
     assert len(alone) == 1 and len(shared) == 2, seen
     template = shared[0]["imported_by"]
     assert shared[1]["imported_by"] == template, seen
+    # It saw what the stub's own import would: the argv a model sees, and
+    # the environment without the template's own thread limits.
+    for f in seen:
+        assert f["argv"] == [""] and f["omp"] == os.environ.get("OMP_NUM_THREADS"), f
     assert "marked" in preload_of(template), cmdline(template)
     # The API's name is not among the template's imports: the stub gives
     # it its own module.
     assert "triton_python_backend_utils" not in preload_of(template)
-    assert re.search(
-        r"preload '[^']*marked' \(with its models' opening imports\)\) started, pid "
-        + str(template),
-        server.log(),
-    ), server.log()
+    assert re.search(r"opening imports 'marked'\) started, pid " + str(template), server.log()), (
+        server.log()
+    )
 
 
 def test_what_a_model_does_before_an_import_keeps_it_in_the_model_s_stub(
@@ -164,6 +202,22 @@ def test_what_a_model_does_before_an_import_keeps_it_in_the_model_s_stub(
     f = info(server, "late")
     assert f["forked"], f
     assert f["imported_by"] == f["pid"] and f["seen"] == "1", f
+
+
+def test_a_model_s_own_module_before_an_installed_package_keeps_both_in_its_stub(
+    server: TritonServer,
+) -> None:
+    for name in ("local_a", "local_b"):
+        f = info(server, name)
+        assert f["forked"] and f["imported_by"] == f["pid"] and f["seen"] == "1", f
+
+
+def test_a_package_that_imports_the_api_gets_the_stub_s_own_module(server: TritonServer) -> None:
+    seen = [info(server, name) for name in ("api_a", "api_b")]
+    # The second imported it from a template.
+    assert sorted(f["api_imported_by"] == f["pid"] for f in seen) == [False, True], seen
+    for f in seen:
+        assert f["api_is_the_stub_s"], f
 
 
 def test_a_package_that_starts_a_thread_leaves_its_models_on_the_shared_template(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tritonpy.stub.leading_imports import MAX_SOURCE, leading_imports
+from tritonpy.stub.leading_imports import MAX_NAMES, MAX_SOURCE, leading_imports
 
 CASES = [
     # The usual model file.
@@ -45,6 +45,13 @@ CASES = [
     (b"\xef\xbb\xbfimport a\n", ["a"]),
     # A continued line.
     (b"import a, \\\n    b\nx = 1\n", ["a", "b"]),
+    # Line ends as the import system reads them: a lone CR ends a line,
+    # inside a comment too.
+    (b"import a\r\nimport b\r\nx = 1\r\nimport c\r\n", ["a", "b"]),
+    (b"import a\n# c\rimport_ = 1\nimport b\n", ["a"]),
+    (b"import os\n# c\ros.environ['X'] = '1'\nimport torch\n", ["os"]),
+    # Form feeds and tabs between statements.
+    (b"import a\n\x0c\nimport\tb\n", ["a", "b"]),
     # Files that do not read open with nothing.
     (b"import (\n", []),
     (b"import a\nimport b c\n", []),
@@ -66,9 +73,20 @@ def test_a_file_past_the_limit_is_read_to_the_limit() -> None:
     assert leading_imports(b"import a\nx = 1\n" + b"#" * (2 * MAX_SOURCE)) == ["a"]
 
 
-def test_the_number_of_statements_read_is_bounded() -> None:
+def test_the_number_of_statements_and_names_read_is_bounded() -> None:
     many = b"".join(f"import m{i}\n".encode() for i in range(10_000))
-    assert len(leading_imports(many)) < 10_000
+    assert len(leading_imports(many)) <= MAX_NAMES
+    # One statement of very many names: read to the bound, quickly.
+    names = [f"m{i}" for i in range(120_000)]
+    wide = ("import " + ", ".join(names) + "\n").encode()
+    assert leading_imports(wide) == names[:MAX_NAMES]
+
+
+def test_deeply_nested_input_opens_with_nothing() -> None:
+    # The parser's own stack gives out (a MemoryError in CPython), or it
+    # refuses the nesting: a file that does not compile opens with nothing.
+    assert leading_imports(b"x = " + b"-" * 20_000 + b"1\n") == []
+    assert leading_imports(b"import a\nx = " + b"(" * 5_000 + b")" * 5_000 + b"\n") == []
 
 
 @settings(max_examples=400, deadline=None)

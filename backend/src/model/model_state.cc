@@ -217,7 +217,10 @@ ModelState::UseOwnTemplate(int64_t instances)
   if (instances < 2) {
     // Its stub forks from a template that imported what its model.py
     // imports first, shared with the other models that import the same.
-    stub_launch_.learn = json::Write(spec);
+    // (The name: the models of a Python-based backend share a file.)
+    json::Value learn = spec;
+    learn["model"] = name_;
+    stub_launch_.learn = json::Write(learn);
     return;
   }
   stub_launch_.learn.clear();

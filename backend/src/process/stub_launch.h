@@ -69,10 +69,13 @@ struct StubLaunch {
   std::string model_key;
   std::string shared_args;
   // A model with no template of its own (one instance), not sandboxed:
-  // the JSON of its model file (model_file, model_dir), whose opening
-  // imports of installed packages its stubs' template imports first
-  // (StubTemplates::Fork); empty: none.
+  // the JSON of its model file (model_file, model_dir, and the model's
+  // name), whose opening imports of installed packages its stubs'
+  // template imports first (StubTemplates::Fork); empty: none.
   std::string learn;
+  // The opening imports a template imports after `preload`, as a model's
+  // stub would (template.py --opening); set by StubTemplates only.
+  std::vector<std::string> opening;
 };
 
 }  // namespace tritonpy

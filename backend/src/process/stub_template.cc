@@ -314,6 +314,7 @@ struct StubTemplates::Template {
         launch.python, "-s", "-c", kBoot, "--template", "--fd",
         std::to_string(kControlFd), "--server-lifeline",
         std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
+        "--opening", JoinNames(launch.opening),
         // Its stubs' sandbox module, loaded and prepared once.
         "--sandboxed", launch.sandbox.enabled ? "1" : "0",
         // Room for the command lines of the stubs it forks
@@ -420,7 +421,7 @@ StubTemplates::Key(const StubLaunch& launch)
   const StubSandbox& box = launch.sandbox;
   return launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
          (launch.env_filtered ? "1" : "0") + '\0' + JoinNames(launch.preload) +
-         '\0' +
+         '\0' + JoinNames(launch.opening) + '\0' +
          (box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
                             std::to_string(box.address_space_bytes) + " " +
                             std::to_string(box.uid)
@@ -429,8 +430,9 @@ StubTemplates::Key(const StubLaunch& launch)
 }
 
 std::shared_ptr<StubTemplates::Template>
-StubTemplates::Find(const StubLaunch& launch, bool learned)
+StubTemplates::Find(const StubLaunch& launch)
 {
+  const bool learned = !launch.opening.empty();
   const std::string key = Key(launch);
   MutexLock lock(&mu_);
   auto found = templates_.find(key);
@@ -456,18 +458,19 @@ StubTemplates::Find(const StubLaunch& launch, bool learned)
   t->launch.learn.clear();
   t->learned = learned;
   if (learned) ++learned_;
-  t->describe = "interpreter '" + launch.python + "', preload '" +
-                JoinNames(launch.preload) + "'" +
-                (learned ? " (with its models' opening imports)" : "") +
-                (launch.sandbox.enabled ? ", sandboxed stubs" : "") +
-                (launch.model_key.empty() ? "" : ", " + launch.model_key);
+  t->describe =
+      "interpreter '" + launch.python + "', preload '" +
+      JoinNames(launch.preload) + "'" +
+      (learned ? ", opening imports '" + JoinNames(launch.opening) + "'" : "") +
+      (launch.sandbox.enabled ? ", sandboxed stubs" : "") +
+      (launch.model_key.empty() ? "" : ", " + launch.model_key);
   return t;
 }
 
 bool
 StubTemplates::Learn(const StubLaunch& launch, StubLaunch* learned)
 {
-  std::shared_ptr<Template> t = Find(launch, false);
+  std::shared_ptr<Template> t = Find(launch);
   MutexLock lock(&t->mu);
   const auto starter = [this](const std::function<void()>& job) {
     OnStarter(job);
@@ -486,6 +489,7 @@ StubTemplates::Learn(const StubLaunch& launch, StubLaunch* learned)
     return false;
   }
   *learned = launch;
+  learned->opening.clear();
   const json::Value* modules = json::Find(answer, "modules");
   if (modules == nullptr || !modules->is_array()) return false;
   for (const json::Value& m : *modules) {
@@ -496,12 +500,14 @@ StubTemplates::Learn(const StubLaunch& launch, StubLaunch* learned)
                                 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRST"
                                 "UVWXYZ0123456789_") == std::string::npos;
     if (!identifier) return false;
-    if (std::find(learned->preload.begin(), learned->preload.end(), name) ==
-        learned->preload.end()) {
-      learned->preload.push_back(name);
+    if (std::find(launch.preload.begin(), launch.preload.end(), name) ==
+            launch.preload.end() &&
+        std::find(learned->opening.begin(), learned->opening.end(), name) ==
+            learned->opening.end()) {
+      learned->opening.push_back(name);
     }
   }
-  return learned->preload.size() > launch.preload.size();
+  return !learned->opening.empty();
 }
 
 pid_t
@@ -513,7 +519,7 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
     // serve), the launch's own.
     StubLaunch learned;
     if (Learn(launch, &learned)) {
-      std::shared_ptr<Template> t = Find(learned, true);
+      std::shared_ptr<Template> t = Find(learned);
       if (t != nullptr) {
         TRITONPY_LOG_VERBOSE(
             "tritonpy: a stub of the model file in " + launch.learn +
@@ -527,7 +533,7 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
       }
     }
   }
-  std::shared_ptr<Template> t = Find(launch, false);
+  std::shared_ptr<Template> t = Find(launch);
   bool asked = false;
   return ForkFrom(t.get(), launch, fork, err, &asked);
 }
@@ -540,10 +546,6 @@ StubTemplates::ForkFrom(
   MutexLock lock(&t->mu);
   if (!t->refused.empty()) return 0;
   const std::string what = "tritonpy: stub template (" + t->describe + ")";
-  const char* instead =
-      t->learned ? "this stub forks from the template without its model's "
-                   "opening imports"
-                 : "this stub starts afresh (exec)";
   const auto starter = [this](const std::function<void()>& job) {
     OnStarter(job);
   };
@@ -611,8 +613,9 @@ StubTemplates::ForkFrom(
     const std::string how = t->End();
     TRITONPY_LOG_WARN(
         what + " failed to fork a stub: " + why +
-        (how.empty() ? "" : "; the template " + how) + "; " + instead +
-        ", the next fork starts the template again");
+        (how.empty() ? "" : "; the template " + how) +
+        "; this stub starts afresh (exec), the next fork starts the " +
+        "template again");
     return 0;
   }
   const int64_t pid = json::GetInt(reply, "pid", -1);
@@ -632,15 +635,16 @@ StubTemplates::ForkFrom(
     return -1;
   }
   TRITONPY_LOG_WARN(
-      what + " refused to fork a stub: " +
-      json::GetString(reply, "refused", text) + "; " + instead + " instead");
+      what +
+      " refused to fork a stub: " + json::GetString(reply, "refused", text) +
+      "; this stub starts afresh (exec) instead");
   return 0;
 }
 
 void
 StubTemplates::MakeSpare(const StubLaunch& launch)
 {
-  std::shared_ptr<Template> t = Find(launch, false);
+  std::shared_ptr<Template> t = Find(launch);
   MutexLock lock(&t->mu);
   if (!t->spare_due || t->pid <= 0 || t->spare_asked) return;
   t->spare_due = false;

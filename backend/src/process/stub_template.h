@@ -80,14 +80,13 @@ class StubTemplates {
   // The starter's step: runs the job waiting, or waits for one.
   bool RunStarterJob() EXCLUDES(starter_mu_);
   static std::string Key(const StubLaunch& launch);
-  // The template of `launch`, made when there is none; `learned`: one for
-  // models' opening imports, made for the second model file
-  // (launch.learn) that asks for it, nullptr before, and once
-  // kMostLearned exist.
-  std::shared_ptr<Template> Find(const StubLaunch& launch, bool learned);
+  // The template of `launch`, made when there is none. One with opening
+  // imports is made for the second model (launch.learn) that asks for
+  // it: nullptr before, and once kMostLearned exist.
+  std::shared_ptr<Template> Find(const StubLaunch& launch);
   // *learned: `launch` with the opening imports of its model file
-  // (launch.learn) that its template does not have; false when there are
-  // none or its template cannot say.
+  // (launch.learn) that its preload list does not have, in `opening`;
+  // false when there are none or its template cannot say.
   bool Learn(const StubLaunch& launch, StubLaunch* learned);
   // Forks from `t` (Fork's contract); *asked: whether the request was
   // sent (a child of `t` may then hold the fork's pipes).

@@ -28,6 +28,9 @@ from collections.abc import Iterator
 # are a few hundred bytes.
 MAX_SOURCE = 1 << 20
 MAX_STATEMENTS = 256
+# No model opens with more packages than this; past it, what is read
+# ends.
+MAX_NAMES = 64
 
 
 def leading_imports(source: bytes) -> list[str]:
@@ -37,6 +40,10 @@ def leading_imports(source: bytes) -> list[str]:
     if len(source) > MAX_SOURCE:
         # The lines that fit whole.
         source = source[: source.rfind(b"\n", 0, MAX_SOURCE) + 1]
+    # Line ends as the import system reads them (universal newlines): a
+    # lone CR ends a line for the compiler, whatever a tokenizer makes of
+    # it.
+    source = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     names: list[str] = []
     try:
         for i, statement in enumerate(_opening_statements(source)):
@@ -53,8 +60,17 @@ def leading_imports(source: bytes) -> list[str]:
             for name in found:
                 top = name.partition(".")[0]
                 if top and top not in names:
+                    if len(names) == MAX_NAMES:
+                        return names
                     names.append(top)
-    except (SyntaxError, ValueError, LookupError, tokenize.TokenError, RecursionError):
+    except (
+        SyntaxError,
+        ValueError,
+        LookupError,
+        tokenize.TokenError,
+        RecursionError,
+        MemoryError,  # the parser's stack, on deeply nested input
+    ):
         return []
     return names
 

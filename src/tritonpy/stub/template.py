@@ -88,10 +88,10 @@ from typing import Any
 from tritonpy.stub import _zygote
 
 USAGE = """usage: python -m tritonpy.stub --template --fd FD --server-lifeline FD
-       [--preload M,...] [--sandboxed 0|1] [--title-room SPACES]
+       [--preload M,...] [--opening M,...] [--sandboxed 0|1] [--title-room SPACES]
 
-tritonpy stub template: imports the stub and the preload modules once, then
-forks stubs on request. Started by the backend, not by hand.
+tritonpy stub template: imports the stub, the preload modules and models'
+opening imports once, then forks stubs on request. Started by the backend, not by hand.
 """
 
 # What the stub imports before it runs a model: its entry point too
@@ -149,15 +149,17 @@ class _Blas:
         self.omp_limited = "OMP_NUM_THREADS" not in os.environ
         if self.omp_limited:
             os.environ["OMP_NUM_THREADS"] = "1"
-        self.set_threads: Callable[[int], Any] | None = None
-        self.stop_threads: Callable[[], Any] | None = None
+        # Each loaded OpenBLAS (numpy's, scipy's ...): its set_num_threads
+        # and, where exported, its pool's shutdown.
+        self.libraries: list[tuple[Callable[[int], Any], Callable[[], Any] | None]] = []
 
     def find(self) -> None:
-        """After the imports: the loaded OpenBLAS's set_num_threads."""
+        """After the imports: the loaded OpenBLAS libraries."""
         if not self.limited:
             return
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "openblas" in line and ".so" in line}
+        self.libraries = []
         for path in sorted(paths):
             lib = ctypes.CDLL(path)
             for name in (
@@ -169,17 +171,16 @@ class _Blas:
                 fn = getattr(lib, name, None)
                 if fn is not None:
                     fn.argtypes = [ctypes.c_int]
-                    self.set_threads = fn
                     # Exported by OpenBLAS's pthread builds (its at-fork
                     # handler); where it is missing the pool stays started.
-                    self.stop_threads = getattr(lib, "blas_thread_shutdown_", None)
-                    return
+                    self.libraries.append((fn, getattr(lib, "blas_thread_shutdown_", None)))
+                    break
 
     def restore(self) -> None:
         """In a forked stub, with its environment: OpenBLAS's own count
         (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS, else the
         CPUs it may run on)."""
-        if self.set_threads is None:
+        if not self.libraries:
             return
         count = len(os.sched_getaffinity(0))
         for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
@@ -191,9 +192,10 @@ class _Blas:
                 count = min(count, wanted)
                 break
         if count > 1:
-            self.set_threads(count)
-            if self.stop_threads is not None:
-                self.stop_threads()
+            for set_threads, stop_threads in self.libraries:
+                set_threads(count)
+                if stop_threads is not None:
+                    stop_threads()
 
     def restore_torch(self) -> None:
         """In a forked stub: torch's intra-op threads, as many as it would
@@ -223,22 +225,42 @@ def _thread_refusal(step: str) -> str:
     return f"{step} started a thread ({', '.join(threads)}): a template with threads cannot fork"
 
 
-def _warm(preload: list[str], blas: _Blas, sandboxed: bool) -> str:
+def _warm(preload: list[str], opening: list[str], blas: _Blas, sandboxed: bool) -> str:
     """Imports the stub's modules and ``preload`` (and, for sandboxed
-    stubs, the sandbox's, prepared); "" or why the template cannot
-    serve."""
+    stubs, the sandbox's, prepared), then ``opening``, models' opening
+    imports, as the model's stub would import them; "" or why the
+    template cannot serve."""
     why = _zygote.can_fork()
     if why:
         return why
+    # The API's names are the stub's own modules for whatever imports them
+    # here, as in a stub (main.py).
+    from tritonpy.pb_utils._seam import c_utils, pb_utils
+
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+    sys.modules.setdefault("c_python_backend_utils", c_utils)
     own = (*_STUB_MODULES, "tritonpy.stub.sandbox") if sandboxed else _STUB_MODULES
     for name in (*own, *preload):
-        try:
-            importlib.import_module(name)
-        except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the module
-            return f"importing {name!r} failed: {type(e).__name__}: {e}"
-        why = _thread_refusal(f"importing {name!r}")
+        why = _import(name)
         if why:
             return why
+    if opening:
+        # With the argv a model sees, and OpenMP's thread count as the
+        # stub's environment has it (an OpenMP runtime reads it when it is
+        # loaded, and starts no thread before its first parallel region).
+        # OpenBLAS starts its pool as it is loaded: it stays at one thread
+        # here, and each stub sets every OpenBLAS's count back (_Blas).
+        argv, sys.argv = sys.argv, [""]
+        omp = os.environ.pop("OMP_NUM_THREADS") if blas.omp_limited else None
+        try:
+            for name in opening:
+                why = _import(name)
+                if why:
+                    return why
+        finally:
+            sys.argv = argv
+            if omp is not None:
+                os.environ["OMP_NUM_THREADS"] = omp
     blas.find()
     if sandboxed:
         from tritonpy.stub import sandbox
@@ -247,16 +269,22 @@ def _warm(preload: list[str], blas: _Blas, sandboxed: bool) -> str:
     return ""
 
 
+def _import(name: str) -> str:
+    """Imports ``name``; "" or why a template cannot fork after it."""
+    try:
+        importlib.import_module(name)
+    except BaseException as e:  # noqa: BLE001 - any failure refuses, naming the module
+        return f"importing {name!r} failed: {type(e).__name__}: {e}"
+    return _thread_refusal(f"importing {name!r}")
+
+
 def _import_model(spec: dict[str, Any], blas: _Blas) -> str:
     """A model's own template: imports the model file as the stub would,
     once for its auto-complete stub and its instances; "" or why the
     template cannot serve (its stubs are then exec'd, and each imports the
     model itself)."""
-    from tritonpy.pb_utils._seam import c_utils, pb_utils
     from tritonpy.stub import runtime
 
-    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
-    sys.modules.setdefault("c_python_backend_utils", c_utils)
     sys.argv = [""]  # as a stub's model sees it
     try:
         cls = runtime.load_model_class(spec)
@@ -274,40 +302,40 @@ def _import_model(spec: dict[str, Any], blas: _Blas) -> str:
 
 
 def _learnable(spec: dict[str, Any], path: _Path) -> list[str]:
-    """The packages ``spec``'s model file imports first that a template
-    may import for its stubs: installed (not the standard library's, which
-    a template has no reason to share), not imported here yet, found on
-    this template's path, and which the stub's own path would not find
-    elsewhere first (the user site, which the template lacks) or shadow
-    with the model's package (named after its version directory)."""
+    """The packages ``spec``'s model file opens with that a template may
+    import for its stubs: installed, found on this template's path as a
+    regular package or module, and not found first where the stub's path
+    looks before it (the user site, which the template lacks) nor
+    shadowed by the model's package (named after its version directory).
+    Names imported here already, the standard library's and the API's
+    are passed over (the stub has or makes them as well); any other name
+    (the model's own module, one in the user site) ends the list, since
+    what it does at import may matter to the imports after it."""
     from tritonpy.stub.leading_imports import MAX_SOURCE, leading_imports
 
     try:
         with open(spec["model_file"], "rb") as f:
-            source = f.read(MAX_SOURCE)
-    except OSError:
+            names = leading_imports(f.read(MAX_SOURCE + 1))
+    except Exception:  # noqa: BLE001 - a file it cannot read names nothing
         return []
     package = os.path.basename(os.path.normpath(spec.get("model_dir") or "/"))
     user = site.getusersitepackages() if path.user_site else ""
     out = []
-    for name in leading_imports(source):
-        if (
-            name in sys.modules
-            or name in sys.stdlib_module_names
-            or name in _STUB_ALIASES
-            or name == package
-        ):
+    for name in names:
+        if name in sys.modules or name in sys.stdlib_module_names or name in _STUB_ALIASES:
             continue
         try:
-            if user and importlib.machinery.PathFinder.find_spec(name, [user]) is not None:
-                continue
-            found = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
+            shadowed = name == package or (
+                bool(user) and importlib.machinery.PathFinder.find_spec(name, [user]) is not None
+            )
+            found = None if shadowed else importlib.util.find_spec(name)
+        except Exception:  # noqa: BLE001 - a finder that fails finds nothing
+            found = None
         # A namespace package (no origin) may gain parts from a model's
         # directories on the stub's path.
-        if found is not None and found.origin is not None:
-            out.append(name)
+        if found is None or found.origin is None:
+            break
+        out.append(name)
     return out
 
 
@@ -677,6 +705,7 @@ def serve(argv: list[str]) -> int:
         "--fd": "",
         "--server-lifeline": "",
         "--preload": "",
+        "--opening": "",
         "--sandboxed": "0",
         "--title-room": "",
     }
@@ -697,7 +726,10 @@ def serve(argv: list[str]) -> int:
     blas = _Blas()
     sock = socket.socket(fileno=fd)
     why = _warm(
-        [m for m in values["--preload"].split(",") if m], blas, values["--sandboxed"] == "1"
+        [m for m in values["--preload"].split(",") if m],
+        [m for m in values["--opening"].split(",") if m],
+        blas,
+        values["--sandboxed"] == "1",
     )
     if why:
         _send(sock, {"ok": False, "error": why})
