@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -293,6 +294,34 @@ TestByteCap()
   CHECK(fx.CallsInFlight() == 0);
 }
 
+// A call that would pass a cap waits for the calls already answered to be
+// released (Triton releases a request just after its final response, but
+// the model's next call may get there first), then starts.
+void
+TestACallWaitsForAnsweredCallsToBeReleased()
+{
+  tritonpy::StubLimits limits;
+  limits.max_bls_bytes = 8192;
+  Fixture fx(limits);
+  fake_triton::AcceptInferences(true);
+  fake_triton::Started a = Start(&fx, 1, 4096);
+  if (a.request == nullptr) return;
+  FinalResponse(a);  // answered; its request is not released yet
+  CHECK(Finals(&fx) == 1);
+  std::atomic<bool> tried{false};  // b's start returned (a failure, then)
+  std::thread triton_thread([&] {
+    while (fx.bls->ReleaseWaits() == 0 && !tried) std::this_thread::yield();
+    ReleaseRequest(a);
+  });
+  fake_triton::Started b = Start(&fx, 2, 8192);
+  tried = true;
+  triton_thread.join();
+  fake_triton::AcceptInferences(false);
+  CHECK(b.request != nullptr);
+  if (b.request != nullptr) End(&fx, b);
+  CHECK(fx.CallsInFlight() == 0);
+}
+
 // Under stub-sandbox-model-control=true, what one sandboxed model loaded
 // is its own: another sandboxed model can neither load code under that
 // name nor unload it, and the first may load it again and unload it.
@@ -336,6 +365,7 @@ main()
   TestFinalResponseAndReleaseTogether();
   TestCallCap();
   TestByteCap();
+  TestACallWaitsForAnsweredCallsToBeReleased();
   TestSandboxedModelsOwnWhatTheyLoad();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;

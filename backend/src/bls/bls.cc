@@ -96,6 +96,13 @@ Bls::DebugCounters(uint64_t* calls, uint64_t* arena_bytes) const
   *arena_bytes = core_->allocator.allocated_bytes();
 }
 
+uint64_t
+Bls::ReleaseWaits() const
+{
+  MutexLock lock(&core_->mu);
+  return core_->release_waits;
+}
+
 void
 Bls::OnStubGone()
 {

@@ -95,6 +95,8 @@ class Bls {
   // Resource counters (TRITONPY_DEBUG=1): calls in flight, and bytes of the
   // BLS arenas held (outputs handed to the stub and not yet released).
   void DebugCounters(uint64_t* calls, uint64_t* arena_bytes) const;
+  // How often a call over a cap waited for answered calls' releases.
+  uint64_t ReleaseWaits() const;
 
  private:
   // The handlers of OnFrame, by frame type.

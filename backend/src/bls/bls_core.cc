@@ -3,6 +3,8 @@
 
 #include "bls/bls_core.h"
 
+#include <chrono>
+
 #include "protocol/protocol_frames.h"
 #include "triton/triton_util.h"
 
@@ -86,6 +88,19 @@ BlsCore::RefuseCall(const std::string& model, uint64_t bytes)
   const std::string head = "tritonpy: " + describe +
                            ": BLS request to model '" + model + "' refused: ";
   MutexLock lock(&mu);
+  // A call whose final response is in still counts until Triton releases
+  // its request, which the callee's thread does right after it answers: a
+  // model that makes its next call at once may get there first. A call
+  // that would pass a cap waits for those releases (kReleaseWait at most)
+  // before it is refused.
+  const auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
+  while ((CallsForCaps() >= limits.max_bls_calls ||
+          bytes > limits.max_bls_bytes ||
+          BytesForCaps() > limits.max_bls_bytes - bytes) &&
+         AnsweredNotReleased() > 0) {
+    ++release_waits;
+    if (!cv.WaitUntil(deadline)) break;
+  }
   const uint64_t in_flight = CallsForCaps();
   if (in_flight >= limits.max_bls_calls) {
     return head + std::to_string(in_flight) +
@@ -133,6 +148,15 @@ BlsCore::Erase(std::map<uint64_t, CallEntry>::iterator it)
   input_bytes -= it->second.call->inputs.size();
   calls.erase(it);
   Recount();
+  cv.NotifyAll();
+}
+
+size_t
+BlsCore::AnsweredNotReleased()
+{
+  size_t n = 0;
+  for (const auto& [id, e] : calls) n += e.final_sent && !e.released;
+  return n;
 }
 
 void

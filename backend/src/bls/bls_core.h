@@ -9,6 +9,7 @@
 // freed memory.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -94,7 +95,8 @@ class BlsCore {
   // Why a new call with `bytes` of inputs may not start ("": it may).
   // Only the reader thread adds calls, so the answer holds until it puts
   // the call in the table (others only take calls out; outputs may add a
-  // little).
+  // little). Over a cap, it first waits (kReleaseWait at most) for the
+  // calls already answered to be released.
   std::string RefuseCall(const std::string& model, uint64_t bytes) EXCLUDES(mu);
   // Whether call `id` is in the table.
   bool InTable(uint64_t id) EXCLUDES(mu);
@@ -143,6 +145,8 @@ class BlsCore {
   std::set<std::pair<uint32_t, uint64_t>> handed GUARDED_BY(mu);
   std::map<uint64_t, CallEntry> calls GUARDED_BY(mu);  // by call id
   uint64_t input_bytes GUARDED_BY(mu) = 0;  // of the calls in the table
+  // How often RefuseCall waited for answered calls to be released.
+  uint64_t release_waits GUARDED_BY(mu) = 0;
 
   // Brings `usage` up to date after the table or the allocator changed.
   void Recount() REQUIRES(mu);
@@ -156,6 +160,10 @@ class BlsCore {
   }
   // Takes the entry out of the table (its bytes out of input_bytes).
   void Erase(std::map<uint64_t, CallEntry>::iterator it) REQUIRES(mu);
+  // Calls whose final response is in and whose request is not released.
+  size_t AnsweredNotReleased() REQUIRES(mu);
+  // How long a call that would pass a cap waits for those releases.
+  static constexpr std::chrono::milliseconds kReleaseWait{1000};
   // The calls and bytes the caps see: with a shared usage, the stub's and
   // its children's together.
   uint64_t CallsForCaps() REQUIRES(mu)
