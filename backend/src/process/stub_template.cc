@@ -116,8 +116,6 @@ struct StubTemplates::Template {
   // Why it cannot serve, for good: its stubs are exec'd (a learned one's
   // fork from the template without its models' opening imports).
   std::string refused GUARDED_BY(mu);
-  // Its preload list has models' opening imports (StubLaunch::learn).
-  bool learned = false;
   // A model's own: whether it ran initialize_shared (since it started).
   bool shared GUARDED_BY(mu) = false;
   // Its memory metrics, while it runs (reset before it is reaped, so that
@@ -256,9 +254,10 @@ struct StubTemplates::Template {
     refused = why;
     TRITONPY_LOG_WARN(
         "tritonpy: stub template (" + describe + ") cannot fork stubs: " + why +
-        (learned ? "; the stubs of its models fork from the template "
-                   "without their opening imports instead"
-                 : "; its stubs start afresh (exec) instead"));
+        (!launch.opening.empty()
+             ? "; the stubs of its models fork from the template "
+               "without their opening imports instead"
+             : "; its stubs start afresh (exec) instead"));
   }
 
   // Starts it when it is not running (again, when it exited), its memory
@@ -357,7 +356,9 @@ struct StubTemplates::Template {
 };
 
 StubTemplates::StubTemplates(int timeout_seconds, MemoryReporter* memory)
-    : timeout_ms_(timeout_seconds * 1000), memory_(memory)
+    : timeout_ms_(timeout_seconds * 1000),
+      memory_(memory),
+      starter_job_([this](const std::function<void()>& job) { OnStarter(job); })
 {
   starter_.Start(
       "tritonpy-starter", "the stub template starter",
@@ -456,7 +457,6 @@ StubTemplates::Find(const StubLaunch& launch)
   t->launch = launch;
   t->launch.templates = nullptr;
   t->launch.learn.clear();
-  t->learned = learned;
   if (learned) ++learned_;
   t->describe =
       "interpreter '" + launch.python + "', preload '" +
@@ -472,10 +472,7 @@ StubTemplates::Learn(const StubLaunch& launch, StubLaunch* learned)
 {
   std::shared_ptr<Template> t = Find(launch);
   MutexLock lock(&t->mu);
-  const auto starter = [this](const std::function<void()>& job) {
-    OnStarter(job);
-  };
-  if (!t->refused.empty() || !t->Up(timeout_ms_, starter, memory_)) {
+  if (!t->refused.empty() || !t->Up(timeout_ms_, starter_job_, memory_)) {
     return false;
   }
   json::Value answer;
@@ -546,10 +543,7 @@ StubTemplates::ForkFrom(
   MutexLock lock(&t->mu);
   if (!t->refused.empty()) return 0;
   const std::string what = "tritonpy: stub template (" + t->describe + ")";
-  const auto starter = [this](const std::function<void()>& job) {
-    OnStarter(job);
-  };
-  if (!t->Up(timeout_ms_, starter, memory_)) return 0;
+  if (!t->Up(timeout_ms_, starter_job_, memory_)) return 0;
 
   if (!launch.shared_args.empty() && !t->shared) {
     // The config is final: initialize_shared runs once, before the

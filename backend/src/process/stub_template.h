@@ -104,6 +104,8 @@ class StubTemplates {
 
   const int timeout_ms_;
   MemoryReporter* const memory_;
+  // OnStarter, as Template::Start and Up take it.
+  const std::function<void(const std::function<void()>&)> starter_job_;
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
   int learned_ GUARDED_BY(mu_) = 0;

@@ -133,6 +133,15 @@ def parse_args(argv: list[str]) -> tuple[int, str, int, int, Confinement | None]
     )
 
 
+def give_api_names() -> None:
+    """Models import the official module names: they get ours (in a stub,
+    and in a template before it imports anything a stub would)."""
+    from tritonpy.pb_utils._seam import c_utils, pb_utils
+
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+    sys.modules.setdefault("c_python_backend_utils", c_utils)
+
+
 def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None) -> int:
     """``forked``: what a stub forked from the template does once its ids
     are its own, before anything else (template.py)."""
@@ -181,13 +190,7 @@ def main(argv: list[str] | None = None, forked: Callable[[], None] | None = None
 
     _die_with_server(lifeline)
 
-    # Models import the official module name; give them ours.
-    from tritonpy.pb_utils._seam import pb_utils
-
-    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
-    from tritonpy.pb_utils._seam import c_utils as _c_utils
-
-    sys.modules.setdefault("c_python_backend_utils", _c_utils)
+    give_api_names()
 
     from tritonpy.stub.runtime import Stub
 

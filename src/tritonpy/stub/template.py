@@ -105,9 +105,6 @@ _STUB_MODULES = (
     "tritonpy.stub.runtime",
     "tritonpy.stub._lifetime",
 )
-# Names the stub gives its own modules (tritonpy/stub/main.py), whatever
-# is installed under them.
-_STUB_ALIASES = ("triton_python_backend_utils", "c_python_backend_utils")
 _MAX_REQUEST = 1 << 20
 _MAX_FDS = 8
 
@@ -234,11 +231,10 @@ def _warm(preload: list[str], opening: list[str], blas: _Blas, sandboxed: bool) 
     if why:
         return why
     # The API's names are the stub's own modules for whatever imports them
-    # here, as in a stub (main.py).
-    from tritonpy.pb_utils._seam import c_utils, pb_utils
+    # here, as in a stub.
+    from tritonpy.stub.main import give_api_names
 
-    sys.modules.setdefault("triton_python_backend_utils", pb_utils)
-    sys.modules.setdefault("c_python_backend_utils", c_utils)
+    give_api_names()
     own = (*_STUB_MODULES, "tritonpy.stub.sandbox") if sandboxed else _STUB_MODULES
     for name in (*own, *preload):
         why = _import(name)
@@ -307,10 +303,11 @@ def _learnable(spec: dict[str, Any], path: _Path) -> list[str]:
     regular package or module, and not found first where the stub's path
     looks before it (the user site, which the template lacks) nor
     shadowed by the model's package (named after its version directory).
-    Names imported here already, the standard library's and the API's
-    are passed over (the stub has or makes them as well); any other name
-    (the model's own module, one in the user site) ends the list, since
-    what it does at import may matter to the imports after it."""
+    Names imported here already (the API's among them, _warm) and the
+    standard library's are passed over (the stub has or makes them as
+    well); any other name (the model's own module, one in the user site)
+    ends the list, since what it does at import may matter to the imports
+    after it."""
     from tritonpy.stub.leading_imports import MAX_SOURCE, leading_imports
 
     try:
@@ -322,7 +319,7 @@ def _learnable(spec: dict[str, Any], path: _Path) -> list[str]:
     user = site.getusersitepackages() if path.user_site else ""
     out = []
     for name in names:
-        if name in sys.modules or name in sys.stdlib_module_names or name in _STUB_ALIASES:
+        if name in sys.modules or name in sys.stdlib_module_names:
             continue
         try:
             shadowed = name == package or (
