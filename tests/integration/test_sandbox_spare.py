@@ -70,6 +70,24 @@ def mounts(pid: int) -> dict[str, str]:
         return {line.split()[4]: line.split(" - ")[1].split()[0] for line in f}
 
 
+def held_by(pid: int) -> dict[int, str]:
+    """The descriptors of ``pid`` and what each refers to."""
+    held = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            held[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            pass  # closed meanwhile
+    return held
+
+
+def only_its_own(held: dict[int, str]) -> bool:
+    """Beyond 0-2: one socket, and at most its Landlock ruleset."""
+    beyond = [link for fd, link in held.items() if fd > 2]
+    sockets = [link for link in beyond if link.startswith("socket:")]
+    return len(sockets) == 1 and set(beyond) - set(sockets) <= {"anon_inode:[landlock-ruleset]"}
+
+
 def test_a_sandboxed_load_takes_the_spare_and_the_next_takes_another(tmp_path: Path) -> None:
     repo = build_repository(tmp_path / "repo", MODELS)
     with running(TritonServer(repo, tmp_path, args=VERBOSE)) as srv:
@@ -83,13 +101,14 @@ def test_a_sandboxed_load_takes_the_spare_and_the_next_takes_another(tmp_path: P
         (spare,) = children(srv.proc.pid, spares=True)
         for kind in ("user", "pid", "mnt", "net"):
             assert namespace(spare, kind) != namespace(srv.proc.pid, kind), kind
-        held = {
-            int(fd): os.readlink(f"/proc/{spare}/fd/{fd}") for fd in os.listdir(f"/proc/{spare}/fd")
-        }
-        beyond = [link for fd, link in held.items() if fd > 2]
-        sockets = [link for link in beyond if link.startswith("socket:")]
+        # While it builds that root it opens each path of its Landlock
+        # rules for a moment: what it holds is read once it is done (a
+        # descriptor it kept for good fails the wait).
+        wait_until(lambda: only_its_own(held_by(spare)))
+        held = held_by(spare)
+        assert only_its_own(held), held
+        sockets = [link for fd, link in held.items() if fd > 2 and link.startswith("socket:")]
         assert len(sockets) == 1, held
-        assert set(beyond) - set(sockets) <= {"anon_inode:[landlock-ruleset]"}, held
         unload(srv)
         mark = srv.log_size()
         (second,) = load(srv)
