@@ -11,6 +11,8 @@ stubs, it finds by itself.
 ``many_models``: N copies of the model, one instance each, loaded by N
 concurrent repository requests (Triton loads them
 ``--model-load-thread-count``, 4, at a time).
+``many_groups``: N stubs as N / GROUP copies of the model, GROUP instances
+each (the models of an ensemble, each scaled out), loaded as many_models.
 
 Measured per run, on a fresh server in explicit model control:
 - load_s: wall time from the load request(s) to their answer (Triton
@@ -89,12 +91,22 @@ instance_group [ {{ kind: KIND_CPU, count: {count} }} ]
 """
 
 
+# many_groups' instances per model.
+GROUP = 4
+
 # Bytes per instance each (system, variant, kind) took at its last size.
 _per_instance: dict[tuple[str, str, str], float] = {}
 
 
 def model_names(kind: str, n: int) -> list[str]:
-    return ["many"] if kind == "instances" else [f"many_{i}" for i in range(n)]
+    if kind == "instances":
+        return ["many"]
+    return [f"many_{i}" for i in range(n // GROUP if kind == "groups" else n)]
+
+
+def instance_count(kind: str, n: int) -> int:
+    """Instances of each model of a run of ``n`` stubs."""
+    return {"instances": n, "groups": GROUP}.get(kind, 1)
 
 
 def write_repository(dest: Path, system: str, kind: str, n: int, framework: str) -> list[str]:
@@ -107,7 +119,7 @@ def write_repository(dest: Path, system: str, kind: str, n: int, framework: str)
         (dest / name / "1" / "model.py").write_text(
             header + MODEL_PY.format(framework_import=imp, framework_tensor=tensor)
         )
-        count = n if kind == "instances" else 1
+        count = instance_count(kind, n)
         (dest / name / "config.pbtxt").write_text(
             CONFIG.format(name=name, backend=BACKENDS[system], count=count)
         )

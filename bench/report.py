@@ -430,9 +430,9 @@ def _many_plot(doc: dict, out_dir: Path, plt, colors: dict) -> Path | None:
     """Memory (PSS of all stubs plus the server's RSS) and load time against
     the number of stubs: the official backend, tritonpy with stub templates,
     tritonpy starting each stub afresh; many_instances solid, many_models
-    dashed."""
+    dashed, many_groups dotted."""
     lines = []  # (label, color, style, [(n, memory MiB, load s)])
-    for kind, style in (("instances", "-"), ("models", "--")):
+    for kind, style in (("instances", "-"), ("models", "--"), ("groups", ":")):
         for suffix, system, label, color in (
             ("", "official", "official", colors["official"]),
             ("", "tritonpy", "tritonpy", colors["tritonpy"]),
@@ -514,7 +514,8 @@ def _medians_of(doc: dict, cells: list[tuple[str, str]]) -> list[float] | None:
 
 
 def _many_summary(doc: dict, what: str) -> list[str]:
-    """A sentence per size of ``what`` (many_instances, many_models):
+    """A sentence per size of ``what`` (many_instances, many_models,
+    many_groups):
     tritonpy against the official backend where both ran, else what
     tritonpy did alone."""
     lines = []
@@ -548,10 +549,15 @@ def _many_summary(doc: dict, what: str) -> list[str]:
 
 def separate_summary(doc: dict) -> str:
     """What the separate runs say, in sentences: tritonpy against the
-    official backend at each size of many_instances and many_models both
-    ran, the sizes tritonpy loaded alone, and shared_weights' largest size
-    against one instance. Every figure is the result file's."""
-    lines = [*_many_summary(doc, "many_instances"), *_many_summary(doc, "many_models")]
+    official backend at each size of many_instances, many_models and
+    many_groups both ran, the sizes tritonpy loaded alone, and
+    shared_weights' largest size against one instance. Every figure is the
+    result file's."""
+    lines = [
+        *_many_summary(doc, "many_instances"),
+        *_many_summary(doc, "many_models"),
+        *_many_summary(doc, "many_groups"),
+    ]
     shared = sorted(
         int(sc["id"].rsplit("_n", 1)[1])
         for sc in doc["scenarios"]
@@ -766,13 +772,13 @@ connection counts, sizes, streams, tokens, systems, scenario filter.
   of the load request. Systems without a sandbox report their one time in
   both rows, so the ratio columns compare tritonpy's sandboxed start with
   theirs too.
-- many_instances / many_models ([bench/many.py](../bench/many.py)): N
+- many_instances / many_models / many_groups ([bench/many.py](../bench/many.py)): N
   stubs ({", ".join(str(n) for n in doc["config"].get("many_sizes", []))}) of
   an add_sub model that imports {doc["config"].get("many_framework", "torch")}
-  and numpy and holds a 16-element tensor: one model with N instances, or N
-  models of one instance, each on a server of its own in explicit model
-  control. "load to ready": from the load request(s) (N at once for N
-  models) until every one answered. "PSS of all stubs": the PSS of every
+  and numpy and holds a 16-element tensor: one model with N instances, N
+  models of one instance, or N / 4 models of 4 instances, each on a server
+  of its own in explicit model control. "load to ready": from the load
+  request(s) (one per model, all at once) until every one answered. "PSS of all stubs": the PSS of every
   process under the server, stub template included, summed once loaded
   (PSS counts a page shared by k processes as 1/k in each, so the sum is
   what they take together). "req/s through all": wrk, N connections,

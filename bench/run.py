@@ -101,7 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--genai-llm-streams", help="genai-perf llm concurrency (default 16)")
     p.add_argument("--genai-llm-rates", help="genai-perf llm requests/s (default 8)")
     p.add_argument(
-        "--many-sizes", help="stubs of many_instances and many_models (default 16,64,128)"
+        "--many-sizes",
+        help="stubs of many_instances, many_models and many_groups (default 16,64,128)",
     )
     p.add_argument(
         "--many-framework",
@@ -111,7 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--many-rounds",
         type=int,
-        help=f"rounds many_instances and many_models run in (default {d.many_rounds})",
+        help=f"rounds many_instances, many_models and many_groups run in (default {d.many_rounds})",
     )
     p.add_argument(
         "--shared-sizes",

@@ -584,13 +584,18 @@ def _own_scenarios(
 
 
 def many_scenarios(cfg: Config) -> list[Scenario]:
-    """many_instances_n<N> and many_models_n<N> (bench/many.py)."""
+    """many_instances_n<N>, many_models_n<N> and many_groups_n<N>
+    (bench/many.py)."""
     from bench import many
 
-    what = {"instances": "one model, N instances", "models": "N models, 1 instance each"}
+    what = {
+        "instances": "one model, N instances",
+        "models": "N models, 1 instance each",
+        "groups": f"N / {many.GROUP} models, {many.GROUP} instances each",
+    }
     return [
         sc
-        for kind in ("instances", "models")
+        for kind in ("instances", "models", "groups")
         for sc in _own_scenarios(
             cfg,
             f"many_{kind}",

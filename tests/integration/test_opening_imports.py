@@ -48,6 +48,7 @@ class TritonPythonModel:
         uses_api = sys.modules.get("uses_api")
         from tritonpy.pb_utils import _seam
 
+        marked = marked or sys.modules.get("weighted")
         info = {{
             "pid": os.getpid(),
             "imported_by": getattr(marked, "IMPORTED_BY", None),
@@ -113,6 +114,10 @@ OPENINGS = {
     "threaded_b": "import starts_thread\nimport marked",
     # Sandboxed: the template imports nothing for it.
     "boxed_first": "import marked",
+    # Two of two instances each: their own templates fork from the
+    # template of what they open with.
+    "pair_a": "import weighted",
+    "pair_b": "import weighted\nimport numpy",
 }
 
 
@@ -124,6 +129,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
     (site / "marked" / "__init__.py").write_text(MARKED)
     (site / "marked" / "sub.py").write_text("")
     (site / "uses_api.py").write_text(USES_API)
+    (site / "weighted.py").write_text(MARKED)
     repo = work / "repo"
     for name, opening in OPENINGS.items():
         (repo / name / "1").mkdir(parents=True)
@@ -132,7 +138,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TritonServer]:
             (repo / name / "1" / "setup_env.py").write_text(SETUP_ENV)
         boxed = 'parameters { key: "stub_sandbox" value { string_value: "true" } }\n'
         parameters = boxed if name.startswith("boxed") else ""
-        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, parameters=parameters))
+        config = CONFIG.format(name=name, parameters=parameters)
+        if name.startswith("pair"):
+            config = config.replace("count: 1", "count: 2")
+        (repo / name / "config.pbtxt").write_text(config)
     srv = TritonServer(
         repo,
         work,
@@ -245,3 +254,33 @@ def test_a_sandboxed_model_s_opening_imports_stay_in_its_sandbox(server: TritonS
     assert boxed, [cmdline(t) for t in templates]
     for t in boxed:
         assert "marked" not in preload_of(t), cmdline(t)
+
+
+def test_models_of_many_instances_share_the_template_of_what_they_open_with(
+    server: TritonServer,
+) -> None:
+    seen = {name: info(server, name) for name in ("pair_a", "pair_b")}
+    log = server.log()
+    own = {}
+    for name, f in seen.items():
+        # Each model's own template imported its model file, and was
+        # forked itself: its stubs did not import the package.
+        assert f["forked"] and f["imported_by"] != f["pid"], f
+        found = re.findall(
+            rf"model '{name}' version 1 #\d+\) started, pid (\d+), forked from the stub "
+            r"template \(([^)]*)\)",
+            log,
+        )
+        assert len(found) == 1, log
+        own[name] = (int(found[0][0]), found[0][1])
+    # The first model file that asked forked its template from the shared
+    # one and imported the package there; the template made for the
+    # second imported it once, for the second's template and its stubs.
+    by_own = [n for n in seen if seen[n]["imported_by"] == own[n][0]]
+    by_shared = [n for n in seen if seen[n]["imported_by"] != own[n][0]]
+    assert len(by_own) == 1 and len(by_shared) == 1, (seen, own)
+    assert "opening imports" not in own[by_own[0]][1], own
+    assert "opening imports 'weighted'" in own[by_shared[0]][1], own
+    learned = seen[by_shared[0]]["imported_by"]
+    assert "weighted" in preload_of(learned), cmdline(learned)
+    assert re.search(r"opening imports 'weighted'\) started, pid " + str(learned), log), log

@@ -137,11 +137,19 @@ def test_sandboxed_and_plain_models_never_share_a_template(tmp_path: Path) -> No
         assert all(f["forked"] for f in [*plain.values(), *boxed.values()]), (plain, boxed)
         # The sandboxed model's shared one, and the plain model's own
         # (which forked its auto-complete stub too), each started once.
+        # The plain model's own was forked from the plain shared one,
+        # never from the sandboxed stubs'.
         shared = template_started(srv, "sandboxed stubs")
         own = template_started(srv, "model 'fork_probe' version 1 #")
-        assert sorted(children(srv.proc.pid, templates=True)) == sorted({shared, own})
-        assert "--sandboxed\x001" in Path(f"/proc/{shared}/cmdline").read_text()
-        assert "--sandboxed\x000" in Path(f"/proc/{own}/cmdline").read_text()
+        parents = re.findall(
+            rf"\) started, pid {own}, forked from the stub template \(([^)]*)\)", srv.log()
+        )
+        assert len(parents) == 1 and "sandboxed" not in parents[0], srv.log()
+        templates = set(children(srv.proc.pid, templates=True))
+        assert len(templates) == 3 and {shared, own} < templates, (templates, shared, own)
+        plain_shared = (templates - {shared, own}).pop()
+        for pid, sandboxed in ((shared, "1"), (own, "0"), (plain_shared, "0")):
+            assert f"--sandboxed\x00{sandboxed}" in Path(f"/proc/{pid}/cmdline").read_text()
         # Each plain stub is a fork of its model's own template, which
         # imported the module; each sandboxed one imported it itself, as
         # pid 1 of a namespace only the sandboxed stubs' template makes.

@@ -205,7 +205,8 @@ ModelState::UseOwnTemplate(int64_t instances)
   // stubs fork from the shared template and import it themselves. One
   // instance: no template of its own (nothing to share with a sibling,
   // and a process less), but one that imported model.py's opening imports
-  // (StubLaunch::learn).
+  // (StubLaunch::learn). Two or more: a template of its own, itself
+  // forked from such a template, so that models share their framework too.
   if (stub_launch_.templates == nullptr || stub_launch_.sandbox.enabled ||
       !stub_launch_.model_key.empty()) {
     return;
@@ -214,16 +215,14 @@ ModelState::UseOwnTemplate(int64_t instances)
   json::Value spec = json::Value::object();
   spec["model_file"] = model_file_;
   spec["model_dir"] = model_dir_;
-  if (instances < 2) {
-    // Its stub forks from a template that imported what its model.py
-    // imports first, shared with the other models that import the same.
-    // (The name: the models of a Python-based backend share a file.)
-    json::Value learn = spec;
-    learn["model"] = name_;
-    stub_launch_.learn = json::Write(learn);
-    return;
-  }
-  stub_launch_.learn.clear();
+  // What imports the model file's opening imports for its stubs, or for
+  // its own template: a template shared with the other models that open
+  // with the same. (The name: the models of a Python-based backend share
+  // a file.)
+  json::Value learn = spec;
+  learn["model"] = name_;
+  stub_launch_.learn = json::Write(learn);
+  if (instances < 2) return;
   stub_launch_.model = json::Write(spec);
   // One template per loaded model: a reload, whatever changed, imports
   // the model again.

@@ -68,10 +68,11 @@ struct StubLaunch {
   std::string model;
   std::string model_key;
   std::string shared_args;
-  // A model with no template of its own (one instance), not sandboxed:
-  // the JSON of its model file (model_file, model_dir, and the model's
-  // name), whose opening imports of installed packages its stubs'
-  // template imports first (StubTemplates::Fork); empty: none.
+  // A model not sandboxed: the JSON of its model file (model_file,
+  // model_dir, and the model's name), whose opening imports of installed
+  // packages are imported first by the template its stubs fork from (one
+  // instance), or its own template forks from (StubTemplates::Fork);
+  // empty: none.
   std::string learn;
   // The opening imports a template imports after `preload`, as a model's
   // stub would (template.py --opening); set by StubTemplates only.

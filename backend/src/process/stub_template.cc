@@ -262,11 +262,13 @@ struct StubTemplates::Template {
 
   // Starts it when it is not running (again, when it exited), its memory
   // reported to `reporter`; false when it cannot start (it is then
-  // refused).
+  // refused). `forker` (a model's own template): what forks it from
+  // another template, when one can, and says which in *from (Start).
   bool Up(
       int timeout_ms,
       const std::function<void(const std::function<void()>&)>& starter,
-      MemoryReporter* reporter) REQUIRES(mu)
+      MemoryReporter* reporter, const ChildForker* forker = nullptr,
+      std::string* from = nullptr) REQUIRES(mu)
   {
     if (pid > 0 && Exited()) {
       const pid_t old = pid;
@@ -277,14 +279,17 @@ struct StubTemplates::Template {
           "; starting it again (running stubs are unaffected)");
     }
     if (pid > 0) return true;
-    const std::string why = Start(timeout_ms, starter);
+    const std::string why = Start(timeout_ms, starter, forker, from);
     if (!why.empty()) {
       Refuse(why);
       return false;
     }
     TRITONPY_LOG_INFO(
         "tritonpy: stub template (" + describe + ") started, pid " +
-        std::to_string(pid));
+        std::to_string(pid) +
+        (from == nullptr || from->empty()
+             ? ""
+             : ", forked from the stub template (" + *from + ")"));
     const MemoryReporter::Labels labels = {
         {"kind", "template"},
         {"model", ""},
@@ -298,43 +303,28 @@ struct StubTemplates::Template {
 
   // Starts it and waits until it has imported everything; "" or why not.
   // `starter` runs a job on the backend's starter thread (StubTemplates).
+  // With `forker`, it is forked from another template first, sharing what
+  // that one imported (the forker describes it in *from); when that
+  // cannot be done, it is exec'd (*from cleared).
   std::string Start(
       int timeout_ms,
-      const std::function<void(const std::function<void()>&)>& starter)
-      REQUIRES(mu)
+      const std::function<void(const std::function<void()>&)>& starter,
+      const ChildForker* forker, std::string* from) REQUIRES(mu)
   {
-    ChildLinks links("");
-    Status s = links.Open(ChildLinks::Kind::kSocket, kControlFd);
-    if (s.ok()) s = links.Open(ChildLinks::Kind::kToChild, kLifelineFd);
-    if (!s.ok()) return s.message();
-    ChildPlan plan;
-    plan.program = launch.python;
-    plan.args = {
-        launch.python, "-s", "-c", kBoot, "--template", "--fd",
-        std::to_string(kControlFd), "--server-lifeline",
-        std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
-        "--opening", JoinNames(launch.opening),
-        // Its stubs' sandbox module, loaded and prepared once.
-        "--sandboxed", launch.sandbox.enabled ? "1" : "0",
-        // Room for the command lines of the stubs it forks
-        // (template.py, _retitle), which ps and tools read.
-        "--title-room", std::string(kTitleRoom, ' ')};
-    plan.env =
-        launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
-    plan.null_stdin = true;
-    plan.what = "stub template";
-    std::string executable;
-    pid_t started = -1;
-    s = Status::Internal("the starter thread failed to start it");
-    starter([&] { s = links.Start(&plan, &started, &executable); });
-    if (!s.ok()) return s.message();
-    pid = started;
-    control = links.Take(0);
-    lifeline = links.Take(1);
-#ifdef SYS_pidfd_open
-    pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#endif
-    std::string text, why;
+    std::string why;
+    if (forker != nullptr) {
+      why = Spawn(starter, forker);
+      if (!why.empty()) {
+        TRITONPY_LOG_VERBOSE(
+            "tritonpy: stub template (" + describe +
+            ") was not forked from another template: " + why +
+            "; it starts afresh (exec)");
+        from->clear();
+      }
+    }
+    if (forker == nullptr || !why.empty()) why = Spawn(starter, nullptr);
+    if (!why.empty()) return why;
+    std::string text;
     json::Value hello;
     if (!Receive(control, pidfd, timeout_ms, &text, &why)) {
       // How it ended says why (a crash at import, a kill).
@@ -352,6 +342,63 @@ struct StubTemplates::Template {
     }
     if (!why.empty()) End();
     return why;
+  }
+
+  // Its process, socket and lifeline: forked by `forker` (a model's own
+  // template), or exec'd on the starter thread; "" or why not.
+  std::string Spawn(
+      const std::function<void(const std::function<void()>&)>& starter,
+      const ChildForker* forker) REQUIRES(mu)
+  {
+    ChildLinks links("");
+    Status s = links.Open(ChildLinks::Kind::kSocket, kControlFd);
+    if (s.ok()) s = links.Open(ChildLinks::Kind::kToChild, kLifelineFd);
+    if (!s.ok()) return s.message();
+    ChildPlan plan;
+    plan.program = launch.python;
+    const std::vector<std::string> options = {
+        "--template", "--fd", std::to_string(kControlFd), "--server-lifeline",
+        std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
+        "--opening", JoinNames(launch.opening),
+        // Its stubs' sandbox module, loaded and prepared once.
+        "--sandboxed", launch.sandbox.enabled ? "1" : "0"};
+    if (forker != nullptr) {
+      // As a stub's request: the forked child keeps its template's path
+      // (no working directory) and the room of its command line.
+      plan.args = {launch.python, "-m", "tritonpy.stub"};
+      plan.args.insert(plan.args.end(), options.begin(), options.end());
+    } else {
+      plan.args = {launch.python, "-s", "-c", kBoot};
+      plan.args.insert(plan.args.end(), options.begin(), options.end());
+      // Room for the command lines of the stubs it forks (template.py,
+      // _retitle), which ps and tools read.
+      plan.args.push_back("--title-room");
+      plan.args.push_back(std::string(kTitleRoom, ' '));
+    }
+    plan.env =
+        launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
+    plan.null_stdin = true;
+    plan.what = "stub template";
+    std::string executable;
+    pid_t started = -1;
+    if (forker != nullptr) {
+      // Not on the starter thread: the template it forks from may have to
+      // be started there first. A forked child's parent is that
+      // template's (CLONE_PARENT): the starter thread.
+      bool abandoned = false;
+      s = links.Start(&plan, &started, &executable, forker, &abandoned);
+    } else {
+      s = Status::Internal("the starter thread failed to start it");
+      starter([&] { s = links.Start(&plan, &started, &executable); });
+    }
+    if (!s.ok()) return s.message();
+    pid = started;
+    control = links.Take(0);
+    lifeline = links.Take(1);
+#ifdef SYS_pidfd_open
+    pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#endif
+    return "";
   }
 };
 
@@ -508,9 +555,11 @@ StubTemplates::Learn(const StubLaunch& launch, StubLaunch* learned)
 }
 
 pid_t
-StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
+StubTemplates::Fork(
+    const StubLaunch& launch, const ChildFork& fork, int* err,
+    std::string* from)
 {
-  if (!launch.learn.empty()) {
+  if (!launch.learn.empty() && launch.model_key.empty()) {
     // The template whose preload list has what the model file imports
     // first too; when there is none (none learned, too many, or it cannot
     // serve), the launch's own.
@@ -519,31 +568,52 @@ StubTemplates::Fork(const StubLaunch& launch, const ChildFork& fork, int* err)
       std::shared_ptr<Template> t = Find(learned);
       if (t != nullptr) {
         TRITONPY_LOG_VERBOSE(
-            "tritonpy: a stub of the model file in " + launch.learn +
+            "tritonpy: a child for the model file in " + launch.learn +
             " forks from the stub template (" + t->describe + ")");
         // Once it was asked, a child of it may hold the fork's pipes: no
         // other template may fork with them (the caller execs the stub
         // with pipes of its own).
         bool asked = false;
-        const pid_t pid = ForkFrom(t.get(), learned, fork, err, &asked);
+        const pid_t pid = ForkFrom(t.get(), learned, fork, err, &asked, from);
         if (pid != 0 || asked) return pid;
       }
     }
   }
   std::shared_ptr<Template> t = Find(launch);
   bool asked = false;
-  return ForkFrom(t.get(), launch, fork, err, &asked);
+  return ForkFrom(t.get(), launch, fork, err, &asked, from);
 }
 
 pid_t
 StubTemplates::ForkFrom(
     Template* t, const StubLaunch& launch, const ChildFork& fork, int* err,
-    bool* asked)
+    bool* asked, std::string* from)
 {
   MutexLock lock(&t->mu);
   if (!t->refused.empty()) return 0;
   const std::string what = "tritonpy: stub template (" + t->describe + ")";
-  if (!t->Up(timeout_ms_, starter_job_, memory_)) return 0;
+  // A model's own template is forked itself, as a stub of the model
+  // would be without it: from the template of its model file's opening
+  // imports when there is one, else from the launch's (the lock order:
+  // a model's own template, then the one it forks from).
+  StubLaunch parent;
+  std::string parent_describe;
+  ChildForker forker;
+  if (!launch.model_key.empty()) {
+    parent = launch;
+    parent.model.clear();
+    parent.model_key.clear();
+    parent.shared_args.clear();
+    forker = [this, &parent, &parent_describe](
+                 const ChildFork& child, int* child_err) {
+      return Fork(parent, child, child_err, &parent_describe);
+    };
+  }
+  if (!t->Up(
+          timeout_ms_, starter_job_, memory_, forker ? &forker : nullptr,
+          &parent_describe)) {
+    return 0;
+  }
 
   if (!launch.shared_args.empty() && !t->shared) {
     // The config is final: initialize_shared runs once, before the
@@ -614,6 +684,7 @@ StubTemplates::ForkFrom(
   }
   const int64_t pid = json::GetInt(reply, "pid", -1);
   if (pid > 0) {
+    if (from != nullptr) *from = t->describe;
     if (pid == t->spare) {
       t->spare = -1;  // the stub's now: its StubProcess reaps it
       TRITONPY_LOG_VERBOSE(
@@ -681,9 +752,15 @@ StubTemplates::Forget(const std::string& model_key)
 std::vector<StubTemplates::Running>
 StubTemplates::List() const
 {
+  // Not under mu_: a model's own template starting holds its lock while
+  // it finds the template it forks from.
+  std::vector<std::shared_ptr<Template>> all;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& [key, t] : templates_) all.push_back(t);
+  }
   std::vector<Running> out;
-  MutexLock lock(&mu_);
-  for (const auto& [key, t] : templates_) {
+  for (const std::shared_ptr<Template>& t : all) {
     MutexLock tlock(&t->mu);
     if (t->pid > 0) out.push_back({t->describe, t->pid});
   }

@@ -53,8 +53,14 @@ class StubTemplates {
   // made for the second model file that opens with those imports (the
   // first forks from the launch's template, as it would alone), at most
   // kMostLearned such templates run, and each is shared by every model
-  // that imports the same first. Thread-safe.
-  pid_t Fork(const StubLaunch& launch, const ChildFork& fork, int* err);
+  // that imports the same first. A model's own template (launch.model_key)
+  // is itself forked so, by the first fork of its stubs: from the
+  // template its model file's opening imports say, else from the one of
+  // its settings, else exec'd. *from (when given): the description of the
+  // template that forked the child. Thread-safe.
+  pid_t Fork(
+      const StubLaunch& launch, const ChildFork& fork, int* err,
+      std::string* from = nullptr);
 
   // A sandboxed stub forked from the template of `launch` is up (its
   // handshake done): the template makes the spare for the next one now
@@ -92,7 +98,7 @@ class StubTemplates {
   // sent (a child of `t` may then hold the fork's pipes).
   pid_t ForkFrom(
       Template* t, const StubLaunch& launch, const ChildFork& fork, int* err,
-      bool* asked);
+      bool* asked, std::string* from);
 
   // Templates of models' opening imports, at most: each holds what its
   // packages take (torch: some 200 MiB), shared with its stubs, until the

@@ -49,6 +49,10 @@ The messages, one SOCK_SEQPACKET message each, JSON:
         a byte on the go pipe before it takes any other step: a child the
         backend gave up on (the template died before its reply) reads end of
         file and exits.
+        A request whose argv is a template's (``[python, "-m",
+        "tritonpy.stub", "--template", ...]``, never sandboxed) forks a
+        model's own template instead of a stub: it serves as an exec'd one
+        would, with what this template imported.
     template -> backend: {"pid": N}, {"errno": E} (the kernel refused the
         clone), or {"refused": "..."} (the backend execs this stub instead)
     backend -> template, to the template of sandboxed stubs, once a stub
@@ -458,12 +462,9 @@ def _become_stub(
     ``ahead``: a spare, whose root is built already (its working directory
     is then entered by sandbox.confine, once its root holds what it may
     read). Never returns."""
-    code = 1
-    try:
-        sock.detach()  # descriptor 3 is the stub's socket now
-        if _spare is not None:
-            _spare.sock.detach()  # closed by the steps: its number is reused
-        _set_environ(request["env"])
+
+    def run() -> int:
+        _leave(sock, request)
         if ahead:
             from tritonpy.stub import sandbox
 
@@ -474,12 +475,47 @@ def _become_stub(
             os.chdir(request["cwd"])
             path.apply(request["cwd"])
         argv = request["argv"]
-        sys.orig_argv[:] = argv
         _retitle(argv)
         from tritonpy.stub.main import main
 
-        code = main(argv[3:], forked=lambda: _reseed(blas))
-    except SystemExit as e:  # as the interpreter ends an exec'd stub
+        return main(argv[3:], forked=lambda: _reseed(blas))
+
+    _run_child(run)
+
+
+def _become_template(sock: socket.socket, request: dict[str, Any]) -> None:
+    """In the forked child: a model's own template (``-m tritonpy.stub
+    --template ...``), as an exec'd one would be but with what this
+    template imported, and its path (no working directory). Never
+    returns."""
+
+    def run() -> int:
+        _leave(sock, request)
+        os.chdir(request["cwd"])
+        sys.argv[1:] = request["argv"][3:]
+        return serve(request["argv"][4:])
+
+    _run_child(run)
+
+
+def _leave(sock: socket.socket, request: dict[str, Any]) -> None:
+    """A forked child's first steps: this template's sockets are not its
+    own (the steps closed them, and their numbers are reused), and its
+    environment and command line are the request's."""
+    sock.detach()
+    if _spare is not None:
+        _spare.sock.detach()
+    _set_environ(request["env"])
+    sys.orig_argv[:] = request["argv"]
+
+
+def _run_child(run: Callable[[], int]) -> None:
+    """Runs a forked child's ``run`` and exits with its status, as the
+    interpreter ends an exec'd process. Never returns."""
+    code = 1
+    try:
+        code = run()
+    except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
             code = e.code or 0
         else:
@@ -522,6 +558,8 @@ class _Spare:
 _spare: _Spare | None = None
 # The template's command line, as ps shows it (serve); a spare's adds --spare.
 _TITLE: list[str] = []
+# Whether this template forks sandboxed stubs (--sandboxed).
+_SANDBOXED = False
 
 
 def _map_ids(pid: int, maps: list[list[str]]) -> bool:
@@ -675,6 +713,12 @@ def _fork(
     targets = request["targets"]
     if len(fds) != setup + len(targets) or request["argv"][1:3] != ["-m", "tritonpy.stub"]:
         return {"refused": f"the request carried {len(fds)} descriptors"}
+    # A model's own template: never sandboxed, nor forked from the
+    # template of sandboxed stubs (what one kind of stub leaves in a
+    # template the other must not see).
+    template = request["argv"][3:4] == ["--template"]
+    if template and (sandbox or _SANDBOXED):
+        return {"refused": "a template is not forked for sandboxed stubs"}
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -693,6 +737,8 @@ def _fork(
     except OSError as e:
         return {"errno": e.errno or 0}
     if pid == 0:
+        if template:
+            _become_template(sock, request)
         _become_stub(sock, request, path, blas)
     return {"pid": pid}
 
@@ -715,6 +761,8 @@ def serve(argv: list[str]) -> int:
         lifeline = int(values["--server-lifeline"])
     except ValueError:
         sys.exit(f"{USAGE}\nerror: --fd and --server-lifeline need numbers")
+    global _SANDBOXED
+    _SANDBOXED = values["--sandboxed"] == "1"
     path = _Path()
     # What it runs as, without the boot code and the room for stubs' titles.
     own = [sys.orig_argv[0], "-s", "-m", "tritonpy.stub", *sys.argv[1:]]
@@ -726,7 +774,7 @@ def serve(argv: list[str]) -> int:
         [m for m in values["--preload"].split(",") if m],
         [m for m in values["--opening"].split(",") if m],
         blas,
-        values["--sandboxed"] == "1",
+        _SANDBOXED,
     )
     if why:
         _send(sock, {"ok": False, "error": why})
