@@ -498,6 +498,21 @@ def is_separate(doc: dict) -> bool:
     return bool(doc["scenarios"]) and all(sc["id"].startswith(SEPARATE) for sc in doc["scenarios"])
 
 
+def _part(doc: dict, separate: bool) -> dict:
+    """``doc`` with only its separate scenarios, or only the others."""
+    out = dict(doc)
+    out["scenarios"] = [sc for sc in doc["scenarios"] if sc["id"].startswith(SEPARATE) == separate]
+    return out
+
+
+def main_run(doc: dict) -> dict:
+    """What the page's "Latest run" table shows of a full run: every
+    scenario but the separate ones, which the separate runs' section shows
+    (from this run when it is the newer, else from theirs), so that no
+    scenario has two figures on the page."""
+    return _part(doc, separate=False)
+
+
 def _median_of(doc: dict, sid: str, key: str, system: str = "tritonpy") -> float | None:
     sc = next((s for s in doc["scenarios"] if s["id"] == sid), None)
     res = {} if sc is None else sc["results"].get(system, {})
@@ -655,6 +670,12 @@ def publish(doc: dict, md: str, images: list[Path]) -> Path:
     doc, md = _relative(doc), paths.portable(md)
     if is_separate(doc):
         return _publish_separate(doc, images)
+    separate = _part(doc, separate=True)
+    last = published.load_separate()
+    if separate["scenarios"] and (last is None or doc["date"] >= last["date"]):
+        _publish_separate(separate, images)
+    md = paths.portable(markdown(main_run(doc)))
+    images = [p for p in images if p.name != SEPARATE_PLOT]
     img_dir = DOCS / "benchmarks"
     img_dir.mkdir(parents=True, exist_ok=True)
     for p in images:

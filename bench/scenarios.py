@@ -563,6 +563,7 @@ def _own_scenarios(
     metrics: list[Metric],
     sizes: tuple[int, ...],
     run: Callable[..., dict],
+    variants: tuple[tuple[str, str, tuple[str, ...]], ...] = VARIANTS,
     **kw: object,
 ) -> list[Scenario]:
     """<what><suffix>_n<N> for each size and variant (VARIANTS)."""
@@ -579,7 +580,7 @@ def _own_scenarios(
             rounds=cfg.many_rounds,
         )
         for n in sizes
-        for variant, suffix, systems in VARIANTS
+        for variant, suffix, systems in variants
     ]
 
 
@@ -604,6 +605,8 @@ def many_scenarios(cfg: Config) -> list[Scenario]:
             MANY,
             cfg.many_sizes,
             many.run,
+            # Exec'd, N / 4 models of 4 instances start as N models of one.
+            variants=VARIANTS[:1] if kind == "groups" else VARIANTS,
             kind=kind,
             framework=cfg.many_framework,
         )

@@ -55,6 +55,9 @@ def page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     page.write_text(f"before\n\n{report.separate_section(None)}\n\nafter\n")
     monkeypatch.setattr(report, "DOCS", docs)
     monkeypatch.setattr(published, "SEPARATE_RESULT", docs / "benchmarks" / "separate.json")
+    # A full run's publishing writes its result file and fills the pages.
+    monkeypatch.setattr(published, "RESULT", docs / "benchmarks" / "bench.json")
+    monkeypatch.setattr(published, "PAGES", [])
     return page
 
 
@@ -110,3 +113,37 @@ def test_the_fork_memory_table_is_its_result_file_s() -> None:
 
     result = json.loads((ROOT / "docs" / "benchmarks" / "fork_memory.json").read_text())
     assert fork_memory.table(result) in (ROOT / "docs" / "performance.md").read_text()
+
+
+def _full_run(load_s: float, date: str) -> dict:
+    """A run of a page scenario and a separate one (tritonpy's many_instances
+    2 loaded in ``load_s``), dated ``date``."""
+    from bench.scenarios import build
+
+    cfg = Config(many_sizes=(2,))
+    scenarios = [s for s in build(cfg) if s.id in ("sandboxed_start", "many_instances_n2")]
+    figures = {"pss_mib": 90.0, "server_rss_mib": 40.0, "load_s": load_s, "rps": 900.0}
+    results = {
+        "sandboxed_start": {"tritonpy": [{"status": "failed", "reason": "not run"}]},
+        "many_instances_n2": {"tritonpy": [{"status": "ok", "metrics": figures}]},
+    }
+    doc = report.build_doc(cfg, scenarios, ["tritonpy"], results, 1, 60, "make bench")
+    doc["date"] = date
+    return doc
+
+
+def test_a_full_run_shows_each_scenario_once(page: Path) -> None:
+    """A full run's table leaves out the separate scenarios; the separate
+    runs' section shows them from whichever run is the newer."""
+    newer = _full_run(1.5, "2026-02-02 00:00 UTC")
+    report.publish(newer, report.markdown(newer), [])
+    text = page.read_text()
+    assert text.count("| many_instances 2 |") == 1, text
+    assert "loaded in 1.5 s" in text
+    assert report.markdown(report.main_run(published.load(published.RESULT))) in text
+    # An older full run (re-rendered, say) leaves the newer figures alone.
+    older = _full_run(7.5, "2026-01-01 00:00 UTC")
+    report.publish(older, report.markdown(older), [])
+    text = page.read_text()
+    assert text.count("| many_instances 2 |") == 1 and "loaded in 1.5 s" in text, text
+    assert "7.5" not in text
