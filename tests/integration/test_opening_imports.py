@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import pytest
 import tritonclient.http as httpclient
 from test_stub_fork import PRELOAD_DIR
 
-from server import TritonServer, children, running
+from server import TritonServer, children, explicit, running
 
 # The model: ``{opening}`` are its first lines. It says which process
 # imported the marked package, which threads it has, and whether the
@@ -44,11 +45,13 @@ def _threads():
 
 class TritonPythonModel:
     def execute(self, requests):
-        marked = sys.modules.get("marked")
+        # The marked package it imported, whichever.
+        marked = next(
+            (sys.modules[m] for m in ("marked", "weighted", "leased") if m in sys.modules), None
+        )
         uses_api = sys.modules.get("uses_api")
         from tritonpy.pb_utils import _seam
 
-        marked = marked or sys.modules.get("weighted")
         info = {{
             "pid": os.getpid(),
             "imported_by": getattr(marked, "IMPORTED_BY", None),
@@ -284,3 +287,54 @@ def test_models_of_many_instances_share_the_template_of_what_they_open_with(
     learned = seen[by_shared[0]]["imported_by"]
     assert "weighted" in preload_of(learned), cmdline(learned)
     assert re.search(r"opening imports 'weighted'\) started, pid " + str(learned), log), log
+
+
+def test_a_template_of_opening_imports_ends_with_the_last_model_that_forks_from_it(
+    tmp_path: Path,
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "leased.py").write_text(MARKED)
+    repo = tmp_path / "repo"
+    names = ("lease_a", "lease_b", "lease_c")
+    for name in names:
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "1" / "model.py").write_text(MODEL.format(opening="import leased"))
+        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, parameters=""))
+    srv = TritonServer(repo, tmp_path, args=explicit([]), prefix=["env", f"PYTHONPATH={site}"])
+    ended = "ended: no loaded model forks from it"
+    with running(srv):
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
+        try:
+            for name in names:
+                c.load_model(name)
+            seen = {name: info(srv, name) for name in names}
+            # The first imported it in its own stub; the template made for
+            # the second serves the third too.
+            assert seen["lease_a"]["imported_by"] == seen["lease_a"]["pid"], seen
+            template = seen["lease_b"]["imported_by"]
+            assert seen["lease_c"]["imported_by"] == template != seen["lease_b"]["pid"], seen
+            # One model that forked from it is still loaded: it runs on.
+            at = srv.log_size()
+            c.unload_model("lease_b")
+            assert srv.wait_log("successfully unloaded 'lease_b'", timeout=60, after=at)
+            assert template in children(srv.proc.pid, templates=True)
+            assert ended not in srv.log()
+            # The last one: it ends, and the model of the shared template
+            # serves on.
+            c.unload_model("lease_c")
+            assert srv.wait_log(ended, timeout=60, after=at), srv.log()[-3000:]
+            assert template not in children(srv.proc.pid, templates=True)
+            assert re.search(rf"opening imports 'leased'\) pid {template} {ended}", srv.log())
+            assert info(srv, "lease_a")["imported_by"] == seen["lease_a"]["pid"]
+            # Models that open with it again start a template again, for
+            # the second of them.
+            for name in ("lease_b", "lease_c"):
+                c.load_model(name)
+            again = {name: info(srv, name) for name in ("lease_b", "lease_c")}
+            assert again["lease_b"]["imported_by"] == again["lease_b"]["pid"], again
+            renewed = again["lease_c"]["imported_by"]
+            assert renewed not in (template, again["lease_c"]["pid"]), again
+            assert renewed in children(srv.proc.pid, templates=True)
+        finally:
+            c.close()

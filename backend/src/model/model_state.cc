@@ -193,8 +193,8 @@ ModelState::~ModelState()
     MutexLock lock(&stub_mu_);
     StopStub(&auto_complete_stub_);
   }
-  if (!stub_launch_.model_key.empty()) {
-    stub_launch_.templates->Forget(stub_launch_.model_key);
+  if (!stub_launch_.lease.empty()) {
+    stub_launch_.templates->Forget(stub_launch_.lease);
   }
 }
 
@@ -222,13 +222,16 @@ ModelState::UseOwnTemplate(int64_t instances)
   json::Value learn = spec;
   learn["model"] = name_;
   stub_launch_.learn = json::Write(learn);
+  if (stub_launch_.lease.empty()) {
+    stub_launch_.lease = "model '" + name_ + "' version " +
+                         std::to_string(version_) + " #" +
+                         std::to_string(++serial);
+  }
   if (instances < 2) return;
   stub_launch_.model = json::Write(spec);
   // One template per loaded model: a reload, whatever changed, imports
   // the model again.
-  stub_launch_.model_key = "model '" + name_ + "' version " +
-                           std::to_string(version_) + " #" +
-                           std::to_string(++serial);
+  stub_launch_.model_key = stub_launch_.lease;
 }
 
 void

@@ -68,6 +68,10 @@ struct StubLaunch {
   std::string model;
   std::string model_key;
   std::string shared_args;
+  // Names the loaded model (one per ModelState, not sandboxed) whose
+  // stubs or own template fork from a template of opening imports: that
+  // template runs while a loaded model uses it (StubTemplates::Forget).
+  std::string lease;
   // A model not sandboxed: the JSON of its model file (model_file,
   // model_dir, and the model's name), whose opening imports of installed
   // packages are imported first by the template its stubs fork from (one

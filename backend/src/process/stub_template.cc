@@ -118,6 +118,8 @@ struct StubTemplates::Template {
   std::string refused GUARDED_BY(mu);
   // A model's own: whether it ran initialize_shared (since it started).
   bool shared GUARDED_BY(mu) = false;
+  // Ended for good (Forget): no longer in the map, it forks nothing.
+  bool ended GUARDED_BY(mu) = false;
   // Its memory metrics, while it runs (reset before it is reaped, so that
   // no reused pid is read).
   MemoryReporter::Registration memory GUARDED_BY(mu);
@@ -484,7 +486,10 @@ StubTemplates::Find(const StubLaunch& launch)
   const std::string key = Key(launch);
   MutexLock lock(&mu_);
   auto found = templates_.find(key);
-  if (found != templates_.end()) return found->second;
+  if (found != templates_.end()) {
+    if (learned && !launch.lease.empty()) users_[key].insert(launch.lease);
+    return found->second;
+  }
   if (learned) {
     // Made for the second model file that opens with these imports: the
     // first is spared the process (and the wait for it) while it is alone.
@@ -504,7 +509,11 @@ StubTemplates::Find(const StubLaunch& launch)
   t->launch = launch;
   t->launch.templates = nullptr;
   t->launch.learn.clear();
-  if (learned) ++learned_;
+  t->launch.lease.clear();
+  if (learned) {
+    ++learned_;
+    if (!launch.lease.empty()) users_[key].insert(launch.lease);
+  }
   t->describe =
       "interpreter '" + launch.python + "', preload '" +
       JoinNames(launch.preload) + "'" +
@@ -590,7 +599,7 @@ StubTemplates::ForkFrom(
     bool* asked, std::string* from)
 {
   MutexLock lock(&t->mu);
-  if (!t->refused.empty()) return 0;
+  if (!t->refused.empty() || t->ended) return 0;
   const std::string what = "tritonpy: stub template (" + t->describe + ")";
   // A model's own template is forked itself, as a stub of the model
   // would be without it: from the template of its model file's opening
@@ -728,13 +737,24 @@ JoinNames(const std::vector<std::string>& names, const char* sep)
 }
 
 void
-StubTemplates::Forget(const std::string& model_key)
+StubTemplates::Forget(const std::string& lease)
 {
   std::vector<std::shared_ptr<Template>> ended;
   {
     MutexLock lock(&mu_);
     for (auto it = templates_.begin(); it != templates_.end();) {
-      if (it->second->launch.model_key == model_key) {
+      bool end = it->second->launch.model_key == lease;
+      auto users = users_.find(it->first);
+      if (users != users_.end() && users->second.erase(lease) > 0 &&
+          users->second.empty()) {
+        // The last loaded model that forked from it: the next model
+        // that opens with its imports is a first learner again.
+        users_.erase(users);
+        first_learner_.erase(it->first);
+        --learned_;
+        end = true;
+      }
+      if (end) {
         ended.push_back(std::move(it->second));
         it = templates_.erase(it);
       } else {
@@ -745,7 +765,15 @@ StubTemplates::Forget(const std::string& model_key)
   // Outside mu_: a fork of another model's template may hold its own lock.
   for (const std::shared_ptr<Template>& t : ended) {
     MutexLock tlock(&t->mu);
+    t->ended = true;
+    const pid_t pid = t->pid;
     t->End();
+    if (!t->launch.opening.empty() && pid > 0) {
+      TRITONPY_LOG_INFO(
+          "tritonpy: stub template (" + t->describe + ") pid " +
+          std::to_string(pid) +
+          " ended: no loaded model forks from it (its stubs stay)");
+    }
   }
 }
 

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,9 +76,11 @@ class StubTemplates {
   };
   std::vector<Running> List() const;
 
-  // Ends the template of launch.model_key (a model's own, whose model is
-  // unloaded); its stubs stay.
-  void Forget(const std::string& model_key);
+  // The model of launch.lease is unloaded: its own template (model_key)
+  // ends, and so does each template of opening imports that no loaded
+  // model forked from (a stub, or a model's own template) since it
+  // started; their stubs stay.
+  void Forget(const std::string& lease);
 
  private:
   struct Template;
@@ -88,7 +91,8 @@ class StubTemplates {
   static std::string Key(const StubLaunch& launch);
   // The template of `launch`, made when there is none. One with opening
   // imports is made for the second model (launch.learn) that asks for
-  // it: nullptr before, and once kMostLearned exist.
+  // it: nullptr before, and once kMostLearned exist; launch.lease is
+  // then among its users (Forget).
   std::shared_ptr<Template> Find(const StubLaunch& launch);
   // *learned: `launch` with the opening imports of its model file
   // (launch.learn) that its preload list does not have, in `opening`;
@@ -101,8 +105,8 @@ class StubTemplates {
       bool* asked, std::string* from);
 
   // Templates of models' opening imports, at most: each holds what its
-  // packages take (torch: some 200 MiB), shared with its stubs, until the
-  // backend ends.
+  // packages take (torch: some 200 MiB), shared with its stubs, until no
+  // loaded model forks from it (Forget).
   static constexpr int kMostLearned = 8;
   // The first model file that asked for each learned template not made
   // yet, for so many of them at most.
@@ -116,6 +120,9 @@ class StubTemplates {
   std::map<std::string, std::shared_ptr<Template>> templates_ GUARDED_BY(mu_);
   int learned_ GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string> first_learner_ GUARDED_BY(mu_);
+  // The leases of the loaded models that forked from each template of
+  // opening imports (by its key).
+  std::map<std::string, std::set<std::string>> users_ GUARDED_BY(mu_);
 
   // The thread every template is started from. The kernel's parent of a
   // template, and so of each stub it forks (CLONE_PARENT), is the server
