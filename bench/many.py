@@ -101,12 +101,13 @@ _per_instance: dict[tuple[str, str, str], float] = {}
 def model_names(kind: str, n: int) -> list[str]:
     if kind == "instances":
         return ["many"]
-    return [f"many_{i}" for i in range(n // GROUP if kind == "groups" else n)]
+    return [f"many_{i}" for i in range(max(1, n // GROUP) if kind == "groups" else n)]
 
 
 def instance_count(kind: str, n: int) -> int:
-    """Instances of each model of a run of ``n`` stubs."""
-    return {"instances": n, "groups": GROUP}.get(kind, 1)
+    """Instances of each model of a run of ``n`` stubs (a smoke run's
+    many_groups: one model of its ``n``)."""
+    return {"instances": n, "groups": min(GROUP, n)}.get(kind, 1)
 
 
 def write_repository(dest: Path, system: str, kind: str, n: int, framework: str) -> list[str]:

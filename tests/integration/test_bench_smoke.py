@@ -52,11 +52,16 @@ def check_results(doc: dict, table: str) -> None:
     assert [s["id"] for s in doc["scenarios"]] == expected
     models = {s["model"] for s in doc["scenarios"]}
     assert {"stream_async", "llm", "many"} <= models, models
-    # many_instances / many_models at 2 stubs of a numpy model: each on a
-    # server of its own, every figure there.
+    # many_instances / many_models / many_groups at 2 stubs of a numpy
+    # model: each on a server of its own, every figure there.
     many = {s["id"] for s in doc["scenarios"] if s["model"] == "many"}
     assert many == {
-        f"many_{kind}{variant}_n2" for kind in ("instances", "models") for variant in ("", "_exec")
+        *(
+            f"many_{kind}{variant}_n2"
+            for kind in ("instances", "models")
+            for variant in ("", "_exec")
+        ),
+        "many_groups_n2",
     }, many
 
     for sc in doc["scenarios"]:

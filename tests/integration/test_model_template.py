@@ -9,6 +9,8 @@ initialize_shared itself."""
 
 from __future__ import annotations
 
+import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,3 +155,41 @@ def test_forked_stubs_own_far_less_memory_than_execd_ones(tmp_path: Path) -> Non
             wait_until(lambda: len(private_bytes(srv)) == 2, timeout=60)
             seen[fork] = max(private_bytes(srv).values())
     assert seen["true"] < seen["false"] / 3, seen
+
+
+def test_models_that_open_with_torch_fork_their_templates_from_one_that_imported_it(
+    tmp_path: Path,
+) -> None:
+    # Two models of two instances each whose model.py opens with torch
+    # (after numpy, preloaded, and the standard library). The second's
+    # template forks from the template made to import torch, whose OpenMP
+    # runtime was loaded with the stubs' thread count: its
+    # initialize_shared fills 16 MiB of weights, a parallel region that
+    # would start threads (and refuse the template) on more than one.
+    srv = server(tmp_path)
+    copy = srv.repo / "shared_weights_b"
+    shutil.copytree(srv.repo / MODEL, copy)
+    config = copy / "config.pbtxt"
+    config.write_text(config.read_text().replace(f'"{MODEL}"', '"shared_weights_b"'))
+    with running(srv):
+        c = httpclient.InferenceServerClient(srv.http_url, network_timeout=300)
+        try:
+            c.load_model("shared_weights_b")
+        finally:
+            c.close()
+        for name in (MODEL, "shared_weights_b"):
+            for f in facts_of_each(srv, name).values():
+                assert f["forked"] and f["total"] == 16 * MiB / 4, f
+        log = srv.log()
+        assert "cannot fork stubs" not in log, log[-5000:]
+        parents = re.findall(
+            r"model '(shared_weights(?:_b)?)' version 1 #\d+\) started, pid \d+, "
+            r"forked from the stub template \(([^)]*)\)",
+            log,
+        )
+        assert sorted(name for name, _ in parents) == [MODEL, "shared_weights_b"], log[-5000:]
+        assert sum("opening imports 'torch'" in parent for _, parent in parents) == 1, parents
+        # Each model's initialize_shared ran once, in its own template.
+        for repo_model in (MODEL, "shared_weights_b"):
+            shared = [pid for what, pid in events(srv.repo, repo_model) if what == "shared"]
+            assert len(shared) == 1, (repo_model, shared)

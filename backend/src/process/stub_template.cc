@@ -416,12 +416,16 @@ StubTemplates::StubTemplates(int timeout_seconds, MemoryReporter* memory)
 
 StubTemplates::~StubTemplates()
 {
+  // Each ended outside mu_ (the lock order: a model's own template's lock,
+  // then mu_, as it finds the template it forks from).
+  std::map<std::string, std::shared_ptr<Template>> all;
   {
     MutexLock lock(&mu_);
-    for (auto& [key, t] : templates_) {
-      MutexLock tlock(&t->mu);
-      t->End();
-    }
+    all.swap(templates_);
+  }
+  for (auto& [key, t] : all) {
+    MutexLock tlock(&t->mu);
+    t->End();
   }
   starter_.Stop();
   starter_.Join();
@@ -491,6 +495,8 @@ StubTemplates::Find(const StubLaunch& launch)
     return found->second;
   }
   if (learned) {
+    // One that could not serve is not tried again (Forget keeps its key).
+    if (refused_learned_.count(key) != 0) return nullptr;
     // Made for the second model file that opens with these imports: the
     // first is spared the process (and the wait for it) while it is alone.
     auto first = first_learner_.find(key);
@@ -768,6 +774,13 @@ StubTemplates::Forget(const std::string& lease)
     t->ended = true;
     const pid_t pid = t->pid;
     t->End();
+    if (!t->launch.opening.empty() && !t->refused.empty()) {
+      // Given up for good: its models keep forking from the shared one.
+      MutexLock lock(&mu_);
+      if (refused_learned_.size() < kMostLearners) {
+        refused_learned_.insert(Key(t->launch));
+      }
+    }
     if (!t->launch.opening.empty() && pid > 0) {
       TRITONPY_LOG_INFO(
           "tritonpy: stub template (" + t->describe + ") pid " +

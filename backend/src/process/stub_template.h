@@ -123,6 +123,9 @@ class StubTemplates {
   // The leases of the loaded models that forked from each template of
   // opening imports (by its key).
   std::map<std::string, std::set<std::string>> users_ GUARDED_BY(mu_);
+  // The keys of templates of opening imports that could not serve, ended
+  // with their last model: not made again.
+  std::set<std::string> refused_learned_ GUARDED_BY(mu_);
 
   // The thread every template is started from. The kernel's parent of a
   // template, and so of each stub it forks (CLONE_PARENT), is the server

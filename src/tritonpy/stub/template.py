@@ -492,10 +492,34 @@ def _become_template(sock: socket.socket, request: dict[str, Any]) -> None:
     def run() -> int:
         _leave(sock, request)
         os.chdir(request["cwd"])
+        _reseed_random()
+        if "OMP_NUM_THREADS" not in os.environ:
+            _one_openmp_thread()
         sys.argv[1:] = request["argv"][3:]
         return serve(request["argv"][4:])
 
     _run_child(run)
+
+
+def _one_openmp_thread() -> None:
+    """In a template forked from one that loaded an OpenMP runtime with the
+    stubs' thread count (its models' opening imports): parallel regions run
+    on one thread, as in a template that loaded it with OMP_NUM_THREADS=1
+    (a region on more would start threads, which refuse the template)."""
+    with open("/proc/self/maps") as f:
+        paths = {
+            line.split()[-1]
+            for line in f
+            if ".so" in line and any(n in line for n in ("libgomp", "libiomp", "libomp"))
+        }
+    for path in sorted(paths):
+        set_threads = getattr(ctypes.CDLL(path), "omp_set_num_threads", None)
+        if set_threads is not None:
+            set_threads.argtypes = [ctypes.c_int]
+            set_threads(1)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _leave(sock: socket.socket, request: dict[str, Any]) -> None:
@@ -535,6 +559,12 @@ def _reseed(blas: _Blas) -> None:
     cannot renew is listed in docs/hardening.md."""
     blas.restore()
     blas.restore_torch()
+    _reseed_random()
+
+
+def _reseed_random() -> None:
+    """The random state a forked child must not share with its siblings
+    (a stub, or a model's template forked from another template)."""
     numpy_random = sys.modules.get("numpy.random")
     if numpy_random is not None:
         numpy_random.seed()  # the legacy global RandomState, seeded by a fresh import
@@ -685,8 +715,11 @@ def _give_spare(message: bytes, request: dict[str, Any], fds: list[int]) -> dict
     sandbox = request.get("sandbox")
     if _spare is None or not sandbox or not sandbox.get("own_network", True):
         return None
-    if len(fds) != 2 + len(request["targets"]) or request["argv"][1:3] != ["-m", "tritonpy.stub"]:
+    argv = request["argv"]
+    if len(fds) != 2 + len(request["targets"]) or argv[1:3] != ["-m", "tritonpy.stub"]:
         return None  # refused by _fork
+    if argv[3:4] == ["--template"]:
+        return None  # likewise: a template is never forked for sandboxed stubs
     spare, _spare = _spare, None
     try:
         socket.send_fds(spare.sock, [message], fds)
