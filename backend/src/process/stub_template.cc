@@ -358,20 +358,20 @@ struct StubTemplates::Template {
     if (!s.ok()) return s.message();
     ChildPlan plan;
     plan.program = launch.python;
-    const std::vector<std::string> options = {
-        "--template", "--fd", std::to_string(kControlFd), "--server-lifeline",
-        std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
-        "--opening", JoinNames(launch.opening),
-        // Its stubs' sandbox module, loaded and prepared once.
-        "--sandboxed", launch.sandbox.enabled ? "1" : "0"};
-    if (forker != nullptr) {
-      // As a stub's request: the forked child keeps its template's path
-      // (no working directory) and the room of its command line.
-      plan.args = {launch.python, "-m", "tritonpy.stub"};
-      plan.args.insert(plan.args.end(), options.begin(), options.end());
-    } else {
-      plan.args = {launch.python, "-s", "-c", kBoot};
-      plan.args.insert(plan.args.end(), options.begin(), options.end());
+    // Forked, as a stub's request: the child keeps its template's path (no
+    // working directory) and the room of its command line.
+    plan.args =
+        forker != nullptr
+            ? std::vector<std::string>{launch.python, "-m", "tritonpy.stub"}
+            : std::vector<std::string>{launch.python, "-s", "-c", kBoot};
+    plan.args.insert(
+        plan.args.end(),
+        {"--template", "--fd", std::to_string(kControlFd), "--server-lifeline",
+         std::to_string(kLifelineFd), "--preload", JoinNames(launch.preload),
+         "--opening", JoinNames(launch.opening),
+         // Its stubs' sandbox module, loaded and prepared once.
+         "--sandboxed", launch.sandbox.enabled ? "1" : "0"});
+    if (forker == nullptr) {
       // Room for the command lines of the stubs it forks (template.py,
       // _retitle), which ps and tools read.
       plan.args.push_back("--title-room");

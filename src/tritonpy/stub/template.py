@@ -158,10 +158,8 @@ class _Blas:
         """After the imports: the loaded OpenBLAS libraries."""
         if not self.limited:
             return
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line and ".so" in line}
         self.libraries = []
-        for path in sorted(paths):
+        for path in _loaded_libraries("openblas"):
             lib = ctypes.CDLL(path)
             for name in (
                 "scipy_openblas_set_num_threads64_",
@@ -215,6 +213,14 @@ class _Blas:
                 count = wanted
                 break
         torch.set_num_threads(count)
+
+
+def _loaded_libraries(*names: str) -> list[str]:
+    """The paths of the shared libraries mapped in this process whose
+    path holds one of ``names``, sorted."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if ".so" in line and any(n in line for n in names)}
+    return sorted(paths)
 
 
 def _thread_refusal(step: str) -> str:
@@ -506,13 +512,7 @@ def _one_openmp_thread() -> None:
     stubs' thread count (its models' opening imports): parallel regions run
     on one thread, as in a template that loaded it with OMP_NUM_THREADS=1
     (a region on more would start threads, which refuse the template)."""
-    with open("/proc/self/maps") as f:
-        paths = {
-            line.split()[-1]
-            for line in f
-            if ".so" in line and any(n in line for n in ("libgomp", "libiomp", "libomp"))
-        }
-    for path in sorted(paths):
+    for path in _loaded_libraries("libgomp", "libiomp", "libomp"):
         set_threads = getattr(ctypes.CDLL(path), "omp_set_num_threads", None)
         if set_threads is not None:
             set_threads.argtypes = [ctypes.c_int]
@@ -708,6 +708,12 @@ def _serve_spare(
     _become_stub(sock, request, path, blas, ahead=entered[0] < 0)
 
 
+def _asks_template(request: dict[str, Any]) -> bool:
+    """Whether a fork request is for a model's own template (its argv is
+    ``python -m tritonpy.stub --template ...``), not for a stub."""
+    return bool(request["argv"][3:4] == ["--template"])
+
+
 def _give_spare(message: bytes, request: dict[str, Any], fds: list[int]) -> dict[str, Any] | None:
     """A request of the spare's kind given to it: the reply, or None when
     there is no spare for it (or it is gone)."""
@@ -715,10 +721,9 @@ def _give_spare(message: bytes, request: dict[str, Any], fds: list[int]) -> dict
     sandbox = request.get("sandbox")
     if _spare is None or not sandbox or not sandbox.get("own_network", True):
         return None
-    argv = request["argv"]
-    if len(fds) != 2 + len(request["targets"]) or argv[1:3] != ["-m", "tritonpy.stub"]:
+    if len(fds) != 2 + len(request["targets"]) or request["argv"][1:3] != ["-m", "tritonpy.stub"]:
         return None  # refused by _fork
-    if argv[3:4] == ["--template"]:
+    if _asks_template(request):
         return None  # likewise: a template is never forked for sandboxed stubs
     spare, _spare = _spare, None
     try:
@@ -749,7 +754,7 @@ def _fork(
     # A model's own template: never sandboxed, nor forked from the
     # template of sandboxed stubs (what one kind of stub leaves in a
     # template the other must not see).
-    template = request["argv"][3:4] == ["--template"]
+    template = _asks_template(request)
     if template and (sandbox or _SANDBOXED):
         return {"refused": "a template is not forked for sandboxed stubs"}
     sys.stdout.flush()
