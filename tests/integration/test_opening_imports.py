@@ -237,8 +237,8 @@ def test_a_package_that_starts_a_thread_leaves_its_models_on_the_shared_template
 ) -> None:
     refused = (
         "cannot fork stubs: importing 'starts_thread' started a thread (preload-thread): "
-        "a template with threads cannot fork; the stubs of its models fork from the "
-        "template without their opening imports instead"
+        "a template with threads cannot fork; the stubs of its models, and their own "
+        "templates, fork from the template without their opening imports instead"
     )
     for name in ("threaded_a", "threaded_b"):
         f = info(server, name)
@@ -289,19 +289,26 @@ def test_models_of_many_instances_share_the_template_of_what_they_open_with(
     assert re.search(r"opening imports 'weighted'\) started, pid " + str(learned), log), log
 
 
+def leased_server(work: Path, models: dict[str, tuple[str, str]]) -> TritonServer:
+    """A server in explicit model control of ``models``: name -> (the
+    opening lines of its model.py, its config's parameters), with the
+    marked package ``leased`` installed."""
+    site = work / "site"
+    site.mkdir()
+    (site / "leased.py").write_text(MARKED)
+    repo = work / "repo"
+    for name, (opening, parameters) in models.items():
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "1" / "model.py").write_text(MODEL.format(opening=opening))
+        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, parameters=parameters))
+    return TritonServer(repo, work, args=explicit([]), prefix=["env", f"PYTHONPATH={site}"])
+
+
 def test_a_template_of_opening_imports_ends_with_the_last_model_that_forks_from_it(
     tmp_path: Path,
 ) -> None:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "leased.py").write_text(MARKED)
-    repo = tmp_path / "repo"
     names = ("lease_a", "lease_b", "lease_c")
-    for name in names:
-        (repo / name / "1").mkdir(parents=True)
-        (repo / name / "1" / "model.py").write_text(MODEL.format(opening="import leased"))
-        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, parameters=""))
-    srv = TritonServer(repo, tmp_path, args=explicit([]), prefix=["env", f"PYTHONPATH={site}"])
+    srv = leased_server(tmp_path, dict.fromkeys(names, ("import leased", "")))
     ended = "ended: no loaded model forks from it"
     with running(srv):
         c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)

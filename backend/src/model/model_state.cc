@@ -142,6 +142,16 @@ ApplyForkPolicy(
   if (!(exec_env && launch->sandbox.enabled)) {
     launch->templates = backend.templates();
   }
+  // What keys its template apart from the backend's (StubTemplates::Key):
+  // such a template ends with the last model that uses it.
+  const BackendSettings& settings = backend.settings();
+  const StubSandbox& box = launch->sandbox;
+  launch->own_settings =
+      exec_env || launch->preload != settings.stub_preload ||
+      box.enabled != settings.sandbox.enabled ||
+      box.max_processes != settings.sandbox.max_processes ||
+      box.address_space_bytes != settings.sandbox.address_space_bytes ||
+      box.uid != settings.sandbox.uid;
   return Status();
 }
 
@@ -207,11 +217,14 @@ ModelState::UseOwnTemplate(int64_t instances)
   // and a process less), but one that imported model.py's opening imports
   // (StubLaunch::learn). Two or more: a template of its own, itself
   // forked from such a template, so that models share their framework too.
-  if (stub_launch_.templates == nullptr || stub_launch_.sandbox.enabled ||
-      !stub_launch_.model_key.empty()) {
-    return;
-  }
+  if (stub_launch_.templates == nullptr) return;
   static std::atomic<uint64_t> serial{0};
+  if (stub_launch_.lease.empty()) {
+    stub_launch_.lease = "model '" + name_ + "' version " +
+                         std::to_string(version_) + " #" +
+                         std::to_string(++serial);
+  }
+  if (stub_launch_.sandbox.enabled || !stub_launch_.model_key.empty()) return;
   json::Value spec = json::Value::object();
   spec["model_file"] = model_file_;
   spec["model_dir"] = model_dir_;
@@ -222,11 +235,6 @@ ModelState::UseOwnTemplate(int64_t instances)
   json::Value learn = spec;
   learn["model"] = name_;
   stub_launch_.learn = json::Write(learn);
-  if (stub_launch_.lease.empty()) {
-    stub_launch_.lease = "model '" + name_ + "' version " +
-                         std::to_string(version_) + " #" +
-                         std::to_string(++serial);
-  }
   if (instances < 2) return;
   stub_launch_.model = json::Write(spec);
   // One template per loaded model: a reload, whatever changed, imports

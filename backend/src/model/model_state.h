@@ -91,7 +91,8 @@ class ModelState {
   // model file before it forks them, when it has `instances` (its count in
   // the config) of 2 or more; with fewer, names its model file for a
   // shared template to import its opening imports (StubLaunch::learn).
-  // Neither for a sandboxed model (stub_template.h).
+  // Neither for a sandboxed model (stub_template.h). Names the model's
+  // lease (StubLaunch::lease) in any case.
   // Called before auto-complete with the count the config has then (the
   // auto-complete stub is then forked from it: the model is imported
   // once), and again once the config is final. The destructor ends that

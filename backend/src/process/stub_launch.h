@@ -68,10 +68,16 @@ struct StubLaunch {
   std::string model;
   std::string model_key;
   std::string shared_args;
-  // Names the loaded model (one per ModelState, not sandboxed) whose
-  // stubs or own template fork from a template of opening imports: that
-  // template runs while a loaded model uses it (StubTemplates::Forget).
+  // Names the loaded model (one per ModelState) whose stubs or own
+  // template fork from a template of opening imports, or of settings of
+  // the model's own (`own_settings`): that template runs while a loaded
+  // model uses it (StubTemplates::Forget).
   std::string lease;
+  // The model's own settings give its stubs a template that the
+  // backend's settings alone would not: its stub_preload, an execution
+  // environment, or a sandbox of its own. Templates of the backend's
+  // settings run until the backend ends.
+  bool own_settings = false;
   // A model not sandboxed: the JSON of its model file (model_file,
   // model_dir, and the model's name), whose opening imports of installed
   // packages are imported first by the template its stubs fork from (one

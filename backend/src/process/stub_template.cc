@@ -257,8 +257,8 @@ struct StubTemplates::Template {
     TRITONPY_LOG_WARN(
         "tritonpy: stub template (" + describe + ") cannot fork stubs: " + why +
         (!launch.opening.empty()
-             ? "; the stubs of its models fork from the template "
-               "without their opening imports instead"
+             ? "; the stubs of its models, and their own templates, fork "
+               "from the template without their opening imports instead"
              : "; its stubs start afresh (exec) instead"));
   }
 
@@ -487,11 +487,13 @@ std::shared_ptr<StubTemplates::Template>
 StubTemplates::Find(const StubLaunch& launch)
 {
   const bool learned = !launch.opening.empty();
+  // Runs while a loaded model uses it (Forget); the backend's own run on.
+  const bool leased = (learned || launch.own_settings) && !launch.lease.empty();
   const std::string key = Key(launch);
   MutexLock lock(&mu_);
   auto found = templates_.find(key);
   if (found != templates_.end()) {
-    if (learned && !launch.lease.empty()) users_[key].insert(launch.lease);
+    if (leased) users_[key].insert(launch.lease);
     return found->second;
   }
   if (learned) {
@@ -516,10 +518,8 @@ StubTemplates::Find(const StubLaunch& launch)
   t->launch.templates = nullptr;
   t->launch.learn.clear();
   t->launch.lease.clear();
-  if (learned) {
-    ++learned_;
-    if (!launch.lease.empty()) users_[key].insert(launch.lease);
-  }
+  if (learned) ++learned_;
+  if (leased) users_[key].insert(launch.lease);
   t->describe =
       "interpreter '" + launch.python + "', preload '" +
       JoinNames(launch.preload) + "'" +
@@ -753,11 +753,13 @@ StubTemplates::Forget(const std::string& lease)
       auto users = users_.find(it->first);
       if (users != users_.end() && users->second.erase(lease) > 0 &&
           users->second.empty()) {
-        // The last loaded model that forked from it: the next model
-        // that opens with its imports is a first learner again.
+        // The last loaded model that forked from it. Of opening imports:
+        // the next model that opens with them is a first learner again.
         users_.erase(users);
-        first_learner_.erase(it->first);
-        --learned_;
+        if (!it->second->launch.opening.empty()) {
+          first_learner_.erase(it->first);
+          --learned_;
+        }
         end = true;
       }
       if (end) {
@@ -781,7 +783,7 @@ StubTemplates::Forget(const std::string& lease)
         refused_learned_.insert(Key(t->launch));
       }
     }
-    if (!t->launch.opening.empty() && pid > 0) {
+    if (t->launch.model_key.empty() && pid > 0) {
       TRITONPY_LOG_INFO(
           "tritonpy: stub template (" + t->describe + ") pid " +
           std::to_string(pid) +

@@ -77,9 +77,10 @@ class StubTemplates {
   std::vector<Running> List() const;
 
   // The model of launch.lease is unloaded: its own template (model_key)
-  // ends, and so does each template of opening imports that no loaded
-  // model forked from (a stub, or a model's own template) since it
-  // started; their stubs stay.
+  // ends, and so does each template of opening imports, or of a model's
+  // own settings (StubLaunch::own_settings), that no loaded model forked
+  // from (a stub, or a model's own template) since it started; their
+  // stubs stay. Templates of the backend's settings run on.
   void Forget(const std::string& lease);
 
  private:
@@ -91,8 +92,9 @@ class StubTemplates {
   static std::string Key(const StubLaunch& launch);
   // The template of `launch`, made when there is none. One with opening
   // imports is made for the second model (launch.learn) that asks for
-  // it: nullptr before, and once kMostLearned exist; launch.lease is
-  // then among its users (Forget).
+  // it: nullptr before, and once kMostLearned exist. launch.lease is
+  // among the users (Forget) of one of opening imports or of a model's
+  // own settings.
   std::shared_ptr<Template> Find(const StubLaunch& launch);
   // *learned: `launch` with the opening imports of its model file
   // (launch.learn) that its preload list does not have, in `opening`;
@@ -121,7 +123,7 @@ class StubTemplates {
   int learned_ GUARDED_BY(mu_) = 0;
   std::map<std::string, std::string> first_learner_ GUARDED_BY(mu_);
   // The leases of the loaded models that forked from each template of
-  // opening imports (by its key).
+  // opening imports or of a model's own settings (by its key).
   std::map<std::string, std::set<std::string>> users_ GUARDED_BY(mu_);
   // The keys of templates of opening imports that could not serve, ended
   // with their last model: not made again.
