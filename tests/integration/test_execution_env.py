@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import sys
 import tarfile
@@ -48,7 +49,7 @@ from environments import (
     pack,
     write_model,
 )
-from server import MODELS, TritonServer, eventually, running
+from server import MODELS, TritonServer, children, eventually, running
 
 HOSTILE_ENV = MODELS / "hostile_env"
 
@@ -200,6 +201,28 @@ def test_directory_env_runs_the_stub_on_its_interpreter(envs: Envs) -> None:
     assert same_path(info["tritonpy"], tritonpy.__file__), info
     line = next(x for x in envs.server.log().splitlines() if "model 'env_dir': stubs run on" in x)
     assert "lent" not in line and "unpacked" not in line, line
+
+
+def test_the_template_of_an_environment_ends_with_its_last_model(envs: Envs) -> None:
+    # Its stubs fork from a template on its interpreter, which no other
+    # model uses: it runs while the model is loaded.
+    envs.unload("env_dir")
+    at = envs.server.log_size()
+    envs.load("env_dir")
+    envs.info("env_dir")
+    log = envs.server.log()[at:]
+    python = re.search(r"model 'env_dir': stubs run on (\S+)", log)
+    assert python, log
+    started = re.search(
+        rf"stub template \(interpreter '{re.escape(python[1])}'[^)]*\) started, pid (\d+)", log
+    )
+    assert started, log
+    pid = int(started[1])
+    assert pid in children(envs.server.proc.pid, templates=True)
+    envs.unload("env_dir")
+    ended = f"pid {pid} ended: no loaded model forks from it"
+    assert envs.server.wait_log(ended, timeout=60, after=at), envs.server.log()[at:]
+    assert pid not in children(envs.server.proc.pid, templates=True)
 
 
 def test_archive_env_is_unpacked_into_the_private_cache(envs: Envs) -> None:
