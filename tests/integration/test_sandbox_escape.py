@@ -34,6 +34,7 @@ import tritonclient.http as httpclient
 from test_hostile_proc import stub_of
 from test_sandbox_tightens import NOBODY, SANDBOX, SITE, as_nobody, python_for_nobody
 
+import sysv
 from checks import add_sub_works, load_models
 from server import TritonServer, build_repository, children, explicit, free_ports, running
 
@@ -158,6 +159,10 @@ CASES = {
     "tiocsti": Case(frozenset({"ENXIO", "EPERM"}), controlled=True),
     "host_terminal": Case(READ),
     "open_by_handle_at": Case(frozenset({"EPERM"})),
+    # System V IPC: an IPC namespace of its own has none of the host's
+    # objects, and keeps what it makes from the host.
+    "sysv_ipc_of_host": Case(frozenset({"ENOENT"}), controlled=True),
+    "sysv_ipc_left_for_host": Case(frozenset(), unseen=True),
 }
 
 
@@ -244,6 +249,11 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
         pytest.skip("the suite starts servers as root and as uid 65534")
     work = Path(tempfile.mkdtemp(prefix=f"tritonpy-escape-{uid}-"))
     listeners: list[socket.socket] = []
+    # The host's System V objects, open to all (uid 65534's plain model
+    # opens them too): the sandboxed model must not find them.
+    shm_key, msg_key = secrets.randbits(30) + 1, secrets.randbits(30) + 1
+    ipc = [(sysv.remove_segment, sysv.make_segment(shm_key))]
+    ipc.append((sysv.remove_queue, sysv.make_queue(msg_key)))
     # A terminal of the host's, as an operator's shell has (no process
     # reads it: the model's read would find nothing, its open is what must
     # fail).
@@ -304,6 +314,8 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 "serve_abstract": f"tritonpy-escape-serve-{token}",
                 "host_unix": str(work / "sockets" / "host.sock"),
                 "host_terminal": os.ttyname(terminals[1]) if terminals else "",
+                "sysv_shm": shm_key,
+                "sysv_msg": msg_key,
             }
             context["devices"] = readable_outside(srv, context, devices)
             first = attempt(srv, "ping", context)
@@ -315,6 +327,8 @@ def escape(request: pytest.FixtureRequest) -> Iterator[Escape]:
                 work,
             )
     finally:
+        for remove, ident in ipc:
+            remove(ident)
         for s in listeners:
             s.close()
         for fd in terminals:
@@ -420,6 +434,10 @@ def test_escape_attempt(escape: Escape, case: str) -> None:
             if os.path.lexists(left):
                 escapes.append(f"{t['what']}: the host sees {left}")
                 os.unlink(left)
+        elif t["errno"] == 0 and expected.unseen and "left_segment" in t:
+            if (segment := sysv.segment(t["left_segment"])) >= 0:
+                escapes.append(f"{t['what']}: the host sees segment {segment}")
+                sysv.remove_segment(segment)
         elif expected.controls:
             if not t["refused"]:
                 escapes.append(f"{t['what']}: done")

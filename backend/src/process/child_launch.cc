@@ -344,12 +344,12 @@ StartChild(
     }
   }
   if (pid == 0 && sandbox) {
-    // A fork into new user, pid, mount (and network) namespaces: the
+    // A fork into new user, pid, mount, IPC (and network) namespaces: the
     // child is pid 1 of its own pid namespace, and everything in it dies
     // with it.
     pid = static_cast<pid_t>(syscall(
         SYS_clone,
-        CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS |
+        CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC |
             (setup.own_network ? CLONE_NEWNET : 0) | SIGCHLD,
         nullptr, nullptr, nullptr, nullptr));
     fork_errno = errno;
@@ -366,9 +366,9 @@ StartChild(
     if (sandbox) {
       return Status::Unavailable(
           prefix + SandboxName(plan) + " could not be set " +
-          "up: the kernel refused new user, pid, mount" +
+          "up: the kernel refused new user, pid, mount, IPC" +
           (setup.own_network ? " and network" : "") + " namespaces " +
-          "(clone CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS" +
+          "(clone CLONE_NEWUSER|CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC" +
           (setup.own_network ? "|CLONE_NEWNET" : "") +
           "): " + strerror(fork_errno) +
           " (are user namespaces disabled, e.g. by sysctl " +

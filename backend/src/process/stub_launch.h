@@ -17,7 +17,7 @@ namespace tritonpy {
 class StubTemplates;
 
 // The opt-in sandbox of a model's stubs (stub-sandbox, docs/hardening.md):
-// user, pid, mount and (stub-sandbox-network=none) network namespaces,
+// user, pid, mount, IPC and (stub-sandbox-network=none) network namespaces,
 // no_new_privs, rlimits, and a Landlock ruleset the stub applies to itself
 // (tritonpy/stub/_lifetime.pyx) over a private scratch tmpfs.
 struct StubSandbox {

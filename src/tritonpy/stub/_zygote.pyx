@@ -83,7 +83,7 @@ cdef extern from *:
     static long tritonpy_clone_sibling(int sandbox, int own_network, int* tid)
     {
       uint64_t flags = CLONE_PARENT | CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
-      if (sandbox) flags |= CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS;
+      if (sandbox) flags |= CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC;
       if (sandbox && own_network) flags |= CLONE_NEWNET;
       long r = -1;
       errno = ENOSYS;
@@ -199,7 +199,7 @@ cdef long _clone(
 
 def clone_spare() -> int:
     """Clones a sandboxed child of this process's parent ahead of its
-    stub (template.py, the spare): new user, pid, mount and network
+    stub (template.py, the spare): new user, pid, mount, IPC and network
     namespaces, and no other step. Returns as fork does; OSError when the
     kernel refuses the clone. Once its ids are mapped, the child takes the
     steps within its namespaces with ``enter``, and the others with

@@ -58,7 +58,7 @@ The messages, one SOCK_SEQPACKET message each, JSON:
     backend -> template, to the template of sandboxed stubs, once a stub
         it forked is up:
         {"spare": {"maps": [[file, text], ...], "tmp_bytes": N}}: it clones
-        the next sandboxed child ahead (the spare: new user, pid, mount and
+        the next sandboxed child ahead (the spare: new user, pid, mount, IPC and
         network namespaces), writes its ids' maps (the files of
         /proc/<pid>/, in order), and tells it {"ahead": {"tmp_bytes": N}}
         on its own socket pair: the spare then takes the sandbox's steps

@@ -7,6 +7,7 @@ model.py)."""
 import ctypes
 import fcntl
 import os
+import secrets
 import socket
 import struct
 import termios
@@ -363,7 +364,40 @@ def open_by_handle_at(t: Tries, ctx: dict, model) -> None:
         os.close(mount_fd)
 
 
+# System V IPC (sys/ipc.h): objects of the IPC namespace, not of a file.
+IPC_CREAT = 0o1000
+IPC_EXCL = 0o2000
+
+
+def sysv_get(kind: str, key: int, *size: int) -> dict:
+    args = [ctypes.c_int(key), *(ctypes.c_size_t(n) for n in size), ctypes.c_int(0)]
+    return {"id": libc(kind, *args)}
+
+
+def sysv_ipc_of_host(t: Tries, ctx: dict, model) -> None:
+    """Opens the host's shared memory segment and message queue by their
+    keys: with them a model reads, overwrites or removes what other
+    processes of the machine keep there."""
+    t.run(f"shmget(host key {ctx['sysv_shm']:#x})", sysv_get, "shmget", ctx["sysv_shm"], 0)
+    t.run(f"msgget(host key {ctx['sysv_msg']:#x})", sysv_get, "msgget", ctx["sysv_msg"])
+
+
+def make_segment(key: int) -> dict:
+    flags = ctypes.c_int(IPC_CREAT | IPC_EXCL | 0o600)
+    libc("shmget", ctypes.c_int(key), ctypes.c_size_t(1 << 20), flags)
+    return {"left_segment": key}
+
+
+def sysv_ipc_left_for_host(t: Tries, ctx: dict, model) -> None:
+    """Makes a segment and keeps it: in the host's namespace it would
+    outlive the stub and the server, outside every limit of theirs."""
+    key = secrets.randbits(30) + 1
+    t.run(f"shmget(key {key:#x}, IPC_CREAT) kept", make_segment, key)
+
+
 ATTEMPTS = (
+    sysv_ipc_of_host,
+    sysv_ipc_left_for_host,
     configure_network,
     ptrace_server,
     ptrace_other_stub,
