@@ -71,6 +71,8 @@ def test_the_probe_is_sandboxed_allowlisted_and_bounded(tmp_path: Path) -> None:
         "--load-model=add_sub",
         f"--backend-config=tritonpy,stub-timeout-seconds={TIMEOUT}",
         "--backend-config=tritonpy,stub-env-allowlist=PATH,HOME,TRITONPY_*",
+        # Where the sandboxed model's environment may lie.
+        f"--backend-config=tritonpy,stub-sandbox-read-paths={spy}",
     ]
     srv = TritonServer(repo, tmp_path, args=args, prefix=["env", "CLOUD_SECRET=1"])
     try:

@@ -30,7 +30,7 @@ from tritonpy import install as inst
 
 from checks import add_sub_works, infer_json, load_models, same_path
 from environments import IN_MODEL_DIR, SITE, env_server, make_venv, pack, write_model
-from server import TritonServer, build_repository, explicit, running
+from server import TritonServer, build_repository, explicit, load_failure, running
 
 MODELS = ["sandbox_probe", "add_sub"]
 MIB = 1 << 20
@@ -275,8 +275,16 @@ def test_a_sandboxed_model_runs_in_an_execution_environment(tmp_path: Path) -> N
     tar_src = make_venv(tmp_path / "tar-env", deps, copies=True)
     write_model(repo, "env_dir", str(venv_dir))
     write_model(repo, "env_tar", IN_MODEL_DIR, {"env.tar.gz": pack(tar_src, tmp_path / "e.tgz")})
+    # The same directory environment, named by a model that has no say
+    # over what its stubs read: where the operator did not open it, and
+    # through a link in its own directory.
+    write_model(repo, "env_elsewhere", str(tmp_path / "dir-env-elsewhere"))
+    shutil.copytree(venv_dir, tmp_path / "dir-env-elsewhere", symlinks=True)
+    write_model(repo, "env_link", "$$TRITON_MODEL_DIRECTORY/env")
+    (repo / "env_link" / "env").symlink_to(tmp_path / "dir-env-elsewhere")
     cache = tmp_path / "cache"
-    with running(env_server(repo, tmp_path, cache, *SANDBOX)) as srv:
+    opened = f"--backend-config=tritonpy,stub-sandbox-read-paths={venv_dir}"
+    with running(env_server(repo, tmp_path, cache, *SANDBOX, opened)) as srv:
         for name, prefix in (("env_dir", venv_dir), ("env_tar", None)):
             load_models(srv, name)
             info = infer_json(srv, name, "IN", np.array([1], np.int32), "INT32", "INFO")
@@ -286,6 +294,14 @@ def test_a_sandboxed_model_runs_in_an_execution_environment(tmp_path: Path) -> N
                 else same_path(Path(info["prefix"]).parent, cache)
             ), info
             assert same_path(info["numpy"], np.__file__), info
+        elsewhere = os.path.realpath(tmp_path / "dir-env-elsewhere")
+        for name in ("env_elsewhere", "env_link"):
+            message = load_failure(srv, name)
+            assert f"tritonpy: model '{name}': EXECUTION_ENV_PATH '" in message, message
+            assert f"{elsewhere} is outside what the model's sandboxed stubs may read" in message, (
+                message
+            )
+            assert "must lie in its own directory or under stub-sandbox-read-paths" in message
 
 
 def test_a_sandboxed_python_based_backend_reads_its_own_directory(tmp_path: Path) -> None:

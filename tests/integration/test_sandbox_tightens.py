@@ -240,6 +240,8 @@ def test_the_sandbox_of_a_server_that_is_not_root() -> None:
             *SANDBOX,
             f"--backend-config=tritonpy,python-executable={python}",
             f"--backend-config=tritonpy,env-cache-dir={work}/cache",
+            # Where a sandboxed model's environment may lie.
+            f"--backend-config=tritonpy,stub-sandbox-read-paths={env}",
         ]
         # asyncio's loop: the system interpreter may lack uvloop.
         prefix = [*as_nobody(), f"HOME={work}", f"PYTHONPATH={SITE}", "TRITONPY_LOOP=asyncio"]

@@ -96,6 +96,27 @@ def test_paths_leaving_the_model_directory_or_relative_are_refused(
         env.resolve_path(value, str(tmp_path / "m"))
 
 
+def test_a_sandboxed_model_s_environment_lies_where_its_stubs_may_read(tmp_path: Path) -> None:
+    model, opened, other = tmp_path / "m", tmp_path / "opened", tmp_path / "other"
+    for d in (model / "env", opened / "env", other / "env"):
+        d.mkdir(parents=True)
+    (model / "out").symlink_to(other / "env")
+    (model / "in").symlink_to(opened / "env")
+    readable = [str(model), str(opened)]
+    assert env.confine(model / "env", readable) == model / "env"
+    assert env.confine(opened / "env", readable) == opened / "env"
+    # A link counts where it leads.
+    assert env.confine(model / "in", readable) == opened / "env"
+    for path in (other / "env", model / "out", tmp_path):
+        with pytest.raises(env.EnvError, match="outside what the model's sandboxed stubs"):
+            env.confine(path, readable)
+    with pytest.raises(env.EnvError, match="cannot be resolved"):
+        env.confine(model / "missing", readable)
+    # prepare refuses it before it reads anything there.
+    with pytest.raises(env.EnvError, match="outside what"):
+        env.prepare(str(other / "env"), str(model), str(tmp_path / "cache"), readable=readable)
+
+
 def test_cache_dir_is_private(tmp_path: Path) -> None:
     fresh = env_cache.prepare_cache_dir(tmp_path / "a" / "cache")
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o700

@@ -148,6 +148,14 @@ PrepareExecutionEnv(
   args.push_back(std::to_string(settings.stub_timeout_seconds));
   StubLaunch helper;
   helper.sandbox = launch->sandbox;
+  // A sandboxed model's environment lies where its stubs may read anyway:
+  // naming it opens nothing else of the host to them.
+  if (helper.sandbox.enabled) {
+    for (const std::string& path : helper.sandbox.read_paths) {
+      args.push_back("--within");
+      args.push_back(path);
+    }
+  }
   if (helper.sandbox.enabled && geteuid() == 0) {
     args.push_back("--sandbox-real-uid");
     args.push_back(std::to_string(kSandboxRealUid));

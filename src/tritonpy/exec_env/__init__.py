@@ -52,7 +52,7 @@ from .cache import default_cache_dir, prepare_cache_dir, unpack
 from .extract import EnvError, Limits, within
 from .probe import stub_environment
 
-__all__ = ["EnvError", "Limits", "main", "prepare", "resolve_path"]
+__all__ = ["EnvError", "Limits", "confine", "main", "prepare", "resolve_path"]
 
 MODEL_DIR_VAR = "$$TRITON_MODEL_DIRECTORY"
 
@@ -72,14 +72,41 @@ def resolve_path(value: str, model_dir: str) -> Path:
     return Path(value)
 
 
+def confine(path: Path, readable: list[str]) -> Path:
+    """The real path of a sandboxed model's environment, which must lie in
+    one of ``readable``: what its stubs may read anyway (the model's own
+    directories, stub-sandbox-read-paths). Otherwise the model would open
+    any directory of the host to its stubs, or have the backend unpack any
+    archive for them, by naming it; a link in the model's directory counts
+    where it leads."""
+    try:
+        real = os.path.realpath(path, strict=True)
+    except OSError as e:
+        raise EnvError(f"{path} cannot be resolved: {e.strerror}") from None
+    if not any(within(real, os.path.realpath(root)) for root in readable):
+        raise EnvError(
+            f"{real} is outside what the model's sandboxed stubs may read "
+            f"({', '.join(readable)}): a sandboxed model's environment must lie in its own "
+            "directory or under stub-sandbox-read-paths"
+        )
+    return Path(real)
+
+
 def prepare(
-    value: str, model_dir: str, cache_dir: str | None, limits: Limits = Limits()
+    value: str,
+    model_dir: str,
+    cache_dir: str | None,
+    limits: Limits = Limits(),
+    readable: list[str] | None = None,
 ) -> dict[str, Any]:
     """Everything the backend needs to start the stubs of a model whose
-    ``EXECUTION_ENV_PATH`` is ``value``."""
+    ``EXECUTION_ENV_PATH`` is ``value``; ``readable``: a sandboxed model's
+    (``confine``)."""
     path = resolve_path(value, model_dir)
     if not path.exists():
         raise EnvError(f"{path} does not exist")
+    if readable is not None:
+        path = confine(path, readable)
     start = time.monotonic()
     extracted = False
     changed = None
@@ -128,6 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds the environment's interpreter may take to answer (stub-timeout-seconds)",
     )
     parser.add_argument(
+        "--within",
+        action="append",
+        default=None,
+        help="(a sandboxed model) a directory its stubs may read, in one of which the "
+        "environment must lie; repeated",
+    )
+    parser.add_argument(
         "--sandbox-real-uid",
         type=int,
         default=-1,
@@ -141,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         max_bytes=args.max_bytes, max_members=args.max_members, max_ratio=args.max_ratio
     )
     try:
-        result = prepare(args.path, args.model_dir, args.cache_dir or None, limits)
+        result = prepare(args.path, args.model_dir, args.cache_dir or None, limits, args.within)
     except EnvError as e:
         print(e, file=sys.stderr)
         return 2
