@@ -2,8 +2,9 @@
 // Copyright (c) The tritonpy authors.
 //
 // Tests of the backend's own threads and children: WorkerThread (its
-// wake-ups, stop, failures, a join from the thread itself) and ChildLinks
-// (a child's descriptor pairs, placed, then closed on every path).
+// wake-ups, stop, failures, a join from the thread itself), ChildLinks
+// (a child's descriptor pairs, placed, then closed on every path) and
+// LogRelay (sandboxed stubs' output copied, each pipe in turn).
 
 #include <dirent.h>
 #include <sys/wait.h>
@@ -19,10 +20,12 @@
 
 #include "check.h"
 #include "process/child_launch.h"
+#include "process/log_relay.h"
 #include "util/worker_thread.h"
 
 using tritonpy::ChildLinks;
 using tritonpy::ChildPlan;
+using tritonpy::LogRelay;
 using tritonpy::Status;
 using tritonpy::WorkerThread;
 
@@ -259,6 +262,59 @@ TestRunCommand()
 
 }  // namespace
 
+// Reads from `fd` until `want` bytes came (or it ends).
+std::string
+ReadBytes(int fd, size_t want)
+{
+  std::string got;
+  char buf[4096];
+  while (got.size() < want) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+void
+TestLogRelay()
+{
+  int out[2];
+  CHECK(pipe(out) == 0);
+  {
+    LogRelay relay;
+    int a = -1, b = -1;
+    CHECK(relay.Open(out[1], &a).ok());
+    CHECK(relay.Open(out[1], &b).ok());
+    CHECK(relay.open_pipes() == 2);
+    // What each writes arrives, in order.
+    CHECK(write(a, "one\n", 4) == 4);
+    CHECK(ReadBytes(out[0], 4) == "one\n");
+    CHECK(write(b, "two\n", 4) == 4);
+    CHECK(ReadBytes(out[0], 4) == "two\n");
+    // One that writes more than a chunk while another waits: both get
+    // through, the second's line whole.
+    const std::string big(200 * 1024, 'x');
+    std::thread flood([&] { CHECK(write(a, big.data(), big.size()) > 0); });
+    CHECK(write(b, "three\n", 6) == 6);
+    const std::string got = ReadBytes(out[0], big.size() + 6);
+    flood.join();
+    CHECK(got.size() == big.size() + 6);
+    CHECK(got.find("three\n") != std::string::npos);
+    // A pipe ends when its writers closed it, after what they wrote.
+    CHECK(write(a, "last\n", 5) == 5);
+    close(a);
+    CHECK(ReadBytes(out[0], 5) == "last\n");
+    CHECK(Eventually([&] { return relay.open_pipes() == 1; }));
+    // The relay's end copies what is left.
+    CHECK(write(b, "bye\n", 4) == 4);
+    close(b);
+  }
+  CHECK(ReadBytes(out[0], 4) == "bye\n");
+  close(out[0]);
+  close(out[1]);
+}
+
 int
 main()
 {
@@ -268,6 +324,7 @@ main()
   TestWorkerWaitsForItsPeriod();
   TestWorkerFailures();
   TestWorkerJoinsItself();
+  TestLogRelay();
   printf("%s: %d failure(s)\n", failures == 0 ? "ok" : "FAIL", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -16,6 +16,7 @@
 
 #include "ipc/arena.h"
 #include "model/drain_watcher.h"
+#include "process/log_relay.h"
 #include "process/memory_reporter.h"
 #include "process/stub_launch.h"
 #include "process/stub_template.h"
@@ -140,6 +141,9 @@ class BackendState {
   // The stub templates of this backend's models (stub-fork); nullptr with
   // stub-fork=false. Internally synchronised.
   StubTemplates* templates() const { return templates_.get(); }
+  // Where sandboxed stubs' stdout and stderr are copied to the server's
+  // (log_relay.h). Internally synchronised.
+  LogRelay* log_relay() const { return log_relay_.get(); }
   // The models sandboxed models loaded (model_control.h): what each may
   // load again and unload. Internally synchronised.
   const std::shared_ptr<SandboxedModels>& sandboxed_models() const
@@ -184,6 +188,8 @@ class BackendState {
   std::string name_;
   std::string directory_;
   BackendSettings settings_;
+  // Before everything that starts stubs: it goes last, once they ended.
+  std::unique_ptr<LogRelay> log_relay_ = std::make_unique<LogRelay>();
   std::unique_ptr<DrainWatcher> drain_watcher_ =
       std::make_unique<DrainWatcher>();
   std::unique_ptr<MetricStore> metric_store_ = std::make_unique<MetricStore>();

@@ -420,6 +420,7 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
   TRITONPY_RETURN_IF_ERROR(ApplySandboxPolicy(
       state->name_, state->backend_->settings(),
       json::Find(config, "parameters"), &state->stub_launch_));
+  state->stub_launch_.log_relay = state->backend_->log_relay();
   // What a sandboxed stub reads of the repository: its model's own
   // directory (and a Python-based backend's), no other model's.
   state->stub_launch_.sandbox.read_paths.push_back(state->repository_);

@@ -14,6 +14,7 @@
 
 namespace tritonpy {
 
+class LogRelay;
 class StubTemplates;
 
 // The opt-in sandbox of a model's stubs (stub-sandbox, docs/hardening.md):
@@ -52,6 +53,9 @@ struct StubLaunch {
   std::vector<std::string> env;
   bool env_filtered = false;
   StubSandbox sandbox;
+  // A sandboxed stub's stdout and stderr: pipes this copies to the
+  // server's (log_relay.h), never the server's own descriptors.
+  LogRelay* log_relay = nullptr;
   // stub-fork: the templates that fork this model's stubs (the
   // backend's), and the modules their template imports first
   // (stub-preload plus the model's stub_preload); nullptr: exec'd.

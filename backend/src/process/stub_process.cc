@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "process/child_launch.h"
+#include "process/log_relay.h"
 #include "process/stub_template.h"
 
 namespace tritonpy {
@@ -23,6 +24,16 @@ namespace {
 constexpr int kStubFd = 3;
 // Where the stub finds the server's lifeline (--server-lifeline).
 constexpr int kLifelineFd = 4;
+
+// Descriptors of the server's, closed when it goes (once placed in the
+// child, or when the start failed).
+struct ClosedAtEnd {
+  std::vector<int> fds;
+  ~ClosedAtEnd()
+  {
+    for (int fd : fds) close(fd);
+  }
+};
 
 }  // namespace
 
@@ -96,9 +107,20 @@ StubProcess::SpawnOnce(
   }
   plan.env = launch.env.empty() && !launch.env_filtered ? nullptr : &launch.env;
   plan.sandbox = launch.sandbox;
-  // A sandboxed stub keeps the server's stdout and stderr (the log), not
-  // its stdin (a terminal, perhaps, that it could read or inject into).
+  // A sandboxed stub writes to the server's stdout and stderr (the log)
+  // through pipes of its own (log_relay.h), and has no stdin (a terminal,
+  // perhaps, that it could read or inject into).
   plan.null_stdin = launch.sandbox.enabled;
+  ClosedAtEnd outputs;
+  if (launch.sandbox.enabled && launch.log_relay != nullptr) {
+    for (int target : {1, 2}) {
+      int fd = -1;
+      TRITONPY_RETURN_IF_ERROR(
+          launch.log_relay->Open(target, &fd).WithPrefix(prefix));
+      outputs.fds.push_back(fd);
+      plan.place.emplace_back(fd, target);
+    }
+  }
   pid_t pid = -1;
   ChildForker forker = [&launch, templates](const ChildFork& fork, int* err) {
     return templates->Fork(launch, fork, err);

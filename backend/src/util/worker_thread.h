@@ -4,7 +4,7 @@
 // WorkerThread: the one way the backend runs a thread of its own (the
 // reader of each instance, the drain watcher, the stub memory reporter,
 // the descriptor closer, the model-control worker, the stub templates'
-// starter). A named thread that runs a step over and over, each behind an
+// starter, the sandboxed stubs' log relay). A named thread that runs a step over and over, each behind an
 // exception barrier (barrier.h), until the step returns false or Stop is
 // called; with a wake-up that a step can wait for.
 //

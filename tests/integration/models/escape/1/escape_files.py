@@ -129,11 +129,23 @@ def read_devices(t: Tries, ctx: dict, model) -> None:
             continue
 
 
+def read_unless_own_pipe(path: str) -> dict:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return {"own_pipe": True}  # what the stub itself wrote, nothing else
+    finally:
+        os.close(fd)
+    return read_head(path)
+
+
 def reopen_log_for_reading(t: Tries, ctx: dict, model) -> None:
-    """The stub's stdout is the server's log, open for writing only; a
-    reopen for reading would show what every model logged."""
+    """Were the stub's stdout the server's log (open for writing only), a
+    reopen for reading would show what every model logged. A sandboxed
+    stub's is a pipe of its own to the backend's relay: reopened, it gives
+    back only what the stub wrote."""
     for fd in (1, 2):
-        t.run(f"read /proc/self/fd/{fd}", read_head, f"/proc/self/fd/{fd}")
+        t.run(f"read /proc/self/fd/{fd}", read_unless_own_pipe, f"/proc/self/fd/{fd}")
 
 
 # Through the scratch directory.
