@@ -98,6 +98,8 @@ def test_the_probe_is_sandboxed_allowlisted_and_bounded(tmp_path: Path) -> None:
             env = (facts / "env").read_text()
             assert pid < 10 and len(seen) < 5, (pid, seen)
             assert "CLOUD_SECRET" not in env and "PATH=" in env, env
+            # With the allowlist set, no warning about the environment.
+            assert "stub-env-allowlist is not set" not in srv.log()
             if os.geteuid() == 0:  # as a root server's sandboxed stub: another real uid
                 assert (facts / "uid").read_text().strip() == "1"
             add_sub_works(srv)

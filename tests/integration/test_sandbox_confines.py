@@ -149,6 +149,18 @@ def test_a_sandboxed_model_cannot_read_secrets_or_other_models(
     assert refused(listed) or "identity" not in listed["ok"], listed
 
 
+ENV_WARNING = (
+    "runs sandboxed, but stub-env-allowlist is not set: sandboxed stubs get the server's "
+    "whole environment, credentials in it included"
+)
+
+
+def test_an_operator_who_sets_no_allowlist_is_told_once(sandboxed: TritonServer) -> None:
+    # Several sandboxed models are loaded; the warning comes with the first.
+    assert len(MODELS) > 1
+    assert sandboxed.log().count(ENV_WARNING) == 1, sandboxed.log()[-3000:]
+
+
 @pytest.mark.parametrize(
     "path",
     ["/etc/shadow", "/home", "/dev/pts", "/dev/sda", "/run", "{work}/secret"],

@@ -155,11 +155,26 @@ ApplyForkPolicy(
   return Status();
 }
 
-// stub-env-allowlist applied to `launch`.
+// stub-env-allowlist applied to `launch` (of `model`).
 Status
-ApplyEnvPolicy(const BackendSettings& settings, StubLaunch* launch)
+ApplyEnvPolicy(
+    const std::string& model, const BackendSettings& settings,
+    StubLaunch* launch)
 {
-  if (settings.env_allowlist.empty()) return Status();
+  if (settings.env_allowlist.empty()) {
+    // The sandbox confines files, processes and the network; the server's
+    // environment is what the operator filters. Said once per process.
+    static std::atomic<bool> told{false};
+    if (launch->sandbox.enabled && !told.exchange(true)) {
+      TRITONPY_LOG_WARN(
+          "tritonpy: model '" + model +
+          "' runs sandboxed, but stub-env-allowlist is not set: sandboxed "
+          "stubs get the server's whole environment, credentials in it "
+          "included; set stub-env-allowlist to the variables models need "
+          "(docs/hardening.md)");
+    }
+    return Status();
+  }
   // What an execution environment set (not in the server's environment as
   // it is) stays: it belongs to the environment, not to the server.
   std::set<std::string> server;
@@ -435,7 +450,8 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
         &state->stub_launch_));
   }
   TRITONPY_RETURN_IF_ERROR(
-      ApplyEnvPolicy(state->backend_->settings(), &state->stub_launch_));
+      ApplyEnvPolicy(
+          state->name_, state->backend_->settings(), &state->stub_launch_));
   TRITONPY_RETURN_IF_ERROR(ApplyForkPolicy(
       state->name_, *state->backend_, json::Find(config, "parameters"),
       exec_env, &state->stub_launch_));
