@@ -17,14 +17,22 @@ from server import children, running
 
 ENDED = "ended: no loaded model forks from it"
 PRELOAD = 'parameters { key: "stub_preload" value { string_value: "leased" } }'
+# Sandbox limits without a sandbox (the backend's is off): nothing that
+# keys a template apart.
+LIMITS = 'parameters { key: "stub_sandbox_max_processes" value { string_value: "64" } }'
 
 
 def test_a_template_of_a_model_s_own_preload_ends_with_the_last_model_that_uses_it(
     tmp_path: Path,
 ) -> None:
-    # Two models that name the same module for their template, and one
+    # Two models that name the same module for their template, and two
     # with the backend's settings. None imports it in model.py.
-    models = {"own_a": ("", PRELOAD), "own_b": ("", PRELOAD), "plain": ("", "")}
+    models = {
+        "own_a": ("", PRELOAD),
+        "own_b": ("", PRELOAD),
+        "plain": ("", ""),
+        "limits": ("", LIMITS),
+    }
     srv = leased_server(tmp_path, models)
     with running(srv):
         c = httpclient.InferenceServerClient(srv.http_url, network_timeout=120)
@@ -34,6 +42,15 @@ def test_a_template_of_a_model_s_own_preload_ends_with_the_last_model_that_uses_
             assert plain["forked"] and plain["imported_by"] is None, plain
             shared = set(children(srv.proc.pid, templates=True))
             assert len(shared) == 1, shared
+            # A model of the same settings comes and goes: the backend's
+            # template stays.
+            at = srv.log_size()
+            c.load_model("limits")
+            assert info(srv, "limits")["forked"]
+            c.unload_model("limits")
+            assert srv.wait_log("successfully unloaded 'limits'", timeout=60, after=at)
+            assert ENDED not in srv.log()[at:]
+            assert set(children(srv.proc.pid, templates=True)) == shared
             for name in ("own_a", "own_b"):
                 c.load_model(name)
             seen = {name: info(srv, name) for name in ("own_a", "own_b")}

@@ -144,14 +144,17 @@ ApplyForkPolicy(
   }
   // What keys its template apart from the backend's (StubTemplates::Key):
   // such a template ends with the last model that uses it.
+  // The limits count only where there is a sandbox, as in the key.
   const BackendSettings& settings = backend.settings();
   const StubSandbox& box = launch->sandbox;
+  const StubSandbox& backend_box = settings.sandbox;
   launch->own_settings =
       exec_env || launch->preload != settings.stub_preload ||
-      box.enabled != settings.sandbox.enabled ||
-      box.max_processes != settings.sandbox.max_processes ||
-      box.address_space_bytes != settings.sandbox.address_space_bytes ||
-      box.uid != settings.sandbox.uid;
+      box.enabled != backend_box.enabled ||
+      (box.enabled &&
+       (box.max_processes != backend_box.max_processes ||
+        box.address_space_bytes != backend_box.address_space_bytes ||
+        box.uid != backend_box.uid));
   return Status();
 }
 
@@ -449,9 +452,8 @@ ModelState::Create(TRITONBACKEND_Model* model, std::unique_ptr<ModelState>* out)
         state->backend_->settings(), state->name_, state->repository_, text,
         &state->stub_launch_));
   }
-  TRITONPY_RETURN_IF_ERROR(
-      ApplyEnvPolicy(
-          state->name_, state->backend_->settings(), &state->stub_launch_));
+  TRITONPY_RETURN_IF_ERROR(ApplyEnvPolicy(
+      state->name_, state->backend_->settings(), &state->stub_launch_));
   TRITONPY_RETURN_IF_ERROR(ApplyForkPolicy(
       state->name_, *state->backend_, json::Find(config, "parameters"),
       exec_env, &state->stub_launch_));
