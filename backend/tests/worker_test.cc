@@ -7,6 +7,7 @@
 // LogRelay (sandboxed stubs' output copied, each pipe in turn).
 
 #include <dirent.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -260,15 +261,16 @@ TestRunCommand()
   CHECK(OpenDescriptors() == baseline);
 }
 
-}  // namespace
-
-// Reads from `fd` until `want` bytes came (or it ends).
+// Reads from `fd` until `want` bytes came; what came when it ends or
+// nothing comes for 10 s.
 std::string
 ReadBytes(int fd, size_t want)
 {
   std::string got;
   char buf[4096];
   while (got.size() < want) {
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 10000) != 1) break;
     const ssize_t n = read(fd, buf, sizeof(buf));
     if (n <= 0) break;
     got.append(buf, static_cast<size_t>(n));
@@ -292,19 +294,27 @@ TestLogRelay()
     CHECK(ReadBytes(out[0], 4) == "one\n");
     CHECK(write(b, "two\n", 4) == 4);
     CHECK(ReadBytes(out[0], 4) == "two\n");
-    // One that writes more than a chunk while another waits: both get
-    // through, the second's line whole.
-    const std::string big(200 * 1024, 'x');
+    // Lines stay whole: another's line never lands inside one.
+    CHECK(write(a, "abc", 3) == 3);
+    CHECK(write(b, "xyz\n", 4) == 4);
+    CHECK(write(a, "def\n", 4) == 4);
+    const std::string lines = ReadBytes(out[0], 11);
+    CHECK(lines == "xyz\nabcdef\n" || lines == "abcdef\nxyz\n");
+    // One that writes more than a chunk while another writes a line: both
+    // get through, the short line whole.
+    std::string big(200 * 1024, 'x');
+    big.back() = '\n';
     std::thread flood([&] { CHECK(write(a, big.data(), big.size()) > 0); });
     CHECK(write(b, "three\n", 6) == 6);
     const std::string got = ReadBytes(out[0], big.size() + 6);
     flood.join();
     CHECK(got.size() == big.size() + 6);
     CHECK(got.find("three\n") != std::string::npos);
-    // A pipe ends when its writers closed it, after what they wrote.
-    CHECK(write(a, "last\n", 5) == 5);
+    // A pipe ends when its writers closed it, after what they wrote (the
+    // end of a line not ended too).
+    CHECK(write(a, "last", 4) == 4);
     close(a);
-    CHECK(ReadBytes(out[0], 5) == "last\n");
+    CHECK(ReadBytes(out[0], 4) == "last");
     CHECK(Eventually([&] { return relay.open_pipes() == 1; }));
     // The relay's end copies what is left.
     CHECK(write(b, "bye\n", 4) == 4);
@@ -312,8 +322,20 @@ TestLogRelay()
   }
   CHECK(ReadBytes(out[0], 4) == "bye\n");
   close(out[0]);
+  // A server whose stdout closed: the relay's writes fail, the server
+  // lives on (no SIGPIPE), and the relay ends.
+  {
+    LogRelay relay;
+    int c = -1;
+    CHECK(relay.Open(out[1], &c).ok());
+    CHECK(write(c, "lost\n", 5) == 5);
+    close(c);
+    CHECK(Eventually([&] { return relay.open_pipes() == 0; }));
+  }
   close(out[1]);
 }
+
+}  // namespace
 
 int
 main()

@@ -5,11 +5,12 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <string>
 
 namespace tritonpy {
 
@@ -17,8 +18,33 @@ namespace {
 
 constexpr size_t kChunk = 64 * 1024;
 
-// Writes all of `data` to `fd`, waiting while it is full; drops the rest
-// when it cannot take it (closed, an error).
+// SIGPIPE blocked on the calling thread while it lives: a write to a pipe
+// that closed fails with EPIPE instead of killing the server. The signal
+// the kernel raised meanwhile is taken, so that none is left pending.
+class NoSigpipe {
+ public:
+  NoSigpipe()
+  {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~NoSigpipe()
+  {
+    const struct timespec now = {0, 0};
+    while (sigtimedwait(&pipe_, nullptr, &now) > 0) {}
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe&) = delete;
+  NoSigpipe& operator=(const NoSigpipe&) = delete;
+
+ private:
+  sigset_t pipe_;
+  sigset_t old_;
+};
+
+// Writes all of `data` to `fd`; drops the rest when it cannot take it (it
+// closed, an error). The caller blocks SIGPIPE.
 void
 WriteAll(int fd, const char* data, size_t size)
 {
@@ -51,13 +77,18 @@ LogRelay::~LogRelay()
     (void)!write(wake_[1], &byte, 1);
   }
   thread_.Join();
+  NoSigpipe quiet;
   MutexLock lock(&mu_);
+  for (Pipe& p : added_) pipes_.push_back(std::move(p));
+  added_.clear();
   // What the stubs wrote before they ended, then the pipes.
-  for (const Pipe& p : pipes_) {
-    for (int i = 0; i < 16 && CopyChunk(p); ++i) {}
+  for (Pipe& p : pipes_) {
+    for (int i = 0; i < 16 && CopyChunk(&p); ++i) {}
+    WriteAll(p.target, p.partial.data(), p.partial.size());
     close(p.fd);
   }
   pipes_.clear();
+  open_ = 0;
   close(wake_[0]);
   close(wake_[1]);
 }
@@ -87,7 +118,8 @@ LogRelay::Open(int target, int* write_end)
           "tritonpy-logs", "the sandboxed stubs' log relay",
           [this] { return Step(); }, [](const Status&) { return true; });
     }
-    pipes_.push_back({ends[0], target});
+    added_.push_back({ends[0], target, std::string()});
+    ++open_;
     const char byte = 0;
     (void)!write(wake_[1], &byte, 1);
   }
@@ -98,61 +130,65 @@ LogRelay::Open(int target, int* write_end)
 size_t
 LogRelay::open_pipes() const
 {
-  MutexLock lock(&mu_);
-  return pipes_.size();
+  return open_.load();
 }
 
 bool
-LogRelay::CopyChunk(const Pipe& p)
+LogRelay::CopyChunk(Pipe* p)
 {
-  char buf[kChunk];
+  const size_t kept = p->partial.size();
+  p->partial.resize(kept + kChunk);
   ssize_t n;
   do {
-    n = read(p.fd, buf, sizeof(buf));
+    n = read(p->fd, &p->partial[kept], kChunk);
   } while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    WriteAll(p.target, buf, static_cast<size_t>(n));
-    return true;
+  p->partial.resize(kept + (n > 0 ? static_cast<size_t>(n) : 0));
+  if (n <= 0) {
+    const bool ended = !(n < 0 && errno == EAGAIN);
+    if (ended) {
+      WriteAll(p->target, p->partial.data(), p->partial.size());
+      p->partial.clear();
+    }
+    return !ended;
   }
-  return n < 0 && errno == EAGAIN;
+  // Whole lines out; the start of the next kept, unless it is long.
+  const size_t end = p->partial.rfind('\n');
+  const size_t out = p->partial.size() > kChunk ? p->partial.size()
+                     : end == std::string::npos ? 0
+                                                : end + 1;
+  WriteAll(p->target, p->partial.data(), out);
+  p->partial.erase(0, out);
+  return true;
 }
 
 bool
 LogRelay::Step()
 {
-  std::vector<Pipe> pipes;
+  static thread_local NoSigpipe quiet;  // for the thread's life
   std::vector<struct pollfd> polled;
   {
     MutexLock lock(&mu_);
-    pipes = pipes_;
+    for (Pipe& p : added_) pipes_.push_back(std::move(p));
+    added_.clear();
     polled.push_back({wake_[0], POLLIN, 0});
   }
-  for (const Pipe& p : pipes) polled.push_back({p.fd, POLLIN, 0});
+  for (const Pipe& p : pipes_) polled.push_back({p.fd, POLLIN, 0});
   int r;
   do {
     r = poll(polled.data(), polled.size(), -1);
   } while (r < 0 && errno == EINTR);
   if (thread_.stopping()) return false;
+  if (r < 0) return thread_.WaitFor(std::chrono::milliseconds(100));
   if (polled[0].revents != 0) {
     char drain[64];
     while (read(polled[0].fd, drain, sizeof(drain)) > 0) {}
   }
-  std::vector<int> ended;
-  for (size_t i = 0; i < pipes.size(); ++i) {
-    if (polled[i + 1].revents != 0 && !CopyChunk(pipes[i])) {
-      ended.push_back(pipes[i].fd);
-    }
-  }
-  if (!ended.empty()) {
-    MutexLock lock(&mu_);
-    for (int fd : ended) {
-      for (auto it = pipes_.begin(); it != pipes_.end(); ++it) {
-        if (it->fd == fd) {
-          pipes_.erase(it);
-          break;
-        }
-      }
-      close(fd);
+  // Back to front: an ended pipe leaves, the others keep their places.
+  for (size_t i = pipes_.size(); i-- > 0;) {
+    if (polled[i + 1].revents != 0 && !CopyChunk(&pipes_[i])) {
+      close(pipes_[i].fd);
+      pipes_.erase(pipes_.begin() + static_cast<std::ptrdiff_t>(i));
+      --open_;
     }
   }
   return true;

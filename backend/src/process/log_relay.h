@@ -9,19 +9,25 @@
 // under the server's own lines, or reserve the disk with fallocate
 // (docs/hardening.md). A pipe lets it append, and nothing else.
 //
-// The copy is a stream of bytes, as the stub wrote them: up to 64 KiB of
-// one pipe at a time, each pipe in turn, so that a stub that writes
-// without end delays the others' lines by one chunk, not for good. A stub
-// whose pipe is full waits in its write, as it would on a slow terminal. A
-// pipe ends when every holder of its write end closed it (the stub and
-// what it started have exited): what they wrote until then is copied.
+// Lines stay whole: a pipe's bytes are copied up to its last newline,
+// the rest kept for its next round (up to 64 KiB: a longer line goes out
+// in pieces), so that another stub's line never lands inside one. Each
+// pipe in turn, a read of up to 64 KiB each: a stub that writes without
+// end delays the others by one chunk, not for good. A stub's stdout and
+// stderr are two pipes: their lines keep their order within each, not
+// between them. A stub whose pipe is full waits in its write, as it would
+// on a slow terminal. A pipe ends when every holder of its write end
+// closed it (the stub and what it started have exited): what they wrote
+// until then is copied. A server whose stdout is a pipe that closed gets
+// EPIPE on the relay's writes, never SIGPIPE.
 //
 // Threads: Open from any thread; the copying on the relay's own thread,
 // started at the first Open. The destructor copies what is waiting, then
 // closes every pipe.
 #pragma once
 
-#include <utility>
+#include <atomic>
+#include <string>
 #include <vector>
 
 #include "util/error.h"
@@ -47,19 +53,25 @@ class LogRelay {
 
  private:
   struct Pipe {
-    int fd;      // the read end
-    int target;  // where its bytes go
+    int fd;               // the read end
+    int target;           // where its bytes go
+    std::string partial;  // the start of a line not ended yet
   };
   // One round: waits for a pipe to be readable (or for Open), copies a
   // chunk of each that is, drops those that ended.
   bool Step() EXCLUDES(mu_);
-  // Copies one chunk of `p`; false once it ended.
-  static bool CopyChunk(const Pipe& p);
+  // Copies one chunk of `p`, whole lines; false once it ended (what was
+  // kept of it is written then).
+  static bool CopyChunk(Pipe* p);
 
   mutable Mutex mu_;
-  std::vector<Pipe> pipes_ GUARDED_BY(mu_);
+  // Opened, not yet taken by the relay's thread.
+  std::vector<Pipe> added_ GUARDED_BY(mu_);
   // Written to by Open to end the relay's poll at once: [0] read, [1] write.
   int wake_[2] GUARDED_BY(mu_) = {-1, -1};
+  // The relay thread's own (the destructor's once it ended).
+  std::vector<Pipe> pipes_;
+  std::atomic<size_t> open_{0};  // added_ and pipes_
   WorkerThread thread_;
 };
 

@@ -4,9 +4,9 @@
 // WorkerThread: the one way the backend runs a thread of its own (the
 // reader of each instance, the drain watcher, the stub memory reporter,
 // the descriptor closer, the model-control worker, the stub templates'
-// starter, the sandboxed stubs' log relay). A named thread that runs a step over and over, each behind an
-// exception barrier (barrier.h), until the step returns false or Stop is
-// called; with a wake-up that a step can wait for.
+// starter, the sandboxed stubs' log relay). A named thread that runs a step
+// over and over, each behind an exception barrier (barrier.h), until the step
+// returns false or Stop is called; with a wake-up that a step can wait for.
 //
 // What the loop works on stays with its owner, under the owner's lock; the
 // thread holds only its own: a stop flag and a wake flag. A Wake is never
