@@ -306,13 +306,10 @@ def test_a_sandboxed_model_runs_in_an_execution_environment(tmp_path: Path) -> N
                 else same_path(Path(info["prefix"]).parent, cache)
             ), info
             assert same_path(info["numpy"], np.__file__), info
-        elsewhere = os.path.realpath(tmp_path / "dir-env-elsewhere")
         for name in ("env_elsewhere", "env_link"):
             message = load_failure(srv, name)
             assert f"tritonpy: model '{name}': EXECUTION_ENV_PATH '" in message, message
-            assert f"{elsewhere} is outside what the model's sandboxed stubs may read" in message, (
-                message
-            )
+            assert "it is not in what the model's sandboxed stubs may read" in message, message
             assert "must lie in its own directory or under stub-sandbox-read-paths" in message
 
 

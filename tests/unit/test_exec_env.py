@@ -107,13 +107,14 @@ def test_a_sandboxed_model_s_environment_lies_where_its_stubs_may_read(tmp_path:
     assert env.confine(opened / "env", readable) == opened / "env"
     # A link counts where it leads.
     assert env.confine(model / "in", readable) == opened / "env"
-    for path in (other / "env", model / "out", tmp_path):
-        with pytest.raises(env.EnvError, match="outside what the model's sandboxed stubs"):
+    # Refused alike whether it is there or not, and where a link leads is
+    # not said.
+    for path in (other / "env", model / "out", tmp_path, other / "missing"):
+        with pytest.raises(env.EnvError, match="not in what the model's sandboxed stubs") as e:
             env.confine(path, readable)
-    with pytest.raises(env.EnvError, match="cannot be resolved"):
-        env.confine(model / "missing", readable)
+        assert str(other) not in str(e.value), e.value
     # prepare refuses it before it reads anything there.
-    with pytest.raises(env.EnvError, match="outside what"):
+    with pytest.raises(env.EnvError, match="not in what"):
         env.prepare(str(other / "env"), str(model), str(tmp_path / "cache"), readable=readable)
 
 

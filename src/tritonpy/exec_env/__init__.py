@@ -78,14 +78,16 @@ def confine(path: Path, readable: list[str]) -> Path:
     directories, stub-sandbox-read-paths). Otherwise the model would open
     any directory of the host to its stubs, or have the backend unpack any
     archive for them, by naming it; a link in the model's directory counts
-    where it leads."""
+    where it leads. The error is the same for a path that is not there, and
+    does not say where a link leads: the model learns nothing of the host
+    from it."""
     try:
         real = os.path.realpath(path, strict=True)
-    except OSError as e:
-        raise EnvError(f"{path} cannot be resolved: {e.strerror}") from None
-    if not any(within(real, os.path.realpath(root)) for root in readable):
+    except OSError:
+        real = ""
+    if not real or not any(within(real, os.path.realpath(root)) for root in readable):
         raise EnvError(
-            f"{real} is outside what the model's sandboxed stubs may read "
+            f"it is not in what the model's sandboxed stubs may read "
             f"({', '.join(readable)}): a sandboxed model's environment must lie in its own "
             "directory or under stub-sandbox-read-paths"
         )
@@ -103,10 +105,10 @@ def prepare(
     ``EXECUTION_ENV_PATH`` is ``value``; ``readable``: a sandboxed model's
     (``confine``)."""
     path = resolve_path(value, model_dir)
-    if not path.exists():
-        raise EnvError(f"{path} does not exist")
     if readable is not None:
         path = confine(path, readable)
+    if not path.exists():
+        raise EnvError(f"{path} does not exist")
     start = time.monotonic()
     extracted = False
     changed = None
