@@ -144,17 +144,10 @@ ApplyForkPolicy(
   }
   // What keys its template apart from the backend's (StubTemplates::Key):
   // such a template ends with the last model that uses it.
-  // The limits count only where there is a sandbox, as in the key.
   const BackendSettings& settings = backend.settings();
-  const StubSandbox& box = launch->sandbox;
-  const StubSandbox& backend_box = settings.sandbox;
-  launch->own_settings =
-      exec_env || launch->preload != settings.stub_preload ||
-      box.enabled != backend_box.enabled ||
-      (box.enabled &&
-       (box.max_processes != backend_box.max_processes ||
-        box.address_space_bytes != backend_box.address_space_bytes ||
-        box.uid != backend_box.uid));
+  launch->own_settings = exec_env || launch->preload != settings.stub_preload ||
+                         StubTemplates::SandboxKey(launch->sandbox) !=
+                             StubTemplates::SandboxKey(settings.sandbox);
   return Status();
 }
 

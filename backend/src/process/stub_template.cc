@@ -472,15 +472,19 @@ StubTemplates::Key(const StubLaunch& launch)
   // but sandboxed and unsandboxed models never share a template: what one
   // kind of stub leaves in it (a cache, a module's state) the other does
   // not see.
-  const StubSandbox& box = launch.sandbox;
   return launch.python + '\0' + JoinNames(launch.env, "\n") + '\0' +
          (launch.env_filtered ? "1" : "0") + '\0' + JoinNames(launch.preload) +
-         '\0' + JoinNames(launch.opening) + '\0' +
-         (box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
-                            std::to_string(box.address_space_bytes) + " " +
-                            std::to_string(box.uid)
-                      : "no sandbox") +
+         '\0' + JoinNames(launch.opening) + '\0' + SandboxKey(launch.sandbox) +
          '\0' + launch.model_key;
+}
+
+std::string
+StubTemplates::SandboxKey(const StubSandbox& box)
+{
+  return box.enabled ? "sandbox " + std::to_string(box.max_processes) + " " +
+                           std::to_string(box.address_space_bytes) + " " +
+                           std::to_string(box.uid)
+                     : "no sandbox";
 }
 
 std::shared_ptr<StubTemplates::Template>

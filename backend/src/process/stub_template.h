@@ -76,6 +76,10 @@ class StubTemplates {
   };
   std::vector<Running> List() const;
 
+  // What of a sandbox keys templates apart (a part of Key): its limits
+  // count only where there is one.
+  static std::string SandboxKey(const StubSandbox& box);
+
   // The model of launch.lease is unloaded: its own template (model_key)
   // ends, and so does each template of opening imports, or of a model's
   // own settings (StubLaunch::own_settings), that no loaded model forked
